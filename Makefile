@@ -1,0 +1,35 @@
+# The two commands of the README:
+#   make demo   install everything into .venv, then build every target at the demo scale (digits, CPU)
+#   make test   install, then run the test suite
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+CORES ?= 2
+export PATH := $(abspath $(BIN)):$(PATH)
+
+.PHONY: install demo smoke test dvc-demo figures clean-demo
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+demo: install
+	$(BIN)/snakemake --cores $(CORES) --configfile config/demo.yaml
+	@echo
+	@echo "Tables (demo scale): results/tables/table1.md (also .csv and .tex)"
+
+smoke: install
+	$(BIN)/snakemake --cores $(CORES) --configfile config/smoke.yaml
+
+test: install
+	$(BIN)/python -m pytest -q
+
+# The same demo pipeline through DVC stages (dvc.yaml is generated: `tradeoff export-dvc`).
+dvc-demo: install
+	$(BIN)/dvc repro

@@ -1,0 +1,129 @@
+"""The attack interface and registry.
+
+Every attack is a class with ``perturb(x, y) -> x_adv``, built by :func:`build`. Threat model: x and x_adv
+are images in [0, 1]; x_adv stays in the eps-ball of ``norm`` around x and in [0, 1]. Attacks never change
+the model's weights and never leave weight gradients behind: the model's parameters are frozen for the
+duration of ``perturb`` and only input gradients are computed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, ClassVar, Iterator
+
+import torch
+from torch import nn
+
+NORMS = ("linf", "l2")
+
+
+class AttackError(ValueError):
+    pass
+
+
+@contextlib.contextmanager
+def frozen(model: nn.Module) -> Iterator[nn.Module]:
+    """Turn off weight gradients while attacking, so backward computes input gradients only."""
+    flags = [(p, p.requires_grad) for p in model.parameters()]
+    for p, _ in flags:
+        p.requires_grad_(False)
+    try:
+        yield model
+    finally:
+        for p, flag in flags:
+            p.requires_grad_(flag)
+
+
+class Attack:
+    """Base class. Subclasses set ``name``, ``norms`` and ``defaults`` (every accepted parameter with its
+    default) and implement ``_perturb``."""
+
+    name: ClassVar[str]
+    norms: ClassVar[tuple[str, ...]] = NORMS
+    defaults: ClassVar[dict[str, Any]] = {}
+    #: untargeted attacks skip examples that are misclassified clean (they count as not robust)
+    skips_misclassified: ClassVar[bool] = True
+
+    def __init__(self, model: nn.Module, *, eps: float, norm: str = "linf", **params: Any):
+        if norm not in self.norms:
+            raise AttackError(f"attack {self.name!r} does not support norm {norm!r}; allowed: {list(self.norms)}")
+        if not (eps >= 0):
+            raise AttackError(f"attack {self.name!r}: eps must be >= 0, got {eps}")
+        unknown = set(params) - set(self.defaults)
+        if unknown:
+            raise AttackError(
+                f"attack {self.name!r}: unknown parameter(s) {sorted(unknown)}; allowed: {sorted(self.defaults)}"
+            )
+        self.model = model
+        self.eps = float(eps)
+        self.norm = norm
+        self.params = {**self.defaults, **params}
+        for key, value in self.params.items():
+            setattr(self, key, value)
+
+    def generator(self, device: torch.device) -> torch.Generator | None:
+        """A generator seeded from the ``seed`` parameter, or None to use the global RNG (training)."""
+        seed = self.params.get("seed")
+        if seed is None:
+            return None
+        gen = torch.Generator(device=device)
+        gen.manual_seed(int(seed))
+        return gen
+
+    def perturb(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self.eps == 0 or x.numel() == 0:
+            return x.detach().clone()
+        with frozen(self.model):
+            x_adv = self._perturb(x.detach(), y)
+        return x_adv.detach()
+
+    def _perturb(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+ATTACKS: dict[str, type[Attack]] = {}
+
+
+def register(cls: type[Attack]) -> type[Attack]:
+    ATTACKS[cls.name] = cls
+    return cls
+
+
+def attack_names() -> list[str]:
+    return sorted(ATTACKS)
+
+
+def build(name: str, model: nn.Module, *, eps: float, norm: str = "linf", **params: Any) -> Attack:
+    try:
+        cls = ATTACKS[name]
+    except KeyError:
+        raise AttackError(f"unknown attack {name!r}; allowed: {attack_names()}") from None
+    return cls(model, eps=eps, norm=norm, **params)
+
+
+def project(delta: torch.Tensor, eps: float, norm: str) -> torch.Tensor:
+    """Euclidean projection of a batch of perturbations onto the eps-ball of ``norm``."""
+    if norm == "linf":
+        return delta.clamp(-eps, eps)
+    flat = delta.flatten(1).norm(p=2, dim=1).clamp_min(1e-12)
+    factor = (eps / flat).clamp(max=1.0)
+    return delta * factor.view(-1, *([1] * (delta.dim() - 1)))
+
+
+def steepest_step(grad: torch.Tensor, norm: str) -> torch.Tensor:
+    """The unit-norm ascent direction of ``norm`` for a gradient: sign for L-inf, normalised for L2."""
+    if norm == "linf":
+        return grad.sign()
+    flat = grad.flatten(1).norm(p=2, dim=1).clamp_min(1e-12)
+    return grad / flat.view(-1, *([1] * (grad.dim() - 1)))
+
+
+def random_start(x: torch.Tensor, eps: float, norm: str, gen: torch.Generator | None) -> torch.Tensor:
+    """A uniform random point of the eps-ball (L-inf: uniform per coordinate; L2: uniform in the ball)."""
+    if norm == "linf":
+        u = torch.rand(x.shape, generator=gen, device=x.device, dtype=x.dtype)
+        return (2 * u - 1) * eps
+    direction = torch.randn(x.shape, generator=gen, device=x.device, dtype=x.dtype)
+    direction = steepest_step(direction, "l2")
+    radius = torch.rand(x.shape[0], generator=gen, device=x.device, dtype=x.dtype) ** (1.0 / x[0].numel())
+    return direction * (eps * radius).view(-1, *([1] * (x.dim() - 1)))

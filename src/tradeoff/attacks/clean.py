@@ -1,0 +1,18 @@
+"""The identity 'attack': natural accuracy (NAT) is evaluated through the same path as every attack."""
+
+from __future__ import annotations
+
+import torch
+
+from .base import Attack, register
+
+
+@register
+class Clean(Attack):
+    """No perturbation (eps is ignored)."""
+
+    name = "clean"
+    defaults = {"seed": None}
+
+    def perturb(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x.detach().clone()

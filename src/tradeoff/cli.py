@@ -1,0 +1,190 @@
+"""The `tradeoff` command line: every pipeline step is a subcommand over a library function.
+
+Snakemake rules and DVC stages call these; so can a user. Every subcommand validates the whole configuration
+first and exits with status 2 and a message naming the key when it is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from . import config as cfg
+
+log = logging.getLogger("tradeoff")
+
+
+def metrics_path(results: Path, run_id: str, attack: str) -> Path:
+    return results / "metrics" / run_id / f"{attack}.json"
+
+
+def predictions_path(results: Path, run_id: str, attack: str) -> Path:
+    return results / "predictions" / run_id / f"{attack}.json"
+
+
+def ready_marker(data_root: Path, dataset: str) -> Path:
+    return data_root / ".ready" / dataset
+
+
+# ------------------------------------------------------------------------------------------- commands
+
+
+def cmd_check_config(args, catalog: cfg.Catalog) -> int:
+    runs = catalog.training_runs()
+    print(f"configuration OK: scale {catalog.scale}, {len(catalog.runs)} runs ({len(runs)} training jobs), "
+          f"{len(catalog.attacks)} attacks, {len(catalog.targets)} targets")
+    return 0
+
+
+def cmd_download(args, catalog: cfg.Catalog) -> int:
+    from . import data
+    from .checkpoint import atomic_write_text
+
+    folder = data.download(args.dataset, catalog.data_root)
+    atomic_write_text(ready_marker(catalog.data_root, args.dataset),
+                      json.dumps({"dataset": args.dataset, "folder": str(folder), "time": time.time()}) + "\n")
+    print(f"{args.dataset}: ready in {folder}")
+    return 0
+
+
+def cmd_train(args, catalog: cfg.Catalog) -> int:
+    from .runtime import Runtime
+    from .train import train
+
+    run_id = _run(catalog, args.run)
+    if catalog.train_id[run_id] != run_id:
+        raise cfg.ConfigError(f"run {run_id!r} has the same settings as {catalog.train_id[run_id]!r} and is "
+                              f"trained as that run; train {catalog.train_id[run_id]!r}")
+    runtime = Runtime.from_config(catalog.config["runtime"])
+    paths = train(run_id, catalog.runs[run_id], results=catalog.results, data_root=catalog.data_root,
+                  runtime=runtime, eval_batch_size=catalog.config["runtime"]["eval_batch_size"])
+    print(f"{run_id}: model {paths.model}, curves {paths.curves}")
+    return 0
+
+
+def cmd_evaluate(args, catalog: cfg.Catalog) -> int:
+    from .evaluate import evaluate_run
+
+    run_id = _run(catalog, args.run)
+    spec = catalog.attack_for(args.attack, run_id)
+    train_id = catalog.train_id[run_id]
+    result = evaluate_run(
+        catalog.results / "checkpoints" / train_id / "model.pt", spec, attack_name=args.attack,
+        data_root=catalog.data_root, device=catalog.config["runtime"].get("device", "auto"),
+        batch_size=catalog.config["runtime"]["eval_batch_size"], seed=args.seed,
+        metrics_out=metrics_path(catalog.results, train_id, args.attack),
+        predictions_out=predictions_path(catalog.results, train_id, args.attack),
+        test_examples=catalog.runs[run_id].get("test_examples"))
+    print(f"{train_id} / {args.attack}: accuracy {result['accuracy']:.4f} "
+          f"(clean {result['clean_accuracy']:.4f}, {result['examples']} examples, {result['seconds']:.1f} s)")
+    return 0
+
+
+def cmd_table(args, catalog: cfg.Catalog) -> int:
+    from .report.tables import build_table
+
+    out = build_table(catalog, args.target)
+    print(f"{args.target}: {out['md']} (also .csv, .tex)")
+    return 0
+
+
+def cmd_export_dvc(args, catalog: cfg.Catalog) -> int:
+    from .dvc import default_files, render_dvc
+
+    config_files = args.config if args.config_given else default_files()
+    files = render_dvc(catalog if args.config_given else cfg.load_catalog(config_files), config_files)
+    stale = []
+    for path, text in files.items():
+        if args.check:
+            if not Path(path).exists() or Path(path).read_text() != text:
+                stale.append(path)
+        else:
+            Path(path).write_text(text)
+            print(f"wrote {path}")
+    if stale:
+        print(f"stale: {', '.join(stale)}; run `tradeoff export-dvc` (see README)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_list(args, catalog: cfg.Catalog) -> int:
+    if args.what == "runs":
+        for rid, spec in catalog.runs.items():
+            shared = "" if catalog.train_id[rid] == rid else f"  (trained as {catalog.train_id[rid]})"
+            print(f"{rid}: {spec['method']['name']} {spec['dataset']} {spec['arch']} seed {spec['seed']}{shared}")
+    elif args.what == "targets":
+        for name, target in catalog.targets.items():
+            print(f"{name} ({target['kind']}): {target.get('title', ', '.join(target.get('targets', [])))}")
+    return 0
+
+
+def _run(catalog: cfg.Catalog, run_id: str) -> str:
+    if run_id not in catalog.runs:
+        raise cfg.ConfigError(f"--run: unknown run {run_id!r}; allowed: {sorted(catalog.runs)}")
+    return run_id
+
+
+# ---------------------------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tradeoff", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", action="append", metavar="FILE",
+                        help="configuration file; repeat to overlay (default: config/config.yaml)")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("check-config", help="validate the configuration and summarise it").set_defaults(func=cmd_check_config)
+
+    p = sub.add_parser("download", help="download and verify a dataset")
+    p.add_argument("dataset")
+    p.set_defaults(func=cmd_download)
+
+    p = sub.add_parser("train", help="train (or resume) one run")
+    p.add_argument("--run", required=True)
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("evaluate", help="evaluate one run under one attack")
+    p.add_argument("--run", required=True)
+    p.add_argument("--attack", required=True)
+    p.add_argument("--seed", type=int, default=0, help="attack seed (default 0)")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("table", help="build a table target (or a group's tables) from metrics files")
+    p.add_argument("target")
+    p.set_defaults(func=cmd_table)
+
+    p = sub.add_parser("export-dvc", help="write dvc.yaml and params.yaml from the catalog")
+    p.add_argument("--check", action="store_true", help="exit 1 if the files on disk are stale")
+    p.set_defaults(func=cmd_export_dvc)
+
+    p = sub.add_parser("list", help="list runs or targets")
+    p.add_argument("what", choices=["runs", "targets"])
+    p.set_defaults(func=cmd_list)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
+    args.config_given = args.config is not None
+    args.config = args.config or [str(cfg.DEFAULT_CONFIG.relative_to(cfg.ROOT))
+                                  if Path.cwd() == cfg.ROOT else str(cfg.DEFAULT_CONFIG)]
+    try:
+        catalog = cfg.load_catalog(args.config)
+        if args.command != "check-config" and getattr(args, "target", None) is not None \
+                and args.target not in catalog.targets:
+            raise cfg.ConfigError(f"unknown target {args.target!r}; allowed: {sorted(catalog.targets)}")
+        return args.func(args, catalog)
+    except cfg.ConfigError as exc:
+        print(f"tradeoff: configuration error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

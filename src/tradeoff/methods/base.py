@@ -1,0 +1,112 @@
+"""The method interface and registry.
+
+A method owns its learner(s) and optimizer(s): given a batch it updates them. The trainer never branches on a
+method's name; it calls ``set_epoch``, ``train_step``, ``end_epoch`` and checkpoints ``state_dict``. What is
+evaluated and checkpointed as the run's model is ``eval_model()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .. import attacks
+from ..optim import build_optimizer, piecewise_linear, set_lr
+from ..runtime import Runtime
+
+
+class Method:
+    name: ClassVar[str]
+    #: every accepted parameter with its default
+    params: ClassVar[dict[str, Any]] = {}
+    #: parameters measured in epochs (a smaller scale rescales them with the run's length)
+    epoch_params: ClassVar[tuple[str, ...]] = ()
+    #: parameters that name a training attack from the catalog's `train_attacks` (resolved to a full spec)
+    attack_params: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, spec: dict, build_model: Callable[[], nn.Module], runtime: Runtime):
+        self.spec = spec
+        self.runtime = runtime
+        self.p = {**self.params, **{k: v for k, v in spec["method"].items() if k != "name"}}
+
+    def set_epoch(self, epoch: float) -> None:
+        """Called before every step (lr_update: step) or epoch (lr_update: epoch) with the fractional epoch."""
+
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+        raise NotImplementedError
+
+    def end_epoch(self, epoch: int) -> None:
+        """Called after the last step of each (0-based) epoch."""
+
+    def eval_model(self) -> nn.Module:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict:
+        raise NotImplementedError
+
+    def load_state_dict(self, state: dict) -> None:
+        raise NotImplementedError
+
+
+METHODS: dict[str, type[Method]] = {}
+
+
+def register(cls: type[Method]) -> type[Method]:
+    METHODS[cls.name] = cls
+    return cls
+
+
+def method_names() -> list[str]:
+    return sorted(METHODS)
+
+
+def build_train_attack(spec: dict, model: nn.Module) -> attacks.Attack:
+    """An attack from a resolved training-attack spec (``type``, ``eps``, ``norm`` and its parameters)."""
+    params = {k: v for k, v in spec.items() if k not in ("type", "eps", "norm", "name")}
+    return attacks.build(spec["type"], model, eps=spec["eps"], norm=spec.get("norm", "linf"), **params)
+
+
+class SingleLearner(Method):
+    """One model, one optimizer, the run's learning-rate schedule. Subclasses define ``loss``."""
+
+    def __init__(self, spec: dict, build_model: Callable[[], nn.Module], runtime: Runtime):
+        super().__init__(spec, build_model, runtime)
+        self.model = runtime.place_model(build_model())
+        self.optimizer = build_optimizer(self.model.parameters(), spec["optimizer"], self.lr_at(0.0))
+
+    def lr_at(self, epoch: float) -> float:
+        return piecewise_linear(epoch, self.spec["lr"]["epochs"], self.spec["lr"]["values"])
+
+    def set_epoch(self, epoch: float) -> None:
+        set_lr(self.optimizer, self.lr_at(epoch))
+
+    def loss(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The training loss of a batch and the logits its accuracy is reported on."""
+        raise NotImplementedError
+
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+        self.model.train()
+        loss, logits = self.loss(x, y)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return {"loss": loss.detach(), "correct": (logits.detach().argmax(1) == y).sum()}
+
+    def eval_model(self) -> nn.Module:
+        return self.model
+
+    def state_dict(self) -> dict:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
+
+def cross_entropy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, runtime: Runtime):
+    with runtime.autocast():
+        logits = model(x)
+    return F.cross_entropy(logits.float(), y), logits

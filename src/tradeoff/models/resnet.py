@@ -1,0 +1,80 @@
+"""CIFAR ResNets (He et al., 2016) in the form the adversarial-training papers' code uses.
+
+A 3x3 stride-1 stem and no max-pool keep 32x32 inputs at full resolution in the first stage. Module names
+follow kuangliu/pytorch-cifar, the code most of these papers build on, so its checkpoints load unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+Norm = Callable[[int], nn.Module]
+
+
+class BasicBlock(nn.Module):
+    """conv3x3-BN-ReLU-conv3x3-BN plus an identity or 1x1-conv-BN shortcut, then ReLU."""
+
+    def __init__(self, in_planes: int, planes: int, stride: int, norm: Norm) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_planes, planes, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = norm(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, stride=1, padding=1, bias=False)
+        self.bn2 = norm(planes)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or in_planes != planes:
+            projection = nn.Conv2d(in_planes, planes, 1, stride=stride, bias=False)
+            self.shortcut = nn.Sequential(projection, norm(planes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + self.shortcut(x))
+
+
+class ResNet(nn.Module):
+    """Four stages of basic blocks, widths 64-128-256-512, global average pooling and a linear classifier."""
+
+    def __init__(
+        self, blocks_per_stage: Sequence[int], num_classes: int, in_channels: int, norm: Norm
+    ) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 64, 3, stride=1, padding=1, bias=False)
+        self.bn1 = norm(64)
+        in_planes = 64
+        stages = []
+        for stage, (planes, blocks) in enumerate(zip((64, 128, 256, 512), blocks_per_stage, strict=True)):
+            layers = []
+            for block in range(blocks):
+                stride = 2 if stage > 0 and block == 0 else 1
+                layers.append(BasicBlock(in_planes, planes, stride, norm))
+                in_planes = planes
+            stages.append(nn.Sequential(*layers))
+        self.layer1, self.layer2, self.layer3, self.layer4 = stages
+        self.linear = nn.Linear(512, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.layer4(self.layer3(self.layer2(self.layer1(out))))
+        # Adaptive pooling equals the original 4x4 average pool on 32x32 inputs and also serves other sizes.
+        return self.linear(torch.flatten(F.adaptive_avg_pool2d(out, 1), 1))
+
+
+def resnet18(
+    num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: bool = True
+) -> ResNet:
+    """CIFAR ResNet-18; ``image_size`` is not needed (global pooling)."""
+    norm = partial(nn.BatchNorm2d, track_running_stats=bn_running_stats)
+    return ResNet((2, 2, 2, 2), num_classes, in_channels, norm)
+
+
+def resnet34(
+    num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: bool = True
+) -> ResNet:
+    """CIFAR ResNet-34; ``image_size`` is not needed (global pooling)."""
+    norm = partial(nn.BatchNorm2d, track_running_stats=bn_running_stats)
+    return ResNet((3, 4, 6, 3), num_classes, in_channels, norm)

@@ -1,0 +1,56 @@
+"""Small models for the 8x8 digits and for exact-attack and binary experiments."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class SmallCNN(nn.Module):
+    """conv3x3(32)-ReLU-conv3x3(64)-ReLU-maxpool2-fc128-ReLU-fc; padding keeps 8x8 digits usable."""
+
+    def __init__(self, num_classes: int, in_channels: int, image_size: int) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
+        self.classifier = nn.Sequential(
+            nn.Linear(64 * (image_size // 2) ** 2, 128),
+            nn.ReLU(),
+            nn.Linear(128, num_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(self.features(x), 1))
+
+
+class LinearClassifier(nn.Module):
+    """Multinomial logistic regression on raw pixels: logits = W flatten(x) + b.
+
+    Its worst case under an l_p budget has a closed form, which makes it the reference for attack tests.
+    """
+
+    def __init__(self, num_classes: int, in_channels: int, image_size: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(in_channels * image_size**2, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(x, 1))
+
+
+def small_cnn(
+    num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: bool = True
+) -> SmallCNN:
+    """The small CNN; it has no BatchNorm, so ``bn_running_stats`` has nothing to change."""
+    return SmallCNN(num_classes, in_channels, image_size)
+
+
+def linear(
+    num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: bool = True
+) -> LinearClassifier:
+    """The linear model; it has no BatchNorm, so ``bn_running_stats`` has nothing to change."""
+    return LinearClassifier(num_classes, in_channels, image_size)

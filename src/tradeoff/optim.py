@@ -1,0 +1,36 @@
+"""Optimizers and the papers' piecewise-linear schedules."""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import torch
+
+
+def piecewise_linear(t: float, epochs: Sequence[float], values: Sequence[float]) -> float:
+    """Linear interpolation through (epochs[i], values[i]); constant before the first and after the last
+    breakpoint (numpy.interp semantics, as the Generalist code sets its learning rate)."""
+    if len(epochs) != len(values):
+        raise ValueError(f"schedule has {len(epochs)} breakpoints but {len(values)} values")
+    if t <= epochs[0]:
+        return float(values[0])
+    for (e0, v0), (e1, v1) in zip(zip(epochs, values), zip(epochs[1:], values[1:])):
+        if t <= e1:
+            return float(v0 + (v1 - v0) * (t - e0) / (e1 - e0))
+    return float(values[-1])
+
+
+def build_optimizer(params: Iterable[torch.nn.Parameter], cfg: dict, lr: float) -> torch.optim.Optimizer:
+    name = cfg["name"]
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=cfg.get("momentum", 0.0),
+                               weight_decay=cfg.get("weight_decay", 0.0), nesterov=cfg.get("nesterov", False))
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, betas=tuple(cfg.get("betas", (0.9, 0.999))),
+                                weight_decay=cfg.get("weight_decay", 0.0))
+    raise ValueError(f"unknown optimizer {name!r}; allowed: ['adam', 'sgd']")
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr

@@ -1,0 +1,175 @@
+"""Tables as Markdown, CSV and LaTeX, from metrics files only, with the paper's number beside ours.
+
+Layout follows the papers: one row per method, one column per measurement, the top two of our numbers per
+column in bold. Every cell shows ours, the paper's, and the difference (ours - paper), in percent.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..checkpoint import atomic_write_text
+from ..config import ROOT, Catalog
+
+REFERENCE_DIR = ROOT / "config" / "reference"
+
+
+@dataclass
+class Cell:
+    ours: float | None    # percent
+    paper: float | None   # percent
+    paper_std: float | None
+
+    @property
+    def diff(self) -> float | None:
+        return None if self.ours is None or self.paper is None else self.ours - self.paper
+
+
+def load_reference(name: str, directory: Path = REFERENCE_DIR) -> dict[tuple[str, str], tuple[float, float | None, str]]:
+    """(row, column) -> (value in percent, std in percent, label). CA-AT prints accuracies as fractions; a
+    file whose values are all at most 1 is read as fractions and scaled to percent."""
+    path = directory / f"{name}.csv"
+    if not path.exists():
+        return {}
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    scale = 100.0 if rows and all(float(r["value"]) <= 1.0 for r in rows) else 1.0
+    return {(r["row"], r["column"]): (float(r["value"]) * scale,
+                                      float(r["std"]) * scale if r["std"] else None, r["label"]) for r in rows}
+
+
+def read_metric(catalog: Catalog, run_id: str, attack: str) -> float | None:
+    path = catalog.results / "metrics" / catalog.train_id[run_id] / f"{attack}.json"
+    if not path.exists():
+        return None
+    return 100.0 * json.loads(path.read_text())["accuracy"]
+
+
+def collect(catalog: Catalog, name: str) -> tuple[list[str], list[str], dict[tuple[str, str], Cell], dict[str, str]]:
+    target = catalog.targets[name]
+    reference = load_reference(target["reference"])
+    rows = [r["key"] for r in target["rows"]]
+    columns = list(target["columns"])
+    labels = {}
+    cells: dict[tuple[str, str], Cell] = {}
+    for row in target["rows"]:
+        key = row["key"]
+        labels[key] = next((lab for (r, _), (_, _, lab) in reference.items() if r == key), key)
+        for column, attack in target["columns"].items():
+            value, std, _ = reference.get((key, column), (None, None, None))
+            cells[(key, column)] = Cell(read_metric(catalog, row["run"], attack), value, std)
+    return rows, columns, cells, labels
+
+
+def _top_two(rows: list[str], column: str, cells: dict) -> set[str]:
+    values = sorted({cells[(r, column)].ours for r in rows if cells[(r, column)].ours is not None}, reverse=True)
+    keep = set(values[:2])
+    return {r for r in rows if cells[(r, column)].ours in keep}
+
+
+def _fmt(x: float | None, signed: bool = False) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return f"{x:+.2f}" if signed else f"{x:.2f}"
+
+
+def notes(catalog: Catalog, name: str) -> list[str]:
+    target = catalog.targets[name]
+    first_run = target["rows"][0]["run"]
+    out = [f"Scale: **{catalog.scale}**. Cells: ours / paper (ours − paper), accuracy in %. "
+           "Top two of ours per column in bold. — : not measured (yet) or not in the paper."]
+    for column, attack in target["columns"].items():
+        spec = catalog.attack_for(attack, first_run)
+        if spec["type"] == "clean":
+            desc = "clean test accuracy"
+        else:
+            params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                               for k, v in spec.items() if k not in ("type", "norm", "eps"))
+            desc = f"{spec['type']} {spec['norm']} eps={spec['eps']:.4g}" + (f" ({params})" if params else "")
+        out.append(f"- {column}: {desc}")
+    return out
+
+
+def render_markdown(catalog: Catalog, name: str) -> str:
+    rows, columns, cells, labels = collect(catalog, name)
+    bold = {c: _top_two(rows, c, cells) for c in columns}
+    lines = [f"# {catalog.targets[name].get('title', name)}", "",
+             "| Method | " + " | ".join(c.upper() for c in columns) + " |",
+             "|---|" + "---|" * len(columns)]
+    for r in rows:
+        parts = []
+        for c in columns:
+            cell = cells[(r, c)]
+            ours = _fmt(cell.ours)
+            if r in bold[c] and cell.ours is not None:
+                ours = f"**{ours}**"
+            paper = _fmt(cell.paper) + (f"±{cell.paper_std:.2f}" if cell.paper_std is not None else "")
+            parts.append(f"{ours} / {paper} ({_fmt(cell.diff, signed=True)})")
+        lines.append(f"| {labels[r]} | " + " | ".join(parts) + " |")
+    return "\n".join(lines + [""] + notes(catalog, name)) + "\n"
+
+
+def render_csv(catalog: Catalog, name: str) -> str:
+    rows, columns, cells, labels = collect(catalog, name)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["target", "row", "label", "column", "ours", "paper", "paper_std", "diff", "scale"])
+    for r in rows:
+        for c in columns:
+            cell = cells[(r, c)]
+            writer.writerow([name, r, labels[r], c, *("" if v is None else f"{v:.4f}"
+                                                      for v in (cell.ours, cell.paper, cell.paper_std, cell.diff)),
+                             catalog.scale])
+    return buffer.getvalue()
+
+
+def _tex_escape(text: str) -> str:
+    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"),
+                 ("β", r"$\beta$"), ("λ", r"$\lambda$"), ("γ", r"$\gamma$")):
+        text = text.replace(a, b)
+    return text
+
+
+def render_latex(catalog: Catalog, name: str) -> str:
+    rows, columns, cells, labels = collect(catalog, name)
+    bold = {c: _top_two(rows, c, cells) for c in columns}
+    title = _tex_escape(catalog.targets[name].get("title", name))
+    out = [r"\begin{table}[t]", r"\centering", rf"\caption{{{title} (scale: {catalog.scale}). "
+           r"Ours (paper); top two of ours in bold.}}", r"\begin{tabular}{l" + "c" * len(columns) + "}",
+           r"\toprule", "Method & " + " & ".join(_tex_escape(c.upper()) for c in columns) + r" \\", r"\midrule"]
+    for r in rows:
+        parts = []
+        for c in columns:
+            cell = cells[(r, c)]
+            ours = _fmt(cell.ours).replace("—", "--")
+            if r in bold[c] and cell.ours is not None:
+                ours = rf"\textbf{{{ours}}}"
+            parts.append(f"{ours} ({_fmt(cell.paper).replace('—', '--')})")
+        out.append(_tex_escape(labels[r]) + " & " + " & ".join(parts) + r" \\")
+    out += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(out) + "\n"
+
+
+def table_paths(catalog: Catalog, name: str) -> dict[str, Path]:
+    base = catalog.results / "tables" / name
+    return {"md": base.with_suffix(".md"), "csv": base.with_suffix(".csv"), "tex": base.with_suffix(".tex")}
+
+
+RENDERERS = {"md": render_markdown, "csv": render_csv, "tex": render_latex}
+
+
+def build_table(catalog: Catalog, name: str) -> dict[str, Path]:
+    """Write a table target's files; a group's files hold its member tables one after the other."""
+    paths = table_paths(catalog, name)
+    members = catalog.table_targets(name)
+    for kind, render in RENDERERS.items():
+        parts = [render(catalog, member) for member in members]
+        if kind == "csv":  # one header for the whole group
+            parts = parts[:1] + [p.split("\n", 1)[1] for p in parts[1:]]
+        atomic_write_text(paths[kind], ("" if kind == "csv" else "\n").join(parts))
+    return paths

@@ -1,0 +1,239 @@
+"""Training: one run = one method x dataset x architecture x hyperparameters x seed.
+
+The whole dataset lives as one tensor on the device; shuffling, random crop and flip happen there too (no
+DataLoader workers). After every epoch the full training state is checkpointed atomically; a restarted job
+resumes from the newest intact state and, on CPU, ends bit-identical to an uninterrupted run, because every
+source of randomness (model init, data order, augmentation, attack starts) comes from generators whose
+states are checkpointed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from . import checkpoint, data, models
+from .evaluate import accuracy_under
+from .methods import METHODS
+from .provenance import provenance
+from .runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+CURVE_FIELDS = ("epoch", "lr", "train_loss", "train_acc", "eval_clean", "eval_robust", "seconds", "images_per_s")
+
+
+class NonFiniteLoss(FloatingPointError):
+    pass
+
+
+@dataclass
+class RunPaths:
+    model: Path     # the selected model (the run's output)
+    curves: Path    # per-epoch metrics, CSV
+    state: Path     # folder of epoch states (resume)
+
+    @classmethod
+    def for_run(cls, results: str | Path, run_id: str) -> "RunPaths":
+        results = Path(results)
+        return cls(results / "checkpoints" / run_id / "model.pt", results / "curves" / f"{run_id}.csv",
+                   results / "work" / run_id)
+
+
+def subset(x: torch.Tensor, y: torch.Tensor, n: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first n examples of a fixed permutation (seed 0, independent of the run's seed)."""
+    if n is None or n >= len(x):
+        return x, y
+    idx = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))[:n]
+    return x[idx], y[idx]
+
+
+def load_run_data(spec: dict, data_root: str | Path) -> data.Data:
+    ds = data.load(spec["dataset"], data_root)
+    x_tr, y_tr = subset(ds.x_train, ds.y_train, spec.get("train_examples"))
+    x_te, y_te = subset(ds.x_test, ds.y_test, spec.get("test_examples"))
+    return data.Data(x_tr, y_tr, x_te, y_te, ds.num_classes, ds.classes, ds.name)
+
+
+def model_factory(spec: dict, ds: data.Data) -> Callable[[], nn.Module]:
+    _, channels, size, _ = ds.x_train.shape
+
+    def build() -> nn.Module:
+        return models.build_model(spec["arch"], ds.num_classes, in_channels=channels, image_size=size,
+                                  bn_running_stats=spec["bn_running_stats"])
+
+    return build
+
+
+def augment(x: torch.Tensor, padding: int, flip: bool, gen: torch.Generator) -> torch.Tensor:
+    """Random crop (zero padding) and horizontal flip, batched on x's device. The random numbers are drawn
+    on the CPU from ``gen`` so that a run draws the same numbers on every device."""
+    n, _, h, w = x.shape
+    if padding:
+        dy = torch.randint(0, 2 * padding + 1, (n,), generator=gen).to(x.device)
+        dx = torch.randint(0, 2 * padding + 1, (n,), generator=gen).to(x.device)
+        padded = nn.functional.pad(x, (padding,) * 4)
+        rows = (dy[:, None] + torch.arange(h, device=x.device))[:, None, :, None]
+        cols = (dx[:, None] + torch.arange(w, device=x.device))[:, None, None, :]
+        x = padded[torch.arange(n, device=x.device)[:, None, None, None],
+                   torch.arange(x.shape[1], device=x.device)[None, :, None, None], rows, cols]
+    if flip:
+        mask = (torch.rand(n, generator=gen) < 0.5).to(x.device)
+        x = torch.where(mask[:, None, None, None], x.flip(3), x)
+    return x
+
+
+def _rng_state() -> dict:
+    state = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path, runtime: Runtime,
+          eval_batch_size: int = 500, progress: bool | None = None) -> RunPaths:
+    """Train (or resume) a run; write its selected model and per-epoch curves. Returns their paths."""
+    paths = RunPaths.for_run(results, run_id)
+    ds = load_run_data(spec, data_root)
+    x_train, y_train = runtime.place_batch(ds.x_train), ds.y_train.to(runtime.device)
+    x_eval, y_eval = subset(ds.x_test, ds.y_test, spec["selection"]["examples"])
+    x_eval, y_eval = x_eval.to(runtime.device), y_eval.to(runtime.device)
+    selection = spec["selection"]
+    eval_attack = selection["attack"] if isinstance(selection["attack"], dict) else None
+
+    torch.manual_seed(spec["seed"])
+    method = METHODS[spec["method"]["name"]](spec, model_factory(spec, ds), runtime)
+    data_gen = torch.Generator().manual_seed(spec["seed"] + 1)
+
+    start_epoch, rows, best = 0, [], None
+    resumed = checkpoint.latest_state(paths.state)
+    if resumed is not None:
+        start_epoch, state = resumed
+        method.load_state_dict(state["method"])
+        data_gen.set_state(state["data_rng"])
+        _set_rng_state(state["rng"])
+        rows, best = json.loads(state["rows"]), state["best"]
+        log.info("%s: resuming after epoch %d from %s", run_id, start_epoch, paths.state)
+
+    epochs, batch = spec["epochs"], spec["batch_size"]
+    n = len(x_train)
+    steps_per_epoch = math.ceil(n / batch)
+    show = sys.stderr.isatty() if progress is None else progress
+    for epoch in range(start_epoch, epochs):
+        t0 = time.perf_counter()
+        if spec["lr_update"] == "epoch":
+            method.set_epoch(epoch)
+        order = torch.randperm(n, generator=data_gen).to(runtime.device)
+        loss_sum = torch.zeros((), device=runtime.device)
+        correct = torch.zeros((), device=runtime.device, dtype=torch.long)
+        for step in range(steps_per_epoch):
+            idx = order[step * batch:(step + 1) * batch]
+            xb = augment(x_train[idx], spec["augment"]["crop_padding"], spec["augment"]["flip"], data_gen)
+            if spec["lr_update"] == "step":
+                method.set_epoch(epoch + step / steps_per_epoch)
+            out = method.train_step(xb, y_train[idx])
+            loss = out["loss"]
+            if not torch.isfinite(loss):
+                message = f"run {run_id}: non-finite loss ({loss.item()}) at epoch {epoch + 1}, step {step + 1}"
+                if spec["nonfinite"] == "stop":
+                    raise NonFiniteLoss(message + "; stopping (set nonfinite: skip to skip such steps)")
+                log.warning("%s; the step was skipped", message)
+                continue
+            loss_sum += loss.detach() * len(idx)
+            correct += out["correct"]
+            if show:
+                _progress(run_id, epoch, epochs, step + 1, steps_per_epoch, t0)
+        method.end_epoch(epoch)
+        model = method.eval_model()
+        clean = accuracy_under(model, x_eval, y_eval, {"type": "clean", "eps": 0.0}, seed=0,
+                               batch_size=eval_batch_size)
+        robust = (accuracy_under(model, x_eval, y_eval, eval_attack, seed=0, batch_size=eval_batch_size)
+                  if eval_attack else float("nan"))
+        seconds = time.perf_counter() - t0
+        row = {"epoch": epoch + 1, "lr": _current_lr(method), "train_loss": (loss_sum / n).item(),
+               "train_acc": (correct.float() / n).item(), "eval_clean": clean, "eval_robust": robust,
+               "seconds": seconds, "images_per_s": n / seconds}
+        rows.append(row)
+        if not all(math.isfinite(p.float().sum().item()) for p in model.state_dict().values() if p.is_floating_point()):
+            raise NonFiniteLoss(f"run {run_id}: non-finite weights after epoch {epoch + 1}; not checkpointing them")
+        if selection["mode"] == "best" and clean >= selection["min_clean"]:
+            score = clean + robust
+            if best is None or score > best["score"]:
+                best = {"score": score, "epoch": epoch + 1,
+                        "model": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}}
+        eta = (epochs - epoch - 1) * seconds
+        log.info("%s epoch %d/%d loss %.4f acc %.3f | eval clean %.3f robust %.3f | %.0f img/s | ETA %s",
+                 run_id, epoch + 1, epochs, row["train_loss"], row["train_acc"], clean, robust,
+                 row["images_per_s"], _duration(eta))
+        checkpoint.save_state(paths.state, epoch + 1, {
+            "method": method.state_dict(), "data_rng": data_gen.get_state(), "rng": _rng_state(),
+            "rows": json.dumps(rows), "best": best})
+
+    _write_outputs(run_id, spec, method, ds, rows, best, paths)
+    return paths
+
+
+def _current_lr(method) -> float:
+    optimizer = getattr(method, "optimizer", None)
+    return float(optimizer.param_groups[0]["lr"]) if optimizer is not None else float("nan")
+
+
+def _write_outputs(run_id: str, spec: dict, method, ds: data.Data, rows: list[dict], best: dict | None,
+                   paths: RunPaths) -> None:
+    selection = spec["selection"]
+    if selection["mode"] == "best" and best is None:
+        raise RuntimeError(f"run {run_id}: no epoch reached selection.min_clean = {selection['min_clean']}; "
+                           "no model selected (lower min_clean or use mode: last)")
+    state = best["model"] if selection["mode"] == "best" else method.eval_model().state_dict()
+    selected_epoch = best["epoch"] if selection["mode"] == "best" else rows[-1]["epoch"]
+    _, channels, size, _ = ds.x_train.shape
+    meta = {"run": run_id, "spec": spec, "selected_epoch": selected_epoch, "num_classes": ds.num_classes,
+            "in_channels": channels, "image_size": size, "classes": list(ds.classes),
+            "provenance": provenance()}
+    learners = {name: {k: v.detach().cpu() for k, v in m.state_dict().items()}
+                for name, m in getattr(method, "learners", lambda: {})().items()}
+    checkpoint.save({"model": {k: v.detach().cpu() for k, v in state.items()}, "learners": learners,
+                     "meta": json.dumps(meta)}, paths.model)
+    lines = [",".join(CURVE_FIELDS)] + [",".join(f"{r[f]:.6g}" if isinstance(r[f], float) else str(r[f])
+                                                 for f in CURVE_FIELDS) for r in rows]
+    checkpoint.atomic_write_text(paths.curves, "\n".join(lines) + "\n")
+
+
+def load_model(path: str | Path, device: torch.device | str = "cpu") -> tuple[nn.Module, dict]:
+    """A trained run's selected model, in eval mode and fp32, with its metadata."""
+    obj = checkpoint.load(path)
+    meta: dict[str, Any] = json.loads(obj["meta"])
+    spec = meta["spec"]
+    model = models.build_model(spec["arch"], meta["num_classes"], in_channels=meta["in_channels"],
+                               image_size=meta["image_size"], bn_running_stats=spec["bn_running_stats"])
+    model.load_state_dict(obj["model"])
+    return model.to(device).float().eval(), meta
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def _progress(run_id: str, epoch: int, epochs: int, step: int, steps: int, t0: float) -> None:
+    elapsed = time.perf_counter() - t0
+    rate = step / elapsed if elapsed else 0.0
+    eta = (steps - step) / rate if rate else 0.0
+    end = "\n" if step == steps else ""
+    print(f"\r{run_id} epoch {epoch + 1}/{epochs} [{step}/{steps}] {rate:.1f} it/s ETA {_duration(eta)}  ",
+          end=end, file=sys.stderr, flush=True)

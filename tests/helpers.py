@@ -1,0 +1,45 @@
+"""Shared helpers of the integration tests: a scratch copy of the workflow, and the CLI tools on PATH."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+WORKFLOW_FILES = ("Snakefile", "workflow", "config", "slurm", ".dvcignore")
+
+
+def env() -> dict:
+    out = dict(os.environ)
+    out["PATH"] = f"{BIN}{os.pathsep}{out.get('PATH', '')}"
+    out.setdefault("GIT_AUTHOR_NAME", "tradeoff tests")
+    out.setdefault("GIT_AUTHOR_EMAIL", "tests@tradeoff.invalid")
+    out.setdefault("GIT_COMMITTER_NAME", "tradeoff tests")
+    out.setdefault("GIT_COMMITTER_EMAIL", "tests@tradeoff.invalid")
+    out["DVC_NO_ANALYTICS"] = "1"
+    return out
+
+
+def workflow_copy(dest: Path) -> Path:
+    """The workflow files in a fresh folder (results and data land there, not in the repository)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in WORKFLOW_FILES:
+        src = ROOT / name
+        if src.is_symlink():
+            os.symlink(os.readlink(src), dest / name)
+        elif src.is_dir():
+            shutil.copytree(src, dest / name)
+        else:
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def run(cmd: list[str], cwd: Path, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, cwd=cwd, env=env(), capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
+    return proc

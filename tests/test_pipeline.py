@@ -1,0 +1,130 @@
+"""The real Snakemake and DVC commands, end to end, at the smoke scale; the paper-scale DAG as a dry run."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+
+import pytest
+
+from helpers import ROOT, run, workflow_copy
+
+pytestmark = pytest.mark.slow
+SMOKE = ["--configfile", "config/smoke.yaml"]
+
+
+@pytest.fixture(scope="module")
+def smoke_build(tmp_path_factory):
+    work = workflow_copy(tmp_path_factory.mktemp("snakemake"))
+    run(["snakemake", "table1", "--cores", "2", *SMOKE], work, timeout=900)
+    return work
+
+
+def test_snakemake_builds_table1_with_paper_numbers(smoke_build):
+    tables = smoke_build / "results" / "tables"
+    for name in ("table1", "table1a", "table1b"):
+        for suffix in (".md", ".csv", ".tex"):
+            assert (tables / f"{name}{suffix}").stat().st_size > 0
+    with open(tables / "table1a.csv") as f:
+        cells = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    assert cells[("nt", "nat")]["paper"] == "93.0400"
+    assert cells[("at_beta1", "pgd20")]["paper"] == "48.2900"
+    for (row, column), cell in cells.items():
+        assert cell["ours"] != "", f"no measurement for {row}/{column}"
+        assert 0.0 <= float(cell["ours"]) <= 100.0
+        assert float(cell["diff"]) == pytest.approx(float(cell["ours"]) - float(cell["paper"]), abs=1e-3)
+    md = (tables / "table1.md").read_text()
+    assert "Table 1(a)" in md and "Table 1(b)" in md and "AT (β=1)" in md and "Scale: **smoke**" in md
+
+
+def test_metrics_record_how_they_were_made(smoke_build):
+    path = smoke_build / "results" / "metrics" / "cifar10-resnet18-at-beta1" / "pgd20.json"
+    metrics = json.loads(path.read_text())
+    assert metrics["type"] == "pgd" and metrics["params"]["steps"] == 3  # smoke caps attack steps
+    assert metrics["eps"] == pytest.approx(0.3)
+    assert metrics["examples"] == 64 and metrics["seed"] == 0
+    assert metrics["accuracy"] <= metrics["clean_accuracy"]
+    assert {"torch", "snakemake", "python"} <= set(metrics["provenance"]["versions"])
+    preds = json.loads((path.parent.parent.parent / "predictions" / "cifar10-resnet18-at-beta1" / "pgd20.json").read_text())
+    assert len(preds["robust_correct"]) == 64 and set(preds["robust_correct"]) <= {"0", "1"}
+
+
+def test_second_snakemake_run_does_nothing(smoke_build):
+    out = run(["snakemake", "table1", "-n", "--cores", "2", *SMOKE], smoke_build)
+    assert "Nothing to be done" in out.stdout + out.stderr
+
+
+def test_config_error_stops_snakemake_before_any_job(tmp_path):
+    work = workflow_copy(tmp_path)
+    bad = work / "config" / "bad.yaml"
+    bad.write_text("runs:\n  cifar10-resnet18-nt:\n    method: {name: madry}\n")
+    out = run(["snakemake", "table1", "--cores", "1", "--configfile", "config/smoke.yaml", "config/bad.yaml"], work, check=False)
+    assert out.returncode != 0
+    assert "runs.cifar10-resnet18-nt.method.name: unknown method 'madry'" in out.stdout + out.stderr
+    assert not (work / "results").exists()
+    out = run(["snakemake", "table1", "--cores", "1", "--config", "scale=demo", *SMOKE], work, check=False)
+    assert out.returncode != 0 and "--config key=value overrides are not supported" in out.stdout + out.stderr
+
+
+def _job_counts(text: str) -> dict[str, int]:
+    """The 'job count' table that Snakemake prints for a (dry) run."""
+    counts = {}
+    for line in text.splitlines():
+        m = re.match(r"^(\S+)\s+(\d+)$", line.strip())
+        if m and m.group(1) != "total":
+            counts[m.group(1)] = int(m.group(2))
+    return counts
+
+
+def test_paper_scale_dry_run_through_slurm_profile(tmp_path):
+    work = workflow_copy(tmp_path)
+    out = run(["snakemake", "-n", "--profile", "slurm", "table1"], work)
+    text = out.stdout + out.stderr
+    counts = _job_counts(text)
+    # table1 = table1a (ResNet-18) + table1b (WRN-32-10): 3 rows each so far, 3 measurements per row
+    assert counts["download"] == 1
+    assert counts["train"] == 6
+    assert counts["evaluate"] == 18
+    assert counts["table1"] == counts["table1a"] == counts["table1b"] == 1
+    assert "cifar10" in text and "wrn-32-10" in text or "cifar10-wrn32" in text
+    train_jobs = re.findall(r"rule train:.*?(?=\n\n|\Z)", text, flags=re.S)
+    assert train_jobs and all("gpu=1" in job for job in train_jobs)
+    eval_jobs = re.findall(r"rule evaluate:.*?(?=\n\n|\Z)", text, flags=re.S)
+    assert eval_jobs and all("gpu=1" in job for job in eval_jobs)
+
+
+def test_dvc_repro_twice_then_metrics_plots_and_checkout(tmp_path):
+    work = workflow_copy(tmp_path)
+    for name in ("src",):
+        os.symlink(ROOT / name, work / name)  # stage deps: the code
+    run(["git", "init", "-q"], work)
+    run(["dvc", "init", "-q"], work)
+    run(["tradeoff", "--config", "config/config.yaml", "--config", "config/smoke.yaml", "export-dvc"], work)
+    first = run(["dvc", "repro"], work, timeout=900)
+    assert "Running stage 'train-cifar10-resnet18-nt'" in first.stdout
+    second = run(["dvc", "repro"], work)
+    assert "Running stage" not in second.stdout
+    metrics = run(["dvc", "metrics", "show", "--json"], work)
+    shown = json.dumps(json.loads(metrics.stdout))
+    assert "pgd20.json" in shown and "accuracy" in shown
+    plots = run(["dvc", "plots", "show", "--json"], work)
+    assert "curves" in plots.stdout
+    # checkpoints are cached outputs: delete one and get it back from the cache
+    model = work / "results" / "checkpoints" / "cifar10-resnet18-nt" / "model.pt"
+    original = model.read_bytes()
+    model.unlink()
+    run(["dvc", "checkout"], work)
+    assert model.read_bytes() == original
+    # after a checkout Snakemake retrains nothing: `snakemake --touch` restores a consistent order of times
+    run(["snakemake", "table1", "--cores", "1", "--touch", *SMOKE], work)
+    dry = run(["snakemake", "table1", "--cores", "1", "-n", *SMOKE], work)
+    assert "rule train" not in dry.stdout and "Nothing to be done" in dry.stdout + dry.stderr
+
+
+def test_shipped_dvc_yaml_is_current(tmp_path):
+    """dvc.yaml and params.yaml are derived from the catalog; editing the config without regenerating fails."""
+    out = run(["tradeoff", "export-dvc", "--check"], ROOT, check=False)
+    assert out.returncode == 0, out.stderr

@@ -1,0 +1,117 @@
+"""Training: learns, checkpoints every epoch, resumes bit-identically after kill -9, stops on NaN."""
+
+from __future__ import annotations
+
+import copy
+import signal
+import subprocess
+import time
+
+import pytest
+import torch
+
+from helpers import ROOT, env, workflow_copy
+from tradeoff import checkpoint
+from tradeoff import config as cfg
+from tradeoff.runtime import Runtime
+from tradeoff.train import NonFiniteLoss, RunPaths, augment, load_model, train
+
+SMOKE = [ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"]
+
+
+def _catalog(digits_eps=None, **scale_map):
+    config = cfg.load_config(SMOKE)
+    config["scale_map"].update(scale_map)
+    if digits_eps is not None:
+        config["datasets"]["digits"]["linf"] = digits_eps
+    return cfg.resolve(config)
+
+
+def _train(catalog, run_id, results, **kw):
+    return train(run_id, catalog.runs[run_id], results=results, data_root=catalog.data_root,
+                 runtime=Runtime(torch.device("cpu")), eval_batch_size=200, progress=False, **kw)
+
+
+def _weights(path):
+    return checkpoint.load(path)["model"]
+
+
+def test_nt_and_at_learn_and_write_outputs(tmp_path):
+    # at eps 0.1 PGD-AT learns digits in a few epochs (at 0.3 it first sits on a plateau for ~10 epochs)
+    catalog = _catalog(digits_eps=0.1, epochs=6, train_examples=600, test_examples=200)
+    for run_id in ("cifar10-resnet18-nt", "cifar10-resnet18-at-beta1"):
+        paths = _train(catalog, run_id, tmp_path)
+        model, meta = load_model(paths.model)
+        assert meta["run"] == run_id and not model.training
+        lines = paths.curves.read_text().splitlines()
+        assert lines[0].startswith("epoch,lr,train_loss") and len(lines) == 7
+        last = dict(zip(lines[0].split(","), lines[-1].split(",")))
+        assert float(last["eval_clean"]) > 0.5, f"{run_id} does not beat chance: {last}"  # 10 classes
+        assert len(checkpoint.list_states(paths.state)) == 2
+
+
+def test_kill_and_resume_is_bit_identical(tmp_path):
+    """kill -9 the training job at random moments, start it again each time: same final weights."""
+    overlay = "scale_map: {epochs: 5, train_examples: 512}\n"
+    reference = workflow_copy(tmp_path / "reference")
+    killed = workflow_copy(tmp_path / "killed")
+    for work in (reference, killed):
+        (work / "config" / "resume.yaml").write_text(overlay)
+    cmd = ["tradeoff", "--config", "config/config.yaml", "--config", "config/smoke.yaml", "--config",
+           "config/resume.yaml", "train", "--run", "cifar10-resnet18-at-beta1"]
+    subprocess.run(cmd, cwd=reference, env=env(), check=True, capture_output=True)
+
+    state_dir = killed / "results" / "work" / "cifar10-resnet18-at-beta1"
+    kills = 0
+    for wait_states in (1, 3):
+        proc = subprocess.Popen(cmd, cwd=killed, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while time.time() < deadline and proc.poll() is None:
+            states = checkpoint.list_states(state_dir)
+            if states and int(states[-1].name[6:10]) >= wait_states:
+                time.sleep(0.3)  # somewhere inside the next epoch
+                proc.send_signal(signal.SIGKILL)
+                kills += 1
+                break
+            time.sleep(0.05)
+        proc.wait()
+    assert kills >= 1
+    subprocess.run(cmd, cwd=killed, env=env(), check=True, capture_output=True)
+    a = _weights(RunPaths.for_run(reference / "results", "cifar10-resnet18-at-beta1").model)
+    b = _weights(RunPaths.for_run(killed / "results", "cifar10-resnet18-at-beta1").model)
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_nonfinite_loss_stops_with_run_epoch_and_step(tmp_path):
+    catalog = _catalog()
+    spec = copy.deepcopy(catalog.runs["cifar10-resnet18-nt"])
+    spec["lr"]["values"] = [1e12] * len(spec["lr"]["values"])  # diverges within a few steps
+    with pytest.raises(NonFiniteLoss, match=r"run boom: non-finite loss .* at epoch 1, step \d+"):
+        train("boom", spec, results=tmp_path, data_root=catalog.data_root, runtime=Runtime(torch.device("cpu")),
+              progress=False)
+    assert not RunPaths.for_run(tmp_path, "boom").model.exists()
+    assert checkpoint.list_states(RunPaths.for_run(tmp_path, "boom").state) == []
+
+
+def test_best_selection_keeps_best_epoch(tmp_path):
+    catalog = _catalog(epochs=3)
+    spec = copy.deepcopy(catalog.runs["cifar10-resnet18-nt"])
+    spec["selection"]["mode"] = "best"
+    paths = train("sel", spec, results=tmp_path, data_root=catalog.data_root,
+                  runtime=Runtime(torch.device("cpu")), progress=False)
+    rows = [line.split(",") for line in paths.curves.read_text().splitlines()[1:]]
+    scores = [float(r[4]) + float(r[5]) for r in rows]
+    _, meta = load_model(paths.model)
+    assert meta["selected_epoch"] == 1 + scores.index(max(scores))
+
+
+def test_augment_crop_and_flip_are_exact():
+    x = torch.arange(2 * 1 * 4 * 4, dtype=torch.float32).view(2, 1, 4, 4)
+    gen = torch.Generator().manual_seed(0)
+    out = augment(x, padding=1, flip=True, gen=gen)
+    assert out.shape == x.shape
+    for i in range(2):  # each output is a shifted (zero-padded) copy of its input, maybe mirrored
+        padded = torch.nn.functional.pad(x[i], (1, 1, 1, 1))
+        windows = [padded[:, dy:dy + 4, dx:dx + 4] for dy in range(3) for dx in range(3)]
+        assert any(torch.equal(out[i], w) or torch.equal(out[i], w.flip(2)) for w in windows)

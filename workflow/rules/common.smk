@@ -1,0 +1,73 @@
+# Validate the configuration before anything else, resolve the catalog, and hold the input functions.
+import json
+import re
+import shlex
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from tradeoff import config as tcfg
+from tradeoff.cli import metrics_path, predictions_path, ready_marker
+from tradeoff.report.tables import table_paths
+
+# The effective config is config/config.yaml overlaid by each --configfile, in order. Jobs re-read exactly
+# these files through the CLI, so values given with --config key=value (which jobs would not see) are refused.
+CONFIG_FILES = ["config/config.yaml"] + [str(f) for f in workflow.config_settings.configfiles]
+validate(config, schema="../schemas/config.schema.yaml")
+try:
+    CATALOG = tcfg.resolve(config)
+    if tcfg.load_config(CONFIG_FILES) != config:
+        raise tcfg.ConfigError("--config key=value overrides are not supported (jobs read the config files); "
+                               "put the values in a YAML overlay and pass it with --configfile")
+except tcfg.ConfigError as exc:
+    raise WorkflowError(f"configuration error: {exc}")
+
+CONFIG_ARGS = " ".join(f"--config {shlex.quote(f)}" for f in CONFIG_FILES)
+RESULTS = CATALOG.results
+DATA = CATALOG.data_root
+TRAIN_IDS = sorted(CATALOG.training_runs())
+ATTACKS = sorted(CATALOG.attacks)
+RES = config.get("resources", {})
+
+
+def _alternatives(names):
+    return "|".join(re.escape(n) for n in names)
+
+
+wildcard_constraints:
+    run=_alternatives(TRAIN_IDS),
+    attack=_alternatives(ATTACKS),
+    dataset=_alternatives(sorted({s["dataset"] for s in CATALOG.runs.values()})),
+
+
+def dataset_ready(wildcards):
+    return str(ready_marker(DATA, CATALOG.runs[wildcards.run]["dataset"]))
+
+
+def run_spec_json(wildcards):
+    """A run's resolved settings: a change re-runs its training (Snakemake's params rerun trigger)."""
+    return json.dumps(CATALOG.runs[wildcards.run], sort_keys=True)
+
+
+def attack_spec_json(wildcards):
+    return json.dumps(CATALOG.attack_for(wildcards.attack, wildcards.run), sort_keys=True)
+
+
+def target_inputs(name):
+    """The metrics files a table target reads, or the tables of a group's members."""
+    target = CATALOG.targets[name]
+    if target["kind"] == "group":
+        return [str(p) for member in target["targets"] for p in target_outputs(member)]
+    return [str(metrics_path(RESULTS, run, attack)) for run, attack in CATALOG.evaluations(name)]
+
+
+def target_outputs(name):
+    return [str(p) for p in table_paths(CATALOG, name).values()]
+
+
+def all_target_outputs():
+    return [p for name in CATALOG.targets for p in target_outputs(name)]
+
+
+def resource(stage, key, default):
+    return RES.get(stage, {}).get(key, default)

@@ -1,0 +1,13 @@
+# One download job per dataset. It runs where Snakemake runs (login nodes have the internet; compute nodes
+# often do not), and it verifies checksums; a corrupt file is fetched again.
+localrules:
+    download,
+
+
+rule download:
+    output:
+        str(ready_marker(DATA, "{dataset}")),
+    log:
+        str(RESULTS / "logs" / "download" / "{dataset}.log"),
+    shell:
+        "tradeoff {CONFIG_ARGS} download {wildcards.dataset} > {log} 2>&1"
