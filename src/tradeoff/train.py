@@ -141,6 +141,8 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
         order = torch.randperm(n, generator=data_gen).to(runtime.device)
         loss_sum = torch.zeros((), device=runtime.device)
         correct = torch.zeros((), device=runtime.device, dtype=torch.long)
+        extras: dict[str, torch.Tensor] = {}  # other per-step quantities a method reports, averaged per epoch
+        counted = 0
         for step in range(steps_per_epoch):
             idx = order[step * batch:(step + 1) * batch]
             xb = augment(x_train[idx], spec["augment"]["crop_padding"], spec["augment"]["flip"], data_gen)
@@ -156,6 +158,10 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
                 continue
             loss_sum += loss.detach() * len(idx)
             correct += out["correct"]
+            counted += 1
+            for key, value in out.items():
+                if key not in ("loss", "correct"):
+                    extras[key] = extras.get(key, 0.0) + torch.as_tensor(value, dtype=torch.float64).detach()
             if show:
                 _progress(run_id, epoch, epochs, step + 1, steps_per_epoch, t0)
         method.end_epoch(epoch)
@@ -167,7 +173,8 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
         seconds = time.perf_counter() - t0
         row = {"epoch": epoch + 1, "lr": _current_lr(method), "train_loss": (loss_sum / n).item(),
                "train_acc": (correct.float() / n).item(), "eval_clean": clean, "eval_robust": robust,
-               "seconds": seconds, "images_per_s": n / seconds}
+               "seconds": seconds, "images_per_s": n / seconds,
+               **{f"train_{key}": (total / max(counted, 1)).item() for key, total in extras.items()}}
         rows.append(row)
         if not all(math.isfinite(p.float().sum().item()) for p in model.state_dict().values() if p.is_floating_point()):
             raise NonFiniteLoss(f"run {run_id}: non-finite weights after epoch {epoch + 1}; not checkpointing them")
@@ -206,12 +213,18 @@ def _write_outputs(run_id: str, spec: dict, method, ds: data.Data, rows: list[di
             "in_channels": channels, "image_size": size, "classes": list(ds.classes),
             "provenance": provenance()}
     learners = {name: {k: v.detach().cpu() for k, v in m.state_dict().items()}
-                for name, m in getattr(method, "learners", lambda: {})().items()}
+                for name, m in method.learners().items()}
     checkpoint.save({"model": {k: v.detach().cpu() for k, v in state.items()}, "learners": learners,
                      "meta": json.dumps(meta)}, paths.model)
-    lines = [",".join(CURVE_FIELDS)] + [",".join(f"{r[f]:.6g}" if isinstance(r[f], float) else str(r[f])
-                                                 for f in CURVE_FIELDS) for r in rows]
+    fields = list(CURVE_FIELDS) + sorted({k for r in rows for k in r} - set(CURVE_FIELDS))
+    lines = [",".join(fields)] + [",".join(_cell(r.get(f)) for f in fields) for r in rows]
     checkpoint.atomic_write_text(paths.curves, "\n".join(lines) + "\n")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
 def load_model(path: str | Path, device: torch.device | str = "cpu") -> tuple[nn.Module, dict]:

@@ -35,7 +35,10 @@ class Method:
     def set_epoch(self, epoch: float) -> None:
         """Called before every step (lr_update: step) or epoch (lr_update: epoch) with the fractional epoch."""
 
-    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Update the learner(s) on one batch. Returns at least ``loss`` (scalar) and ``correct`` (count of
+        correct predictions in the batch); any other keys (scalars) are averaged over the epoch's steps and
+        written to the run's curves as ``train_<key>`` (e.g. CA-AT's gradient conflict)."""
         raise NotImplementedError
 
     def end_epoch(self, epoch: int) -> None:
@@ -43,6 +46,10 @@ class Method:
 
     def eval_model(self) -> nn.Module:
         raise NotImplementedError
+
+    def learners(self) -> dict[str, nn.Module]:
+        """Models besides ``eval_model`` to save with the run's output (e.g. Generalist's base learners)."""
+        return {}
 
     def state_dict(self) -> dict:
         raise NotImplementedError
