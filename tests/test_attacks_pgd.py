@@ -76,7 +76,10 @@ def test_steps_are_really_steps():
 
     m = Counting()
     attacks.build("pgd", m, eps=0.1, steps=13, seed=0).perturb(torch.rand(5, 4), torch.zeros(5, dtype=torch.long))
-    assert len(calls) == 13 + 1  # 13 gradient steps + 1 forward to record which restart succeeded
+    assert len(calls) == 13  # one forward per gradient step, nothing else
+    calls.clear()
+    attacks.build("pgd", m, eps=0.1, steps=4, restarts=3, seed=0).perturb(torch.rand(5, 4), torch.zeros(5, dtype=torch.long))
+    assert len(calls) == 3 * (4 + 1)  # with restarts, one more forward each to record which examples broke
 
 
 def test_attack_leaves_no_weight_gradients_and_restores_flags():

@@ -1,0 +1,54 @@
+"""Cost accounting: FLOPs counted from real steps, and the plan built from them."""
+
+import pytest
+import torch
+
+from tradeoff import config as cfg
+from tradeoff.bench import (Job, bench_train, forward_flops_per_example, makespan, plan,
+                            step_flops_per_example)
+from tradeoff.runtime import Runtime
+
+ROOT = cfg.ROOT
+
+
+def test_resnet18_forward_is_1_11_gflop():
+    assert forward_flops_per_example("resnet18", "cifar10") == pytest.approx(2 * 0.5554e9, rel=0.01)
+
+
+def test_pgd_at_step_costs_attack_plus_training_pass():
+    """PGD-10 AT = 10 attack steps of 2 forward-equivalents (input gradients only) + 3 for the update."""
+    catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"])
+    spec = catalog.runs["cifar10-resnet18-at-beta1"]
+    fwd = forward_flops_per_example(spec["arch"], spec["dataset"])
+    steps = spec["method"]["attack"]["steps"]
+    assert step_flops_per_example(spec) == pytest.approx((2 * steps + 3) * fwd, rel=0.02)
+    nt = catalog.runs["cifar10-resnet18-nt"]
+    assert step_flops_per_example(nt) == pytest.approx(3 * fwd, rel=0.02)
+
+
+def test_bench_train_reports_throughput_on_cpu():
+    catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"])
+    out = bench_train("cifar10-resnet18-nt", catalog.runs["cifar10-resnet18-nt"],
+                      runtime=Runtime(torch.device("cpu")), steps=3, warmup=1)
+    assert out["images_per_s"] > 0 and out["achieved_tflops"] > 0
+    assert out["fraction_of_peak"] is None and out["settings"] == {"bf16": False, "channels_last": False, "compile": False}
+
+
+def test_makespan_respects_dependencies_and_gpus():
+    jobs = [Job("train a", "train", 4.0, None), Job("train b", "train", 2.0, None),
+            Job("eval a", "evaluate", 1.0, "train a"), Job("eval b", "evaluate", 1.0, "train b")]
+    assert makespan(jobs, 1) == pytest.approx(8.0)
+    assert makespan(jobs, 2) == pytest.approx(5.0)
+    assert makespan(jobs, 10) == pytest.approx(5.0)
+
+
+def test_plan_of_table1a_at_paper_scale():
+    catalog = cfg.load_catalog([ROOT / "config" / "config.yaml"])
+    result = plan(catalog, "table1a", gpus=4, device="h100", bench_folder="/nonexistent")
+    trains = [j for j in result["jobs"] if j.kind == "train"]
+    assert len(trains) == len(catalog.targets["table1a"]["rows"])
+    assert result["basis"].startswith("assumed 30%")
+    # PGD-10 AT, ResNet-18, 120 epochs of CIFAR-10 at 30% of 790 TFLOP/s: about a quarter of a GPU-hour
+    at = next(j for j in trains if j.name.endswith("at-beta1"))
+    assert 0.15 < at.hours < 0.4
+    assert result["makespan_hours"] <= result["total_hours"]
