@@ -122,6 +122,30 @@ def cmd_list(args, catalog: cfg.Catalog) -> int:
     return 0
 
 
+def cmd_bench_train(args, catalog: cfg.Catalog) -> int:
+    from .bench import bench_train, write_bench
+    from .runtime import Runtime
+
+    run_id = _run(catalog, args.run)
+    settings = {**catalog.config["runtime"], "bf16": args.bf16, "channels_last": args.channels_last}
+    if args.device:
+        settings["device"] = args.device
+    result = bench_train(run_id, catalog.runs[run_id], runtime=Runtime.from_config(settings),
+                         batch_size=args.batch_size, steps=args.steps, warmup=args.warmup, compile_model=args.compile)
+    path = write_bench(result, catalog.results / "bench")
+    peak = f", {result['fraction_of_peak']:.1%} of peak" if result["fraction_of_peak"] else ""
+    print(f"{run_id} on {result['device']}: {result['images_per_s']:.1f} images/s, "
+          f"{result['seconds_per_epoch']:.1f} s/epoch, {result['achieved_tflops']:.3f} TFLOP/s{peak} -> {path}")
+    return 0
+
+
+def cmd_plan(args, catalog: cfg.Catalog) -> int:
+    from .bench import format_plan, plan
+
+    print(format_plan(plan(catalog, args.target, args.gpus, args.device, catalog.results / "bench")))
+    return 0
+
+
 def _run(catalog: cfg.Catalog, run_id: str) -> str:
     if run_id not in catalog.runs:
         raise cfg.ConfigError(f"--run: unknown run {run_id!r}; allowed: {sorted(catalog.runs)}")
@@ -161,6 +185,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export-dvc", help="write dvc.yaml and params.yaml from the catalog")
     p.add_argument("--check", action="store_true", help="exit 1 if the files on disk are stale")
     p.set_defaults(func=cmd_export_dvc)
+
+    p = sub.add_parser("bench-train", help="time training steps of a run's method and model (synthetic data)")
+    p.add_argument("--run", required=True)
+    p.add_argument("--batch-size", type=int, help="default: the run's")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True, help="bf16 autocast (CUDA)")
+    p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=True, help="(CUDA)")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False, help="torch.compile")
+    p.set_defaults(func=cmd_bench_train)
+
+    p = sub.add_parser("plan", help="GPU-hours of every job of a target and the makespan on N GPUs")
+    p.add_argument("target")
+    p.add_argument("--gpus", type=int, default=8)
+    p.add_argument("--device", default="h100", choices=["h100", "h200", "a100", "rtx3090", "v100"])
+    p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("list", help="list runs or targets")
     p.add_argument("what", choices=["runs", "targets"])
