@@ -178,7 +178,7 @@ def plan(catalog: Catalog, target: str, gpus: int, device: str, bench_folder: st
     rate = peak * fraction * 1e12 * 3600  # FLOP per GPU-hour
     jobs: list[Job] = []
     step_cache: dict[str, float] = {}
-    for train_id in dict.fromkeys(catalog.train_id[r["run"]] for t in catalog.table_targets(target)
+    for train_id in dict.fromkeys(catalog.train_id[r["run"]] for t in catalog.leaf_targets(target)
                                   for r in catalog.targets[t]["rows"]):
         spec = catalog.runs[train_id]
         key = json.dumps([spec["method"], spec["arch"], spec["dataset"]], sort_keys=True, default=str)

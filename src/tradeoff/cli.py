@@ -84,11 +84,11 @@ def cmd_evaluate(args, catalog: cfg.Catalog) -> int:
     return 0
 
 
-def cmd_table(args, catalog: cfg.Catalog) -> int:
-    from .report.tables import build_table
+def cmd_report(args, catalog: cfg.Catalog) -> int:
+    from .report.build import build_target
 
-    out = build_table(catalog, args.target)
-    print(f"{args.target}: {out['md']} (also .csv, .tex)")
+    paths = build_target(catalog, args.target)
+    print(f"{args.target}: " + ", ".join(str(p) for p in paths))
     return 0
 
 
@@ -178,9 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="attack seed (default 0)")
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("table", help="build a table target (or a group's tables) from metrics files")
+    p = sub.add_parser("report", help="build a target (table, figure or group) from metrics files")
     p.add_argument("target")
-    p.set_defaults(func=cmd_table)
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("export-dvc", help="write dvc.yaml and params.yaml from the catalog")
     p.add_argument("--check", action="store_true", help="exit 1 if the files on disk are stale")

@@ -185,22 +185,31 @@ class Catalog:
             raise ConfigError(f"unknown attack {name!r}; allowed: {sorted(self.attacks)}")
         return resolve_attack(self.attacks[name], self.runs[run_id], self.config, f"attacks.{name}")
 
-    def table_targets(self, name: str) -> list[str]:
-        """The table targets that a target builds (itself, or a group's members, recursively)."""
+    def leaf_targets(self, name: str) -> list[str]:
+        """The tables and figures that a target builds (itself, or a group's members, recursively)."""
         target = self.targets[name]
-        if target["kind"] == "table":
+        if target["kind"] != "group":
             return [name]
-        return [t for member in target["targets"] for t in self.table_targets(member)]
+        return list(dict.fromkeys(t for member in target["targets"] for t in self.leaf_targets(member)))
+
+    def table_targets(self, name: str) -> list[str]:
+        return [t for t in self.leaf_targets(name) if self.targets[t]["kind"] == "table"]
 
     def evaluations(self, target: str) -> list[tuple[str, str]]:
         """(training id, attack) pairs that a target needs, without repeats."""
         pairs: dict[tuple[str, str], None] = {}
-        for table in self.table_targets(target):
-            t = self.targets[table]
+        for leaf in self.leaf_targets(target):
+            t = self.targets[leaf]
             for row in t["rows"]:
-                for attack in t["columns"].values():
+                for attack in t.get("columns", {}).values():
                     pairs[(self.train_id[row["run"]], attack)] = None
         return list(pairs)
+
+    def curve_runs(self, target: str) -> list[str]:
+        """Training ids whose per-epoch curves a target plots."""
+        runs = [self.train_id[r["run"]] for leaf in self.leaf_targets(target)
+                if self.targets[leaf].get("plot") == "curves" for r in self.targets[leaf]["rows"]]
+        return list(dict.fromkeys(runs))
 
 
 def spec_digest(spec: dict) -> str:
@@ -454,12 +463,16 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
             if member not in targets:
                 raise ConfigError(f"{key}.targets: unknown target {member!r}; allowed: {sorted(targets)}")
         return
-    for field_name in ("rows", "columns", "reference"):
+    needed = {"table": ("rows", "columns", "reference"),
+              "figure": ("rows", "plot") + (("curve_columns",) if target.get("plot") == "curves" else ("columns",))}
+    for field_name in needed[target["kind"]]:
         if field_name not in target:
-            raise ConfigError(f"{key}: a table needs `{field_name}`")
+            raise ConfigError(f"{key}: a {target['kind']} needs `{field_name}`")
+    if target.get("plot") == "lines" and any("x" not in row for row in target["rows"]):
+        raise ConfigError(f"{key}.rows: a `lines` figure needs an `x` value on every row")
     for i, row in enumerate(target["rows"]):
         if row["run"] not in runs:
             raise ConfigError(f"{key}.rows[{i}].run: unknown run {row['run']!r}; allowed: {sorted(runs)}")
-    for column, attack in target["columns"].items():
+    for column, attack in target.get("columns", {}).items():
         if attack not in attacks:
             raise ConfigError(f"{key}.columns.{column}: unknown attack {attack!r}; allowed: {sorted(attacks)}")

@@ -8,7 +8,7 @@ from snakemake.utils import validate
 
 from tradeoff import config as tcfg
 from tradeoff.cli import metrics_path, predictions_path, ready_marker
-from tradeoff.report.tables import table_paths
+from tradeoff.report.build import target_outputs as build_outputs
 
 # The effective config is config/config.yaml overlaid by each --configfile, in order. Jobs re-read exactly
 # these files through the CLI, so values given with --config key=value (which jobs would not see) are refused.
@@ -54,15 +54,21 @@ def attack_spec_json(wildcards):
 
 
 def target_inputs(name):
-    """The metrics files a table target reads, or the tables of a group's members."""
+    """What a target reads: metrics (predictions for per-class figures, curves for curve figures), or the
+    outputs of a group's members."""
     target = CATALOG.targets[name]
     if target["kind"] == "group":
-        return [str(p) for member in target["targets"] for p in target_outputs(member)]
-    return [str(metrics_path(RESULTS, run, attack)) for run, attack in CATALOG.evaluations(name)]
+        return [p for member in target["targets"] for p in target_outputs(member)]
+    pairs = CATALOG.evaluations(name)
+    files = [str(metrics_path(RESULTS, run, attack)) for run, attack in pairs]
+    if target.get("plot") == "per_class":
+        files += [str(predictions_path(RESULTS, run, attack)) for run, attack in pairs]
+    files += [str(RESULTS / "curves" / f"{run}.csv") for run in CATALOG.curve_runs(name)]
+    return files
 
 
 def target_outputs(name):
-    return [str(p) for p in table_paths(CATALOG, name).values()]
+    return [str(p) for p in build_outputs(CATALOG, name)]
 
 
 def all_target_outputs():

@@ -1,4 +1,5 @@
-# One rule per target of the catalog, named as the target (`snakemake table1a`). Tables read metrics only.
+# One rule per target of the catalog, named as the target (`snakemake table1a`). Reports read metrics,
+# predictions and curves only, never checkpoints.
 for _name in CATALOG.targets:
 
     rule:
@@ -7,11 +8,12 @@ for _name in CATALOG.targets:
         input:
             target_inputs(_name),
         output:
-            target_outputs(_name),
+            [report(p, category=CATALOG.targets[_name]["kind"]) if p.endswith((".png", ".md")) else p
+             for p in target_outputs(_name)],
         params:
             target=_name,
         log:
             str(RESULTS / "logs" / "report" / f"{_name}.log"),
         localrule: True
         shell:
-            "tradeoff {CONFIG_ARGS} table {params.target} > {log} 2>&1"
+            "tradeoff {CONFIG_ARGS} report {params.target} > {log} 2>&1"

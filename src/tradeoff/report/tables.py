@@ -161,15 +161,3 @@ def table_paths(catalog: Catalog, name: str) -> dict[str, Path]:
 
 
 RENDERERS = {"md": render_markdown, "csv": render_csv, "tex": render_latex}
-
-
-def build_table(catalog: Catalog, name: str) -> dict[str, Path]:
-    """Write a table target's files; a group's files hold its member tables one after the other."""
-    paths = table_paths(catalog, name)
-    members = catalog.table_targets(name)
-    for kind, render in RENDERERS.items():
-        parts = [render(catalog, member) for member in members]
-        if kind == "csv":  # one header for the whole group
-            parts = parts[:1] + [p.split("\n", 1)[1] for p in parts[1:]]
-        atomic_write_text(paths[kind], ("" if kind == "csv" else "\n").join(parts))
-    return paths

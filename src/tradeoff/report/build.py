@@ -1,0 +1,43 @@
+"""Building a target of the catalog: a table, a figure, or a group of them. What each writes is decided here
+once, for Snakemake (outputs), DVC (outs) and the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..checkpoint import atomic_write_text
+from ..config import Catalog
+from .figures import build_figure, figure_paths
+from .tables import RENDERERS, table_paths
+
+
+def target_outputs(catalog: Catalog, name: str) -> list[Path]:
+    kind = catalog.targets[name]["kind"]
+    if kind == "figure":
+        return list(figure_paths(catalog, name).values())
+    paths = table_paths(catalog, name)
+    if kind == "group" and not catalog.table_targets(name):
+        return [paths["md"]]
+    return list(paths.values())
+
+
+def build_target(catalog: Catalog, name: str) -> list[Path]:
+    """Write a target's files. A group's files hold its member tables one after the other, and list its
+    figures."""
+    target = catalog.targets[name]
+    if target["kind"] == "figure":
+        return list(build_figure(catalog, name).values())
+    paths = table_paths(catalog, name)
+    tables = catalog.table_targets(name)
+    figures = [t for t in catalog.leaf_targets(name) if catalog.targets[t]["kind"] == "figure"]
+    for kind, render in RENDERERS.items():
+        if kind != "md" and not tables:
+            continue
+        parts = [render(catalog, member) for member in tables]
+        if kind == "csv":  # one header for the whole group
+            parts = parts[:1] + [p.split("\n", 1)[1] for p in parts[1:]]
+        if kind == "md" and figures:
+            parts.append("## Figures\n\n" + "\n".join(
+                f"- {catalog.targets[f].get('title', f)}: `{figure_paths(catalog, f)['png']}`" for f in figures) + "\n")
+        atomic_write_text(paths[kind], ("" if kind == "csv" else "\n").join(parts))
+    return target_outputs(catalog, name)

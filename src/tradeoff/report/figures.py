@@ -1,0 +1,171 @@
+"""Figures as PNG and PDF, from metrics, predictions and curves files only (never checkpoints), one style.
+
+A figure target of the catalog names its ``plot`` kind, its rows (runs, with labels and, for swept
+parameters, an x value) and its columns (measurement -> attack). Every figure says the scale it was made at.
+Kinds: scatter (clean vs robust, ours against the paper's points), bars (grouped per row), lines (a metric
+over a swept parameter), per_class (accuracy per class, clean and under an attack), curves (per-epoch
+columns of the training curves), grid (test images that some models get wrong and another gets right).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from ..config import Catalog  # noqa: E402
+from .tables import load_reference, read_metric  # noqa: E402
+
+STYLE = {
+    "figure.dpi": 110, "savefig.dpi": 150, "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10,
+    "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False,
+    "legend.fontsize": 8, "legend.frameon": False,
+}
+COLORS = plt.get_cmap("tab10").colors
+
+
+def figure_paths(catalog: Catalog, name: str) -> dict[str, Path]:
+    base = catalog.results / "figures" / name
+    return {"png": base.with_suffix(".png"), "pdf": base.with_suffix(".pdf")}
+
+
+def _label(row: dict, reference: dict) -> str:
+    if "label" in row:
+        return row["label"]
+    return next((lab for (r, _), (_, _, lab) in reference.items() if r == row["key"]), row["key"])
+
+
+def _predictions(catalog: Catalog, run: str, attack: str) -> dict | None:
+    path = catalog.results / "predictions" / catalog.train_id[run] / f"{attack}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _finish(fig, catalog: Catalog, name: str, target: dict) -> dict[str, Path]:
+    fig.suptitle(target.get("title", name), fontsize=11)
+    fig.text(0.99, 0.005, f"scale: {catalog.scale}", ha="right", va="bottom", fontsize=7, color="0.4")
+    fig.tight_layout(rect=(0, 0.02, 1, 0.97))
+    paths = figure_paths(catalog, name)
+    paths["png"].parent.mkdir(parents=True, exist_ok=True)
+    for kind, path in paths.items():
+        tmp = path.with_name(f".{path.name}.tmp")
+        fig.savefig(tmp, format=kind)
+        tmp.replace(path)
+    plt.close(fig)
+    return paths
+
+
+def plot_scatter(catalog: Catalog, name: str, target: dict, ax) -> None:
+    (xcol, xattack), (ycol, yattack) = list(target["columns"].items())[:2]
+    reference = load_reference(target["reference"]) if target.get("reference") else {}
+    for i, row in enumerate(target["rows"]):
+        color = COLORS[i % len(COLORS)]
+        ours = read_metric(catalog, row["run"], xattack), read_metric(catalog, row["run"], yattack)
+        paper = reference.get((row["key"], xcol)), reference.get((row["key"], ycol))
+        label = _label(row, reference)
+        if None not in ours:
+            ax.scatter(*ours, color=color, s=40, label=label, zorder=3)
+        if None not in paper:
+            ax.scatter(paper[0][0], paper[1][0], facecolors="none", edgecolors=color, s=40, zorder=2)
+    ax.set_xlabel(f"{xcol.upper()} accuracy (%)")
+    ax.set_ylabel(f"{ycol.upper()} accuracy (%)")
+    ax.legend(title="filled: ours, hollow: paper", loc="best")
+
+
+def plot_bars(catalog: Catalog, name: str, target: dict, ax) -> None:
+    reference = load_reference(target["reference"]) if target.get("reference") else {}
+    rows, columns = target["rows"], list(target["columns"].items())
+    width = 0.8 / max(len(columns), 1)
+    xs = np.arange(len(rows))
+    for j, (column, attack) in enumerate(columns):
+        values = [read_metric(catalog, r["run"], attack) for r in rows]
+        ax.bar(xs + j * width, [np.nan if v is None else v for v in values], width, label=column.upper(),
+               color=COLORS[j % len(COLORS)])
+    ax.set_xticks(xs + width * (len(columns) - 1) / 2, [_label(r, reference) for r in rows], rotation=20, ha="right")
+    ax.set_ylabel("accuracy (%)")
+    ax.legend()
+
+
+def plot_lines(catalog: Catalog, name: str, target: dict, ax) -> None:
+    groups: dict[str, list[dict]] = {}
+    for row in target["rows"]:
+        groups.setdefault(row.get("series", ""), []).append(row)
+    for j, (column, attack) in enumerate(target["columns"].items()):
+        for series, rows in groups.items():
+            pts = [(r["x"], read_metric(catalog, r["run"], attack)) for r in rows]
+            pts = [(x, y) for x, y in pts if y is not None]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", color=COLORS[j % len(COLORS)],
+                        linestyle=["-", "--", ":", "-."][list(groups).index(series) % 4],
+                        label=f"{column.upper()} {series}".strip())
+    ax.set_xlabel(target.get("x_label", "parameter"))
+    ax.set_ylabel("accuracy (%)")
+    ax.legend()
+
+
+def plot_per_class(catalog: Catalog, name: str, target: dict, axes) -> None:
+    rows = target["rows"]
+    columns = list(target["columns"].items())
+    for ax, (column, attack) in zip(axes, columns):
+        width = 0.8 / max(len(rows), 1)
+        num_classes = None
+        for i, row in enumerate(rows):
+            preds = _predictions(catalog, row["run"], attack)
+            if preds is None:
+                continue
+            labels = np.array(preds["labels"])
+            correct = np.array([c == "1" for c in preds["robust_correct"]])
+            num_classes = int(labels.max()) + 1
+            per_class = [100 * correct[labels == k].mean() for k in range(num_classes)]
+            ax.bar(np.arange(num_classes) + i * width, per_class, width, label=_label(row, {}),
+                   color=COLORS[i % len(COLORS)])
+        if num_classes:
+            ax.set_xticks(np.arange(num_classes) + width * (len(rows) - 1) / 2, [str(k) for k in range(num_classes)])
+        ax.set_title(column.upper())
+        ax.set_xlabel("class")
+        ax.set_ylabel("correct (%)")
+    axes[0].legend()
+
+
+def plot_curves(catalog: Catalog, name: str, target: dict, axes) -> None:
+    import csv
+
+    for ax, column in zip(axes, target["curve_columns"]):
+        for i, row in enumerate(target["rows"]):
+            path = catalog.results / "curves" / f"{catalog.train_id[row['run']]}.csv"
+            if not path.exists():
+                continue
+            with open(path) as f:
+                data = list(csv.DictReader(f))
+            if data and column in data[0]:
+                ax.plot([float(d["epoch"]) for d in data], [float(d[column]) for d in data],
+                        label=_label(row, {}), color=COLORS[i % len(COLORS)])
+        ax.set_title(column)
+        ax.set_xlabel("epoch")
+    axes[0].legend()
+
+
+PLOTS = {"scatter": plot_scatter, "bars": plot_bars, "lines": plot_lines}
+MULTI = {"per_class": (plot_per_class, lambda t: len(t["columns"])),
+         "curves": (plot_curves, lambda t: len(t["curve_columns"]))}
+
+
+def build_figure(catalog: Catalog, name: str) -> dict[str, Path]:
+    target = catalog.targets[name]
+    with plt.rc_context(STYLE):
+        if target["plot"] in MULTI:
+            plot, panels = MULTI[target["plot"]]
+            n = panels(target)
+            fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.6), squeeze=False)
+            plot(catalog, name, target, list(axes[0]))
+        else:
+            fig, ax = plt.subplots(figsize=(5.5, 4.2))
+            PLOTS[target["plot"]](catalog, name, target, ax)
+        return _finish(fig, catalog, name, target)
+
+
+FIGURE_KINDS = sorted([*PLOTS, *MULTI])
