@@ -92,6 +92,14 @@ def cmd_report(args, catalog: cfg.Catalog) -> int:
     return 0
 
 
+def cmd_summary(args, catalog: cfg.Catalog) -> int:
+    from .report.summary import build_summary
+
+    paths = build_summary(catalog)
+    print(paths["md"].read_text())
+    return 0
+
+
 def cmd_export_dvc(args, catalog: cfg.Catalog) -> int:
     from .dvc import default_files, render_dvc
 
@@ -181,6 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="build a target (table, figure or group) from metrics files")
     p.add_argument("target")
     p.set_defaults(func=cmd_report)
+
+    sub.add_parser("summary", help="every target: built or missing, and its largest differences from the paper"
+                   ).set_defaults(func=cmd_summary)
 
     p = sub.add_parser("export-dvc", help="write dvc.yaml and params.yaml from the catalog")
     p.add_argument("--check", action="store_true", help="exit 1 if the files on disk are stale")

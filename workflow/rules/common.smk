@@ -9,6 +9,7 @@ from snakemake.utils import validate
 from tradeoff import config as tcfg
 from tradeoff.cli import metrics_path, predictions_path, ready_marker
 from tradeoff.report.build import target_outputs as build_outputs
+from tradeoff.report.summary import summary_paths
 
 # The effective config is config/config.yaml overlaid by each --configfile, in order. Jobs re-read exactly
 # these files through the CLI, so values given with --config key=value (which jobs would not see) are refused.

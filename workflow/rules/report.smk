@@ -8,7 +8,7 @@ for _name in CATALOG.targets:
         input:
             target_inputs(_name),
         output:
-            [report(p, category=CATALOG.targets[_name]["kind"]) if p.endswith((".png", ".md")) else p
+            [report(p, category=CATALOG.targets[_name]["kind"]) if p.endswith((".png", ".html")) else p
              for p in target_outputs(_name)],
         params:
             target=_name,
@@ -17,3 +17,16 @@ for _name in CATALOG.targets:
         localrule: True
         shell:
             "tradeoff {CONFIG_ARGS} report {params.target} > {log} 2>&1"
+
+
+rule summary:
+    input:
+        all_target_outputs(),
+    output:
+        report(str(summary_paths(CATALOG)["html"]), category="summary"),
+        str(summary_paths(CATALOG)["md"]),
+    log:
+        str(RESULTS / "logs" / "report" / "summary.log"),
+    localrule: True
+    shell:
+        "tradeoff {CONFIG_ARGS} summary > {log} 2>&1"

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..checkpoint import atomic_write_text
 from ..config import Catalog
 from .figures import build_figure, figure_paths
-from .tables import RENDERERS, table_paths
+from .tables import RENDERERS, html_page, table_paths
 
 
 def target_outputs(catalog: Catalog, name: str) -> list[Path]:
@@ -17,7 +17,7 @@ def target_outputs(catalog: Catalog, name: str) -> list[Path]:
         return list(figure_paths(catalog, name).values())
     paths = table_paths(catalog, name)
     if kind == "group" and not catalog.table_targets(name):
-        return [paths["md"]]
+        return [paths["md"], paths["html"]]
     return list(paths.values())
 
 
@@ -31,7 +31,7 @@ def build_target(catalog: Catalog, name: str) -> list[Path]:
     tables = catalog.table_targets(name)
     figures = [t for t in catalog.leaf_targets(name) if catalog.targets[t]["kind"] == "figure"]
     for kind, render in RENDERERS.items():
-        if kind != "md" and not tables:
+        if kind not in ("md", "html") and not tables:
             continue
         parts = [render(catalog, member) for member in tables]
         if kind == "csv":  # one header for the whole group
@@ -39,5 +39,11 @@ def build_target(catalog: Catalog, name: str) -> list[Path]:
         if kind == "md" and figures:
             parts.append("## Figures\n\n" + "\n".join(
                 f"- {catalog.targets[f].get('title', f)}: `{figure_paths(catalog, f)['png']}`" for f in figures) + "\n")
-        atomic_write_text(paths[kind], ("" if kind == "csv" else "\n").join(parts))
+        if kind == "html" and figures:
+            parts.append("".join(f"<h2>{catalog.targets[f].get('title', f)}</h2><img src='../figures/{f}.png' "
+                                 f"alt='{f}' style='max-width: 100%'>" for f in figures))
+        text = ("" if kind == "csv" else "\n").join(parts)
+        if kind == "html":
+            text = html_page(target.get("title", name), text)
+        atomic_write_text(paths[kind], text)
     return target_outputs(catalog, name)

@@ -155,9 +155,51 @@ def render_latex(catalog: Catalog, name: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def render_html(catalog: Catalog, name: str) -> str:
+    """An HTML fragment (for the Snakemake report and the summary page)."""
+    import html
+
+    rows, columns, cells, labels = collect(catalog, name)
+    bold = {c: _top_two(rows, c, cells) for c in columns}
+    out = [f"<h2>{html.escape(catalog.targets[name].get('title', name))}</h2>", "<table class='tradeoff'>",
+           "<thead><tr><th>Method</th>" + "".join(f"<th>{html.escape(c.upper())}</th>" for c in columns) + "</tr></thead><tbody>"]
+    for r in rows:
+        tds = []
+        for c in columns:
+            cell = cells[(r, c)]
+            ours = _fmt(cell.ours)
+            if r in bold[c] and cell.ours is not None:
+                ours = f"<b>{ours}</b>"
+            tds.append(f"<td>{ours}<br><small>paper {_fmt(cell.paper)} ({_fmt(cell.diff, signed=True)})</small></td>")
+        out.append(f"<tr><th>{html.escape(labels[r])}</th>{''.join(tds)}</tr>")
+    notes_html = "".join(f"<li>{html.escape(n.lstrip('- '))}</li>" for n in notes(catalog, name))
+    out += ["</tbody></table>", f"<ul class='notes'>{notes_html}</ul>"]
+    return "\n".join(out) + "\n"
+
+
+HTML_PAGE = """<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>{title}</title><style>
+body {{ font-family: sans-serif; margin: 1.5em; }}
+table.tradeoff {{ border-collapse: collapse; font-size: 0.9em; }}
+table.tradeoff th, table.tradeoff td {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: center; }}
+table.tradeoff small {{ color: #666; }}
+ul.notes {{ color: #444; font-size: 0.85em; }}
+</style></head><body>
+{body}
+</body></html>
+"""
+
+
+def html_page(title: str, body: str) -> str:
+    import html
+
+    return HTML_PAGE.format(title=html.escape(title), body=body)
+
+
 def table_paths(catalog: Catalog, name: str) -> dict[str, Path]:
     base = catalog.results / "tables" / name
-    return {"md": base.with_suffix(".md"), "csv": base.with_suffix(".csv"), "tex": base.with_suffix(".tex")}
+    return {"md": base.with_suffix(".md"), "csv": base.with_suffix(".csv"), "tex": base.with_suffix(".tex"),
+            "html": base.with_suffix(".html")}
 
 
-RENDERERS = {"md": render_markdown, "csv": render_csv, "tex": render_latex}
+RENDERERS = {"md": render_markdown, "csv": render_csv, "tex": render_latex, "html": render_html}
