@@ -3,24 +3,38 @@
 Every dataset lives in its own folder ``ROOT/NAME``. The image datasets are fetched and parsed by
 torchvision and verified against torchvision's md5 checksums; nothing that fails its checksum is ever
 read: ``load`` refuses it, ``download`` deletes it and fetches it again.
+
+Tiny ImageNet, Tiny-ImageNet-C, CUB-200-2011 and Stanford Dogs, which torchvision does not ship, are archives
+of image files: each archive is checked against its md5 before extraction, the extracted files against the
+archive's list of files, and the decoded images are cached next to the data (see ``_ArchiveImages``).
 """
 
 from __future__ import annotations
 
 import gzip
 import hashlib
+import logging
+import os
 import shlex
+import tarfile
+import zipfile
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
+import scipy.io
 import torch
+from PIL import Image
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from torchvision import datasets as tvd
 from torchvision.datasets import utils as tv_utils
+
+_log = logging.getLogger(__name__)
 
 _DIGIT_CLASSES = tuple(str(digit) for digit in range(10))
 
@@ -269,6 +283,476 @@ def _fetch_file(urls: Sequence[str], folder: Path, filename: str, md5: str) -> P
     raise DatasetError(f"could not fetch {filename} ({'; '.join(failures)})")
 
 
+# --------------------------------------------------------------------------------------------------------------
+# Image folders shipped as archives: Tiny ImageNet, Tiny-ImageNet-C, CUB-200-2011, Stanford Dogs.
+#
+# Each archive is verified against its md5 before anything is extracted from it. Extraction writes a manifest
+# next to the archive (``<archive>.extracted.tsv.gz``: every regular file of the archive and its size); a dataset
+# counts as present only while its manifest exists and every file it lists is there with that size, so an
+# interrupted extraction or a truncated or deleted file is caught without the archive, which may be deleted
+# once extracted. Reading tens of thousands of JPEGs takes minutes, so the decoded uint8 images are cached in a
+# ``.npz`` next to the data; the cache stores a fingerprint of the source (path, size and modification time of
+# every file of the manifests, plus the preprocessing) and is rebuilt whenever the fingerprint differs.
+
+# Decoding threads (PIL releases the GIL while decoding and resizing); the order of the results is fixed.
+_DECODE_WORKERS = min(8, os.cpu_count() or 1)
+# Bumped whenever the decoding or the layout of a cache changes, which invalidates every cache.
+_CACHE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class _Archive:
+    """One downloadable archive: its file name, its mirrors (tried in turn) and its md5."""
+
+    filename: str
+    urls: tuple[str, ...]
+    md5: str
+
+
+def _manifest_path(folder: Path, archive: _Archive) -> Path:
+    return folder / f"{archive.filename}.extracted.tsv.gz"
+
+
+def _read_manifest(path: Path) -> list[tuple[str, int]]:
+    with gzip.open(path, "rt", encoding="utf-8") as stream:
+        rows = [line.rstrip("\n").rsplit("\t", 1) for line in stream if line.strip()]
+    return [(name, int(size)) for name, size in rows]
+
+
+def _extract(archive_path: Path, folder: Path, archive: _Archive) -> None:
+    """Extract a verified archive into ``folder`` and write its manifest (last, atomically)."""
+    manifest = _manifest_path(folder, archive)
+    manifest.unlink(missing_ok=True)
+    if zipfile.is_zipfile(archive_path):
+        with zipfile.ZipFile(archive_path) as zf:
+            entries = [(info.filename, info.file_size) for info in zf.infolist() if not info.is_dir()]
+            zf.extractall(folder)
+    else:
+        with tarfile.open(archive_path, "r:*") as tar:
+            members = tar.getmembers()
+            entries = [(member.name, member.size) for member in members if member.isfile()]
+            tar.extractall(folder, members=members, filter="data")
+    tmp = manifest.with_name(manifest.name + ".tmp")
+    with gzip.open(tmp, "wt", encoding="utf-8") as stream:
+        stream.writelines(f"{name}\t{size}\n" for name, size in entries)
+    os.replace(tmp, manifest)
+
+
+def _extraction_problems(folder: Path, archive: _Archive) -> list[Path]:
+    """Why the files extracted from ``archive`` cannot be read: the manifest (absent, or listing a file that is
+    missing or has the wrong size), the archive itself when it is needed and fails its md5, and up to five of the
+    bad files by name."""
+    manifest = _manifest_path(folder, archive)
+    if not manifest.is_file():
+        archive_path = folder / archive.filename
+        return [manifest] + ([] if tv_utils.check_integrity(archive_path, archive.md5) else [archive_path])
+    try:
+        entries = _read_manifest(manifest)
+    except (OSError, EOFError, ValueError):
+        return [manifest]
+    bad = []
+    for name, size in entries:
+        try:
+            if os.stat(folder / name).st_size != size:
+                bad.append(folder / name)
+        except OSError:
+            bad.append(folder / name)
+        if len(bad) == 5:
+            break
+    return [manifest, *bad] if bad else []
+
+
+def _fingerprint(folder: Path, names: Iterable[str], params: str) -> str:
+    """Digest of the cache version, the preprocessing and the size and mtime of every named file."""
+    digest = hashlib.sha256(f"{_CACHE_VERSION}|{params}\n".encode())
+    for name in names:
+        stat = os.stat(folder / name)
+        digest.update(f"{name}\t{stat.st_size}\t{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def _cached(path: Path, fingerprint: str, build: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The arrays stored in ``path`` when its fingerprint matches; otherwise ``build()``, stored for next time.
+
+    The cache is a plain ``.npz`` read with ``allow_pickle=False``. It is written atomically; a folder that is not
+    writable only costs the decoding next time.
+    """
+    if path.is_file():
+        try:
+            with np.load(path, allow_pickle=False) as stored:
+                if str(stored["fingerprint"]) == fingerprint:
+                    return {key: stored[key] for key in stored.files if key != "fingerprint"}
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            pass
+    arrays = build()
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as stream:
+            np.savez(stream, fingerprint=np.array(fingerprint), **arrays)
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        _log.warning("could not write the decoded-image cache %s: %s", path, err)
+    return arrays
+
+
+# ARES evaluates its ImageNet models at crop fraction 0.875 with bicubic interpolation.
+_CROP_FRACTION = 0.875
+
+
+def _resize_center_crop(image: Image.Image, size: int) -> Image.Image:
+    """The standard ImageNet evaluation transform at crop ``size``: the shorter side is resized (bicubic) to
+    ``round(size / 0.875)`` (256 for 224) and the centre ``size`` x ``size`` square is cut out, with the rounding
+    rules of torchvision's ``Resize(int)`` and ``CenterCrop``."""
+    short = round(size / _CROP_FRACTION)
+    width, height = image.size
+    if width <= height:
+        new_w, new_h = short, int(short * height / width)
+    else:
+        new_w, new_h = int(short * width / height), short
+    image = image.resize((new_w, new_h), Image.Resampling.BICUBIC)
+    top, left = int(round((new_h - size) / 2.0)), int(round((new_w - size) / 2.0))
+    return image.crop((left, top, left + size, top + size))
+
+
+
+def _decode(paths: Sequence[Path], shape: tuple[int, int, int], resize: int | None, command: str) -> np.ndarray:
+    """Decode image files to one uint8 N x 3 x H x W array (RGB; grey, palette and CMYK files are converted).
+
+    ``resize`` applies ``_resize_center_crop``; without it every image must already have the expected size.
+    """
+    channels, height, width = shape
+    out = np.empty((len(paths), channels, height, width), dtype=np.uint8)
+
+    def decode(index: int) -> None:
+        path = paths[index]
+        try:
+            with Image.open(path) as image:
+                image = image.convert("RGB")
+                if resize is not None:
+                    image = _resize_center_crop(image, resize)
+                pixels = np.asarray(image)
+        except (OSError, ValueError) as err:  # PIL's UnidentifiedImageError and truncated files are OSErrors
+            raise DatasetError(f"cannot decode {path}: {err}; run `{command}` to fetch it again") from err
+        if pixels.shape != (height, width, channels):
+            raise DatasetError(f"{path} is {pixels.shape[1]}x{pixels.shape[0]}, expected {width}x{height}; "
+                               f"run `{command}` to fetch it again")
+        out[index] = pixels.transpose(2, 0, 1)
+
+    with ThreadPoolExecutor(max_workers=_DECODE_WORKERS) as pool:
+        list(pool.map(decode, range(len(paths))))
+    return out
+
+
+@dataclass(frozen=True)
+class _ArchiveImages(DatasetSpec):
+    """A dataset of image files shipped in ``archives``, verified as described above."""
+
+    archives: ClassVar[tuple[_Archive, ...]] = ()
+
+    def problems(self, folder: Path) -> list[Path]:
+        return [path for archive in self.archives for path in _extraction_problems(folder, archive)]
+
+    def fetch(self, folder: Path) -> None:
+        paths = _fetch_files((archive.urls, folder, archive.filename, archive.md5) for archive in self.archives)
+        for path, archive in zip(paths, self.archives):
+            _extract(path, folder, archive)
+
+    def files(self, folder: Path) -> list[str]:
+        """Every file the archives hold (relative to ``folder``), in manifest order."""
+        return [name for archive in self.archives for name, _ in _read_manifest(_manifest_path(folder, archive))]
+
+    def _command(self, folder: Path) -> str:
+        return _download_command(self.name, folder.parent)
+
+    def _cache_path(self, folder: Path) -> Path:
+        _, height, width = self.image_shape
+        return folder / f"{self.name}-{height}x{width}-uint8.npz"
+
+    def _from_cache(self, folder: Path, params: str, build: Callable[[], dict[str, np.ndarray]]) -> Data:
+        fingerprint = _fingerprint(folder, self.files(folder), params)
+        arrays = _cached(self._cache_path(folder), fingerprint, build)
+        classes = [str(name) for name in arrays["classes"]]
+        return self._data(arrays["x_train"], arrays["y_train"], arrays["x_test"], arrays["y_test"], classes)
+
+
+def _read_lines(path: Path) -> list[str]:
+    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@dataclass(frozen=True)
+class _TinyImageNet(_ArchiveImages):
+    """Tiny ImageNet (CS231n): 200 classes of 64x64 images, 500 per class for training, 50 per class in ``val``,
+    which serves as the test split (the ``test`` folder has no labels).
+
+    Classes are the WordNet ids of ``wnids.txt`` in sorted order (the order of torchvision's ``ImageFolder`` over
+    ``train/`` and over the Tiny-ImageNet-C folders); training images are ordered by class, then file name, and
+    validation images as listed in ``val/val_annotations.txt``.
+    """
+
+    archives: ClassVar[tuple[_Archive, ...]] = (
+        _Archive("tiny-imagenet-200.zip", ("http://cs231n.stanford.edu/tiny-imagenet-200.zip",),
+                 "90528d7ca1a48142e341f4ef8d21d0de"),
+    )
+    base: ClassVar[str] = "tiny-imagenet-200"
+
+    def classes(self, folder: Path) -> tuple[str, ...]:
+        return tuple(sorted(_read_lines(folder / self.base / "wnids.txt")))
+
+    def read(self, folder: Path) -> Data:
+        return self._from_cache(folder, "tinyimagenet", lambda: self._decode_all(folder))
+
+    def _decode_all(self, folder: Path) -> dict[str, np.ndarray]:
+        base = folder / self.base
+        classes = self.classes(folder)
+        index = {wnid: i for i, wnid in enumerate(classes)}
+        train = sorted(
+            (index[parts[2]], name)
+            for name in self.files(folder)
+            if (parts := name.split("/"))[:2] == [self.base, "train"] and len(parts) == 5
+            and parts[3] == "images" and parts[2] in index and parts[4].lower().endswith(".jpeg")
+        )
+        val = [line.split("\t")[:2] for line in _read_lines(base / "val" / "val_annotations.txt")]
+        unknown = {wnid for _, wnid in val} - set(index)
+        if unknown:
+            raise DatasetError(f"val_annotations.txt names classes missing from wnids.txt: {sorted(unknown)[:5]}")
+        command = self._command(folder)
+        return {
+            "x_train": _decode([folder / name for _, name in train], self.image_shape, None, command),
+            "y_train": np.array([label for label, _ in train], dtype=np.int64),
+            "x_test": _decode([base / "val" / "images" / name for name, _ in val], self.image_shape, None, command),
+            "y_test": np.array([index[wnid] for _, wnid in val], dtype=np.int64),
+            "classes": np.array(classes),
+        }
+
+
+# The 15 corruptions of Hendrycks & Dietterich (ICLR 2019), in their order: noise, blur, weather, digital.
+CORRUPTIONS = (
+    "gaussian_noise", "shot_noise", "impulse_noise",
+    "defocus_blur", "glass_blur", "motion_blur", "zoom_blur",
+    "snow", "frost", "fog", "brightness",
+    "contrast", "elastic_transform", "pixelate", "jpeg_compression",
+)
+SEVERITIES = (1, 2, 3, 4, 5)
+
+
+@dataclass(frozen=True)
+class _TinyImageNetC(_ArchiveImages):
+    """Tiny-ImageNet-C (Hendrycks & Dietterich): the 10,000 Tiny ImageNet validation images under each of the 15
+    corruptions at 5 severities, as ``Tiny-ImageNet-C/<corruption>/<severity>/<wnid>/*.JPEG``.
+
+    It has no training split, so ``load`` refuses it; read it with ``load_corruptions``.
+
+    The md5 is not published next to the file: it is the one recorded by third-party loaders for the
+    ``Tiny-ImageNet-C.tar`` of Zenodo record 8206060 (a later version of record 2536630, which adds the four
+    "extra" corruptions in a separate file) and measured on a local copy by another project. Both records are
+    mirrors; a file that does not match is refused.
+    """
+
+    archives: ClassVar[tuple[_Archive, ...]] = (
+        _Archive("Tiny-ImageNet-C.tar",
+                 ("https://zenodo.org/records/2536630/files/Tiny-ImageNet-C.tar?download=1",
+                  "https://zenodo.org/records/8206060/files/Tiny-ImageNet-C.tar?download=1"),
+                 "f9c9a9dbdc11469f0b850190f7ad8be1"),
+    )
+
+    def read(self, folder: Path) -> Data:
+        raise DatasetError(f"{self.name!r} holds corrupted test images only and has no training split; read it with "
+                           "tradeoff.data.load_corruptions (or evaluate with tradeoff.corruptions.nrob)")
+
+
+class CorruptionSets(Mapping):
+    """``(corruption, severity) -> (x, y)`` over Tiny-ImageNet-C, decoded lazily.
+
+    ``x`` is float32 in [0, 1], N x 3 x 64 x 64; ``y`` holds Tiny ImageNet's label of each image (its class's
+    position in ``load("tinyimagenet").classes``). Images are ordered by class, then file name. One corruption
+    (all its severities, as uint8) is kept in memory at a time; each is cached as
+    ``cache/<corruption>-uint8.npz`` in the dataset's folder.
+    """
+
+    def __init__(self, spec: _TinyImageNetC, folder: Path, classes: tuple[str, ...],
+                 corruptions: Sequence[str], severities: Sequence[int]):
+        self._spec, self._folder, self._classes = spec, folder, classes
+        self._keys = [(corruption, int(severity)) for corruption in corruptions for severity in severities]
+        self._files: dict[str, list[tuple[int, int, str, str]]] = {corruption: [] for corruption in corruptions}
+        # Manifest entries end in <corruption>/<severity>/<wnid>/<file>, under whatever top folder the tar uses.
+        for name in spec.files(folder):
+            parts = name.split("/")
+            if len(parts) >= 4 and parts[-4] in self._files and parts[-3].isdigit():
+                self._files[parts[-4]].append((int(parts[-3]), 0, parts[-2], name))
+        index = {wnid: i for i, wnid in enumerate(classes)}
+        command = _download_command(spec.name, folder.parent)
+        for corruption, severity in self._keys:
+            found = [entry for entry in self._files[corruption] if entry[0] == severity]
+            if not found:
+                raise DatasetError(f"{spec.name}: no images for {corruption} at severity {severity} in {folder}; "
+                                   f"run `{command}` to fetch it")
+            unknown = {wnid for _, _, wnid, _ in found} - set(index)
+            if unknown:
+                raise DatasetError(f"{spec.name}: {corruption}/{severity} has classes that Tiny ImageNet lacks: "
+                                   f"{sorted(unknown)[:5]}")
+        for corruption, entries in self._files.items():
+            self._files[corruption] = sorted(
+                (severity, index[wnid], wnid, name) for severity, _, wnid, name in entries
+                if severity in severities and wnid in index
+            )
+        self._loaded: tuple[str, dict[str, np.ndarray]] | None = None
+
+    def __getitem__(self, key: tuple[str, int]) -> tuple[torch.Tensor, torch.Tensor]:
+        corruption, severity = key[0], int(key[1])
+        if (corruption, severity) not in self._keys:
+            raise KeyError(key)
+        arrays = self._arrays(corruption)
+        rows = arrays["severity"] == severity
+        return _unit_float(arrays["x"][rows]), _labels(arrays["y"][rows])
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return self._classes
+
+    def _arrays(self, corruption: str) -> dict[str, np.ndarray]:
+        if self._loaded is None or self._loaded[0] != corruption:
+            self._loaded = None  # release the previous corruption before decoding the next
+            entries = self._files[corruption]
+            folder = self._folder
+            params = f"{corruption}|{','.join(self._classes)}"
+            fingerprint = _fingerprint(folder, (name for *_, name in entries), params)
+
+            def build() -> dict[str, np.ndarray]:
+                command = _download_command(self._spec.name, folder.parent)
+                return {
+                    "x": _decode([folder / name for *_, name in entries], self._spec.image_shape, None, command),
+                    "y": np.array([label for _, label, _, _ in entries], dtype=np.int64),
+                    "severity": np.array([severity for severity, *_ in entries], dtype=np.int64),
+                }
+
+            self._loaded = (corruption, _cached(folder / "cache" / f"{corruption}-uint8.npz", fingerprint, build))
+        return self._loaded[1]
+
+
+def load_corruptions(
+    root: str | Path = "data",
+    *,
+    corruptions: Sequence[str] = CORRUPTIONS,
+    severities: Sequence[int] = SEVERITIES,
+) -> CorruptionSets:
+    """Tiny-ImageNet-C from ``root/tinyimagenet-c`` as ``{(corruption, severity): (x, y)}`` (decoded on access).
+
+    Labels follow Tiny ImageNet's class order, read from ``root/tinyimagenet`` (which must be downloaded too), so
+    a model trained on ``load("tinyimagenet")`` is evaluated with the labels it was trained on.
+    """
+    unknown = [corruption for corruption in corruptions if corruption not in CORRUPTIONS]
+    if unknown:
+        raise DatasetError(f"unknown corruptions {unknown}; known: {', '.join(CORRUPTIONS)}")
+    bad_severities = [severity for severity in severities if severity not in SEVERITIES]
+    if bad_severities:
+        raise DatasetError(f"severities must be among {SEVERITIES}, got {bad_severities}")
+    spec = DATASETS["tinyimagenet-c"]
+    clean = DATASETS["tinyimagenet"]
+    assert isinstance(spec, _TinyImageNetC) and isinstance(clean, _TinyImageNet)
+    folder = _verified_folder(spec, root)
+    classes = clean.classes(_verified_folder(clean, root))
+    return CorruptionSets(spec, folder, classes, list(corruptions), [int(s) for s in severities])
+
+
+@dataclass(frozen=True)
+class _Cub(_ArchiveImages):
+    """Caltech-UCSD Birds-200-2011: 200 species, the official split (5,994 training and 5,794 test images).
+
+    Preprocessing (fixed, so that the images fit in one tensor): every image is converted to RGB, its shorter
+    side resized (bicubic) to round(S / 0.875) and the centre S x S square cut out, S being the spec's image size
+    (224: resize to 256, crop 224, ARES's evaluation transform). Class names are ``classes.txt`` without the
+    numeric prefix; images are ordered by their id in ``images.txt``.
+    """
+
+    archives: ClassVar[tuple[_Archive, ...]] = (
+        _Archive("CUB_200_2011.tgz", ("https://data.caltech.edu/records/65de6-vp158/files/CUB_200_2011.tgz?download=1",),
+                 "97eceeb196236b17998738112f37df78"),
+    )
+    base: ClassVar[str] = "CUB_200_2011"
+
+    def read(self, folder: Path) -> Data:
+        return self._from_cache(folder, f"cub|{self.image_shape[1]}", lambda: self._decode_all(folder))
+
+    def _decode_all(self, folder: Path) -> dict[str, np.ndarray]:
+        base = folder / self.base
+
+        def table(filename: str) -> dict[int, str]:
+            return {int(key): value for key, value in (line.split(" ", 1) for line in _read_lines(base / filename))}
+
+        images, labels, is_train = table("images.txt"), table("image_class_labels.txt"), table("train_test_split.txt")
+        class_table = table("classes.txt")
+        classes = [class_table[i].split(".", 1)[-1] for i in sorted(class_table)]
+        if len(classes) != self.num_classes or sorted(class_table) != list(range(1, self.num_classes + 1)):
+            raise DatasetError(f"{base / 'classes.txt'} lists {len(classes)} classes, expected {self.num_classes}")
+        ids = sorted(images)
+        train = [i for i in ids if is_train[i].strip() == "1"]
+        test = [i for i in ids if is_train[i].strip() == "0"]
+        command, size = self._command(folder), self.image_shape[1]
+        return {
+            "x_train": _decode([base / "images" / images[i] for i in train], self.image_shape, size, command),
+            "y_train": np.array([int(labels[i]) - 1 for i in train], dtype=np.int64),
+            "x_test": _decode([base / "images" / images[i] for i in test], self.image_shape, size, command),
+            "y_test": np.array([int(labels[i]) - 1 for i in test], dtype=np.int64),
+            "classes": np.array(classes),
+        }
+
+
+@dataclass(frozen=True)
+class _StanfordDogs(_ArchiveImages):
+    """Stanford Dogs: 120 breeds, the official split of ``lists.tar`` (``train_list.mat``, 100 images per class,
+    12,000 in all; ``test_list.mat``, 8,580), images from ``images.tar`` (``Images/<wnid>-<breed>/*.jpg``).
+
+    Same preprocessing as CUB-200-2011 (RGB, shorter side to round(S / 0.875) bicubic, centre S x S crop). Labels
+    are those of the lists (1-based there); class names are the breed part of the folder names.
+    """
+
+    archives: ClassVar[tuple[_Archive, ...]] = (
+        _Archive("images.tar", ("http://vision.stanford.edu/aditya86/ImageNetDogs/images.tar",),
+                 "1bb1f2a596ae7057f99d7d75860002ef"),
+        _Archive("lists.tar", ("http://vision.stanford.edu/aditya86/ImageNetDogs/lists.tar",),
+                 "edbb9f16854ec66506b5f09b583e0656"),
+    )
+
+    def read(self, folder: Path) -> Data:
+        return self._from_cache(folder, f"dogs|{self.image_shape[1]}", lambda: self._decode_all(folder))
+
+    def _split(self, folder: Path, filename: str) -> tuple[list[str], np.ndarray]:
+        mat = scipy.io.loadmat(folder / filename)
+        files = [str(np.ravel(entry)[0]) for entry in np.ravel(mat["file_list"])]
+        labels = np.ravel(mat["labels"]).astype(np.int64) - 1
+        if len(files) != len(labels) or labels.min(initial=0) < 0 or labels.max(initial=0) >= self.num_classes:
+            raise DatasetError(f"{folder / filename}: inconsistent file list and labels")
+        return files, labels
+
+    def _decode_all(self, folder: Path) -> dict[str, np.ndarray]:
+        train_files, y_train = self._split(folder, "train_list.mat")
+        test_files, y_test = self._split(folder, "test_list.mat")
+        breeds: dict[int, str] = {}
+        for name, label in zip(train_files + test_files, np.concatenate([y_train, y_test])):
+            breed = name.split("/")[0].split("-", 1)[-1]
+            if breeds.setdefault(int(label), breed) != breed:
+                raise DatasetError(f"label {label + 1} names two breeds in the lists: {breeds[int(label)]}, {breed}")
+        if sorted(breeds) != list(range(self.num_classes)):
+            raise DatasetError(f"the lists cover {len(breeds)} breeds, expected {self.num_classes}")
+        command, size = self._command(folder), self.image_shape[1]
+        images = folder / "Images"
+        return {
+            "x_train": _decode([images / name for name in train_files], self.image_shape, size, command),
+            "y_train": y_train,
+            "x_test": _decode([images / name for name in test_files], self.image_shape, size, command),
+            "y_test": y_test,
+            "classes": np.array([breeds[i] for i in range(self.num_classes)]),
+        }
+
+
 DATASETS: dict[str, DatasetSpec] = {
     spec.name: spec
     for spec in (
@@ -277,6 +761,11 @@ DATASETS: dict[str, DatasetSpec] = {
         _Svhn("svhn", (3, 32, 32), 10),
         _Cifar("cifar10", (3, 32, 32), 10, tvd.CIFAR10),
         _Cifar("cifar100", (3, 32, 32), 100, tvd.CIFAR100),
+        _TinyImageNet("tinyimagenet", (3, 64, 64), 200),
+        _TinyImageNetC("tinyimagenet-c", (3, 64, 64), 200),
+        # Fine-grained sets at the 224 x 224 resolution of the ImageNet-pretrained transformers (CA-AT, Sec. 5.1).
+        _Cub("cub200", (3, 224, 224), 200),
+        _StanfordDogs("stanford-dogs", (3, 224, 224), 120),
     )
 }
 
@@ -346,11 +835,16 @@ def load(name: str, root: str | Path = "data", *, download: bool = False) -> Dat
     spec = _spec(name)
     if download:
         return spec.read(_ensure_downloaded(spec, root))
+    return spec.read(_verified_folder(spec, root))
+
+
+def _verified_folder(spec: DatasetSpec, root: str | Path) -> Path:
+    """``root/name`` once every file ``read`` needs is there and intact; else DatasetError with the fix."""
     folder = spec.folder(root)
     bad = spec.problems(folder)
     if bad:
         raise DatasetError(
-            f"dataset {name!r} is missing or corrupt in {folder} (missing or failing the md5 checksum: "
-            f"{_names(bad)}); run `{_download_command(name, root)}` to fetch it"
+            f"dataset {spec.name!r} is missing or corrupt in {folder} (missing or failing the md5 checksum: "
+            f"{_names(bad)}); run `{_download_command(spec.name, root)}` to fetch it"
         )
-    return spec.read(folder)
+    return folder
