@@ -1,0 +1,44 @@
+"""What the single-learner adversarial methods share: a training attack from the catalog and the mode the
+model is in while it runs (see :mod:`tradeoff.methods.pgd_at`)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import torch
+
+from .base import SingleLearner, build_train_attack
+from .pgd_at import adversarial_examples
+
+
+def check_choice(method_name: str, key: str, value: Any, allowed: Iterable[Any]) -> None:
+    allowed = list(allowed)
+    if value not in allowed:
+        raise ValueError(f"{method_name}: {key} must be one of {allowed}, got {value!r}")
+
+
+def check_range(method_name: str, key: str, value: float, low: float, high: float = float("inf")) -> None:
+    if not low <= float(value) <= high:
+        raise ValueError(f"{method_name}: {key} must be in [{low}, {high}], got {value!r}")
+
+
+def attack_budget(spec: dict) -> tuple[float, str, int, float]:
+    """(eps, norm, steps, step size) of a resolved training-attack spec, for the methods' own maximisers; the
+    step size defaults to eps / 4 as PGD's does."""
+    eps, step = float(spec["eps"]), spec.get("step_size")
+    return eps, spec.get("norm", "linf"), int(spec.get("steps", 10)), eps / 4 if step is None else float(step)
+
+
+class AdversarialLearner(SingleLearner):
+    """A SingleLearner with ``self.attack`` built from its ``attack`` parameter, run in ``attack_mode``."""
+
+    params = {"attack": "pgd10", "attack_mode": "train"}
+    attack_params = ("attack",)
+
+    def __init__(self, spec, build_model, runtime):
+        super().__init__(spec, build_model, runtime)
+        check_choice(self.name, "attack_mode", self.p["attack_mode"], ("train", "eval"))
+        self.attack = build_train_attack(self.p["attack"], self.model)
+
+    def adversarial(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return adversarial_examples(self, x, y)

@@ -1,0 +1,102 @@
+"""Friendly Adversarial Training (FAT, Zhang et al., 2020): CE on early-stopped PGD examples.
+
+Early-stopped PGD-K-tau (FAT's Algorithm 1), with the model in eval mode: start at x + omega N(0, 1), then K
+times: every example still searching is checked first; one that is misclassified stops there if its budget
+tau is used up, and otherwise spends one unit of it; then every example still searching takes a PGD step on
+the cross-entropy (sign / normalised gradient, projected onto the eps-ball and [0, 1]). So an example that
+stays misclassified stops tau steps after it was first misclassified; one never misclassified takes all K
+steps. tau is a step function of the epoch: ``tau_values[i]`` from epoch ``tau_epochs[i-1]`` on (FAT: 0 until
+epoch 50, 1 until 90, then 2; the breakpoints are epoch-valued, so smaller scales rescale them).
+
+Budget, norm, K and step size come from the run's training-attack spec. The authors' code starts uniformly in
+the eps-ball and adds omega N(0, 1) after every step: ``random_start: uniform`` and ``step_noise: true``.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..attacks.base import frozen, project, random_start, steepest_step
+from ..runtime import Runtime
+from .base import SingleLearner, register
+from .common import attack_budget, check_choice
+
+
+def early_stopped_pgd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps: float, norm: str, steps: int,
+                      step_size: float, tau: int, runtime: Runtime, omega: float = 0.001, start: str = "normal",
+                      step_noise: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """FAT's early-stopped PGD (module docstring). Returns the adversarial batch and the number of PGD steps
+    each example took. Leaves the model in train mode."""
+    model.eval()
+    if start == "normal":
+        x_adv = (x + omega * torch.randn_like(x)).clamp(0, 1)
+    else:
+        x_adv = (x + random_start(x, eps, norm, None)).clamp(0, 1)
+    budget = torch.full((len(x),), int(tau), device=x.device)
+    searching = torch.ones(len(x), dtype=torch.bool, device=x.device)
+    taken = torch.zeros(len(x), dtype=torch.long, device=x.device)
+    with frozen(model):
+        for _ in range(int(steps)):
+            idx = searching.nonzero().squeeze(1)
+            xa = x_adv[idx].requires_grad_(True)
+            with runtime.autocast():
+                logits = model(xa)
+            wrong = logits.argmax(1) != y[idx]
+            stop = wrong & (budget[idx] == 0)
+            budget[idx[wrong & ~stop]] -= 1
+            (grad,) = torch.autograd.grad(F.cross_entropy(logits.float(), y[idx]), xa)
+            keep = ~stop
+            searching[idx[stop]] = False
+            if not keep.any():
+                break
+            idx, xa, grad = idx[keep], xa[keep].detach(), grad[keep]
+            with torch.no_grad():
+                step = xa + step_size * steepest_step(grad, norm)
+                if step_noise:
+                    step = step + omega * torch.randn_like(step)
+                x_adv[idx] = (x[idx] + project(step - x[idx], eps, norm)).clamp(0, 1)
+            taken[idx] += 1
+    model.train()
+    return x_adv.detach(), taken
+
+
+@register
+class FAT(SingleLearner):
+    name = "fat"
+    params = {"attack": "pgd10", "tau_values": [0, 1, 2], "tau_epochs": [50, 90], "omega": 0.001,
+              "random_start": "normal", "step_noise": False}
+    epoch_params = ("tau_epochs",)
+    attack_params = ("attack",)
+
+    def __init__(self, spec, build_model, runtime):
+        super().__init__(spec, build_model, runtime)
+        check_choice(self.name, "random_start", self.p["random_start"], ("normal", "uniform"))
+        values, bounds = self.p["tau_values"], self.p["tau_epochs"]
+        if len(values) != len(bounds) + 1 or any(b <= a for a, b in zip(bounds, bounds[1:])):
+            raise ValueError(f"fat: tau_values needs one more entry than the increasing tau_epochs, got "
+                             f"{values} and {bounds}")
+        if any(int(v) != v or v < 0 for v in values):
+            raise ValueError(f"fat: tau_values must be non-negative integers, got {values}")
+        self.tau = int(values[0])
+
+    def set_epoch(self, epoch):
+        super().set_epoch(epoch)
+        self.tau = int(self.p["tau_values"][bisect.bisect_right(self.p["tau_epochs"], epoch)])
+
+    def loss(self, x, y):
+        eps, norm, steps, step_size = attack_budget(self.p["attack"])
+        x_adv, self.steps_taken = early_stopped_pgd(
+            self.model, x, y, eps=eps, norm=norm, steps=steps, step_size=step_size, tau=self.tau, runtime=self.runtime,
+            omega=float(self.p["omega"]), start=self.p["random_start"], step_noise=bool(self.p["step_noise"]))
+        with self.runtime.autocast():
+            logits = self.model(x_adv)
+        return F.cross_entropy(logits.float(), y), logits
+
+    def train_step(self, x, y):
+        out = super().train_step(x, y)
+        # FAT's "BP count": the mean number of PGD steps per example
+        return {**out, "tau": torch.tensor(float(self.tau)), "pgd_steps": self.steps_taken.float().mean()}

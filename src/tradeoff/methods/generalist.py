@@ -1,0 +1,229 @@
+"""Generalist (CVPR 2023; Zipper in its earlier version): two task-aware base learners and a global learner.
+
+Both base learners have the run's architecture and start from the same initial weights (so does the global
+learner). Every iteration, on the same batch:
+
+- the NT learner theta_n takes a step of CE on the clean batch with its own optimizer (``nt_optimizer``: SGD
+  momentum 0.9, weight decay 5e-4 by default; Adam possible) and learning rate (``nt_lr``, 0.1);
+- the AT learner theta_r takes a PGD-AT step (CE on the training attack's examples, any registry attack) with
+  the run's optimizer, learning-rate schedule and weight decay;
+- the global learner mixes them: theta_g <- a theta_g + (1 - a) (gamma theta_r + (1 - gamma) theta_n), with
+  a = ``ema_decay`` (alpha' = 0.999), or theta_g = gamma theta_r + (1 - gamma) theta_n with ``ema: false``
+  (Zipper's Table 8). gamma is piecewise-linear through its values at the given epochs.
+
+From epoch t' (``t_prime``) on, every c epochs, both learners restart from theta_g at the epoch boundary:
+after completed epoch e when e >= t' and (e - ceil(t')) mod c == 0 (75, 80, ..., 120 in the paper); their
+optimizers keep their momentum. t', c and gamma's breakpoints are epoch-valued, so smaller scales rescale them;
+c is then rounded to whole epochs, at least 1.
+
+``nt_lr_schedule``: ``scaled`` (default) gives the NT learner the run's schedule rescaled to start at nt_lr
+("initial learning rate 0.1" with the same piecewise-linear strategy, Appendix A.1); ``constant`` keeps nt_lr;
+``at`` gives it the AT learner's learning rate, as the authors' code does.
+
+Weight averaging per learner (``nt_wa``, ``at_wa``, Fig. 4a): an EMA of the learner with the global decay;
+the global learner then mixes the averaged learner(s). ``ema_horizon`` (epochs, rescaled with the run) replaces
+the per-iteration decay by 1 - 1 / (ema_horizon * iterations per epoch), so that a smaller scale keeps the
+averaging window's share of training. BatchNorm buffers of averaged models are, by default, the same mix of
+the current buffers without averaging (the paper averages weights); ``average_buffers: true`` averages them
+like the weights (authors' code).
+
+The authors' code, as named options: ``ema_warmup: true`` (decay min(a, (t+1)/(t+10)) at the t-th update),
+``nt_wa: true, at_wa: true`` (theta_g is an EMA of the learners' EMAs), ``communication: iteration`` (in a
+communication epoch both learners are overwritten by theta_g after every iteration), ``nt_lr_schedule: at``,
+``average_buffers: true``, and gamma (1, 1, 1, 0.4) at epochs 0/40/80/120.
+
+``parallel: true`` runs the two learners' steps on two CUDA streams so they overlap (the paper's parallel
+version); on the CPU it is the serial computation.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+from torch import nn
+
+from ..optim import piecewise_linear, set_lr
+from .base import Method, register
+from .common import check_choice, check_range
+from .natural import Natural
+from .pgd_at import PGDAT
+
+# Training-set sizes, for the iterations per epoch that ``ema_horizon`` converts into a per-iteration decay.
+TRAIN_SIZES = {"cifar10": 50000, "cifar100": 50000, "svhn": 73257, "mnist": 60000, "digits": 1437,
+               "tinyimagenet": 100000}
+
+
+def communication_epoch(epoch: int, t_prime: float, c: float) -> bool:
+    """Whether the learners restart from theta_g at the end of (1-based) epoch ``epoch``."""
+    period = max(1, math.floor(c + 0.5))
+    return epoch >= t_prime and (epoch - math.ceil(t_prime - 1e-9)) % period == 0
+
+
+def _float_state(model: nn.Module) -> list[torch.Tensor]:
+    return [*model.parameters(), *(b for b in model.buffers() if b.is_floating_point())]
+
+
+@register
+class Generalist(Method):
+    name = "generalist"
+    params = {
+        "attack": "pgd10",
+        "attack_mode": "train",
+        "gamma": {"epochs": [0, 40, 80, 120], "values": [1.0, 1.0, 1.0, 0.0]},
+        "t_prime": 75,
+        "c": 5,
+        "ema": True,
+        "ema_decay": 0.999,
+        "ema_horizon": None,
+        "ema_warmup": False,
+        "nt_wa": False,
+        "at_wa": False,
+        "average_buffers": False,
+        "communication": "epoch",
+        "nt_optimizer": {"name": "sgd", "momentum": 0.9, "weight_decay": 5.0e-4, "nesterov": False},
+        "nt_lr": 0.1,
+        "nt_lr_schedule": "scaled",
+        "parallel": False,
+    }
+    epoch_params = ("gamma", "t_prime", "c", "ema_horizon")
+    schedule_params = ("gamma",)
+    lr_params = ("nt_lr",)
+    attack_params = ("attack",)
+
+    def __init__(self, spec, build_model, runtime):
+        super().__init__(spec, build_model, runtime)
+        p = self.p
+        check_choice(self.name, "communication", p["communication"], ("epoch", "iteration"))
+        check_choice(self.name, "nt_lr_schedule", p["nt_lr_schedule"], ("scaled", "constant", "at"))
+        check_range(self.name, "ema_decay", p["ema_decay"], 0.0, 1.0)
+        check_range(self.name, "c", p["c"], 0.0)
+        if any(not 0 <= g <= 1 for g in p["gamma"]["values"]):
+            raise ValueError(f"generalist: gamma values must be in [0, 1], got {p['gamma']['values']}")
+        self.at = PGDAT({**spec, "method": {"name": "pgd_at", "beta": 1.0, "attack": p["attack"],
+                                            "attack_mode": p["attack_mode"]}}, build_model, runtime)
+        self.nt = Natural({**spec, "optimizer": p["nt_optimizer"], "method": {"name": "nt"}}, build_model, runtime)
+        self.nt.model.load_state_dict(self.at.model.state_dict())
+        self.optimizer = self.at.optimizer  # the run's learning rate, as the trainer reports it
+        self.global_model = copy.deepcopy(self.at.model).requires_grad_(False)
+        self.averages = {name: copy.deepcopy(learner.model).requires_grad_(False)
+                         for name, learner in (("nt", self.nt), ("at", self.at)) if p[f"{name}_wa"]}
+        self.decay = float(p["ema_decay"])
+        if p["ema_horizon"] is not None:
+            check_range(self.name, "ema_horizon", p["ema_horizon"], 1e-12)
+            self.decay = 1.0 - 1.0 / (float(p["ema_horizon"]) * self._steps_per_epoch())
+        self.updates = 0  # theta_g updates so far (the warm-up's t)
+        self.epoch, self.gamma = 0, self._gamma_at(0.0)
+        self.streams = None
+        if p["parallel"] and runtime.device.type == "cuda":
+            self.streams = (torch.cuda.Stream(runtime.device), torch.cuda.Stream(runtime.device))
+
+    def _steps_per_epoch(self) -> int:
+        dataset = self.spec["dataset"]
+        if dataset not in TRAIN_SIZES:
+            raise ValueError(f"generalist: ema_horizon needs the training-set size of {dataset!r}; known: "
+                             f"{sorted(TRAIN_SIZES)} (add it to TRAIN_SIZES in {__name__})")
+        n = min(TRAIN_SIZES[dataset], self.spec.get("train_examples") or TRAIN_SIZES[dataset])
+        return math.ceil(n / self.spec["batch_size"])
+
+    def _gamma_at(self, epoch: float) -> float:
+        return piecewise_linear(epoch, self.p["gamma"]["epochs"], self.p["gamma"]["values"])
+
+    def nt_lr_at(self, epoch: float) -> float:
+        mode, base = self.p["nt_lr_schedule"], float(self.p["nt_lr"])
+        if mode == "constant":
+            return base
+        if mode == "at":
+            return self.at.lr_at(epoch)
+        first = self.at.lr_at(0.0)
+        if first == 0:
+            raise ValueError("generalist: nt_lr_schedule 'scaled' needs a run schedule that does not start at 0")
+        return base * self.at.lr_at(epoch) / first
+
+    def set_epoch(self, epoch):
+        self.epoch = math.floor(epoch + 1e-9)
+        self.gamma = self._gamma_at(epoch)
+        self.at.set_epoch(epoch)
+        set_lr(self.nt.optimizer, self.nt_lr_at(epoch))
+
+    def _learner_steps(self, x, y):
+        if self.streams is None:
+            return self.nt.train_step(x, y), self.at.train_step(x, y)
+        current = torch.cuda.current_stream(self.runtime.device)
+        outs = []
+        for learner, stream in zip((self.nt, self.at), self.streams):
+            stream.wait_stream(current)
+            with torch.cuda.stream(stream):
+                outs.append(learner.train_step(x, y))
+        for out, stream in zip(outs, self.streams):
+            current.wait_stream(stream)
+            for value in out.values():
+                value.record_stream(current)
+        return outs
+
+    @torch.no_grad()
+    def _track(self, target: nn.Module, source: list[torch.Tensor], source_model: nn.Module,
+               decay: float | None) -> None:
+        """target <- decay target + (1 - decay) source, or target <- source when decay is None; ``source`` is
+        aligned with _float_state(target). BatchNorm's float buffers are averaged only with average_buffers
+        (otherwise copied); its integer counters are copied from ``source_model``."""
+        dst = _float_state(target)
+        averaged = 0 if decay is None else len(dst) if self.p["average_buffers"] else len(list(target.parameters()))
+        if averaged:
+            torch._foreach_lerp_(dst[:averaged], source[:averaged], 1.0 - decay)
+        if averaged < len(dst):
+            torch._foreach_copy_(dst[averaged:], source[averaged:])
+        for b_dst, b_src in zip(target.buffers(), source_model.buffers()):
+            if not b_dst.is_floating_point():
+                b_dst.copy_(b_src)
+
+    def communicate(self) -> None:
+        state = self.global_model.state_dict()
+        for learner in (self.nt, self.at):
+            learner.model.load_state_dict(state)
+
+    def train_step(self, x, y):
+        out_nt, out_at = self._learner_steps(x, y)
+        decay = self.decay
+        if self.p["ema_warmup"]:
+            decay = min(decay, (self.updates + 1) / (self.updates + 10))
+        for name, average in self.averages.items():
+            learner = getattr(self, name).model
+            self._track(average, _float_state(learner), learner, decay)
+        r = self.averages.get("at", self.at.model)
+        n = self.averages.get("nt", self.nt.model)
+        with torch.no_grad():
+            mix = torch._foreach_lerp(_float_state(n), _float_state(r), self.gamma)  # gamma r + (1 - gamma) n
+        self._track(self.global_model, mix, r, decay if self.p["ema"] else None)
+        self.updates += 1
+        if self.p["communication"] == "iteration" and self._communicates(self.epoch + 1):
+            self.communicate()
+        return {"loss": out_at["loss"] + 0.0 * out_nt["loss"],  # a non-finite NT loss stops the run too
+                "correct": out_at["correct"], "nt_loss": out_nt["loss"],
+                "nt_acc": out_nt["correct"].float() / len(y), "gamma": torch.tensor(self.gamma)}
+
+    def _communicates(self, epoch: int) -> bool:
+        return communication_epoch(epoch, float(self.p["t_prime"]), float(self.p["c"]))
+
+    def end_epoch(self, epoch):
+        if self.p["communication"] == "epoch" and self._communicates(epoch + 1):
+            self.communicate()
+
+    def eval_model(self):
+        return self.global_model
+
+    def learners(self):
+        return {"nt": self.nt.model, "at": self.at.model}
+
+    def state_dict(self):
+        return {"nt": self.nt.state_dict(), "at": self.at.state_dict(), "global": self.global_model.state_dict(),
+                "averages": {name: m.state_dict() for name, m in self.averages.items()}, "updates": self.updates}
+
+    def load_state_dict(self, state):
+        self.nt.load_state_dict(state["nt"])
+        self.at.load_state_dict(state["at"])
+        self.global_model.load_state_dict(state["global"])
+        for name, m in self.averages.items():
+            m.load_state_dict(state["averages"][name])
+        self.updates = int(state["updates"])

@@ -1,0 +1,62 @@
+"""Robust self-training (RST, Carmon et al., 2019) as the Generalist tables compare it, on labeled data only:
+
+    loss = (1 - beta) CE(f(x), y) + beta CE(f(x'), y),   beta = 1/2,
+
+with the training attack run with the model in eval mode, as RST's code does ("to freeze batchnorm stats");
+this is what sets it apart from AT(beta = 1/2), whose attack runs in train mode.
+
+``unlabeled`` optionally names a user-supplied ``.pt`` file holding ``{"x": images, "y": pseudo_labels}``
+(images N x C x H x W in [0, 1] like the run's dataset, integer labels): every step then appends as many
+pseudo-labelled images as the labelled batch holds (RST's unlabeled fraction 1/2), drawn uniformly with
+replacement from the global RNG, and trains on both. Nothing is ever downloaded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from .base import register
+from .pgd_at import PGDAT
+
+
+def load_unlabeled(path: str | Path) -> tuple[torch.Tensor, torch.Tensor]:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"rst: unlabeled data {str(path)!r} does not exist; it must be a .pt file you provide, holding "
+            "{'x': float images in [0, 1], N x C x H x W, 'y': integer pseudo-labels, N} (it is never downloaded)")
+    data = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(data, dict) or not {"x", "y"} <= set(data):
+        raise ValueError(f"rst: {path} must hold a dict with keys 'x' and 'y'")
+    x, y = data["x"], data["y"]
+    if x.dim() != 4 or not x.is_floating_point() or len(x) != len(y) or y.dim() != 1 or y.is_floating_point():
+        raise ValueError(f"rst: {path}: expected float x of shape N x C x H x W and integer y of shape N, got "
+                         f"x {tuple(x.shape)} {x.dtype}, y {tuple(y.shape)} {y.dtype}")
+    if len(x) == 0 or x.min() < 0 or x.max() > 1:
+        raise ValueError(f"rst: {path}: images must be non-empty and in [0, 1]")
+    return x.float(), y.long()
+
+
+@register
+class RST(PGDAT):
+    name = "rst"
+    params = {**PGDAT.params, "beta": 0.5, "attack_mode": "eval", "unlabeled": None}
+
+    def __init__(self, spec, build_model, runtime):
+        super().__init__(spec, build_model, runtime)
+        self.unlabeled = None
+        if self.p["unlabeled"]:
+            x, y = load_unlabeled(self.p["unlabeled"])
+            self.unlabeled = runtime.place_batch(x), y.to(runtime.device)
+
+    def loss(self, x, y):
+        if self.unlabeled is None:
+            return super().loss(x, y)
+        x_u, y_u = self.unlabeled
+        if x_u.shape[1:] != x.shape[1:]:
+            raise ValueError(f"rst: unlabeled images are {tuple(x_u.shape[1:])}, the run's are {tuple(x.shape[1:])}")
+        pick = torch.randint(len(x_u), (len(x),), device=x.device)
+        loss, logits = super().loss(torch.cat([x, x_u[pick]]), torch.cat([y, y_u[pick]]))
+        return loss, logits[: len(x)]  # accuracy on the labelled part

@@ -1,0 +1,71 @@
+"""Shared set-up of the method tests: a resolved smoke-scale spec for any method, and digits batches."""
+
+from __future__ import annotations
+
+import copy
+import functools
+
+import torch
+from torch import nn
+
+from tradeoff import config as cfg
+from tradeoff.methods import METHODS
+from tradeoff.runtime import Runtime
+from tradeoff.train import load_run_data, model_factory
+
+SMOKE = [cfg.ROOT / "config" / "config.yaml", cfg.ROOT / "config" / "smoke.yaml"]
+CPU = Runtime(torch.device("cpu"))
+
+
+@functools.lru_cache(maxsize=1)
+def _base():
+    catalog = cfg.load_catalog(SMOKE)
+    spec = catalog.runs["cifar10-resnet18-at-beta1"]
+    return spec, load_run_data(spec, catalog.data_root)
+
+
+def digits(n: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    ds = _base()[1]
+    return ds.x_train[:n].clone(), ds.y_train[:n].clone()
+
+
+def method_spec(name: str, *, eps: float = 0.1, steps: int = 3, lr: float = 0.1, momentum: float = 0.0,
+                weight_decay: float = 0.0, **params) -> dict:
+    """A resolved spec (digits, small CNN) for method ``name``: its defaults, ``params`` on top, a PGD training
+    attack of budget eps and step eps/4, and a constant learning rate with plain SGD unless told otherwise."""
+    spec = copy.deepcopy(_base()[0])
+    spec["lr"] = {"epochs": [0], "values": [lr]}
+    spec["optimizer"] = {"name": "sgd", "momentum": momentum, "weight_decay": weight_decay, "nesterov": False}
+    method = {"name": name, **copy.deepcopy(METHODS[name].params), **params}
+    for key in METHODS[name].attack_params:
+        method[key] = {"type": "pgd", "norm": "linf", "steps": steps, "random_start": True, "eps": eps,
+                       "step_size": eps / 4, **(method[key] if isinstance(method[key], dict) else {})}
+    spec["method"] = method
+    return spec
+
+
+def build(name: str, *, seed: int = 0, model: type[nn.Module] | None = None, spec: dict | None = None, **params):
+    """Method ``name`` on ``spec`` (default: method_spec(name, **params)), its model(s) initialised from
+    ``seed``; ``model`` replaces the small CNN (a class taking no arguments)."""
+    spec = spec if spec is not None else method_spec(name, **params)
+    factory = model if model is not None else model_factory(spec, _base()[1])
+    torch.manual_seed(seed)
+    return METHODS[name](spec, factory, CPU)
+
+
+class TinyBN(nn.Module):
+    """conv - BatchNorm - ReLU - linear on 8x8 digits: small, with BatchNorm buffers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4 * 64, 10)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.bn(self.conv(x))).flatten(1))
+
+
+def same_weights(a: nn.Module, b: nn.Module) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
