@@ -172,7 +172,7 @@ def render_html(catalog: Catalog, name: str) -> str:
                 ours = f"<b>{ours}</b>"
             tds.append(f"<td>{ours}<br><small>paper {_fmt(cell.paper)} ({_fmt(cell.diff, signed=True)})</small></td>")
         out.append(f"<tr><th>{html.escape(labels[r])}</th>{''.join(tds)}</tr>")
-    notes_html = "".join(f"<li>{html.escape(n.lstrip('- '))}</li>" for n in notes(catalog, name))
+    notes_html = "".join(f"<li>{html.escape(n.lstrip('- ').replace('**', ''))}</li>" for n in notes(catalog, name))
     out += ["</tbody></table>", f"<ul class='notes'>{notes_html}</ul>"]
     return "\n".join(out) + "\n"
 
