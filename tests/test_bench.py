@@ -52,3 +52,19 @@ def test_plan_of_table1a_at_paper_scale():
     at = next(j for j in trains if j.name.endswith("at-beta1"))
     assert 0.15 < at.hours < 0.4
     assert result["makespan_hours"] <= result["total_hours"]
+
+
+def test_input_only_pgd_step_is_cheaper_than_with_weight_gradients():
+    """Attacks freeze the weights: their backward skips the weight-gradient matmuls (about 1/3 of a step)."""
+    from tradeoff.bench import pgd_step_ratio
+
+    result = pgd_step_ratio("small_cnn", "digits", batch=256, repeats=9)
+    assert result["ratio"] < 0.9, result
+
+
+def test_epoch_time_ratio_of_at_over_nt_reflects_the_attack():
+    from tradeoff.bench import epoch_time_ratio
+
+    catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"])
+    result = epoch_time_ratio(catalog, "cifar10-resnet18-at-beta1", "cifar10-resnet18-nt", steps=2, repeats=3)
+    assert result["ratio"] > 1.5, result  # PGD-3 at smoke scale: 9 forward-equivalents against 3

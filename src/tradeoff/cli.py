@@ -147,6 +147,21 @@ def cmd_bench_train(args, catalog: cfg.Catalog) -> int:
     return 0
 
 
+def cmd_bench_ratios(args, catalog: cfg.Catalog) -> int:
+    from .bench import epoch_time_ratio, pgd_step_ratio
+    from .checkpoint import atomic_write_text
+
+    results = {"pgd_step_input_only_vs_weights": pgd_step_ratio(args.arch, args.dataset)}
+    for a, b in (pair.split("/") for pair in args.compare):
+        results[f"{a} / {b}"] = epoch_time_ratio(catalog, _run(catalog, a), _run(catalog, b))
+    for key, r in results.items():
+        print(f"{key}: {r['ratio']:.3f}")
+    path = catalog.results / "bench" / "ratios-cpu.json"
+    atomic_write_text(path, json.dumps(results, indent=1) + "\n")
+    print(f"-> {path}")
+    return 0
+
+
 def cmd_plan(args, catalog: cfg.Catalog) -> int:
     from .bench import format_plan, plan
 
@@ -207,6 +222,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=True, help="(CUDA)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False, help="torch.compile")
     p.set_defaults(func=cmd_bench_train)
+
+    p = sub.add_parser("bench-ratios", help="CPU cost ratios, measured interleaved: a PGD step with input "
+                       "gradients only over one with weight gradients, and training-step time of RUN_A over RUN_B")
+    p.add_argument("--arch", default="resnet18")
+    p.add_argument("--dataset", default="cifar10")
+    p.add_argument("--compare", nargs="*", default=[], metavar="RUN_A/RUN_B")
+    p.set_defaults(func=cmd_bench_ratios)
 
     p = sub.add_parser("plan", help="GPU-hours of every job of a target and the makespan on N GPUs")
     p.add_argument("target")
