@@ -80,6 +80,14 @@ class Attack:
     def _perturb(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def robust(self, x: torch.Tensor, y: torch.Tensor, progress: Any = None) -> torch.Tensor:
+        """Per example: does the model still classify x correctly under this attack? The default classifies
+        the output of ``perturb``; attacks that track success themselves (AutoAttack) override it and may keep
+        partial results of the batch in ``progress`` (``load() -> dict | None``, ``save(dict)``) to resume."""
+        x_adv = self.perturb(x, y)
+        with torch.no_grad():
+            return self.model(x_adv).argmax(1) == y
+
 
 ATTACKS: dict[str, type[Attack]] = {}
 

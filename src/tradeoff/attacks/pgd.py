@@ -1,16 +1,23 @@
-"""Projected gradient attacks (Madry et al.), L-inf and L2.
+"""Projected gradient attacks (Madry et al.), L-inf and L2, and the attacks that are PGD with other settings:
+FGSM, MIM (MI-FGSM), CW-inf, PGD-DLR and targeted PGD.
 
-Threat model: ||x_adv - x|| <= eps in the attack's norm, x_adv in [0, 1]. ``steps`` is exactly the number of
-gradient steps taken per restart. With ``restarts`` > 1 an example counts as broken if any restart breaks it
-(the first successful perturbation is kept; for unbroken examples the last restart's is returned).
+Threat model (every attack here): ||x_adv - x|| <= eps in the attack's norm, x_adv in [0, 1]; white box
+(input gradients of the model, whose weights are frozen). ``steps`` is exactly the number of gradient steps
+taken per restart (per target class for targeted PGD). With ``restarts`` > 1 an example counts as broken if
+any restart breaks it (the first successful perturbation is kept; for unbroken examples the last restart's
+is returned).
 """
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 import torch.nn.functional as F
 
-from .base import Attack, project, random_start, register, steepest_step
+from .base import Attack, AttackError, project, random_start, register, steepest_step
+
+Objective = Callable[[torch.Tensor], torch.Tensor]  # logits -> per-example loss to maximise
 
 
 def margin_loss(logits: torch.Tensor, y: torch.Tensor, kappa: float = float("inf")) -> torch.Tensor:
@@ -23,6 +30,8 @@ def margin_loss(logits: torch.Tensor, y: torch.Tensor, kappa: float = float("inf
 
 def dlr_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Croce & Hein's difference-of-logits-ratio loss per example (untargeted)."""
+    if logits.shape[1] < 3:
+        raise AttackError(f"the DLR loss needs at least 3 classes, the model has {logits.shape[1]}")
     sorted_logits, _ = logits.sort(dim=1)
     true = logits.gather(1, y[:, None]).squeeze(1)
     top_is_true = sorted_logits[:, -1] == true
@@ -30,10 +39,27 @@ def dlr_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return -(true - other) / (sorted_logits[:, -1] - sorted_logits[:, -3] + 1e-12)
 
 
+def targeted_dlr_loss(logits: torch.Tensor, y: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Croce & Hein's targeted DLR loss (APGD-T): -(z_y - z_t) / (z_pi1 - (z_pi3 + z_pi4) / 2)."""
+    if logits.shape[1] < 4:
+        raise AttackError(f"the targeted DLR loss needs at least 4 classes, the model has {logits.shape[1]}")
+    sorted_logits, _ = logits.sort(dim=1)
+    true = logits.gather(1, y[:, None]).squeeze(1)
+    tgt = logits.gather(1, target[:, None]).squeeze(1)
+    return -(true - tgt) / (sorted_logits[:, -1] - 0.5 * (sorted_logits[:, -3] + sorted_logits[:, -4]) + 1e-12)
+
+
 LOSSES = {
     "ce": lambda logits, y, kappa: F.cross_entropy(logits, y, reduction="none"),
     "cw": lambda logits, y, kappa: margin_loss(logits, y, kappa),
     "dlr": lambda logits, y, kappa: dlr_loss(logits, y),
+}
+
+# Targeted losses to maximise: they grow as the target class t overtakes the true class y.
+TARGETED_LOSSES = {
+    "ce": lambda logits, y, t, kappa: -F.cross_entropy(logits, t, reduction="none"),
+    "cw": lambda logits, y, t, kappa: (-margin_loss(logits, t, float("inf"))).clamp(max=kappa),
+    "dlr": lambda logits, y, t, kappa: targeted_dlr_loss(logits, y, t),
 }
 
 
@@ -55,16 +81,27 @@ class PGD(Attack):
         "seed": None,
     }
 
-    def _perturb(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def default_step(self) -> float:
+        return self.eps / 4
+
+    def step(self) -> float:
+        return self.default_step() if self.step_size is None else float(self.step_size)
+
+    def objective(self, y: torch.Tensor) -> Objective:
         if self.loss not in LOSSES:
-            raise ValueError(f"pgd: unknown loss {self.loss!r}; allowed: {sorted(LOSSES)}")
+            raise AttackError(f"{self.name}: unknown loss {self.loss!r}; allowed: {sorted(LOSSES)}")
+        loss_fn, kappa = LOSSES[self.loss], float(self.kappa)
+        return lambda logits: loss_fn(logits, y, kappa)
+
+    def _perturb(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         gen = self.generator(x.device)
+        objective = self.objective(y)
         if int(self.restarts) == 1:  # nothing to choose between: skip the forward that checks success
-            return self._one_run(x, y, gen)
+            return self._one_run(x, objective, gen)
         best = x.clone()
         broken = torch.zeros(len(x), dtype=torch.bool, device=x.device)
         for _ in range(int(self.restarts)):
-            x_adv = self._one_run(x, y, gen)
+            x_adv = self._one_run(x, objective, gen)
             with torch.no_grad():
                 fooled = self.model(x_adv).argmax(1) != y
             # an example keeps the first perturbation that broke it; the others take the newest one
@@ -72,15 +109,14 @@ class PGD(Attack):
             broken |= fooled
         return best
 
-    def _one_run(self, x: torch.Tensor, y: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
-        step = self.eps / 4 if self.step_size is None else float(self.step_size)
-        loss_fn = LOSSES[self.loss]
+    def _one_run(self, x: torch.Tensor, objective: Objective, gen: torch.Generator | None) -> torch.Tensor:
+        step = self.step()
         delta = random_start(x, self.eps, self.norm, gen) if self.random_start else torch.zeros_like(x)
         delta = (x + delta).clamp(0, 1) - x
         velocity = torch.zeros_like(x)
         for _ in range(int(self.steps)):
             delta.requires_grad_(True)
-            loss = loss_fn(self.model(x + delta), y, self.kappa).float().sum()
+            loss = objective(self.model(x + delta)).float().sum()
             (grad,) = torch.autograd.grad(loss, delta)
             if self.momentum:
                 grad = grad / grad.abs().flatten(1).mean(1).clamp_min(1e-12).view(-1, *([1] * (x.dim() - 1)))
@@ -90,3 +126,92 @@ class PGD(Attack):
                 delta = project(delta + step * steepest_step(grad, self.norm), self.eps, self.norm)
                 delta = (x + delta).clamp(0, 1) - x
         return (x + delta).detach()
+
+
+@register
+class FGSM(PGD):
+    """FGSM (Goodfellow et al. 2015): one step of size ``step_size`` (default eps) along the gradient sign
+    (L-inf) or the normalised gradient (L2, the fast gradient method), from x itself (no random start unless
+    ``random_start``), clipped to [0, 1]. Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
+
+    name = "fgsm"
+    defaults = {"step_size": None, "random_start": False, "loss": "ce", "seed": None}
+    steps, restarts, kappa, momentum = 1, 1, float("inf"), 0.0
+
+    def default_step(self) -> float:
+        return self.eps
+
+
+@register
+class MIM(PGD):
+    """MIM / MI-FGSM (Dong et al. 2018): ``steps`` steps of size ``step_size`` (default eps / steps) along the
+    sign of the accumulated gradient g <- momentum * g + grad / mean|grad| (the Generalist code divides by the
+    mean absolute value; Dong et al. by the L1 norm, the same direction), no random start by default.
+    Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
+
+    name = "mim"
+    defaults = {"steps": 10, "step_size": None, "momentum": 1.0, "random_start": False, "loss": "ce",
+                "seed": None}
+    restarts, kappa = 1, float("inf")
+
+    def default_step(self) -> float:
+        return self.eps / int(self.steps)
+
+
+@register
+class CW(PGD):
+    """CW-inf as TRADES, FAT and the Generalist code evaluate it: PGD on the margin loss
+    max_{j != y} z_j - z_y clipped at ``kappa`` (default 50), from a uniform random start.
+    Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]. (Not the L2 Carlini-Wagner optimisation attack.)"""
+
+    name = "cw"
+    defaults = {"steps": 20, "step_size": None, "random_start": True, "restarts": 1, "kappa": 50.0,
+                "seed": None}
+    loss, momentum = "cw", 0.0
+
+
+@register
+class PGDDLR(PGD):
+    """PGD on Croce & Hein's DLR loss (untargeted), from a uniform random start.
+    Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
+
+    name = "pgd-dlr"
+    defaults = {"steps": 10, "step_size": None, "random_start": True, "restarts": 1, "seed": None}
+    loss, kappa, momentum = "dlr", float("inf"), 0.0
+
+
+@register
+class TargetedPGD(PGD):
+    """T-PGD: PGD towards each of the ``target_classes`` classes the model ranks highest after its top one
+    (ranked on the clean input, as APGD-T chooses its targets), one after the other on the examples not yet
+    broken. ``loss``: ce (minimise the cross-entropy of the target), cw (the target's margin) or dlr (the
+    targeted DLR loss). An example counts as broken when it is misclassified (any class): robust accuracy
+    is the untargeted worst case over the targets. Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
+
+    name = "t-pgd"
+    defaults = {"steps": 10, "step_size": None, "random_start": True, "restarts": 1, "target_classes": 9,
+                "loss": "ce", "kappa": float("inf"), "seed": None}
+    momentum = 0.0
+
+    def _perturb(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self.loss not in TARGETED_LOSSES:
+            raise AttackError(f"{self.name}: unknown loss {self.loss!r}; allowed: {sorted(TARGETED_LOSSES)}")
+        loss_fn, kappa = TARGETED_LOSSES[self.loss], float(self.kappa)
+        gen = self.generator(x.device)
+        with torch.no_grad():
+            ranking = self.model(x).argsort(dim=1, descending=True)
+        n_targets = min(int(self.target_classes), ranking.shape[1] - 1)
+        best = x.clone()
+        broken = torch.zeros(len(x), dtype=torch.bool, device=x.device)
+        for rank in range(1, n_targets + 1):
+            for _ in range(int(self.restarts)):
+                idx = (~broken).nonzero().squeeze(1)
+                if idx.numel() == 0:
+                    return best
+                yi, ti = y[idx], ranking[idx, rank]
+                x_adv = self._one_run(x[idx], lambda logits, yi=yi, ti=ti: loss_fn(logits, yi, ti, kappa), gen)
+                with torch.no_grad():
+                    fooled = self.model(x_adv).argmax(1) != yi
+                best[idx] = x_adv
+                broken[idx] = fooled
+        return best

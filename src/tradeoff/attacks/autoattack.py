@@ -1,0 +1,283 @@
+"""AutoAttack (Croce & Hein 2020) and each of its attacks alone, run with the authors' code (``pyautoattack``,
+the PyPI package of fra31/auto-attack: the same APGD, FAB and Square implementations).
+
+Threat model (every attack here): ||x_adv - x|| <= eps in the attack's norm (L-inf or L2), x_adv in [0, 1].
+APGD and FAB are white box (input gradients; the weights are frozen); Square is black box (scores only).
+
+Every attack is built with the settings AutoAttack's ``standard`` version gives it (APGD: 100 iterations,
+1 restart, rho 0.75; APGD-T and FAB-T: 9 target classes (fewer if the model has fewer than 10 classes);
+FAB: 100 iterations, 1 restart; Square: 5000 queries, p_init 0.8), and with an explicit seed: evaluation
+passes the per-batch seed; without one (inside training) a seed is drawn from the global torch generator,
+so training stays reproducible. The library reseeds the global generator itself; every call here runs in
+``torch.random.fork_rng`` so that the caller's random stream is untouched.
+
+``autoattack`` is the standard ensemble: APGD-CE, then APGD-T, FAB-T and Square, each only on the examples
+still robust, exactly as ``AutoAttack.run_standard_evaluation`` runs them (a test checks that the two agree
+example by example). An example is robust under AA only if it survives all four: the per-example worst case.
+Each component alone is the same attack on every (clean-correct) example: ``run_standard_evaluation_individual``.
+
+Resume: :meth:`AutoAttack.robust` can save its progress after every component (the robust flags so far and
+the components done) through a ``progress`` object, and continue from there: a component that was cut off is
+rerun from its start on the same examples with the same seed, so a resumed evaluation gives the same answer
+as an uninterrupted one. (pyautoattack 0.2.0's own state file cannot be restored: it writes the set of
+attacks as its ``str()``, so every restore raises "different set of attacks", and past that
+``run_standard_evaluation`` reads an unbound ``y_adv``. See README.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, Iterator, Protocol
+
+import torch
+
+from .base import Attack, AttackError, frozen, register
+
+log = logging.getLogger("tradeoff.autoattack")
+
+STANDARD = ("apgd-ce", "apgd-t", "fab-t", "square")
+COMPONENTS = ("apgd-ce", "apgd-dlr", "apgd-t", "fab", "fab-t", "square")
+AA_NORM = {"linf": "Linf", "l2": "L2"}
+
+
+class Progress(Protocol):
+    """Where an attack keeps its partial results for one batch (see tradeoff.evaluate.EvalState)."""
+
+    def load(self) -> dict | None: ...
+
+    def save(self, data: dict) -> None: ...
+
+
+@contextlib.contextmanager
+def isolated_rng(device: torch.device) -> Iterator[None]:
+    devices = [device.index if device.index is not None else torch.cuda.current_device()] \
+        if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        yield
+
+
+def _seed(seed: Any) -> int:
+    if seed is not None:
+        return int(seed)
+    return int(torch.randint(0, 2**62, (1,)).item())  # from the global generator: reproducible in training
+
+
+def _n_targets(model: torch.nn.Module, x: torch.Tensor, wanted: int) -> int:
+    with torch.no_grad():
+        classes = model(x[:1]).shape[1]
+    return max(1, min(int(wanted), classes - 1))
+
+
+def build_component(kind: str, model: torch.nn.Module, *, eps: float, norm: str, seed: int, device,
+                    steps: int = 100, restarts: int = 1, target_classes: int = 9, queries: int = 5000,
+                    p_init: float = 0.8, rho: float = 0.75):
+    """One of AutoAttack's attack objects, configured as its ``standard`` version configures it."""
+    from pyautoattack.autopgd_base import APGDAttack, APGDAttack_targeted
+    from pyautoattack.fab_pt import FABAttack_PT
+    from pyautoattack.square import SquareAttack
+
+    aa_norm = AA_NORM[norm]
+    if kind in ("apgd-ce", "apgd-dlr"):
+        return APGDAttack(model, n_restarts=int(restarts), n_iter=int(steps), verbose=False, eps=eps,
+                          norm=aa_norm, eot_iter=1, rho=rho, seed=seed, device=device, logger=log,
+                          loss="ce" if kind == "apgd-ce" else "dlr")
+    if kind == "apgd-t":
+        return APGDAttack_targeted(model, n_restarts=int(restarts), n_iter=int(steps), verbose=False, eps=eps,
+                                   norm=aa_norm, eot_iter=1, rho=rho, seed=seed, device=device, logger=log,
+                                   n_target_classes=int(target_classes))
+    if kind in ("fab", "fab-t"):
+        return FABAttack_PT(model, n_restarts=int(restarts), n_iter=int(steps), eps=eps, seed=seed, norm=aa_norm,
+                            verbose=False, device=device, targeted=kind == "fab-t",
+                            n_target_classes=int(target_classes))
+    if kind == "square":
+        return SquareAttack(model, p_init=p_init, n_queries=int(queries), eps=eps, norm=aa_norm,
+                            n_restarts=int(restarts), seed=seed, verbose=False, device=device,
+                            resc_schedule=False)
+    raise AttackError(f"unknown AutoAttack component {kind!r}; allowed: {list(COMPONENTS)}")
+
+
+def run_component(kind: str, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps: float, norm: str,
+                  seed: int, **settings: Any) -> torch.Tensor:
+    """Adversarial examples of one component (x itself where it failed), as AutoAttack's loop calls it."""
+    if kind in ("apgd-t", "fab-t"):
+        settings["target_classes"] = _n_targets(model, x, settings.get("target_classes", 9))
+    attack = build_component(kind, model, eps=eps, norm=norm, seed=seed, device=x.device, **settings)
+    with isolated_rng(x.device), torch.no_grad():
+        return attack.perturb(x, y)
+
+
+class _AutoAttackBase(Attack):
+    norms = ("linf", "l2")
+
+    def _settings(self) -> dict:
+        return {}
+
+    def _component(self, kind: str, x: torch.Tensor, y: torch.Tensor, seed: int) -> torch.Tensor:
+        return run_component(kind, self.model, x, y, eps=self.eps, norm=self.norm, seed=seed, **self._settings())
+
+
+class _Component(_AutoAttackBase):
+    kind: str
+
+    def _perturb(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self._component(self.kind, x, y, _seed(self.seed))
+
+
+class _APGD(_Component):
+    defaults = {"steps": 100, "restarts": 1, "rho": 0.75, "best_loss": False, "seed": None}
+
+    def _settings(self) -> dict:
+        return {"steps": self.steps, "restarts": self.restarts, "rho": self.rho}
+
+    def _perturb(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if not self.best_loss:
+            return super()._perturb(x, y)
+        # For training: the point of highest loss of every example (APGD's best_loss mode), not only the
+        # successful adversarial examples. This mode draws its random starts from the generator seeded here.
+        attack = build_component(self.kind, self.model, eps=self.eps, norm=self.norm, seed=_seed(self.seed),
+                                 device=x.device, **self._settings())
+        with isolated_rng(x.device):
+            torch.manual_seed(attack.seed)
+            return attack.perturb(x, y, best_loss=True)
+
+
+@register
+class APGDCE(_APGD):
+    """APGD-CE: AutoPGD on the cross-entropy loss (100 iterations, 1 restart, as in AutoAttack standard).
+    Returns the adversarial example where one was found, x elsewhere; ``best_loss: true`` returns the point of
+    highest loss for every example instead (for training). L-inf or L2 (APGD-L2). Also a training maximiser
+    (``type: apgd-ce`` in train_attacks). Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
+
+    name = "apgd-ce"
+    kind = "apgd-ce"
+
+
+@register
+class APGDDLR(_APGD):
+    """APGD-DLR: AutoPGD on the DLR loss (untargeted; 100 iterations, 1 restart). Needs >= 3 classes. Also a
+    training maximiser (``type: apgd-dlr``). Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
+
+    name = "apgd-dlr"
+    kind = "apgd-dlr"
+
+
+@register
+class APGDT(_Component):
+    """APGD-T: AutoPGD on the targeted DLR loss towards each of the ``target_classes`` (9) classes ranked
+    highest after the top one, 100 iterations each, on the examples not yet broken. Needs >= 4 classes.
+    L-inf or L2 (T-APGD-L2). Also a training maximiser (``type: apgd-t``).
+    Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
+
+    name = "apgd-t"
+    kind = "apgd-t"
+    defaults = {"steps": 100, "restarts": 1, "target_classes": 9, "rho": 0.75, "seed": None}
+
+    def _settings(self) -> dict:
+        return {"steps": self.steps, "restarts": self.restarts, "target_classes": self.target_classes,
+                "rho": self.rho}
+
+
+@register
+class FAB(_Component):
+    """FAB (untargeted): minimal-perturbation attack, 100 iterations, 1 restart (AutoAttack's setting);
+    success counts only within eps. Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
+
+    name = "fab"
+    kind = "fab"
+    defaults = {"steps": 100, "restarts": 1, "seed": None}
+
+    def _settings(self) -> dict:
+        return {"steps": self.steps, "restarts": self.restarts}
+
+
+@register
+class FABT(_Component):
+    """FAB-T: targeted FAB towards each of the ``target_classes`` (9) classes ranked highest after the top one,
+    100 iterations each. Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
+
+    name = "fab-t"
+    kind = "fab-t"
+    defaults = {"steps": 100, "restarts": 1, "target_classes": 9, "seed": None}
+
+    def _settings(self) -> dict:
+        return {"steps": self.steps, "restarts": self.restarts, "target_classes": self.target_classes}
+
+
+@register
+class Square(_Component):
+    """Square Attack: score-based black-box random search, 5000 queries, p_init 0.8 (AutoAttack's setting).
+    Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]; only the model's outputs are used."""
+
+    name = "square"
+    kind = "square"
+    defaults = {"queries": 5000, "p_init": 0.8, "restarts": 1, "seed": None}
+
+    def _settings(self) -> dict:
+        return {"queries": self.queries, "p_init": self.p_init, "restarts": self.restarts}
+
+
+@register
+class AutoAttack(_AutoAttackBase):
+    """AutoAttack, standard version: APGD-CE, APGD-T, FAB-T, Square, each on the examples still robust
+    (``components`` may name another sequence of COMPONENTS, each with its standard settings). An example is
+    robust only if no component breaks it. Threat model: ||x_adv - x|| <= eps (L-inf or L2), x_adv in [0, 1]."""
+
+    name = "autoattack"
+    defaults = {"components": None, "seed": None}
+
+    def sequence(self) -> tuple[str, ...]:
+        seq = tuple(self.components) if self.components else STANDARD
+        unknown = [c for c in seq if c not in COMPONENTS]
+        if unknown:
+            raise AttackError(f"autoattack: unknown component(s) {unknown}; allowed: {list(COMPONENTS)}")
+        return seq
+
+    def _perturb(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x_adv, _ = self._chain(x, y, _seed(self.seed), None)
+        return x_adv
+
+    def robust(self, x: torch.Tensor, y: torch.Tensor, progress: Progress | None = None) -> torch.Tensor:
+        if x.numel() == 0:
+            return torch.zeros(0, dtype=torch.bool, device=x.device)
+        with frozen(self.model):
+            _, flags = self._chain(x.detach(), y, _seed(self.seed), progress)
+        return flags
+
+    def _chain(self, x: torch.Tensor, y: torch.Tensor, seed: int,
+               progress: Progress | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ensemble on one batch; returns (adversarial examples, robust flags). With ``progress`` the flags
+        are saved after every component and restored from a previous, interrupted call: examples broken
+        before the interruption keep x in the returned images (their flags are what counts)."""
+        seq = self.sequence()
+        x_adv = x.clone()
+        with torch.no_grad():
+            robust = self.model(x).argmax(1) == y
+        done: list[str] = []
+        after: dict[str, int] = {}
+        saved = progress.load() if progress is not None else None
+        if saved:
+            if saved.get("n") != len(x) or saved.get("components") != list(seq) or saved.get("seed") != seed:
+                raise AttackError("autoattack: the saved progress belongs to another batch or setting")
+            robust = torch.tensor([c == "1" for c in saved["robust"]], dtype=torch.bool, device=x.device)
+            done, after = list(saved["done"]), dict(saved["after"])
+            log.info("autoattack: resuming a batch after %s (%d of %d robust)", ", ".join(done) or "the clean pass",
+                     int(robust.sum()), len(x))
+        for kind in seq:
+            if kind in done:
+                continue
+            idx = robust.nonzero().squeeze(1)
+            if idx.numel():
+                adv = self._component(kind, x[idx], y[idx], seed)
+                with torch.no_grad():
+                    fooled = self.model(adv).argmax(1) != y[idx]
+                robust[idx[fooled]] = False
+                x_adv[idx[fooled]] = adv[fooled]
+            done.append(kind)
+            after[kind] = int(robust.sum())
+            if progress is not None:
+                progress.save({"n": len(x), "components": list(seq), "seed": seed, "done": done, "after": after,
+                               "robust": "".join("1" if v else "0" for v in robust.tolist())})
+        #: examples still robust after each component (the ensemble's trace, as AutoAttack logs it)
+        self.breakdown = after
+        return x_adv, robust
