@@ -52,7 +52,7 @@ from .pgd_at import PGDAT
 
 # Training-set sizes, for the iterations per epoch that ``ema_horizon`` converts into a per-iteration decay.
 TRAIN_SIZES = {"cifar10": 50000, "cifar100": 50000, "svhn": 73257, "mnist": 60000, "digits": 1437,
-               "tinyimagenet": 100000}
+               "tinyimagenet": 100000, "cub200": 5994, "stanford-dogs": 12000}
 
 
 def communication_epoch(epoch: int, t_prime: float, c: float) -> bool:
@@ -112,7 +112,8 @@ class Generalist(Method):
         self.decay = float(p["ema_decay"])
         if p["ema_horizon"] is not None:
             check_range(self.name, "ema_horizon", p["ema_horizon"], 1e-12)
-            self.decay = 1.0 - 1.0 / (float(p["ema_horizon"]) * self._steps_per_epoch())
+            # a window shorter than one iteration (tiny scales) means no averaging at all
+            self.decay = max(0.0, 1.0 - 1.0 / (float(p["ema_horizon"]) * self._steps_per_epoch()))
         self.updates = 0  # theta_g updates so far (the warm-up's t)
         self.epoch, self.gamma = 0, self._gamma_at(0.0)
         self.streams = None
