@@ -1,6 +1,11 @@
 """Model registry: every architecture the experiments use, built by name.
 
-Models take images in [0, 1]; none normalises its input (the papers' PyTorch code does not either).
+Models take images in [0, 1]; none normalises its input (the papers' PyTorch code does not either), except the
+adapter transformers, whose ImageNet-pretrained backbones expect ImageNet normalisation and apply it themselves.
+
+The adapter transformers (``PRETRAINED_MODELS``, see tradeoff.models.adapters) fine-tune an adversarially
+pretrained checkpoint that the user supplies: they need ``build_model(..., pretrained=PATH)`` and refuse to start
+from random weights.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from collections.abc import Callable
 
 from torch import nn
 
+from tradeoff.models.adapters import PRETRAINED_MODELS
 from tradeoff.models.resnet import resnet18, resnet34
 from tradeoff.models.small import linear, small_cnn
 from tradeoff.models.wideresnet import wrn_28_10, wrn_34_10
@@ -27,19 +33,34 @@ MODELS: dict[str, Callable[..., nn.Module]] = {
 
 
 def model_names() -> list[str]:
-    return list(MODELS)
+    return [*MODELS, *PRETRAINED_MODELS]
 
 
 def build_model(
-    name: str, num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: bool = True
+    name: str,
+    num_classes: int,
+    in_channels: int = 3,
+    image_size: int = 32,
+    *,
+    bn_running_stats: bool = True,
+    pretrained: str | None = None,
 ) -> nn.Module:
     """Build architecture ``name``.
 
     ``bn_running_stats=False`` makes every BatchNorm normalise with the current batch's statistics in
     training and evaluation alike (``track_running_stats=False``); models without BatchNorm ignore it.
+
+    ``pretrained`` is the checkpoint file of the models in ``PRETRAINED_MODELS`` (the config's
+    ``pretrained.<name>``), which they require; the other models take no checkpoint and refuse one.
     """
+    if name in PRETRAINED_MODELS:
+        return PRETRAINED_MODELS[name](num_classes, in_channels, image_size, bn_running_stats=bn_running_stats,
+                                       pretrained=pretrained)
     try:
         builder = MODELS[name]
     except KeyError:
-        raise ValueError(f"unknown model {name!r}; known models: {', '.join(MODELS)}") from None
+        raise ValueError(f"unknown model {name!r}; known models: {', '.join(model_names())}") from None
+    if pretrained is not None:
+        raise ValueError(f"model {name!r} is trained from scratch and takes no pretrained checkpoint; only "
+                         f"{', '.join(PRETRAINED_MODELS)} do")
     return builder(num_classes, in_channels, image_size, bn_running_stats=bn_running_stats)

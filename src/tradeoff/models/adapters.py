@@ -1,0 +1,410 @@
+"""Swin and ViT with bottleneck adapters, for adversarial parameter-efficient fine-tuning (CA-AT, Figs. 4 and 5).
+
+CA-AT fine-tunes Swin Transformer and ViT backbones that ARES adversarially trained on ImageNet, "using Adapter
+(Pfeiffer et al., 2020) ... inserting an adapter module subsequent to the MLP block at each layer with a
+reduction factor of 8" (CA-AT, Sec. 5.1 and Appendix C). Here:
+
+- the architectures are torchvision's (``swin_t``/``swin_s``/``swin_b``, ``vit_b_16``), built with random weights
+  and never downloaded; the backbone weights come only from a checkpoint file the user supplies
+  (``load_pretrained``);
+- every transformer block's MLP ends with a ``BottleneckAdapter``: down-projection to dim/8, ReLU (the
+  Pfeiffer adapter's non-linearity in AdapterHub), up-projection, residual connection. The up-projection starts
+  at zero, so before fine-tuning the adapted network computes exactly the pretrained function (the near-identity
+  initialisation of Houlsby et al., 2019);
+- the backbone is frozen (``requires_grad=False``); only the adapters and the new classification head train;
+- inputs are images in [0, 1] like every model of the registry: the model resizes them (bilinear) to the
+  pretraining resolution when they differ (CIFAR's 32 x 32 for CA-AT's Fig. 4c-d) and normalises them with the
+  ImageNet mean and std, which ARES's Swin and ViT AT checkpoints expect;
+- stochastic depth and dropout are off: with a frozen backbone they would only make the adversarial examples
+  depend on a random draw.
+
+ARES publishes its checkpoints in timm's layout; ``load_pretrained`` maps timm's names to torchvision's (both the
+timm < 0.9 and the current Swin layouts) and also accepts torchvision-layout state dicts.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torchvision.models.swin_transformer import SwinTransformer, SwinTransformerBlock
+from torchvision.models.vision_transformer import EncoderBlock, VisionTransformer
+
+_log = logging.getLogger(__name__)
+
+# The normalisation of ARES's Swin and ViT adversarially trained ImageNet models (timm's IMAGENET_DEFAULT_*).
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+REDUCTION = 8
+# Config section that maps an architecture to its checkpoint file: ``pretrained: {swin_t_adapter: PATH, ...}``.
+PRETRAINED_KEY = "pretrained"
+ARES_URL = "https://ml.cs.tsinghua.edu.cn/~xiaoyang/aresbench/ckpt-imagenet/"
+
+
+class PretrainedError(ValueError):
+    """A pretrained checkpoint is not configured, not found, or does not fit the backbone."""
+
+
+class BottleneckAdapter(nn.Module):
+    """h + up(ReLU(down(h))), with down: dim -> dim // reduction and a zero-initialised up-projection."""
+
+    def __init__(self, dim: int, reduction: int = REDUCTION):
+        super().__init__()
+        hidden = max(1, dim // reduction)
+        self.down = nn.Linear(dim, hidden)
+        self.act = nn.ReLU()
+        self.up = nn.Linear(hidden, dim)
+        nn.init.zeros_(self.up.weight)
+        nn.init.zeros_(self.up.bias)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return h + self.up(self.act(self.down(h)))
+
+
+class AdaptedTransformer(nn.Module):
+    """[0, 1] images -> resize to ``net``'s resolution -> ImageNet normalisation -> ``net`` (adapters inside)."""
+
+    def __init__(self, net: nn.Module, family: str, resolution: int):
+        super().__init__()
+        self.net = net
+        self.family = family
+        self.resolution = resolution
+        self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-2:] != (self.resolution, self.resolution):
+            x = F.interpolate(x, size=(self.resolution, self.resolution), mode="bilinear", align_corners=False)
+        return self.net((x - self.mean) / self.std)
+
+    @property
+    def head(self) -> nn.Linear:
+        return self.net.head if self.family == "swin" else self.net.heads.head
+
+    @property
+    def head_prefix(self) -> str:
+        """Prefix of the classification head's keys in ``net``'s state dict."""
+        return "head." if self.family == "swin" else "heads."
+
+    def adapters(self) -> list[BottleneckAdapter]:
+        return [module for module in self.modules() if isinstance(module, BottleneckAdapter)]
+
+    def is_trainable_key(self, key: str) -> bool:
+        """Whether a key of ``net``'s state dict belongs to an adapter or the head (the trained parameters)."""
+        return key.startswith(self.head_prefix) or ".adapter." in key
+
+
+def _add_adapters(net: nn.Module, reduction: int) -> int:
+    """Append an adapter to the MLP of every Swin or ViT block (as its last stage); returns how many."""
+    count = 0
+    for block in net.modules():
+        if isinstance(block, SwinTransformerBlock):
+            dim = block.norm1.normalized_shape[0]
+        elif isinstance(block, EncoderBlock):
+            dim = block.ln_1.normalized_shape[0]
+        else:
+            continue
+        # torchvision's MLPs are nn.Sequential: a named module added last runs after the MLP's output projection
+        # (and its dropout), and the pretrained keys (mlp.0, mlp.3) keep their names.
+        block.mlp.add_module("adapter", BottleneckAdapter(dim, reduction))
+        count += 1
+    return count
+
+
+def _finish(net: nn.Module, family: str, resolution: int, reduction: int) -> AdaptedTransformer:
+    if _add_adapters(net, reduction) == 0:
+        raise AssertionError("no transformer blocks found")
+    model = AdaptedTransformer(net, family, resolution)
+    for key, parameter in net.named_parameters():
+        parameter.requires_grad_(model.is_trainable_key(key))
+    return model
+
+
+def swin_adapter(
+    num_classes: int,
+    *,
+    embed_dim: int,
+    depths: tuple[int, ...],
+    num_heads: tuple[int, ...],
+    window_size: int = 7,
+    patch_size: int = 4,
+    resolution: int = 224,
+    reduction: int = REDUCTION,
+) -> AdaptedTransformer:
+    """A torchvision Swin Transformer (v1) with adapters, RANDOMLY initialised: call ``load_pretrained`` next."""
+    net = SwinTransformer(
+        patch_size=[patch_size, patch_size], embed_dim=embed_dim, depths=list(depths), num_heads=list(num_heads),
+        window_size=[window_size, window_size], stochastic_depth_prob=0.0, num_classes=num_classes,
+    )
+    return _finish(net, "swin", resolution, reduction)
+
+
+def vit_adapter(
+    num_classes: int,
+    *,
+    patch_size: int,
+    num_layers: int,
+    num_heads: int,
+    hidden_dim: int,
+    mlp_dim: int,
+    resolution: int = 224,
+    reduction: int = REDUCTION,
+) -> AdaptedTransformer:
+    """A torchvision ViT with adapters, RANDOMLY initialised: call ``load_pretrained`` next."""
+    net = VisionTransformer(
+        image_size=resolution, patch_size=patch_size, num_layers=num_layers, num_heads=num_heads,
+        hidden_dim=hidden_dim, mlp_dim=mlp_dim, num_classes=num_classes,
+    )
+    return _finish(net, "vit", resolution, reduction)
+
+
+# Checkpoint loading ---------------------------------------------------------------------------------------------
+@dataclass
+class LoadReport:
+    """What ``load_pretrained`` did."""
+
+    path: str
+    layout: str  # "timm" or "torchvision"
+    loaded: list[str]  # keys of the model's ``net`` set from the checkpoint
+    kept: list[str]  # keys of ``net`` left as built: the adapters and the new head
+    ignored: list[str] = field(default_factory=list)  # checkpoint keys deliberately unused (old head, masks, ...)
+
+
+# One anchor tensor per family and layout locates the backbone inside any wrapper ("module.", "model.1.", ...).
+_ANCHORS = {
+    "swin": (("features.0.0.weight", "torchvision"), ("patch_embed.proj.weight", "timm")),
+    "vit": (("conv_proj.weight", "torchvision"), ("patch_embed.proj.weight", "timm")),
+}
+_IGNORED = object()  # marks a checkpoint key that is not used on purpose
+
+
+def _swin_from_timm(key: str, old_downsample: bool) -> object:
+    """torchvision name of a timm Swin key (or _IGNORED). Unknown keys come back unchanged, so they show up as
+    unexpected."""
+    if key.startswith("head.") or key.endswith(".attn_mask"):
+        return _IGNORED
+    if m := re.fullmatch(r"patch_embed\.proj\.(weight|bias)", key):
+        return f"features.0.0.{m[1]}"
+    if m := re.fullmatch(r"patch_embed\.norm\.(weight|bias)", key):
+        return f"features.0.2.{m[1]}"
+    if m := re.fullmatch(r"layers\.(\d+)\.blocks\.(\d+)\.(.+)", key):
+        rest = re.sub(r"^mlp\.fc1\.", "mlp.0.", re.sub(r"^mlp\.fc2\.", "mlp.3.", m[3]))
+        return f"features.{2 * int(m[1]) + 1}.{m[2]}.{rest}"
+    if m := re.fullmatch(r"layers\.(\d+)\.downsample\.(.+)", key):
+        # timm < 0.9 merges patches at the end of stage i, later versions at the start of stage i + 1.
+        stage = int(m[1])
+        return f"features.{2 * stage + 2 if old_downsample else 2 * stage}.{m[2]}"
+    return key
+
+
+def _vit_from_timm(key: str) -> object:
+    if key.startswith("head."):
+        return _IGNORED
+    fixed = {"cls_token": "class_token", "pos_embed": "encoder.pos_embedding"}
+    if key in fixed:
+        return fixed[key]
+    if m := re.fullmatch(r"patch_embed\.proj\.(weight|bias)", key):
+        return f"conv_proj.{m[1]}"
+    if m := re.fullmatch(r"norm\.(weight|bias)", key):
+        return f"encoder.ln.{m[1]}"
+    if m := re.fullmatch(r"blocks\.(\d+)\.(.+)", key):
+        block, rest = f"encoder.layers.encoder_layer_{m[1]}", m[2]
+        renames = {"attn.qkv.weight": "self_attention.in_proj_weight", "attn.qkv.bias": "self_attention.in_proj_bias"}
+        if rest in renames:
+            return f"{block}.{renames[rest]}"
+        for old, new in (("norm1.", "ln_1."), ("norm2.", "ln_2."), ("attn.proj.", "self_attention.out_proj."),
+                         ("mlp.fc1.", "mlp.0."), ("mlp.fc2.", "mlp.3.")):
+            if rest.startswith(old):
+                return f"{block}.{new}{rest[len(old):]}"
+    return key
+
+
+def _state_dict(obj: object, path: Path) -> dict[str, torch.Tensor]:
+    """The tensor dictionary inside a checkpoint (plain, or under 'state_dict'/'model'/'module'/'net')."""
+    for _ in range(4):
+        if isinstance(obj, dict) and obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
+            return obj
+        if isinstance(obj, dict):
+            inner = next((obj[k] for k in ("state_dict", "model", "module", "net") if isinstance(obj.get(k), dict)),
+                         None)
+            if inner is not None:
+                obj = inner
+                continue
+        break
+    raise PretrainedError(f"{path}: no state dict of tensors found (top-level keys: "
+                          f"{sorted(obj)[:10] if isinstance(obj, dict) else type(obj).__name__})")
+
+
+def _examples(keys, n: int = 5) -> str:
+    keys = sorted(keys)
+    return ", ".join(keys[:n]) + (f", ... ({len(keys)} in all)" if len(keys) > n else "")
+
+
+def load_pretrained(model: AdaptedTransformer, path: str | Path) -> LoadReport:
+    """Load an (ARES) pretrained backbone into ``model`` from ``path``; the adapters and the head are kept.
+
+    The file is read with ``torch.load(weights_only=True)`` (tensors and plain containers only). The backbone is
+    found under any prefix ('module.', 'model.', ARES's 'model.1.' behind its normalisation layer, ...), in timm's
+    or torchvision's layout. Every backbone tensor of ``model`` must be in the checkpoint with the same shape and
+    the checkpoint must hold no other backbone tensors (a deeper or wider network); otherwise PretrainedError lists
+    the missing, unexpected and mismatched keys and nothing is loaded. The checkpoint's own classifier, Swin's
+    attention masks and the wrapper's extra entries are ignored (listed in the report).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise PretrainedError(f"pretrained checkpoint {path} does not exist")
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError) as err:
+        raise PretrainedError(f"{path}: not a weights-only PyTorch checkpoint ({err})") from err
+    raw = _state_dict(obj, path)
+
+    family = model.family
+    found = None
+    for anchor, layout in _ANCHORS[family]:
+        prefixes = sorted((key[: -len(anchor)] for key in raw if key.endswith(anchor)
+                           and (key == anchor or key[: -len(anchor)].endswith("."))), key=len)
+        if prefixes:
+            found = (prefixes[0], layout)
+            break
+    if found is None:
+        raise PretrainedError(f"{path}: no {family} backbone found (none of the keys ends in "
+                              f"{' or '.join(a for a, _ in _ANCHORS[family])}); first keys: {_examples(raw)}")
+    prefix, layout = found
+    ignored = [key for key in raw if not key.startswith(prefix)]
+    keys = {key[len(prefix):]: value for key, value in raw.items() if key.startswith(prefix)}
+
+    if layout == "timm":
+        if family == "swin":
+            old = any(re.match(r"layers\.0\.downsample\.", key) for key in keys)
+            rename: Callable[[str], object] = partial(_swin_from_timm, old_downsample=old)
+        else:
+            rename = _vit_from_timm
+    else:
+        def rename(key: str) -> object:
+            return _IGNORED if model.is_trainable_key(key) or key.endswith(".attn_mask") else key
+
+    mapped: dict[str, torch.Tensor] = {}
+    origin: dict[str, str] = {}  # torchvision key -> checkpoint key
+    for key, value in keys.items():
+        new = rename(key)
+        if new is _IGNORED:
+            ignored.append(prefix + key)
+        else:
+            mapped[str(new)] = value
+            origin[str(new)] = prefix + key
+
+    own = model.net.state_dict()
+    # Swin's relative position index is a function of the window size, rebuilt by the model: newer timm does not
+    # save it, older timm as a matrix. A saved one must agree with the model's, else the windows differ.
+    for key in [key for key in mapped if key.endswith("relative_position_index")]:
+        saved = mapped.pop(key)
+        if key in own and not torch.equal(saved.flatten().to(own[key].dtype), own[key].flatten()):
+            raise PretrainedError(f"{path}: {origin[key]} differs from this model's (another window size?); "
+                                  "nothing was loaded")
+        ignored.append(origin[key])
+    backbone = {key for key in own if not model.is_trainable_key(key)}
+    required = {key for key in backbone if not key.endswith("relative_position_index")}
+    missing = required - mapped.keys()
+    unexpected = mapped.keys() - backbone
+    mismatched = {key: (tuple(mapped[key].shape), tuple(own[key].shape))
+                  for key in mapped.keys() & backbone if mapped[key].shape != own[key].shape}
+    if missing or unexpected or mismatched:
+        problems = []
+        if missing:
+            problems.append(f"{len(missing)} backbone tensors missing: {_examples(missing)}")
+        if unexpected:
+            problems.append(f"{len(unexpected)} unexpected tensors: {_examples(unexpected)}")
+        if mismatched:
+            shown = [f"{key} {a} vs {b}" for key, (a, b) in sorted(mismatched.items())[:5]]
+            problems.append(f"{len(mismatched)} with another shape (checkpoint vs model): {', '.join(shown)}")
+        raise PretrainedError(f"{path} ({layout} layout, prefix {prefix!r}) does not fit this {family} backbone; "
+                              f"nothing was loaded: {'; '.join(problems)}")
+
+    result = model.net.load_state_dict(mapped, strict=False)
+    assert not result.unexpected_keys
+    report = LoadReport(str(path), layout, sorted(mapped), sorted(set(result.missing_keys)), sorted(ignored))
+    _log.info("loaded %d backbone tensors from %s (%s layout); kept %d adapter/head tensors; ignored %s",
+              len(report.loaded), path, layout, len(report.kept), _examples(report.ignored) or "nothing")
+    return report
+
+
+# Registry builders ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Pretrained:
+    family: str
+    config: dict
+    checkpoint: str  # what the configured file should be
+
+
+_ARCHITECTURES = {
+    "swin_t_adapter": _Pretrained(
+        "swin", {"embed_dim": 96, "depths": (2, 2, 6, 2), "num_heads": (3, 6, 12, 24)},
+        "an adversarially trained Swin-T in timm's swin_tiny_patch4_window7_224 layout (ARES publishes no Swin-T; "
+        "its smallest is Swin-S, for swin_s_adapter)"),
+    "swin_s_adapter": _Pretrained(
+        "swin", {"embed_dim": 96, "depths": (2, 2, 18, 2), "num_heads": (3, 6, 12, 24)},
+        f"ARES_Swin_small_patch4_window7_224_AT.pth from {ARES_URL}"),
+    "swin_b_adapter": _Pretrained(
+        "swin", {"embed_dim": 128, "depths": (2, 2, 18, 2), "num_heads": (4, 8, 16, 32)},
+        f"ARES_Swin_base_patch4_window7_224_AT.pth from {ARES_URL}"),
+    "vit_b16_adapter": _Pretrained(
+        "vit", {"patch_size": 16, "num_layers": 12, "num_heads": 12, "hidden_dim": 768, "mlp_dim": 3072},
+        f"ARES_ViT_base_patch16_224_AT.pth from {ARES_URL}"),
+}
+
+
+def pretrained_checkpoint_path(arch: str, pretrained: str | Path | None) -> Path:
+    """The configured checkpoint of ``arch``, or PretrainedError naming the config key and the expected file."""
+    key, expected = f"{PRETRAINED_KEY}.{arch}", _ARCHITECTURES[arch].checkpoint
+    if pretrained is None or str(pretrained) == "":
+        raise PretrainedError(
+            f"model {arch!r} fine-tunes an adversarially pretrained ImageNet backbone and never starts from random "
+            f"weights: set `{key}` in the config to the checkpoint file ({expected})")
+    path = Path(pretrained)
+    if not path.is_file():
+        raise PretrainedError(f"model {arch!r}: `{key}` is {str(pretrained)!r}, which is not a file; expected "
+                              f"{expected}")
+    return path
+
+
+def _builder(arch: str) -> Callable[..., AdaptedTransformer]:
+    spec = _ARCHITECTURES[arch]
+
+    def build(num_classes: int, in_channels: int = 3, image_size: int = 224, *, bn_running_stats: bool = True,
+              pretrained: str | Path | None = None) -> AdaptedTransformer:
+        # bn_running_stats: these networks use LayerNorm only, so it has nothing to change.
+        if in_channels != 3:
+            raise ValueError(f"{arch} takes RGB images, not {in_channels} channels")
+        path = pretrained_checkpoint_path(arch, pretrained)  # fails before the (slow) construction
+        constructor = swin_adapter if spec.family == "swin" else vit_adapter
+        model = constructor(num_classes, **spec.config)
+        load_pretrained(model, path)
+        return model
+
+    build.__name__ = build.__qualname__ = arch
+    build.__doc__ = (f"{arch}: {spec.family} with adapters from the checkpoint at ``pretrained`` ({spec.checkpoint}); "
+                     f"inputs of any size are resized to 224.")
+    return build
+
+
+swin_t_adapter = _builder("swin_t_adapter")
+swin_s_adapter = _builder("swin_s_adapter")
+swin_b_adapter = _builder("swin_b_adapter")
+vit_b16_adapter = _builder("vit_b16_adapter")
+
+# Every builder here needs the ``pretrained`` keyword of ``build_model``.
+PRETRAINED_MODELS: dict[str, Callable[..., AdaptedTransformer]] = {
+    "swin_t_adapter": swin_t_adapter,
+    "swin_s_adapter": swin_s_adapter,
+    "swin_b_adapter": swin_b_adapter,
+    "vit_b16_adapter": vit_b16_adapter,
+}
