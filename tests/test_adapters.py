@@ -189,8 +189,8 @@ def test_checkpoint_round_trip(family, layout, tmp_path):
     else:
         state = timm_checkpoint(source, old_swin=layout == "timm<0.9")
         # ARES's wrapper: Sequential(normalisation, timm model), saved as a field "model" of a dict.
-        checkpoint = {"model": {"0.mean": torch.zeros(3), "0.std": torch.ones(3), **{f"1.{k}": v for k, v in state.items()}},
-                      "epoch": 3}
+        wrapped = {"0.mean": torch.zeros(3), "0.std": torch.ones(3), **{f"1.{k}": v for k, v in state.items()}}
+        checkpoint = {"model": wrapped, "epoch": 3}
     path = tmp_path / "pretrained.pth"
     torch.save(checkpoint, path)
 

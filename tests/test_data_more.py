@@ -82,7 +82,8 @@ class Written:
 
 
 def patch_archives(monkeypatch: pytest.MonkeyPatch, cls: type, served: dict[str, Path]) -> None:
-    archives = tuple(data._Archive(name, (f"https://example.invalid/{name}",), md5(path)) for name, path in served.items())
+    archives = tuple(data._Archive(name, (f"https://example.invalid/{name}",), md5(path))
+                     for name, path in served.items())
     assert [a.filename for a in archives] == [a.filename for a in cls.archives]
     monkeypatch.setattr(cls, "archives", archives)
 

@@ -673,7 +673,8 @@ class _Cub(_ArchiveImages):
     """
 
     archives: ClassVar[tuple[_Archive, ...]] = (
-        _Archive("CUB_200_2011.tgz", ("https://data.caltech.edu/records/65de6-vp158/files/CUB_200_2011.tgz?download=1",),
+        _Archive("CUB_200_2011.tgz",
+                 ("https://data.caltech.edu/records/65de6-vp158/files/CUB_200_2011.tgz?download=1",),
                  "97eceeb196236b17998738112f37df78"),
     )
     base: ClassVar[str] = "CUB_200_2011"
