@@ -17,6 +17,9 @@ class Runtime:
     device: torch.device
     bf16: bool = False
     channels_last: bool = False
+    #: torch.compile mode for training models: None (off), "default", "reduce-overhead" (CUDA graphs: for
+    #: small models where kernel launches dominate), "max-autotune"
+    compile: str | None = None
 
     @classmethod
     def from_config(cls, runtime: dict) -> "Runtime":
@@ -30,8 +33,10 @@ class Runtime:
         if threads:
             torch.set_num_threads(threads)
         on_cuda = device.type == "cuda"
+        mode = runtime.get("compile", "off")
         return cls(device, bf16=bool(runtime.get("bf16", False)) and on_cuda,
-                   channels_last=bool(runtime.get("channels_last", False)) and on_cuda)
+                   channels_last=bool(runtime.get("channels_last", False)) and on_cuda,
+                   compile=None if mode == "off" else mode)
 
     def autocast(self) -> contextlib.AbstractContextManager:
         if not self.bf16:
@@ -42,6 +47,8 @@ class Runtime:
         model = model.to(self.device)
         if self.channels_last:
             model = model.to(memory_format=torch.channels_last)
+        if self.compile:
+            model.compile(mode=self.compile)  # in place: state_dict keys stay those of the plain model
         return model
 
     def place_batch(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,60 @@
+"""The GPU fast path, exercised on the CPU: bf16 autocast in training, channels_last, evaluation in fp32."""
+
+import copy
+
+import pytest
+import torch
+
+from tradeoff import attacks
+from tradeoff import config as cfg
+from tradeoff.methods import METHODS
+from tradeoff.models import build_model
+from tradeoff.runtime import Runtime
+
+ROOT = cfg.ROOT
+CPU = torch.device("cpu")
+
+
+def test_from_config_enables_cuda_only_settings_only_on_cuda():
+    rt = Runtime.from_config({"device": "cpu", "bf16": True, "channels_last": True, "compile": "off"})
+    assert (rt.bf16, rt.channels_last, rt.compile) == (False, False, None)
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="no CUDA device"):
+            Runtime.from_config({"device": "cuda"})
+
+
+def _update(run: str, rt: Runtime, x, y):
+    catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"])
+    spec = copy.deepcopy(catalog.runs[run])
+    torch.manual_seed(0)
+    method = METHODS[spec["method"]["name"]](spec, lambda: build_model("resnet18", 10, in_channels=1, image_size=8), rt)
+    method.set_epoch(0)
+    before = torch.cat([p.detach().flatten().clone() for p in method.model.parameters()])
+    torch.manual_seed(1)
+    out = method.train_step(rt.place_batch(x), y)
+    assert all(p.dtype == torch.float32 for p in method.model.parameters())
+    return out["loss"].item(), torch.cat([p.detach().flatten() for p in method.model.parameters()]) - before
+
+
+def test_bf16_and_channels_last_change_rounding_not_the_step():
+    """One NT step of ResNet-18 under bf16 autocast (CPU autocast here, CUDA in production) moves the weights
+    as the fp32 step does; channels_last changes nothing but the memory layout."""
+    x, y = torch.rand(8, 1, 8, 8), torch.randint(0, 10, (8,))
+    loss32, update32 = _update("cifar10-resnet18-nt", Runtime(CPU), x, y)
+    loss16, update16 = _update("cifar10-resnet18-nt", Runtime(CPU, bf16=True), x, y)
+    loss_cl, update_cl = _update("cifar10-resnet18-nt", Runtime(CPU, channels_last=True), x, y)
+    assert loss16 == pytest.approx(loss32, rel=0.01)
+    assert torch.nn.functional.cosine_similarity(update32, update16, dim=0) > 0.85
+    assert torch.allclose(update32, update_cl, atol=1e-5)
+
+
+def test_pgd_at_step_in_bf16_keeps_fp32_weights_and_the_threat_model():
+    """Under bf16 autocast the training attack still returns fp32 images in the eps-ball and in [0, 1]."""
+    x, y = torch.rand(8, 1, 8, 8), torch.randint(0, 10, (8,))
+    loss, update = _update("cifar10-resnet18-at-beta1", Runtime(CPU, bf16=True, channels_last=True), x, y)
+    assert torch.isfinite(torch.tensor(loss)) and update.abs().sum() > 0
+    model = build_model("resnet18", 10, in_channels=1, image_size=8).eval()
+    with Runtime(CPU, bf16=True).autocast():
+        x_adv = attacks.build("pgd", model, eps=0.3, steps=3, seed=0).perturb(x, y)
+    assert x_adv.dtype == torch.float32
+    assert (x_adv - x).abs().max() <= 0.3 + 1e-6 and x_adv.min() >= 0 and x_adv.max() <= 1
