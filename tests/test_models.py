@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from tradeoff.models import MODELS, build_model, model_names
+from tradeoff.models import MODELS, PRETRAINED_MODELS, build_model, model_names
 
 WIDE = ("wrn-28-10", "wrn-32-10", "wrn-34-10")
 # wrn-32-10 is registered with the very builder of wrn-34-10 (test_wrn_32_10_is_wrn_34_10), so the
@@ -32,8 +32,9 @@ def count(model: nn.Module) -> int:
 
 
 def test_registry():
-    assert model_names() == list(MODELS)
-    assert set(model_names()) == {"linear", "small_cnn", "resnet18", "resnet34", *WIDE}
+    assert model_names() == [*MODELS, *PRETRAINED_MODELS]
+    assert set(MODELS) == {"linear", "small_cnn", "resnet18", "resnet34", *WIDE}
+    assert set(PRETRAINED_MODELS) == {"swin_t_adapter", "swin_s_adapter", "swin_b_adapter", "vit_b16_adapter"}
 
 
 def test_unknown_name_lists_the_known_ones():
