@@ -109,6 +109,10 @@ class Generalist(Method):
         self.global_model = copy.deepcopy(self.at.model).requires_grad_(False)
         self.averages = {name: copy.deepcopy(learner.model).requires_grad_(False)
                          for name, learner in (("nt", self.nt), ("at", self.at)) if p[f"{name}_wa"]}
+        # the float tensors each averaging step reads and writes (parameters first), listed once
+        self.floats = {id(m): _float_state(m) for m in (self.nt.model, self.at.model, self.global_model,
+                                                          *self.averages.values())}
+        self.n_params = len(list(self.global_model.parameters()))
         self.decay = float(p["ema_decay"])
         if p["ema_horizon"] is not None:
             check_range(self.name, "ema_horizon", p["ema_horizon"], 1e-12)
@@ -167,10 +171,10 @@ class Generalist(Method):
     def _track(self, target: nn.Module, source: list[torch.Tensor], source_model: nn.Module,
                decay: float | None) -> None:
         """target <- decay target + (1 - decay) source, or target <- source when decay is None; ``source`` is
-        aligned with _float_state(target). BatchNorm's float buffers are averaged only with average_buffers
+        aligned with target's float tensors. BatchNorm's float buffers are averaged only with average_buffers
         (otherwise copied); its integer counters are copied from ``source_model``."""
-        dst = _float_state(target)
-        averaged = 0 if decay is None else len(dst) if self.p["average_buffers"] else len(list(target.parameters()))
+        dst = self.floats[id(target)]
+        averaged = 0 if decay is None else len(dst) if self.p["average_buffers"] else self.n_params
         if averaged:
             torch._foreach_lerp_(dst[:averaged], source[:averaged], 1.0 - decay)
         if averaged < len(dst):
@@ -191,11 +195,11 @@ class Generalist(Method):
             decay = min(decay, (self.updates + 1) / (self.updates + 10))
         for name, average in self.averages.items():
             learner = getattr(self, name).model
-            self._track(average, _float_state(learner), learner, decay)
+            self._track(average, self.floats[id(learner)], learner, decay)
         r = self.averages.get("at", self.at.model)
         n = self.averages.get("nt", self.nt.model)
         with torch.no_grad():
-            mix = torch._foreach_lerp(_float_state(n), _float_state(r), self.gamma)  # gamma r + (1 - gamma) n
+            mix = torch._foreach_lerp(self.floats[id(n)], self.floats[id(r)], self.gamma)  # gamma r + (1-gamma) n
         self._track(self.global_model, mix, r, decay if self.p["ema"] else None)
         self.updates += 1
         if self.p["communication"] == "iteration" and self._communicates(self.epoch + 1):
