@@ -26,6 +26,14 @@ def predictions_path(results: Path, run_id: str, attack: str) -> Path:
     return results / "predictions" / run_id / f"{attack}.json"
 
 
+def eval_work_path(results: Path, run_id: str, attack: str, shard: tuple[int, int] | None = None,
+                   suffix: str = ".state") -> Path:
+    """An evaluation job's resume state (``.state``) or a shard's partial result (``.json``), under
+    results/work/eval/<run>/: ``<attack>.state``, ``<attack>.shard-K-of-N.state``, ``<attack>.shard-K-of-N.json``."""
+    name = attack if shard is None else f"{attack}.shard-{shard[0]}-of-{shard[1]}"
+    return results / "work" / "eval" / run_id / f"{name}{suffix}"
+
+
 def ready_marker(data_root: Path, dataset: str) -> Path:
     return data_root / ".ready" / dataset
 
@@ -68,27 +76,81 @@ def cmd_train(args, catalog: cfg.Catalog) -> int:
 
 def cmd_evaluate(args, catalog: cfg.Catalog) -> int:
     from .evaluate import evaluate_run
+    from .runtime import Runtime
 
     run_id = _run(catalog, args.run)
     spec = catalog.attack_for(args.attack, run_id)
     train_id = catalog.train_id[run_id]
+    runtime = Runtime.from_config(catalog.config["runtime"])  # device and CPU threads; evaluation stays fp32
+    shard = None
+    if args.shard is not None or args.shards is not None:
+        if args.shard is None or args.shards is None or not 0 <= args.shard < args.shards:
+            raise cfg.ConfigError("--shard K and --shards N go together, with 0 <= K < N")
+        shard = (args.shard, args.shards)
     result = evaluate_run(
         catalog.results / "checkpoints" / train_id / "model.pt", spec, attack_name=args.attack,
-        data_root=catalog.data_root, device=catalog.config["runtime"].get("device", "auto"),
+        data_root=catalog.data_root, device=runtime.device.type,
         batch_size=catalog.config["runtime"]["eval_batch_size"], seed=args.seed,
         metrics_out=metrics_path(catalog.results, train_id, args.attack),
         predictions_out=predictions_path(catalog.results, train_id, args.attack),
-        test_examples=catalog.runs[run_id].get("test_examples"))
+        test_examples=catalog.runs[run_id].get("test_examples"),
+        state_path=eval_work_path(catalog.results, train_id, args.attack, shard),
+        shard=shard, shard_out=eval_work_path(catalog.results, train_id, args.attack, shard, ".json") if shard else None)
+    if shard is not None:
+        robust = result["robust_correct"].count("1")
+        print(f"{train_id} / {args.attack} shard {shard[0]} of {shard[1]}: {robust} of "
+              f"{result['stop'] - result['start']} robust ({result['seconds']:.1f} s)")
+        return 0
     print(f"{train_id} / {args.attack}: accuracy {result['accuracy']:.4f} "
           f"(clean {result['clean_accuracy']:.4f}, {result['examples']} examples, {result['seconds']:.1f} s)")
     return 0
 
 
-def cmd_report(args, catalog: cfg.Catalog) -> int:
-    from .report.build import build_target
+def cmd_merge_shards(args, catalog: cfg.Catalog) -> int:
+    from .evaluate import merge_shards
 
-    paths = build_target(catalog, args.target)
-    print(f"{args.target}: " + ", ".join(str(p) for p in paths))
+    run_id = _run(catalog, args.run)
+    catalog.attack_for(args.attack, run_id)  # validates the name
+    train_id = catalog.train_id[run_id]
+    shards = args.shards or catalog.shards_for(args.attack)
+    parts = [eval_work_path(catalog.results, train_id, args.attack, (k, shards), ".json") for k in range(shards)]
+    missing = [str(p) for p in parts if not p.exists()]
+    if missing:
+        raise cfg.ConfigError(f"merge-shards: missing shard result(s) {missing}; run `tradeoff evaluate --run "
+                              f"{run_id} --attack {args.attack} --shard K --shards {shards}` for each")
+    result = merge_shards(parts, metrics_out=metrics_path(catalog.results, train_id, args.attack),
+                          predictions_out=predictions_path(catalog.results, train_id, args.attack))
+    print(f"{train_id} / {args.attack}: accuracy {result['accuracy']:.4f} merged from {shards} shards "
+          f"(clean {result['clean_accuracy']:.4f}, {result['examples']} examples, {result['seconds']:.1f} s)")
+    return 0
+
+
+def cmd_bench_eval(args, catalog: cfg.Catalog) -> int:
+    from .eval_bench import bench_eval, format_bench_eval
+
+    run_id = _run(catalog, args.run)
+    result = bench_eval(catalog, run_id, checkpoint=args.checkpoint, target=args.target,
+                        attacks=args.attacks.split(",") if args.attacks else None, workers=args.workers,
+                        threads=args.threads, device=args.device, out_dir=catalog.results / "bench")
+    print(format_bench_eval(result))
+    return 0
+
+
+def cmd_report(args, catalog: cfg.Catalog) -> int:
+    """Build targets straight from the metrics files (no checkpoint, no Snakemake): seconds."""
+    from .report.build import build_target
+    from .report.summary import build_summary
+
+    names = list(catalog.targets) if args.all else args.targets
+    if not names:
+        raise cfg.ConfigError("report: name one or more targets, or --all")
+    for name in names:
+        if name not in catalog.targets:
+            raise cfg.ConfigError(f"unknown target {name!r}; allowed: {sorted(catalog.targets)}")
+        paths = build_target(catalog, name)
+        print(f"{name}: " + ", ".join(str(p) for p in paths))
+    if args.all:
+        print(f"summary: {build_summary(catalog)['md']}")
     return 0
 
 
@@ -199,10 +261,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", required=True)
     p.add_argument("--attack", required=True)
     p.add_argument("--seed", type=int, default=0, help="attack seed (default 0)")
+    p.add_argument("--shard", type=int, help="evaluate only shard K (0-based) of --shards N; merge with merge-shards")
+    p.add_argument("--shards", type=int, help="number of shards (with --shard)")
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("report", help="build a target (table, figure or group) from metrics files")
-    p.add_argument("target")
+    p = sub.add_parser("merge-shards", help="merge the shards of one evaluation into its metrics and predictions")
+    p.add_argument("--run", required=True)
+    p.add_argument("--attack", required=True)
+    p.add_argument("--shards", type=int, help="default: the configured number (attack `shards` or runtime.eval_shards)")
+    p.set_defaults(func=cmd_merge_shards)
+
+    p = sub.add_parser("bench-eval", help="time the evaluation suite on a checkpoint: images/s per attack")
+    p.add_argument("--run", required=True, help="the run whose model and test set are used")
+    p.add_argument("--checkpoint", help="default: results/checkpoints/<run>/model.pt")
+    p.add_argument("--target", default="table1a", help="time the attacks of this table's columns (default table1a)")
+    p.add_argument("--attacks", help="comma-separated attack names instead of --target's")
+    p.add_argument("--workers", type=int, default=1, help="attacks timed in parallel processes (default 1)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per worker (default 1)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.set_defaults(func=cmd_bench_eval)
+
+    p = sub.add_parser("report", help="build targets (tables, figures, groups) from metrics files only")
+    p.add_argument("targets", nargs="*")
+    p.add_argument("--all", action="store_true", help="every target, and the summary page")
     p.set_defaults(func=cmd_report)
 
     sub.add_parser("summary", help="every target: built or missing, and its largest differences from the paper"

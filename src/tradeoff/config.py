@@ -144,7 +144,9 @@ def parse_step(value: Any, eps: float, key: str) -> float:
 
 
 def eps_label(eps: float) -> str:
-    """A short, file-name-safe label of a budget: 8/255 -> '8_255', 0.3 -> '0.3'."""
+    """A short, file-name-safe label of a budget: 8/255 -> '8_255', 0.3 -> '0.3', 1 -> '1'."""
+    if abs(eps - round(eps)) < 1e-9:
+        return f"{int(round(eps))}"
     for den in (255,):
         num = eps * den
         if abs(num - round(num)) < 1e-6:
@@ -180,10 +182,34 @@ class Catalog:
         return {rid: spec for rid, spec in self.runs.items() if self.train_id[rid] == rid}
 
     def attack_for(self, name: str, run_id: str) -> dict:
-        """The evaluation attack ``name`` resolved for a run's dataset and the scale."""
-        if name not in self.attacks:
-            raise ConfigError(f"unknown attack {name!r}; allowed: {sorted(self.attacks)}")
-        return resolve_attack(self.attacks[name], self.runs[run_id], self.config, f"attacks.{name}")
+        """The evaluation attack ``name`` resolved for a run's dataset and the scale. An attack whose eps is a
+        list (a budget sweep) is one evaluation per budget, named ``<attack>@<label>`` (see attack_jobs)."""
+        base, label = split_budget(name)
+        if base not in self.attacks:
+            raise ConfigError(f"unknown attack {name!r}; allowed: {self.attack_jobs()}")
+        key = f"attacks.{base}"
+        spec = resolve_attack(self.attacks[base], self.runs[run_id], self.config, key)
+        labels = sweep_labels(self.attacks[base], key)
+        if labels is None and label is None:
+            return spec
+        if labels is None or label not in labels:
+            raise ConfigError(f"unknown attack {name!r}; allowed: {self.attack_jobs(base)}")
+        eps = spec["eps"][labels.index(label)]
+        return {**spec, "eps": eps, "step_size": rel_step(spec.get("step_size"), eps, key)}
+
+    def attack_jobs(self, name: str | None = None) -> list[str]:
+        """Evaluation names: every attack, a sweep as one ``<attack>@<label>`` per budget (8/255 -> 8_255)."""
+        names = [name] if name is not None else list(self.attacks)
+        out = []
+        for base in names:
+            labels = sweep_labels(self.attacks[base], f"attacks.{base}")
+            out += [base] if labels is None else [f"{base}@{label}" for label in labels]
+        return out
+
+    def shards_for(self, name: str) -> int:
+        """How many shards (jobs) evaluate ``name``: the attack's ``shards``, else runtime.eval_shards, else 1."""
+        spec = self.attacks[split_budget(name)[0]]
+        return int(spec.get("shards") or self.config["runtime"].get("eval_shards") or 1)
 
     def leaf_targets(self, name: str) -> list[str]:
         """The tables and figures that a target builds (itself, or a group's members, recursively)."""
@@ -210,6 +236,23 @@ class Catalog:
         runs = [self.train_id[r["run"]] for leaf in self.leaf_targets(target)
                 if self.targets[leaf].get("plot") == "curves" for r in self.targets[leaf]["rows"]]
         return list(dict.fromkeys(runs))
+
+
+def split_budget(name: str) -> tuple[str, str | None]:
+    """'pgd@16_255' -> ('pgd', '16_255'); 'pgd' -> ('pgd', None)."""
+    base, sep, label = name.partition("@")
+    return base, (label if sep else None)
+
+
+def sweep_labels(spec: dict, key: str) -> list[str] | None:
+    """The budget labels of an attack whose eps is a list (as written, before any rescaling), else None."""
+    raw = spec.get("eps")
+    if not isinstance(raw, list):
+        return None
+    labels = [eps_label(parse_budget(e, f"{key}.eps")) for e in raw]
+    if len(set(labels)) != len(labels):
+        raise ConfigError(f"{key}.eps: budgets repeat: {raw}")
+    return labels
 
 
 def spec_digest(spec: dict) -> str:
@@ -290,7 +333,7 @@ def _check_attack(spec: dict, key: str, registry: dict) -> None:
     if kind not in registry:
         raise ConfigError(f"{key}.type: unknown attack {kind!r}; allowed: {sorted(registry)}")
     cls = registry[kind]
-    allowed = set(cls.defaults) | {"type", "eps", "norm", "step_size"}
+    allowed = set(cls.defaults) | {"type", "eps", "norm", "step_size", "shards"}
     unknown = set(spec) - allowed
     if unknown:
         raise ConfigError(f"{key}: unknown key(s) {sorted(unknown)} for attack type {kind!r}; "
@@ -317,7 +360,7 @@ def _attack_ref(config: dict, name: Any, key: str) -> dict:
 def resolve_attack(spec: dict, run: dict, config: dict, key: str) -> dict:
     """Fill in a run's budget: eps defaults to the dataset's standard budget for the norm; at a smaller scale
     every budget (and absolute step size) keeps its ratio to the standard budget of the run's own dataset."""
-    out = {k: v for k, v in spec.items() if k not in ("eps", "step_size")}
+    out = {k: v for k, v in spec.items() if k not in ("eps", "step_size", "shards")}
     norm = out.setdefault("norm", "linf")
     if spec["type"] == "clean":
         out["eps"] = 0.0
@@ -338,8 +381,9 @@ def resolve_attack(spec: dict, run: dict, config: dict, key: str) -> dict:
         else:
             out["step_size"] = parse_budget(step, f"{key}.step_size") * factor
     cap = config["scale_map"].get("max_attack_steps")
-    if cap and "steps" in out:
-        out["steps"] = min(int(out["steps"]), int(cap))
+    for count in ("steps", "queries"):  # Square's queries are its steps
+        if cap and count in out:
+            out[count] = min(int(out[count]), int(cap))
     if not isinstance(out["eps"], list):
         out["step_size"] = rel_step(out.get("step_size"), out["eps"], key)
     return out
@@ -474,5 +518,10 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
         if row["run"] not in runs:
             raise ConfigError(f"{key}.rows[{i}].run: unknown run {row['run']!r}; allowed: {sorted(runs)}")
     for column, attack in target.get("columns", {}).items():
-        if attack not in attacks:
-            raise ConfigError(f"{key}.columns.{column}: unknown attack {attack!r}; allowed: {sorted(attacks)}")
+        base, label = split_budget(attack)
+        labels = sweep_labels(attacks[base], f"attacks.{base}") if base in attacks else None
+        if base not in attacks or (label is None) != (labels is None) or (label is not None and label not in labels):
+            allowed = [n for a in attacks for n in ([a] if sweep_labels(attacks[a], a) is None
+                                                    else [f"{a}@{lab}" for lab in sweep_labels(attacks[a], a)])]
+            raise ConfigError(f"{key}.columns.{column}: unknown attack {attack!r}; allowed: {allowed} "
+                              "(a budget sweep is named <attack>@<budget label>)")

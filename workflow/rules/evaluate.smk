@@ -1,4 +1,32 @@
-# One evaluation job per (run, attack): always fp32, eval mode, a fixed seed.
+# Evaluation jobs: one per (run, attack), and per budget for a budget sweep (an attack whose eps is a list is
+# named <attack>@<label>, e.g. pgd@16_255; its files are metrics/<run>/pgd@16_255.json). Always fp32, eval mode,
+# a fixed seed. A killed job resumes from its state file, results/work/eval/<run>/<attack>[.shard-K-of-N].state.
+#
+# Sharding: an attack with N > 1 shards (its `shards`, else runtime.eval_shards) is N jobs, one GPU each, every
+# one on a contiguous run of whole batches of the global batch grid (so each batch keeps its seed); a local job
+# merges them (`tradeoff merge-shards`) into exactly the files, and the numbers, of one unsharded job.
+from tradeoff.cli import eval_work_path
+
+EVAL_JOBS = CATALOG.attack_jobs()
+SHARDED = [a for a in EVAL_JOBS if CATALOG.shards_for(a) > 1]
+UNSHARDED = [a for a in EVAL_JOBS if CATALOG.shards_for(a) == 1]
+NO_MATCH = "(?!x)x"  # a constraint that matches nothing, for an empty list
+
+
+def _eval_resources():
+    return dict(
+        gpu=resource("evaluate", "gpu", 1),
+        runtime=lambda wc, attempt: resource("evaluate", "runtime", 240) * attempt,
+        mem_mb=resource("evaluate", "mem_mb", 16000),
+        cpus_per_task=resource("evaluate", "cpus_per_task", 4),
+    )
+
+
+def shard_inputs(wildcards):
+    n = CATALOG.shards_for(wildcards.attack)
+    return [str(eval_work_path(RESULTS, wildcards.run, wildcards.attack, (k, n), ".json")) for k in range(n)]
+
+
 rule evaluate:
     input:
         model=str(RESULTS / "checkpoints" / "{run}" / "model.pt"),
@@ -9,10 +37,47 @@ rule evaluate:
         spec=attack_spec_json,
     log:
         str(RESULTS / "logs" / "evaluate" / "{run}" / "{attack}.log"),
+    wildcard_constraints:
+        attack=_alternatives(UNSHARDED) or NO_MATCH,
     resources:
-        gpu=resource("evaluate", "gpu", 1),
-        runtime=lambda wc, attempt: resource("evaluate", "runtime", 240) * attempt,
-        mem_mb=resource("evaluate", "mem_mb", 16000),
-        cpus_per_task=resource("evaluate", "cpus_per_task", 4),
+        **_eval_resources(),
     shell:
         "tradeoff {CONFIG_ARGS} evaluate --run {wildcards.run} --attack {wildcards.attack} > {log} 2>&1"
+
+
+rule evaluate_shard:
+    input:
+        model=str(RESULTS / "checkpoints" / "{run}" / "model.pt"),
+    output:
+        str(eval_work_path(RESULTS, "{run}", "{attack}", ("{shard}", "{shards}"), ".json")),
+    params:
+        spec=attack_spec_json,
+    log:
+        str(RESULTS / "logs" / "evaluate" / "{run}" / "{attack}.shard-{shard}-of-{shards}.log"),
+    wildcard_constraints:
+        attack=_alternatives(SHARDED) or NO_MATCH,
+        shard=r"\d+",
+        shards=r"\d+",
+    resources:
+        **_eval_resources(),
+    shell:
+        "tradeoff {CONFIG_ARGS} evaluate --run {wildcards.run} --attack {wildcards.attack} "
+        "--shard {wildcards.shard} --shards {wildcards.shards} > {log} 2>&1"
+
+
+rule merge_shards:
+    input:
+        shard_inputs,
+    output:
+        metrics=str(metrics_path(RESULTS, "{run}", "{attack}")),
+        predictions=str(predictions_path(RESULTS, "{run}", "{attack}")),
+    params:
+        shards=lambda wc: CATALOG.shards_for(wc.attack),
+    log:
+        str(RESULTS / "logs" / "evaluate" / "{run}" / "{attack}.merge.log"),
+    wildcard_constraints:
+        attack=_alternatives(SHARDED) or NO_MATCH,
+    localrule: True
+    shell:
+        "tradeoff {CONFIG_ARGS} merge-shards --run {wildcards.run} --attack {wildcards.attack} "
+        "--shards {params.shards} > {log} 2>&1"

@@ -224,7 +224,12 @@ class AutoAttack(_AutoAttackBase):
     robust only if no component breaks it. Threat model: ||x_adv - x|| <= eps (L-inf or L2), x_adv in [0, 1]."""
 
     name = "autoattack"
-    defaults = {"components": None, "seed": None}
+    # steps: APGD's and FAB's iterations; queries: Square's (the standard version's 100 and 5000; smaller only
+    # when the smoke scale caps attack steps)
+    defaults = {"components": None, "steps": 100, "queries": 5000, "seed": None}
+
+    def _settings(self) -> dict:
+        return {"steps": self.steps, "queries": self.queries}
 
     def sequence(self) -> tuple[str, ...]:
         seq = tuple(self.components) if self.components else STANDARD
