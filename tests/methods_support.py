@@ -38,8 +38,9 @@ def method_spec(name: str, *, eps: float = 0.1, steps: int = 3, lr: float = 0.1,
     spec["optimizer"] = {"name": "sgd", "momentum": momentum, "weight_decay": weight_decay, "nesterov": False}
     method = {"name": name, **copy.deepcopy(METHODS[name].params), **params}
     for key in METHODS[name].attack_params:
-        method[key] = {"type": "pgd", "norm": "linf", "steps": steps, "random_start": True, "eps": eps,
-                       "step_size": eps / 4, **(method[key] if isinstance(method[key], dict) else {})}
+        given = method[key] if isinstance(method[key], dict) else {"type": "pgd"}
+        pgd = {"random_start": True, "step_size": eps / 4} if given["type"] == "pgd" else {}
+        method[key] = {"norm": "linf", "steps": steps, "eps": eps, **pgd, **given}
     spec["method"] = method
     return spec
 

@@ -7,7 +7,7 @@ import csv
 import pytest
 import torch
 
-from methods_support import CPU, SMOKE, digits
+from methods_support import CPU, SMOKE, build, digits
 from tradeoff import config as cfg
 from tradeoff.methods import METHODS
 from tradeoff.train import load_run_data, model_factory, train
@@ -47,6 +47,31 @@ def test_method_learns_digits(run_id, tmp_path):
     assert float(rows[-1]["eval_clean"]) > 0.5, rows[-1]  # chance is 0.1
     if spec["method"]["name"] in ("caat", "vanilla"):
         assert {"train_mu", "train_cos", "train_norm_gc", "train_norm_ga"} <= set(rows[0])
+
+
+OWN_MAXIMISER = {"fat": {}, "trades": {"inner": "kl"}, "vanilla": {"adv_loss": "trades"}}
+
+
+@pytest.mark.parametrize("attack", [
+    {"type": "pgd", "norm": "l2", "eps": 1.0, "step_size": 0.25},
+    {"type": "pgd-dlr", "eps": 0.1},
+    {"type": "apgd-ce", "eps": 0.1},
+    {"type": "apgd-t", "eps": 0.1, "target_classes": 2},
+])
+def test_methods_train_with_any_registry_attack(attack):
+    x, y = digits(16)
+    apgd = attack["type"].startswith("apgd")
+    names = ("vanilla", "caat", "generalist", "trades") if apgd else sorted(set(METHODS) - {"nt"})
+    for name in (n for n in names if n != "fat" or attack["type"] == "pgd"):
+        params = {"inner": "attack"} if name == "trades" else {}
+        method = build(name, attack={**attack, "steps": 2}, **params)
+        method.set_epoch(0)
+        assert torch.isfinite(method.train_step(x, y)["loss"]), name
+    # methods with their own maximiser take a plain PGD spec's budget, and refuse what they would ignore
+    for name, params in OWN_MAXIMISER.items():
+        if attack["type"] != "pgd":
+            with pytest.raises(ValueError, match="plain `pgd` training attack"):
+                build(name, attack={**attack, "steps": 2}, **params)
 
 
 def test_every_catalog_run_takes_a_step():

@@ -29,6 +29,14 @@ def attack_budget(spec: dict) -> tuple[float, str, int, float]:
     return eps, spec.get("norm", "linf"), int(spec.get("steps", 10)), eps / 4 if step is None else float(step)
 
 
+def check_pgd_budget(method_name: str, spec: dict) -> None:
+    """A method's own maximiser (TRADES' KL ascent, FAT's early-stopped PGD) reads only the budget, steps and
+    step size of a plain `pgd` training attack; refuse a spec whose other settings it would silently ignore."""
+    if spec["type"] != "pgd" or spec.get("loss", "ce") != "ce" or spec.get("momentum"):
+        raise ValueError(f"{method_name}: its own inner maximiser takes eps, norm, steps and step_size from a "
+                         f"plain `pgd` training attack (CE loss, no momentum), got {spec}")
+
+
 class AdversarialLearner(SingleLearner):
     """A SingleLearner with ``self.attack`` built from its ``attack`` parameter, run in ``attack_mode``."""
 

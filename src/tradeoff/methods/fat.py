@@ -23,7 +23,7 @@ from torch import nn
 from ..attacks.base import frozen, project, random_start, steepest_step
 from ..runtime import Runtime
 from .base import SingleLearner, register
-from .common import attack_budget, check_choice
+from .common import attack_budget, check_choice, check_pgd_budget
 
 
 def early_stopped_pgd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps: float, norm: str, steps: int,
@@ -75,6 +75,7 @@ class FAT(SingleLearner):
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
         check_choice(self.name, "random_start", self.p["random_start"], ("normal", "uniform"))
+        check_pgd_budget(self.name, self.p["attack"])
         values, bounds = self.p["tau_values"], self.p["tau_epochs"]
         if len(values) != len(bounds) + 1 or any(b <= a for a, b in zip(bounds, bounds[1:])):
             raise ValueError(f"fat: tau_values needs one more entry than the increasing tau_epochs, got "

@@ -20,7 +20,7 @@ from torch import nn
 from ..attacks.base import frozen, project, steepest_step
 from ..runtime import Runtime
 from .base import register
-from .common import AdversarialLearner, attack_budget, check_choice, check_range
+from .common import AdversarialLearner, attack_budget, check_choice, check_pgd_budget, check_range
 
 INNER = ("kl", "attack")
 
@@ -62,6 +62,8 @@ class KLInner(AdversarialLearner):
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
         check_choice(self.name, "inner", self.p["inner"], INNER)
+        if self.p["inner"] == "kl":
+            check_pgd_budget(self.name, self.p["attack"])
 
     def adversarial(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if self.p["inner"] == "attack":

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from .base import register
 from .clp import softmax_distance
-from .common import AdversarialLearner, check_choice, check_range
+from .common import AdversarialLearner, check_choice, check_pgd_budget, check_range
 from .trades import kl_adversarial_from_spec, kl_divergence
 
 ADV_LOSSES = ("ce", "trades", "clp")
@@ -44,6 +44,8 @@ class TwoLosses(AdversarialLearner):
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
         check_choice(self.name, "adv_loss", self.p["adv_loss"], ADV_LOSSES)
+        if self.p["adv_loss"] == "trades":
+            check_pgd_budget(self.name, self.p["attack"])
 
     def adversarial(self, x, y):
         if self.p["adv_loss"] == "trades":
