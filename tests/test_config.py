@@ -131,3 +131,12 @@ def test_overlay_merges_recursively(tmp_path):
     merged = cfg.load_config(PAPER + [overlay])
     assert merged["scale_map"]["epochs"] == 3
     assert merged["scale_map"]["lr_factor"] == 1.0
+
+
+def test_attack_without_step_size_resolves_without_one(paper_config):
+    """APGD-type attacks choose their own step: a resolved spec must not carry step_size: None."""
+    config = copy.deepcopy(paper_config)
+    config["train_attacks"]["apgd"] = {"type": "apgd-ce", "norm": "linf"}
+    config["runs"]["cifar10-resnet18-at-beta1"]["method"]["attack"] = "apgd"
+    spec = cfg.resolve(config).runs["cifar10-resnet18-at-beta1"]["method"]["attack"]
+    assert "step_size" not in spec and spec["eps"] == pytest.approx(8 / 255)

@@ -384,8 +384,8 @@ def resolve_attack(spec: dict, run: dict, config: dict, key: str) -> dict:
     for count in ("steps", "queries"):  # Square's queries are its steps
         if cap and count in out:
             out[count] = min(int(out[count]), int(cap))
-    if not isinstance(out["eps"], list):
-        out["step_size"] = rel_step(out.get("step_size"), out["eps"], key)
+    if not isinstance(out["eps"], list) and "step_size" in out:
+        out["step_size"] = rel_step(out["step_size"], out["eps"], key)
     return out
 
 
