@@ -143,3 +143,9 @@ def test_bf16_autocast_channels_last_training_step(name):
     loss.backward()
     assert torch.isfinite(x.grad).all()
     assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in model.parameters())
+
+
+def test_lazy_adapter_registry_matches_the_adapters_module():
+    from tradeoff.models import adapters
+
+    assert set(PRETRAINED_MODELS) == set(adapters.PRETRAINED_MODELS)

@@ -20,19 +20,33 @@ import tarfile
 import zipfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
+import importlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-import scipy.io
 import torch
 from PIL import Image
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
-from torchvision import datasets as tvd
-from torchvision.datasets import utils as tv_utils
+
+
+class _LazyModule:
+    """A module imported on first use. torchvision (which pulls in torch._dynamo), scikit-learn and SciPy
+    take seconds to import, and every pipeline job imports this registry only to validate names."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        return getattr(importlib.import_module(self._name), attr)
+
+
+tvd = _LazyModule("torchvision.datasets")
+tv_utils = _LazyModule("torchvision.datasets.utils")
+_scipy_io = _LazyModule("scipy.io")
+_sk_datasets = _LazyModule("sklearn.datasets")
+_sk_model_selection = _LazyModule("sklearn.model_selection")
 
 _log = logging.getLogger(__name__)
 
@@ -135,10 +149,10 @@ class _Digits(DatasetSpec):
         """Bundled with scikit-learn: nothing to fetch."""
 
     def read(self, folder: Path) -> Data:
-        bunch = load_digits()
+        bunch = _sk_datasets.load_digits()
         # Pixel values are integers 0..16.
         images = bunch.images.astype(np.float32)[:, None] / 16.0
-        x_train, x_test, y_train, y_test = train_test_split(
+        x_train, x_test, y_train, y_test = _sk_model_selection.train_test_split(
             images, bunch.target, test_size=0.2, stratify=bunch.target, random_state=0
         )
         return Data(
@@ -222,7 +236,11 @@ class _Svhn(DatasetSpec):
 class _Cifar(DatasetSpec):
     """CIFAR-10 or CIFAR-100 (fine labels), from the python-pickle release."""
 
-    source: type[tvd.CIFAR10]
+    source_name: str  # the torchvision class: CIFAR10 or CIFAR100
+
+    @property
+    def source(self) -> type:
+        return getattr(tvd, self.source_name)
 
     def problems(self, folder: Path) -> list[Path]:
         source = self.source
@@ -726,7 +744,7 @@ class _StanfordDogs(_ArchiveImages):
         return self._from_cache(folder, f"dogs|{self.image_shape[1]}", lambda: self._decode_all(folder))
 
     def _split(self, folder: Path, filename: str) -> tuple[list[str], np.ndarray]:
-        mat = scipy.io.loadmat(folder / filename)
+        mat = _scipy_io.loadmat(folder / filename)
         files = [str(np.ravel(entry)[0]) for entry in np.ravel(mat["file_list"])]
         labels = np.ravel(mat["labels"]).astype(np.int64) - 1
         if len(files) != len(labels) or labels.min(initial=0) < 0 or labels.max(initial=0) >= self.num_classes:
@@ -760,8 +778,8 @@ DATASETS: dict[str, DatasetSpec] = {
         _Digits("digits", (1, 8, 8), 10),
         _Mnist("mnist", (1, 28, 28), 10),
         _Svhn("svhn", (3, 32, 32), 10),
-        _Cifar("cifar10", (3, 32, 32), 10, tvd.CIFAR10),
-        _Cifar("cifar100", (3, 32, 32), 100, tvd.CIFAR100),
+        _Cifar("cifar10", (3, 32, 32), 10, "CIFAR10"),
+        _Cifar("cifar100", (3, 32, 32), 100, "CIFAR100"),
         _TinyImageNet("tinyimagenet", (3, 64, 64), 200),
         _TinyImageNetC("tinyimagenet-c", (3, 64, 64), 200),
         # Fine-grained sets at the 224 x 224 resolution of the ImageNet-pretrained transformers (CA-AT, Sec. 5.1).

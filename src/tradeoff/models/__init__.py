@@ -14,10 +14,24 @@ from collections.abc import Callable
 
 from torch import nn
 
-from tradeoff.models.adapters import PRETRAINED_MODELS
+import importlib
 from tradeoff.models.resnet import resnet18, resnet34
 from tradeoff.models.small import linear, small_cnn
 from tradeoff.models.wideresnet import wrn_28_10, wrn_34_10
+
+
+def _adapter_builder(name: str) -> Callable[..., nn.Module]:
+    """The adapter transformers import torchvision's model zoo (seconds): only when one is built."""
+
+    def build(*args, **kwargs):
+        return importlib.import_module("tradeoff.models.adapters").PRETRAINED_MODELS[name](*args, **kwargs)
+
+    return build
+
+
+PRETRAINED_MODELS: dict[str, Callable[..., nn.Module]] = {
+    name: _adapter_builder(name) for name in ("swin_t_adapter", "swin_s_adapter", "swin_b_adapter", "vit_b16_adapter")
+}
 
 # Every builder takes (num_classes, in_channels=3, image_size=32, *, bn_running_stats=True).
 MODELS: dict[str, Callable[..., nn.Module]] = {
