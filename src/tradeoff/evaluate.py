@@ -45,11 +45,11 @@ class Outcome:
 
     @property
     def accuracy(self) -> float:
-        return self.robust_correct.float().mean().item() if len(self.labels) else float("nan")
+        return int(self.robust_correct.sum()) / len(self.labels) if len(self.labels) else float("nan")
 
     @property
     def clean_accuracy(self) -> float:
-        return self.clean_correct.float().mean().item() if len(self.labels) else float("nan")
+        return int(self.clean_correct.sum()) / len(self.labels) if len(self.labels) else float("nan")
 
 
 def batch_seed(seed: int, batch_index: int) -> int:
@@ -97,10 +97,12 @@ class EvalState:
                              ", one in progress" if data.get("partial") else "")
                 else:
                     log.warning("ignoring evaluation state %s: it belongs to another model or setting", self.path)
+        self._loaded = len(self.data["batches"])
 
     @property
     def resumed_batches(self) -> int:
-        return len(self.data["batches"])
+        """Batches that were already done when this state was loaded."""
+        return self._loaded
 
     def done(self, batch: int) -> dict | None:
         return self.data["batches"].get(str(batch))
@@ -315,8 +317,7 @@ def evaluate_run(checkpoint_path, spec: dict, *, attack_name: str, data_root, de
     else:
         result = _metrics(meta, attack_name, spec, out, seed=seed, batch_size=batch_size,
                           provenance=provenance(device),
-                          extra={"resumed_batches": state.resumed_batches} if state and state.resumed_batches
-                          else None)
+                          extra={"resumed_batches": state.resumed_batches if state is not None else 0})
         if metrics_out is not None:
             _write_json(metrics_out, result, indent=1)
         if predictions_out is not None:

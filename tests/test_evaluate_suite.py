@@ -1,0 +1,164 @@
+"""The attack suite on trained digits models (NT and PGD-AT at eps 0.3, trained once for this module):
+the orderings every sound evaluation shows, exact shards, and an AutoAttack job killed with SIGKILL that
+resumes from its state file to the same answer."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import subprocess
+import time
+import warnings
+
+import pytest
+import torch
+
+from helpers import ROOT, env
+from tradeoff import config as cfg
+from tradeoff.evaluate import evaluate_run, merge_shards
+from tradeoff.runtime import Runtime
+from tradeoff.train import train
+
+FILES = [ROOT / "config" / "config.yaml", ROOT / "config" / "demo.yaml"]
+NT, AT = "cifar10-resnet18-nt", "cifar10-resnet18-at-beta1"
+SUBSET, BATCH = 80, 40  # AutoAttack checks run on the first 80 test images, in two batches
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """NT (5 epochs) and PGD-AT at eps 0.3 (the demo recipe, 20 epochs) on digits, selection on 100 images."""
+    results = tmp_path_factory.mktemp("results")
+    catalog = cfg.load_catalog(FILES)
+    for run, epochs in ((NT, 5), (AT, 20)):
+        spec = copy.deepcopy(catalog.runs[run])
+        factor = epochs / spec["epochs"]
+        spec["epochs"] = epochs
+        spec["lr"]["epochs"] = [e * factor for e in spec["lr"]["epochs"]]
+        spec["selection"]["examples"] = 100
+        train(run, spec, results=results, data_root=catalog.data_root, runtime=Runtime.from_config({"device": "cpu"}),
+              eval_batch_size=360, progress=False)
+    return catalog, results
+
+
+def _evaluate(models, run, attack, *, spec=None, batch_size=360, examples=None, **kwargs):
+    catalog, results = models
+    spec = spec or catalog.attack_for(attack, run)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return evaluate_run(results / "checkpoints" / run / "model.pt", spec, attack_name=attack,
+                            data_root=catalog.data_root, device="cpu", batch_size=batch_size, seed=0,
+                            test_examples=examples, **kwargs)
+
+
+def test_trained_models_are_what_the_checks_need(models):
+    nt = _evaluate(models, NT, "clean")
+    at = _evaluate(models, AT, "clean")
+    assert nt["accuracy"] > 0.9 and at["accuracy"] > 0.75 and nt["examples"] == 360
+
+
+def test_nt_model_falls_to_about_zero_under_pgd_at_the_papers_budget(models):
+    assert _evaluate(models, NT, "pgd20")["accuracy"] <= 0.02
+
+
+def test_pgd100_is_no_weaker_than_pgd20_and_both_below_clean(models):
+    clean = _evaluate(models, AT, "clean")["accuracy"]
+    pgd20 = _evaluate(models, AT, "pgd20")["accuracy"]
+    pgd100 = _evaluate(models, AT, "pgd100")["accuracy"]
+    assert pgd100 <= pgd20 + 0.01
+    assert pgd20 < clean and 0.2 < pgd20
+
+
+def test_accuracy_is_non_increasing_in_the_budget(models, tmp_path):
+    overlay = tmp_path / "sweep.yaml"
+    # at the demo scale 8/255 is digits' 0.3: these are 0.0375 ... 0.45
+    overlay.write_text("attacks:\n  sweep: {type: pgd, steps: 20, step_size: eps/4, eps: [1/255, 2/255, 4/255, "
+                       "6/255, 8/255, 12/255]}\n")
+    catalog = cfg.load_catalog(FILES + [overlay])
+    previous = _evaluate(models, AT, "clean")["accuracy"]
+    jobs = catalog.attack_jobs("sweep")
+    assert jobs == ["sweep@1_255", "sweep@2_255", "sweep@4_255", "sweep@6_255", "sweep@8_255", "sweep@12_255"]
+    for job in jobs:
+        accuracy = _evaluate(models, AT, job, spec=catalog.attack_for(job, AT))["accuracy"]
+        assert accuracy <= previous, job
+        previous = accuracy
+    assert previous < 0.1
+
+
+@pytest.fixture(scope="module")
+def aa_reference(models, tmp_path_factory):
+    """AutoAttack on the AT model, uninterrupted, on the subset: metrics and predictions."""
+    out = tmp_path_factory.mktemp("aa")
+    metrics = _evaluate(models, AT, "aa", batch_size=BATCH, examples=SUBSET, metrics_out=out / "m.json",
+                        predictions_out=out / "p.json")
+    return metrics, json.loads((out / "p.json").read_text())
+
+
+def test_autoattack_is_no_weaker_than_any_of_its_components(models, aa_reference):
+    aa, _ = aa_reference
+    assert list(aa["breakdown"]) == ["apgd-ce", "apgd-t", "fab-t", "square"]
+    assert aa["breakdown"]["square"] == aa["accuracy"]
+    assert 0 < aa["accuracy"] < aa["clean_accuracy"]
+    for attack in ("apgd_ce", "apgd_t", "fab_t", "square"):
+        alone = _evaluate(models, AT, attack, batch_size=BATCH, examples=SUBSET)
+        assert aa["accuracy"] <= alone["accuracy"], attack
+        if attack == "apgd_ce":  # exactly the ensemble's first stage (same examples, batches and seeds)
+            assert aa["breakdown"]["apgd-ce"] == alone["accuracy"]
+
+
+@pytest.mark.parametrize("attack", ["pgd20", "apgd_ce"])
+def test_sharded_evaluation_merges_to_exactly_the_unsharded_one(models, tmp_path, attack):
+    full = _evaluate(models, AT, attack, batch_size=50, predictions_out=tmp_path / "full.json")
+    parts = []
+    for k in range(3):
+        parts.append(tmp_path / f"shard{k}.json")
+        part = _evaluate(models, AT, attack, batch_size=50, shard=(k, 3), shard_out=parts[-1],
+                         state_path=tmp_path / f"shard{k}.state")
+        assert part["first_batch"] * 50 == part["start"]
+        assert not (tmp_path / f"shard{k}.state").exists()  # removed once the shard's result is written
+    merged = merge_shards(parts, predictions_out=tmp_path / "merged.json")
+    assert merged["accuracy"] == full["accuracy"] and merged["examples"] == full["examples"] == 360
+    assert (tmp_path / "merged.json").read_text() == (tmp_path / "full.json").read_text()
+
+
+def test_autoattack_killed_midway_resumes_from_its_state_file(models, aa_reference, tmp_path):
+    """`tradeoff evaluate` on AA in a subprocess, SIGKILLed once its state file holds the first components of a
+    batch; run again, it continues from there and writes the uninterrupted run's predictions."""
+    catalog, results = models
+    _, reference = aa_reference
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text(f"paths: {{results: {results}, data: {catalog.data_root.resolve()}}}\n"
+                       f"runtime: {{eval_batch_size: {BATCH}, threads: 1}}\n"
+                       f"scale_map: {{test_examples: {SUBSET}}}\n")
+    cmd = [str(ROOT / ".venv" / "bin" / "tradeoff"), *sum((["--config", str(f)] for f in FILES + [overlay]), []),
+           "evaluate", "--run", AT, "--attack", "aa"]
+    state = results / "work" / "eval" / AT / "aa.state"
+    metrics = results / "metrics" / AT / "aa.json"
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    deadline = time.time() + 300
+    progress = None
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            progress = json.loads(state.read_text())
+        except (OSError, ValueError):
+            progress = None
+        if progress and progress.get("partial") and len(progress["partial"]["data"]["done"]) >= 1:
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, proc.stdout.read().decode()[-3000:]
+    assert not metrics.exists()
+    saved = json.loads(state.read_text())
+    assert saved["partial"] is not None and len(saved["batches"]) < SUBSET // BATCH
+
+    again = subprocess.run(cmd, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-4000:]
+    assert "resuming from" in again.stderr and "resuming a batch after apgd-ce" in again.stderr
+    predictions = json.loads((results / "predictions" / AT / "aa.json").read_text())
+    assert predictions["robust_correct"] == reference["robust_correct"]
+    assert predictions["clean_correct"] == reference["clean_correct"]
+    assert json.loads(metrics.read_text())["resumed_batches"] == len(saved["batches"])
+    assert not state.exists()
