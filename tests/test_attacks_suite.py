@@ -257,3 +257,12 @@ def test_components_and_names():
     with pytest.raises(attacks.AttackError, match="unknown component"):
         attacks.build("autoattack", _cnn(), eps=0.1, components=["nope"]).perturb(torch.rand(2, 1, 8, 8),
                                                                                  torch.zeros(2, dtype=torch.long))
+
+
+def test_a_resolved_spec_without_step_size_builds_every_attack():
+    """The resolver writes step_size: None for attacks that have none (AutoAttack's); training builds from it."""
+    model = _cnn()
+    for name in attacks.attack_names():
+        attacks.build(name, model, eps=0.1, step_size=None)
+    with pytest.raises(attacks.AttackError, match="step_size"):
+        attacks.build("square", model, eps=0.1, step_size=0.01)

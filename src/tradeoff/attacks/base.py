@@ -49,6 +49,8 @@ class Attack:
             raise AttackError(f"attack {self.name!r} does not support norm {norm!r}; allowed: {list(self.norms)}")
         if not (eps >= 0):
             raise AttackError(f"attack {self.name!r}: eps must be >= 0, got {eps}")
+        if params.get("step_size", 0) is None and "step_size" not in self.defaults:
+            del params["step_size"]  # resolved specs say step_size: None for attacks that have none
         unknown = set(params) - set(self.defaults)
         if unknown:
             raise AttackError(
