@@ -43,12 +43,12 @@ def _time_attack(job: dict) -> dict:
     model, x, y = _CACHE["model"], _CACHE["x"], _CACHE["y"]
     if job["device"] == "cuda":
         torch.cuda.synchronize()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     out = run_attack(model, x, y, job["spec"], seed=0, batch_size=job["batch_size"])
     if job["device"] == "cuda":
         torch.cuda.synchronize()
-    seconds = time.perf_counter() - t0
-    return {"attack": job["attack"], "type": job["spec"]["type"], "seconds": seconds,
+    seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
+    return {"attack": job["attack"], "type": job["spec"]["type"], "seconds": seconds, "cpu_seconds": cpu_seconds,
             "images_per_s": len(x) / seconds, "examples": len(x), "accuracy": out.accuracy,
             "clean_accuracy": out.clean_accuracy, "attacked": int(out.clean_correct.sum())}
 
@@ -87,6 +87,11 @@ def bench_eval(catalog: cfg.Catalog, run_id: str, *, checkpoint: str | Path | No
               "threads_per_worker": threads, "examples": rows[0]["examples"] if rows else 0,
               "batch_size": base["batch_size"], "attacks": {n: by_name[n] for n in names},
               "sum_seconds": sum(r["seconds"] for r in rows), "wall_seconds": wall,
+              "sum_cpu_seconds": sum(r["cpu_seconds"] for r in rows),
+              # on an idle machine: the CPU seconds of the attacks, longest first, on `workers` cores
+              "idle_wall_estimate": lpt_makespan([r["cpu_seconds"] for r in rows], workers)
+              if device == "cpu" and threads == 1 else None,
+              "load_average": _load_average(),
               "provenance": provenance(device)}
     if out_dir is not None:
         slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
@@ -97,13 +102,35 @@ def bench_eval(catalog: cfg.Catalog, run_id: str, *, checkpoint: str | Path | No
     return result
 
 
+def lpt_makespan(durations: list[float], workers: int) -> float:
+    """Longest-processing-time-first makespan of independent jobs on ``workers`` identical machines."""
+    loads = [0.0] * max(1, workers)
+    for d in sorted(durations, reverse=True):
+        loads[loads.index(min(loads))] += d
+    return max(loads)
+
+
+def _load_average() -> list[float] | None:
+    try:
+        import os
+
+        return [round(v, 2) for v in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
+
+
 def format_bench_eval(result: dict) -> str:
     lines = [f"{result['run']} on {result['device']} ({result['workers']} worker(s) x "
              f"{result['threads_per_worker']} thread(s)), {result['examples']} test images", "",
-             "| attack | type | seconds | images/s | accuracy |", "|---|---|---:|---:|---:|"]
+             "| attack | type | seconds | CPU seconds | images/s | accuracy |", "|---|---|---:|---:|---:|---:|"]
     for name, row in result["attacks"].items():
-        lines.append(f"| {name} | {row['type']} | {row['seconds']:.1f} | {row['images_per_s']:.1f} | "
-                     f"{100 * row['accuracy']:.2f} |")
-    lines += ["", f"sum of attack times: {result['sum_seconds']:.1f} s; wall time of the suite: "
-                  f"{result['wall_seconds']:.1f} s" + (f" -> {result['path']}" if "path" in result else "")]
+        lines.append(f"| {name} | {row['type']} | {row['seconds']:.1f} | {row['cpu_seconds']:.1f} | "
+                     f"{row['images_per_s']:.1f} | {100 * row['accuracy']:.2f} |")
+    lines += ["", f"sum of attack times: {result['sum_seconds']:.1f} s ({result['sum_cpu_seconds']:.1f} CPU s); "
+                  f"wall time of the suite: {result['wall_seconds']:.1f} s (load average {result['load_average']})"]
+    if result.get("idle_wall_estimate") is not None:
+        lines.append(f"on {result['workers']} idle core(s) (CPU seconds, longest first): "
+                     f"{result['idle_wall_estimate']:.1f} s")
+    if "path" in result:
+        lines.append(f"-> {result['path']}")
     return "\n".join(lines)
