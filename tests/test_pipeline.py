@@ -11,6 +11,7 @@ import shutil
 import pytest
 
 from helpers import ROOT, run, workflow_copy
+from tradeoff.config import load_catalog
 
 pytestmark = pytest.mark.slow
 SMOKE = ["--configfile", "config/smoke.yaml"]
@@ -84,10 +85,15 @@ def test_paper_scale_dry_run_through_slurm_profile(tmp_path):
     out = run(["snakemake", "-n", "--profile", "slurm", "table1"], work)
     text = out.stdout + out.stderr
     counts = _job_counts(text)
-    # table1 = table1a (ResNet-18) + table1b (WRN-32-10): 3 rows each so far, 3 measurements per row
+    # table1 = table1a (ResNet-18) + table1b (WRN-32-10): one training job per row, one evaluation job per
+    # (row, column); the paper's Table 1 has 9 rows and 11 columns in each half
+    catalog = load_catalog([work / "config" / "config.yaml"])
+    rows = [r["run"] for t in ("table1a", "table1b") for r in catalog.targets[t]["rows"]]
+    columns = catalog.targets["table1a"]["columns"]
+    assert len(rows) == 18 and len(columns) == 11
     assert counts["download"] == 1
-    assert counts["train"] == 6
-    assert counts["evaluate"] == 18
+    assert counts["train"] == len(set(rows))
+    assert counts["evaluate"] == len(set(rows)) * len(columns)
     assert counts["table1"] == counts["table1a"] == counts["table1b"] == 1
     assert "cifar10" in text and "wrn-32-10" in text or "cifar10-wrn32" in text
     train_jobs = re.findall(r"rule train:.*?(?=\n\n|\Z)", text, flags=re.S)
