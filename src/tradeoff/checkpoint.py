@@ -4,16 +4,21 @@ Nothing here executes code from a file: every load is ``torch.load(weights_only=
 carries a pickled object is refused. Epoch states carry the SHA-256 of their bytes in their file name
 (``epoch-0007-<sha>.pt``); a file whose bytes do not match (truncated, corrupted) is reported and skipped,
 and training resumes from the newest state that is intact. Every write goes to a temporary file in the same
-folder, is fsynced, then renamed over the target, so a reader never sees half a file.
+folder, is fsynced, then renamed over the target, so a reader never sees half a file; a write that fails
+(disk full, read-only folder) raises ``WriteError`` naming the file and leaves what was there unchanged.
+A run's state folder is locked while it trains (``lock_states``), so two processes never train one run at once.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import io
 import logging
 import os
 import re
+import socket
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -23,6 +28,7 @@ import torch
 log = logging.getLogger(__name__)
 
 STATE_PATTERN = re.compile(r"^epoch-(\d{4,})-([0-9a-f]{16})\.pt$")
+TEMP_PATTERN = re.compile(r"^\.epoch-.*\.tmp$")  # a state write that was killed before its rename
 KEEP_STATES = 2
 
 
@@ -30,21 +36,47 @@ class CheckpointError(RuntimeError):
     pass
 
 
+class WriteError(OSError):
+    """A file could not be written (disk full, read-only or unwritable folder); the previous file is unchanged."""
+
+
+def _write_error(path: Path, exc: OSError) -> WriteError:
+    reason = exc.strerror or str(exc)
+    return WriteError(exc.errno, f"cannot write {path}: {reason}; nothing was replaced (the previous file, if "
+                                 "any, is intact)")
+
+
+def _umask() -> int:
+    try:  # Linux: read it without changing it (os.umask would, for a moment, for every thread)
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError):
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return mask
+
+
 def atomic_write_bytes(path: str | Path, payload: bytes) -> None:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise _write_error(path, exc) from exc
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600 files; give the usual permissions of a new file
         with os.fdopen(fd, "wb") as f:
             f.write(payload)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):
+            raise _write_error(path, exc) from exc
         raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
@@ -81,10 +113,61 @@ def save_state(state_dir: str | Path, epoch: int, obj: Any, keep: int = KEEP_STA
     payload = to_bytes(obj)
     digest = hashlib.sha256(payload).hexdigest()[:16]
     path = Path(state_dir) / f"epoch-{epoch:04d}-{digest}.pt"
-    atomic_write_bytes(path, payload)
+    try:
+        atomic_write_bytes(path, payload)
+    except WriteError as exc:
+        raise WriteError(exc.errno, f"{exc.strerror}; the states already in {state_dir} are intact and "
+                                    "training resumes from the newest when started again") from exc
+    for other in list_states(state_dir):  # states of this or a later epoch from an abandoned try: training
+        if other != path and int(STATE_PATTERN.match(other.name).group(1)) >= epoch:  # resumed before them,
+            other.unlink(missing_ok=True)  # so they failed their checksum; they must not outlive good ones
     for old in list_states(state_dir)[:-keep]:
         old.unlink(missing_ok=True)
+    for stale in Path(state_dir).iterdir():  # temporary files of writes that were killed (kill -9, node failure)
+        if TEMP_PATTERN.match(stale.name):
+            stale.unlink(missing_ok=True)
     return path
+
+
+def clear_states(state_dir: str | Path) -> None:
+    """Delete every epoch state (and leftover temporary file) of a run."""
+    for path in list_states(state_dir):
+        path.unlink(missing_ok=True)
+    state_dir = Path(state_dir)
+    if state_dir.is_dir():
+        for stale in state_dir.iterdir():
+            if TEMP_PATTERN.match(stale.name):
+                stale.unlink(missing_ok=True)
+
+
+def lock_states(state_dir: str | Path):
+    """Lock a run's state folder for this process; returns the open lock file (the lock lasts until it is closed
+    or the process ends, however it ends: the kernel releases it). Raises CheckpointError naming the holder when
+    another process trains the same run (two pipelines, or Snakemake and DVC, in one folder)."""
+    state_dir = Path(state_dir)
+    path = state_dir / ".lock"
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        f = open(path, "a+")
+    except OSError as exc:
+        raise _write_error(path, exc) from exc
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        raise CheckpointError(f"{state_dir} is locked by {holder}: this run is already being trained; wait for "
+                              "it to end (or stop it) instead of starting it twice") from None
+    except OSError as exc:
+        if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+            raise
+        log.warning("cannot lock %s (%s): nothing stops a second process from training this run", path, exc)
+    f.seek(0)
+    f.truncate()
+    f.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+    f.flush()
+    return f
 
 
 def list_states(state_dir: str | Path) -> list[Path]:

@@ -5,10 +5,17 @@ DataLoader workers). After every epoch the full training state is checkpointed a
 resumes from the newest intact state and, on CPU, ends bit-identical to an uninterrupted run, because every
 source of randomness (model init, data order, augmentation, attack starts) comes from generators whose
 states are checkpointed.
+
+Faults: one process trains a run at a time (a lock in its state folder; a second one stops at once, naming the
+first); states written with other settings (the config changed) are discarded, not resumed; a non-finite loss
+stops the run naming run, epoch and step, or with ``nonfinite: skip`` its step is undone and skipped; weights
+that are not finite are never checkpointed; a state that cannot be written (disk full, read-only) stops the
+run with the previous states intact.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -22,6 +29,7 @@ import torch
 from torch import nn
 
 from . import checkpoint, data, models
+from .config import spec_digest
 from .evaluate import accuracy_under
 from .methods import METHODS
 from .provenance import provenance
@@ -109,6 +117,7 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
           eval_batch_size: int = 500, progress: bool | None = None) -> RunPaths:
     """Train (or resume) a run; write its selected model and per-epoch curves. Returns their paths."""
     paths = RunPaths.for_run(results, run_id)
+    lock = checkpoint.lock_states(paths.state)  # noqa: F841 - one trainer per run; released when train() ends
     ds = load_run_data(spec, data_root)
     x_train, y_train = runtime.place_batch(ds.x_train), ds.y_train.to(runtime.device)
     x_eval, y_eval = subset(ds.x_test, ds.y_test, spec["selection"]["examples"])
@@ -122,6 +131,12 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
 
     start_epoch, rows, best = 0, [], None
     resumed = checkpoint.latest_state(paths.state)
+    if resumed is not None and resumed[1].get("spec") != spec_digest(spec):
+        # states of the same run id with other settings (the config changed): resuming them would mix the two
+        log.warning("%s: the epoch states in %s were written with other settings; discarding them and starting "
+                    "from epoch 0", run_id, paths.state)
+        checkpoint.clear_states(paths.state)
+        resumed = None
     if resumed is not None:
         start_epoch, state = resumed
         method.load_state_dict(state["method"])
@@ -143,18 +158,21 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
         correct = torch.zeros((), device=runtime.device, dtype=torch.long)
         extras: dict[str, torch.Tensor] = {}  # other per-step quantities a method reports, averaged per epoch
         counted = 0
+        skip = spec["nonfinite"] == "skip"
         for step in range(steps_per_epoch):
             idx = order[step * batch:(step + 1) * batch]
             xb = augment(x_train[idx], spec["augment"]["crop_padding"], spec["augment"]["flip"], data_gen)
             if spec["lr_update"] == "step":
                 method.set_epoch(epoch + step / steps_per_epoch)
+            before = copy.deepcopy(method.state_dict()) if skip else None  # the update of a skipped step is undone
             out = method.train_step(xb, y_train[idx])
             loss = out["loss"]
             if not torch.isfinite(loss):
                 message = f"run {run_id}: non-finite loss ({loss.item()}) at epoch {epoch + 1}, step {step + 1}"
-                if spec["nonfinite"] == "stop":
+                if not skip:
                     raise NonFiniteLoss(message + "; stopping (set nonfinite: skip to skip such steps)")
-                log.warning("%s; the step was skipped", message)
+                method.load_state_dict(before)
+                log.warning("%s; the step was skipped (its update undone)", message)
                 continue
             loss_sum += loss.detach() * len(idx)
             correct += out["correct"]
@@ -164,6 +182,8 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
                     extras[key] = extras.get(key, 0.0) + torch.as_tensor(value, dtype=torch.float64).detach()
             if show:
                 _progress(run_id, epoch, epochs, step + 1, steps_per_epoch, t0)
+        if counted == 0:
+            raise NonFiniteLoss(f"run {run_id}: every step of epoch {epoch + 1} had a non-finite loss; stopping")
         method.end_epoch(epoch)
         model = method.eval_model()
         clean = accuracy_under(model, x_eval, y_eval, {"type": "clean", "eps": 0.0}, seed=0,
@@ -189,7 +209,7 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
                  row["images_per_s"], _duration(eta))
         checkpoint.save_state(paths.state, epoch + 1, {
             "method": method.state_dict(), "data_rng": data_gen.get_state(), "rng": _rng_state(),
-            "rows": json.dumps(rows), "best": best})
+            "rows": json.dumps(rows), "best": best, "spec": spec_digest(spec)})
 
     _write_outputs(run_id, spec, method, ds, rows, best, paths)
     return paths

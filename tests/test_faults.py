@@ -1,0 +1,569 @@
+"""Faults and bad input, end to end through the `tradeoff` CLI and the real `snakemake` and `dvc` commands.
+
+What the unit tests already cover is not repeated here (test_checkpoint: corrupt/truncated states at library
+level, pickle refused by checkpoint.load; test_train: two kills at fixed moments, NaN stop; test_config: every
+bad config at library level; test_data: corrupt transfers with fakes). Here: kill -9 at random moments, of
+training and of evaluation; a corrupted newest state through the CLI; a malicious model.pt through `tradeoff
+evaluate`; `nonfinite: skip`; disk full (a real tmpfs, and ENOSPC injected); a read-only results folder; bad
+configs through `snakemake` (with the SLURM profile: no job is submitted) and the CLI; two pipelines in one
+folder (Snakemake's lock, DVC's lock, the training lock); an interrupted download through `tradeoff download`.
+
+Random kill moments come from a seeded generator: TRADEOFF_FAULT_SEED=<n> replays a failure (the seed is in
+every assertion message).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import errno
+import json
+import logging
+import os
+import random
+import signal
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers import env, run, workflow_copy
+from tradeoff import checkpoint
+from tradeoff import cli as tcli
+from tradeoff import config as tcfg
+from tradeoff.runtime import Runtime
+from tradeoff.train import NonFiniteLoss, RunPaths, train
+
+SMOKE = ["config/config.yaml", "config/smoke.yaml"]
+AT = "cifar10-resnet18-at-beta1"
+NT = "cifar10-resnet18-nt"
+SEED = int(os.environ.get("TRADEOFF_FAULT_SEED") or time.time_ns() % 1_000_000)
+
+
+def _copy(tmp_path: Path, name: str = "w", overlay: str | None = None) -> Path:
+    work = workflow_copy(tmp_path / name)
+    if overlay is not None:
+        (work / "config" / "fault.yaml").write_text(overlay)
+    return work
+
+
+def _configs(work: Path) -> list[str]:
+    return SMOKE + (["config/fault.yaml"] if (work / "config" / "fault.yaml").exists() else [])
+
+
+def _cmd(work: Path, *args: str) -> list[str]:
+    return ["tradeoff", *[a for f in _configs(work) for a in ("--config", f)], *args]
+
+
+def _cli(work: Path, monkeypatch, *args: str) -> int:
+    """`tradeoff ...` in this process (no second interpreter start), in the workflow copy."""
+    monkeypatch.chdir(work)
+    return tcli.main([a for f in _configs(work) for a in ("--config", f)] + list(args))
+
+
+def _weights(path: Path) -> dict:
+    return checkpoint.load(path)["model"]
+
+
+def _same_weights(a: Path, b: Path) -> bool:
+    wa, wb = _weights(a), _weights(b)
+    return wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def _epoch(path: Path) -> int:
+    return int(checkpoint.STATE_PATTERN.match(path.name).group(1))
+
+
+def _newest_epoch(state_dir: Path) -> int:
+    states = checkpoint.list_states(state_dir)
+    return _epoch(states[-1]) if states else 0
+
+
+def _tree(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.read_bytes() if p.is_file() else None)
+            for p in sorted(folder.rglob("*"))} if folder.exists() else {}
+
+
+# ------------------------------------------------------------------------------------------- kill -9
+
+
+def _kill_at_random_moments(cmd, cwd, rng, duration, kills, state_dir=None) -> list[float]:
+    """Start `cmd` again and again, SIGKILL it at a random moment of its expected duration each time."""
+    moments = []
+    for _ in range(kills):
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        delay = rng.uniform(0.15, 0.95) * duration
+        try:
+            proc.wait(timeout=delay)
+            break  # it finished before its moment: nothing left to kill
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            moments.append(round(delay, 2))
+    return moments
+
+
+STARTUP = 4.0  # seconds a `tradeoff` process takes before it works (imports), roughly
+
+
+def test_kill9_training_at_random_moments_then_rerun_is_bit_identical(tmp_path, monkeypatch):
+    overlay = "scale_map: {epochs: 6, train_examples: 512}\n"
+    reference, killed = _copy(tmp_path, "reference", overlay), _copy(tmp_path, "killed", overlay)
+    t0 = time.monotonic()
+    assert _cli(reference, monkeypatch, "train", "--run", AT) == 0  # uninterrupted, in this process
+    duration = time.monotonic() - t0 + STARTUP
+    rng = random.Random(SEED)
+    state_dir = killed / "results" / "work" / AT
+    moments = _kill_at_random_moments(_cmd(killed, "train", "--run", AT), killed, rng, duration, kills=2)
+    if _newest_epoch(state_dir) == 0 or _newest_epoch(state_dir) >= 6:  # make sure one kill lands mid-training
+        proc = subprocess.Popen(_cmd(killed, "train", "--run", AT), cwd=killed, env=env(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while proc.poll() is None and _newest_epoch(state_dir) < 2:
+            time.sleep(0.05)
+        proc.kill()
+        proc.wait()
+        moments.append("after epoch 2")
+    interrupted_at = _newest_epoch(state_dir)
+    out = run(_cmd(killed, "train", "--run", AT), killed)
+    info = f"seed {SEED}, kills at {moments} s of {duration:.1f} s, resumed after epoch {interrupted_at}"
+    if interrupted_at:
+        assert f"resuming after epoch {interrupted_at}" in out.stderr, info
+    paths = RunPaths.for_run(killed / "results", AT)
+    assert _same_weights(paths.model, RunPaths.for_run(reference / "results", AT).model), info
+    assert [line.split(",")[0] for line in paths.curves.read_text().splitlines()[1:]] == list("123456"), info
+    assert not [p for p in state_dir.iterdir() if p.name.endswith(".tmp")], f"temporary files left: {info}"
+
+
+def test_kill9_evaluation_at_random_moments_then_rerun_gives_the_same_metrics(tmp_path, monkeypatch):
+    # every test image, 40 per batch (9 batches), PGD-100 uncapped: long enough to be killed mid-way
+    work = _copy(tmp_path, overlay="runtime: {eval_batch_size: 40}\nscale_map: {test_examples: null, "
+                                   "max_attack_steps: null}\n")
+    assert _cli(work, monkeypatch, "train", "--run", NT) == 0
+    results = work / "results"
+    metrics, predictions = tcli.metrics_path(results, NT, "pgd100"), tcli.predictions_path(results, NT, "pgd100")
+    t0 = time.monotonic()
+    assert _cli(work, monkeypatch, "evaluate", "--run", NT, "--attack", "pgd100") == 0  # uninterrupted
+    duration = time.monotonic() - t0 + STARTUP
+    expected_metrics, expected_predictions = json.loads(metrics.read_text()), predictions.read_bytes()
+    metrics.unlink()
+    predictions.unlink()
+
+    rng = random.Random(SEED + 1)
+    cmd = _cmd(work, "evaluate", "--run", NT, "--attack", "pgd100")
+    moments = []
+    for _ in range(2):
+        moments += _kill_at_random_moments(cmd, work, rng, duration, kills=1)
+        # nothing half-written is ever there to be taken as an output: either no file, or a complete one
+        for path in (metrics, predictions):
+            assert not path.exists() or json.loads(path.read_text()), f"seed {SEED}: {path} is half-written"
+        if metrics.exists():
+            break
+    run(cmd, work)
+    got = json.loads(metrics.read_text())
+    for key in ("accuracy", "clean_accuracy", "examples", "robust_examples", "eps", "params", "seed"):
+        assert got[key] == expected_metrics[key], f"seed {SEED}, kills at {moments} s: {key}"
+    assert predictions.read_bytes() == expected_predictions, f"seed {SEED}, kills at {moments} s"
+    assert not list(metrics.parent.glob(".*.tmp")) and not list(predictions.parent.glob(".*.tmp"))
+
+
+# ------------------------------------------------------------------------------------------- checkpoints
+
+
+def test_corrupt_or_truncated_newest_state_resumes_from_the_previous_one(tmp_path, monkeypatch, caplog):
+    caplog.set_level(logging.INFO)
+    work = _copy(tmp_path, overlay="scale_map: {epochs: 3}\n")
+    assert _cli(work, monkeypatch, "train", "--run", NT) == 0
+    paths = RunPaths.for_run(work / "results", NT)
+    reference = tmp_path / "reference.pt"
+    paths.model.rename(reference)
+    for damage in ("flip", "truncate"):
+        paths.curves.unlink()
+        newest = checkpoint.list_states(paths.state)[-1]
+        assert _epoch(newest) == 3
+        if damage == "flip":
+            content = bytearray(newest.read_bytes())
+            content[len(content) // 3] ^= 0x55
+            newest.write_bytes(bytes(content))
+        else:
+            os.truncate(newest, newest.stat().st_size // 2)
+        caplog.clear()
+        assert _cli(work, monkeypatch, "train", "--run", NT) == 0
+        assert f"{newest.name} does not match its checksum" in caplog.text, damage
+        assert "resuming after epoch 2" in caplog.text, damage
+        assert _same_weights(paths.model, reference), damage
+        # the damaged state was replaced, not kept beside its successor (it would outlive the good epoch 2)
+        assert [_epoch(p) for p in checkpoint.list_states(paths.state)] == [2, 3], damage
+        paths.model.unlink()
+
+
+def test_states_of_other_settings_are_discarded_not_resumed(tmp_path, caplog):
+    """The config changed and Snakemake retrains the run: the old run's states must not be resumed."""
+    catalog = _spec(epochs=2)
+    kw = dict(data_root=catalog.data_root, runtime=Runtime(torch.device("cpu")), progress=False)
+    old = catalog.runs[NT]
+    new = dict(old, lr={"epochs": [0, 2], "values": [0.05, 0.05]})
+    train(NT, old, results=tmp_path / "changed", **kw)
+    paths = train(NT, new, results=tmp_path / "changed", **kw)
+    assert "were written with other settings; discarding them" in caplog.text
+    assert _same_weights(paths.model, train(NT, new, results=tmp_path / "fresh", **kw).model)
+
+
+def test_checkpoint_with_a_pickle_payload_is_refused_by_tradeoff_evaluate(tmp_path):
+    work = _copy(tmp_path)
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    model = work / "results" / "checkpoints" / NT / "model.pt"
+    model.parent.mkdir(parents=True)
+    torch.save({"model": {}, "meta": Payload()}, model)
+    out = run(_cmd(work, "evaluate", "--run", NT, "--attack", "clean"), work, check=False)
+    assert out.returncode != 0
+    assert "cannot load checkpoint" in out.stderr and "Weights only load failed" in out.stderr
+    assert not marker.exists(), "the payload ran"
+    assert not tcli.metrics_path(work / "results", NT, "clean").exists()
+
+
+def test_outputs_get_the_usual_file_permissions(tmp_path):
+    path = tmp_path / "x.pt"
+    checkpoint.save({"a": torch.ones(1)}, path)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask  # not mkstemp's 0600: others in the group read it
+
+
+# ------------------------------------------------------------------------------------------- NaN / Inf
+
+
+def _spec(**scale_map):
+    config = tcfg.load_config([tcfg.ROOT / f for f in SMOKE])
+    config["scale_map"].update(scale_map)
+    return tcfg.resolve(config)
+
+
+def _poison(monkeypatch, steps):
+    """Make the given global training steps (0-based, counted over the run) see NaN images."""
+    import tradeoff.train as ttrain
+
+    real = ttrain.augment
+    calls = {"n": 0}
+
+    def augment(x, *args, **kwargs):
+        out = real(x, *args, **kwargs)
+        calls["n"] += 1
+        return out * float("nan") if calls["n"] - 1 in steps else out
+
+    monkeypatch.setattr(ttrain, "augment", augment)
+
+
+def test_nonfinite_skip_undoes_the_step_and_logs_it(tmp_path, monkeypatch, caplog):
+    catalog = _spec(epochs=2)
+    spec = dict(catalog.runs[NT], nonfinite="skip")  # 256 images, batch 64: 4 steps per epoch
+    _poison(monkeypatch, {1, 6})
+    paths = train("skippy", spec, results=tmp_path, data_root=catalog.data_root,
+                  runtime=Runtime(torch.device("cpu")), progress=False)
+    assert "run skippy: non-finite loss (nan) at epoch 1, step 2; the step was skipped" in caplog.text
+    assert "at epoch 2, step 3; the step was skipped" in caplog.text
+    weights = _weights(paths.model)
+    assert all(torch.isfinite(v).all() for v in weights.values() if v.is_floating_point())
+    for state in checkpoint.list_states(paths.state):
+        model = checkpoint.load(state)["method"]["model"]
+        assert all(torch.isfinite(v).all() for v in model.values() if v.is_floating_point())
+
+
+def test_an_epoch_of_nonfinite_steps_stops_and_checkpoints_nothing_nonfinite(tmp_path, monkeypatch):
+    catalog = _spec(epochs=3)
+    spec = dict(catalog.runs[NT], nonfinite="skip", selection=dict(catalog.runs[NT]["selection"], mode="best"))
+    _poison(monkeypatch, set(range(4, 8)))  # every step of epoch 2
+    with pytest.raises(NonFiniteLoss, match="run allnan: every step of epoch 2 had a non-finite loss"):
+        train("allnan", spec, results=tmp_path, data_root=catalog.data_root, runtime=Runtime(torch.device("cpu")),
+              progress=False)
+    paths = RunPaths.for_run(tmp_path, "allnan")
+    assert not paths.model.exists()
+    assert [_epoch(p) for p in checkpoint.list_states(paths.state)] == [1]
+    best = checkpoint.load(checkpoint.list_states(paths.state)[0])["best"]
+    assert best["epoch"] == 1 and all(torch.isfinite(v).all() for v in best["model"].values()
+                                      if v.is_floating_point())
+
+
+# ------------------------------------------------------------------------------------------- disk, permissions
+
+
+def test_disk_full_stops_with_a_clear_error_and_keeps_the_previous_state(tmp_path, monkeypatch):
+    """ENOSPC from fsync (delayed allocation) on the third epoch's state; then the disk has room again."""
+    catalog = _spec(epochs=3)
+    spec = catalog.runs[NT]
+    kw = dict(data_root=catalog.data_root, runtime=Runtime(torch.device("cpu")), progress=False)
+    reference = train(NT, spec, results=tmp_path / "reference", **kw)
+    paths = RunPaths.for_run(tmp_path / "full", NT)
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        if len(checkpoint.list_states(paths.state)) == 2 and os.path.isfile(os.readlink(f"/proc/self/fd/{fd}")):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(checkpoint.WriteError, match=r"cannot write .*epoch-0003-\w+\.pt: No space left on device; "
+                                                    r".*states already in .* are intact"):
+        train(NT, spec, results=tmp_path / "full", **kw)
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    assert [_epoch(p) for p in checkpoint.list_states(paths.state)] == [1, 2]
+    assert all(checkpoint.verify(p) for p in checkpoint.list_states(paths.state))
+    assert not [p for p in paths.state.iterdir() if p.name.endswith(".tmp")] and not paths.model.exists()
+    train(NT, spec, results=tmp_path / "full", **kw)
+    assert _same_weights(paths.model, reference.model)
+
+
+def _mount(*args: str) -> bool:
+    return os.geteuid() == 0 and subprocess.run(["mount", *args], capture_output=True).returncode == 0
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    mnt = tmp_path / "tmpfs"
+    mnt.mkdir()
+    # an epoch state of the smoke CNN is about 1.2 MB: room for two, not three
+    if not _mount("-t", "tmpfs", "-o", "size=3000k", "tmpfs", str(mnt)):
+        pytest.skip("needs root and permission to mount a tmpfs")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_a_really_full_disk_then_more_room_resumes(tmp_path, small_tmpfs, monkeypatch, caplog):
+    caplog.set_level(logging.INFO)
+    overlay = f"paths: {{results: {small_tmpfs}}}\nscale_map: {{epochs: 4}}\n"
+    work = _copy(tmp_path, overlay=overlay)
+    with pytest.raises(checkpoint.WriteError, match="No space left on device; .* are intact"):
+        _cli(work, monkeypatch, "train", "--run", NT)
+    state_dir = small_tmpfs / "work" / NT
+    kept = checkpoint.list_states(state_dir)
+    assert kept and all(checkpoint.verify(p) for p in kept)
+    assert not [p for p in state_dir.iterdir() if p.name.endswith(".tmp")]
+    assert _mount("-o", "remount,size=20m", str(small_tmpfs))
+    assert _cli(work, monkeypatch, "train", "--run", NT) == 0
+    assert f"resuming after epoch {_epoch(kept[-1])}" in caplog.text
+    reference = _copy(tmp_path, "reference", "scale_map: {epochs: 4}\n")
+    assert _cli(reference, monkeypatch, "train", "--run", NT) == 0
+    assert _same_weights(small_tmpfs / "checkpoints" / NT / "model.pt",
+                         RunPaths.for_run(reference / "results", NT).model)
+
+
+def test_read_only_results_folder_is_a_clear_error_and_touches_nothing(tmp_path, monkeypatch, caplog):
+    caplog.set_level(logging.INFO)
+    work = _copy(tmp_path, overlay="scale_map: {epochs: 3}\n")
+    assert _cli(work, monkeypatch, "train", "--run", NT) == 0
+    paths = RunPaths.for_run(work / "results", NT)
+    reference = tmp_path / "reference.pt"
+    paths.model.rename(reference)
+    checkpoint.list_states(paths.state)[-1].unlink()  # the run must write epoch 3 again
+    readonly = tmp_path / "readonly"
+    readonly.mkdir()
+    if not (_mount("--bind", str(work / "results"), str(readonly))
+            and _mount("-o", "remount,bind,ro", str(readonly))):
+        subprocess.run(["umount", str(readonly)], capture_output=True)
+        pytest.skip("needs root and permission to bind-mount read-only")
+    try:
+        before = _tree(work / "results")
+        (work / "config" / "fault.yaml").write_text(f"paths: {{results: {readonly}}}\nscale_map: {{epochs: 3}}\n")
+        with pytest.raises(checkpoint.WriteError, match=r"cannot write .*/\.lock: Read-only file system"):
+            _cli(work, monkeypatch, "train", "--run", NT)
+        assert _tree(work / "results") == before
+    finally:
+        subprocess.run(["umount", str(readonly)], capture_output=True)
+    (work / "config" / "fault.yaml").write_text("scale_map: {epochs: 3}\n")
+    caplog.clear()
+    assert _cli(work, monkeypatch, "train", "--run", NT) == 0
+    assert "resuming after epoch 2" in caplog.text
+    assert _same_weights(paths.model, reference)
+
+
+# ------------------------------------------------------------------------------------------- bad configs
+
+BAD_FOR_SNAKEMAKE = {  # overlay -> what the message must say (the key, and the allowed values); one per layer
+    # the catalog's registries
+    "attacks:\n  pgd20: {type: deepfool}\n": ["attacks.pgd20.type: unknown attack 'deepfool'; allowed: ['"],
+    "runs:\n  cifar10-resnet18-nt: {lr: {epochs: [0, 40, 60], values: [0.1, 0.01]}}\n":
+        ["runs.cifar10-resnet18-nt.lr: 3 breakpoints (epochs) but 2 values"],
+    # the JSON schema (Snakemake's validate, which prints the allowed properties)
+    "runs:\n  cifar10-resnet18-nt: {epoch: 3}\n": ["'epoch' was unexpected", "instance['runs']['cifar10-resnet18-nt']",
+                                                   "'epochs'"],
+    # the YAML loader (Snakemake's own keeps the last of two equal keys; the check in common.smk does not)
+    "runs:\n  cifar10-resnet18-nt: {seed: 1}\n  cifar10-resnet18-nt: {seed: 2}\n":
+        ["duplicate key 'cifar10-resnet18-nt' at line 3"],
+}
+
+BAD_FOR_CLI = {
+    "runs:\n  cifar10-resnet18-nt:\n    method: {name: madry}\n": "runs.cifar10-resnet18-nt.method.name: unknown method "
+                                                               "'madry'; allowed: ['",
+    "runs:\n  cifar10-resnet18-nt: {dataset: imagenet}\n": "runs.cifar10-resnet18-nt.dataset: unknown value 'imagenet'; "
+                                                          "allowed: ['",
+    "runs:\n  cifar10-resnet18-nt: {arch: vgg16}\n": "runs.cifar10-resnet18-nt.arch: unknown value 'vgg16'; allowed: ['",
+    "runs:\n  cifar10-resnet18-nt: {epoch: 3}\n": "runs.cifar10-resnet18-nt: unknown key(s) ['epoch']; allowed: [",
+    "attacks:\n  pgd20: {eps: 3.0}\n": "attacks.pgd20.eps: eps 3 is absurd for the linf norm",
+    "attacks:\n  pgd20: {eps: -0.1}\n": "attacks.pgd20.eps",
+    "attacks:\n  pgd20: {type: deepfool}\n": "attacks.pgd20.type: unknown attack 'deepfool'; allowed: ['",
+    "runs:\n  cifar10-resnet18-nt: {lr: {epochs: [0, 60, 40], values: [0.1, 0.01, 0.001]}}\n":
+        "runs.cifar10-resnet18-nt.lr.epochs: breakpoints must be strictly increasing",
+    "runs:\n  cifar10-resnet18-nt: {seed: one}\n": "runs.cifar10-resnet18-nt.seed",
+    "runs:\n  cifar10-resnet18-nt: {seed: 1.5}\n": "runs.cifar10-resnet18-nt.seed: 1.5 is not of type 'integer'",
+    "runs:\n  cifar10-resnet18-nt: {lr: {epochs: [0, 40, 60], values: [0.1, 0.01]}}\n":
+        "runs.cifar10-resnet18-nt.lr: 3 breakpoints (epochs) but 2 values",
+    "targets:\n  table1a:\n    rows: [{key: nt, run: no-such-run}]\n": "unknown run 'no-such-run'",
+    "runs:\n  cifar10-resnet18-nt: {seed: 1}\n  cifar10-resnet18-nt: {seed: 2}\n": "duplicate key 'cifar10-resnet18-nt'",
+}
+
+
+def _fake_slurm(folder: Path) -> Path:
+    """sbatch, squeue, sacct, ... that only record that they were called."""
+    folder.mkdir()
+    for tool in ("sbatch", "squeue", "sacct", "scontrol", "sinfo", "sacctmgr", "sshare", "srun"):
+        path = folder / tool
+        path.write_text(f"#!/bin/sh\necho {tool} \"$@\" >> {folder}/calls\nexit 1\n")
+        path.chmod(0o755)
+    return folder
+
+
+def test_bad_configs_stop_snakemake_before_any_job_is_submitted(tmp_path):
+    work = _copy(tmp_path)
+    sentinel = work / "results" / "metrics" / NT / "clean.json"
+    sentinel.parent.mkdir(parents=True)
+    sentinel.write_text('{"accuracy": 0.5}\n')
+    before = _tree(work / "results")
+    fake = _fake_slurm(tmp_path / "fake-slurm")
+    overlays = {}
+    for i, text in enumerate(BAD_FOR_SNAKEMAKE):
+        overlays[text] = f"config/bad{i}.yaml"
+        (work / overlays[text]).write_text(text)
+    environment = env()
+    environment["PATH"] = f"{fake}{os.pathsep}{environment['PATH']}"
+    environment["SLURM_CONF"] = str(tmp_path / "no-such-slurm.conf")
+
+    def snakemake(text):
+        cmd = ["snakemake", "--profile", "slurm", "table1", "--configfile", "config/smoke.yaml", overlays[text]]
+        return subprocess.run(cmd, cwd=work, env=environment, capture_output=True, text=True, timeout=300)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        outcomes = dict(zip(BAD_FOR_SNAKEMAKE, pool.map(snakemake, BAD_FOR_SNAKEMAKE)))
+    for text, expected in BAD_FOR_SNAKEMAKE.items():
+        out = outcomes[text]
+        assert out.returncode != 0, text
+        for fragment in expected:
+            assert fragment in out.stdout + out.stderr, f"{text!r}: no {fragment!r} in\n{out.stderr[-3000:]}"
+    calls = (fake / "calls").read_text().splitlines() if (fake / "calls").exists() else []
+    assert not [c for c in calls if c.split()[0] in ("sbatch", "srun")], calls  # nothing was submitted
+    assert _tree(work / "results") == before                             # results untouched
+
+
+@pytest.mark.parametrize("text", list(BAD_FOR_CLI))
+def test_bad_configs_are_refused_by_every_cli_command(text, tmp_path, monkeypatch, capsys):
+    work = _copy(tmp_path, overlay=text)
+    for args in (["check-config"], ["train", "--run", NT], ["evaluate", "--run", NT, "--attack", "clean"]):
+        assert _cli(work, monkeypatch, *args) == 2, args
+        err = capsys.readouterr().err
+        assert err.startswith("tradeoff: configuration error:") and BAD_FOR_CLI[text] in err, err
+    assert not (work / "results").exists()
+
+
+# ------------------------------------------------------------------------------------------- concurrency
+
+
+def _start(cmd, cwd, log: Path) -> subprocess.Popen:
+    return subprocess.Popen(cmd, cwd=cwd, env=env(), stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _wait_for_epoch(proc, state_dir, epoch, log, timeout=180):
+    end = time.monotonic() + timeout
+    while _newest_epoch(state_dir) < epoch:
+        assert proc.poll() is None, f"ended early:\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < end, f"timed out:\n{log.read_text()[-3000:]}"
+        time.sleep(0.1)
+
+
+SLOW_EPOCHS = 120
+SLOW = f"scale_map: {{epochs: {SLOW_EPOCHS}, lr: {{epochs: [0, {SLOW_EPOCHS}], values: [0.1, 0.1]}}}}\n"
+
+
+def test_second_snakemake_in_the_same_folder_is_refused(tmp_path):
+    work = _copy(tmp_path, overlay=SLOW)
+    target = str(RunPaths.for_run(Path("results"), AT).model)
+    cmd = ["snakemake", target, "--cores", "1", "--configfile", "config/smoke.yaml", "config/fault.yaml"]
+    first = _start(cmd, work, tmp_path / "first.log")
+    try:
+        _wait_for_epoch(first, work / "results" / "work" / AT, 1, tmp_path / "first.log")
+        # a second Snakemake, and a second trainer of the same run (whoever starts it: DVC, by hand), at once
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            second, other = pool.map(lambda c: run(c, work, check=False), [cmd, _cmd(work, "train", "--run", AT)])
+        assert first.poll() is None, "the first one ended too early for the test; raise SLOW_EPOCHS"
+        assert second.returncode != 0 and "Directory cannot be locked" in second.stdout + second.stderr
+        assert other.returncode != 0 and "is locked by pid" in other.stderr and "already being trained" in other.stderr
+        assert first.wait(timeout=600) == 0, (tmp_path / "first.log").read_text()[-3000:]
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+    curves = RunPaths.for_run(work / "results", AT).curves.read_text().splitlines()
+    assert len(curves) == SLOW_EPOCHS + 1 and checkpoint.load(work / target)["model"]
+
+
+def test_second_dvc_repro_in_the_same_folder_is_refused(tmp_path):
+    work = _copy(tmp_path, overlay=SLOW)
+    os.symlink(Path(tcfg.ROOT) / "src", work / "src")
+    run(["git", "init", "-q"], work)
+    run(["dvc", "init", "-q"], work)
+    run(_cmd(work, "export-dvc"), work)
+    stage = f"train-{AT}"
+    first = _start(["dvc", "repro", stage], work, tmp_path / "first.log")
+    try:
+        _wait_for_epoch(first, work / "results" / "work" / AT, 1, tmp_path / "first.log")
+        second = run(["dvc", "repro", stage], work, check=False)
+        message = second.stdout + second.stderr  # DVC's lock on the stage's files: it names the holder
+        assert second.returncode != 0 and "it is being blocked by" in message and "rwlock" in message, message
+        assert first.poll() is None, "the first one ended too early for the test; raise SLOW_EPOCHS"
+    finally:
+        os.killpg(first.pid, signal.SIGINT)  # DVC stops and releases its lock (kill -9 would leave it behind)
+        first.wait(timeout=120)
+    assert not RunPaths.for_run(work / "results", AT).model.exists()  # nothing half-made became an output
+
+
+# ------------------------------------------------------------------------------------------- download
+
+
+def test_interrupted_then_corrupted_download_through_tradeoff_download(tmp_path, monkeypatch):
+    from test_data import flip_byte, serve  # the fakes of tests/test_data.py
+
+    from tradeoff import data
+
+    written, downloads = serve("mnist", tmp_path, monkeypatch, corrupt_deliveries=0)
+    work = _copy(tmp_path, overlay=f"paths: {{data: {tmp_path / 'data'}}}\n")
+    marker = tcli.ready_marker(tmp_path / "data", "mnist")
+    first = next(iter(written.served))
+
+    def interrupted(url, root, filename=None, md5=None, max_redirect_hops=3):
+        filename = filename or os.path.basename(url)
+        if filename == first:  # the connection (or the process) dies half-way through the first file
+            Path(root).mkdir(parents=True, exist_ok=True)
+            Path(root, filename).write_bytes(written.served[filename].read_bytes()[:100])
+            raise KeyboardInterrupt
+        return downloads(url, root, filename, md5, max_redirect_hops)
+
+    import torchvision.datasets.utils as tv_utils
+
+    monkeypatch.setattr(tv_utils, "download_url", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _cli(work, monkeypatch, "download", "mnist")
+    assert not marker.exists()  # Snakemake's `download` output: nothing downstream starts
+    monkeypatch.setattr(tv_utils, "download_url", downloads)
+    assert _cli(work, monkeypatch, "download", "mnist") == 0  # the partial file fails its checksum: fetched again
+    assert marker.exists() and data.is_downloaded("mnist", tmp_path / "data")
+    assert first in downloads.calls
+
+    victim = next(p for p in (tmp_path / "data" / "mnist").rglob("*") if p.is_file() and p.suffix != ".gz")
+    flip_byte(victim)
+    downloads.calls.clear()
+    assert _cli(work, monkeypatch, "download", "mnist") == 0
+    assert data.is_downloaded("mnist", tmp_path / "data") and downloads.calls
