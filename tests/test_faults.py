@@ -489,7 +489,7 @@ SLOW_EPOCHS = 120
 SLOW = f"scale_map: {{epochs: {SLOW_EPOCHS}, lr: {{epochs: [0, {SLOW_EPOCHS}], values: [0.1, 0.1]}}}}\n"
 
 
-def test_second_snakemake_in_the_same_folder_is_refused(tmp_path):
+def test_second_snakemake_in_the_same_folder_is_refused_and_a_killed_one_needs_unlock(tmp_path):
     work = _copy(tmp_path, overlay=SLOW)
     target = str(RunPaths.for_run(Path("results"), AT).model)
     cmd = ["snakemake", target, "--cores", "1", "--configfile", "config/smoke.yaml", "config/fault.yaml"]
@@ -502,10 +502,14 @@ def test_second_snakemake_in_the_same_folder_is_refused(tmp_path):
         assert first.poll() is None, "the first one ended too early for the test; raise SLOW_EPOCHS"
         assert second.returncode != 0 and "Directory cannot be locked" in second.stdout + second.stderr
         assert other.returncode != 0 and "is locked by pid" in other.stderr and "already being trained" in other.stderr
-        assert first.wait(timeout=600) == 0, (tmp_path / "first.log").read_text()[-3000:]
-    finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
+    finally:  # then kill -9 the first Snakemake and its job
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    stale = run(cmd, work, check=False)  # its lock stayed behind
+    assert stale.returncode != 0 and "Directory cannot be locked" in stale.stdout + stale.stderr
+    run(cmd + ["--unlock"], work)
+    run(cmd, work)
+    assert "resuming after epoch" in (work / "results" / "logs" / "train" / f"{AT}.log").read_text()
     curves = RunPaths.for_run(work / "results", AT).curves.read_text().splitlines()
     assert len(curves) == SLOW_EPOCHS + 1 and checkpoint.load(work / target)["model"]
 
