@@ -16,6 +16,7 @@ run with the previous states intact.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import logging
 import math
@@ -113,11 +114,20 @@ def _set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def _one_trainer_per_run(fn):
+    """Hold the run's state-folder lock while ``fn`` trains it, released when it returns or raises."""
+    @functools.wraps(fn)
+    def locked(run_id: str, spec: dict, *, results: str | Path, **kwargs):
+        with checkpoint.lock_states(RunPaths.for_run(results, run_id).state):
+            return fn(run_id, spec, results=results, **kwargs)
+    return locked
+
+
+@_one_trainer_per_run
 def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path, runtime: Runtime,
           eval_batch_size: int = 500, progress: bool | None = None) -> RunPaths:
     """Train (or resume) a run; write its selected model and per-epoch curves. Returns their paths."""
     paths = RunPaths.for_run(results, run_id)
-    lock = checkpoint.lock_states(paths.state)  # noqa: F841 - one trainer per run; released when train() ends
     ds = load_run_data(spec, data_root)
     x_train, y_train = runtime.place_batch(ds.x_train), ds.y_train.to(runtime.device)
     x_eval, y_eval = subset(ds.x_test, ds.y_test, spec["selection"]["examples"])
