@@ -15,7 +15,7 @@ One cluster run (the module fixture `cluster_run`) serves three tests:
 
 The test's scratch copy of the workflow (tests/helpers.workflow_copy) differs from the repository in data only:
 its profile is the repository's workflow/profiles/slurm/config.yaml with the harness's account and partition,
-`configfile: [config/smoke.yaml, config/ci-cluster.yaml]` (the smoke scale, small job resources, 60 epochs so a
+`configfile: [config/smoke.yaml, config/ci-cluster.yaml]` (the smoke scale, small job resources, 80 epochs so a
 job can be killed mid-run) and status checks from 2 s; its catalog keeps table1's NT and AT(beta=1) rows and
 its NAT and PGD20 columns (the full table is ~100 jobs at smoke scale, which two CPU cores cannot run through
 SLURM in minutes; tests/test_pipeline.py builds all of it locally).
@@ -47,7 +47,7 @@ from tradeoff import config as tcfg
 pytestmark = pytest.mark.slow
 HARNESS = ROOT / "tests" / "slurm"
 CONFIGS = ["config/config.yaml", "config/smoke.yaml", "config/ci-cluster.yaml"]
-EPOCHS = 60
+EPOCHS = 80  # ~0.15 s each for AT at smoke scale: room to requeue and kill mid-run
 ROWS = ("nt", "at_beta1")                    # table rows kept in the cluster run
 COLUMNS = {"nat": "clean", "pgd20": "pgd20"}  # table columns kept
 OVERLAY = f"""\
@@ -238,7 +238,7 @@ def cluster_run(cluster, tmp_path_factory):
         events["log_after_requeue"] = train_log.read_text()
         _sh("scancel", "--batch", "--signal=KILL", job)
         _wait("the killed job to end", lambda: job not in dict(_jobs_of(comment)), 60, proc, log)
-        rc = proc.wait(timeout=900)
+        proc.wait(timeout=900)
     finally:
         if proc.poll() is None:  # cancel what this run submitted, through Snakemake
             os.killpg(proc.pid, 15)
