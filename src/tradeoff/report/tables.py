@@ -72,6 +72,12 @@ def _top_two(rows: list[str], column: str, cells: dict) -> set[str]:
     return {r for r in rows if cells[(r, column)].ours in keep}
 
 
+def _ours(cell: Cell, is_top: bool, bold: str) -> str:
+    """Our number, wrapped in the format's bold markup (``bold`` has one ``{}``) when it is a top-two."""
+    text = _fmt(cell.ours)
+    return bold.format(text) if is_top and cell.ours is not None else text
+
+
 def _fmt(x: float | None, signed: bool = False) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "—"
@@ -105,9 +111,7 @@ def render_markdown(catalog: Catalog, name: str) -> str:
         parts = []
         for c in columns:
             cell = cells[(r, c)]
-            ours = _fmt(cell.ours)
-            if r in bold[c] and cell.ours is not None:
-                ours = f"**{ours}**"
+            ours = _ours(cell, r in bold[c], "**{}**")
             paper = _fmt(cell.paper) + (f"±{cell.paper_std:.2f}" if cell.paper_std is not None else "")
             parts.append(f"{ours} / {paper} ({_fmt(cell.diff, signed=True)})")
         lines.append(f"| {labels[r]} | " + " | ".join(parts) + " |")
@@ -146,9 +150,7 @@ def render_latex(catalog: Catalog, name: str) -> str:
         parts = []
         for c in columns:
             cell = cells[(r, c)]
-            ours = _fmt(cell.ours).replace("—", "--")
-            if r in bold[c] and cell.ours is not None:
-                ours = rf"\textbf{{{ours}}}"
+            ours = _ours(cell, r in bold[c], r"\textbf{{{}}}").replace("—", "--")
             parts.append(f"{ours} ({_fmt(cell.paper).replace('—', '--')})")
         out.append(_tex_escape(labels[r]) + " & " + " & ".join(parts) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
@@ -167,9 +169,7 @@ def render_html(catalog: Catalog, name: str) -> str:
         tds = []
         for c in columns:
             cell = cells[(r, c)]
-            ours = _fmt(cell.ours)
-            if r in bold[c] and cell.ours is not None:
-                ours = f"<b>{ours}</b>"
+            ours = _ours(cell, r in bold[c], "<b>{}</b>")
             tds.append(f"<td>{ours}<br><small>paper {_fmt(cell.paper)} ({_fmt(cell.diff, signed=True)})</small></td>")
         out.append(f"<tr><th>{html.escape(labels[r])}</th>{''.join(tds)}</tr>")
     notes_html = "".join(f"<li>{html.escape(n.lstrip('- ').replace('**', ''))}</li>" for n in notes(catalog, name))
