@@ -339,6 +339,17 @@ def main(argv: list[str] | None = None) -> int:
     except cfg.ConfigError as exc:
         print(f"tradeoff: configuration error: {exc}", file=sys.stderr)
         return 2
+    except _expected_errors() as exc:  # problems of the input or the machine: one clear line, no traceback
+        print(f"tradeoff: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _expected_errors() -> tuple[type[BaseException], ...]:
+    from .checkpoint import CheckpointError, WriteError
+    from .data import DatasetError
+    from .train import NonFiniteLoss
+
+    return (CheckpointError, WriteError, DatasetError, NonFiniteLoss)
 
 
 if __name__ == "__main__":
