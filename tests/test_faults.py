@@ -64,6 +64,16 @@ def _cli(work: Path, monkeypatch, *args: str) -> int:
     return tcli.main([a for f in _configs(work) for a in ("--config", f)] + list(args))
 
 
+def _trained_three_epochs(tmp_path: Path, monkeypatch) -> tuple[Path, RunPaths, Path]:
+    """A workflow copy whose NT run trained 3 epochs; its model moved aside as the reference to match."""
+    work = _copy(tmp_path, overlay="scale_map: {epochs: 3}\n")
+    assert _cli(work, monkeypatch, "train", "--run", NT) == 0
+    paths = RunPaths.for_run(work / "results", NT)
+    reference = tmp_path / "reference.pt"
+    paths.model.rename(reference)
+    return work, paths, reference
+
+
 def _weights(path: Path) -> dict:
     return checkpoint.load(path)["model"]
 
@@ -174,11 +184,7 @@ def test_kill9_evaluation_at_random_moments_then_rerun_gives_the_same_metrics(tm
 
 def test_corrupt_or_truncated_newest_state_resumes_from_the_previous_one(tmp_path, monkeypatch, caplog):
     caplog.set_level(logging.INFO)
-    work = _copy(tmp_path, overlay="scale_map: {epochs: 3}\n")
-    assert _cli(work, monkeypatch, "train", "--run", NT) == 0
-    paths = RunPaths.for_run(work / "results", NT)
-    reference = tmp_path / "reference.pt"
-    paths.model.rename(reference)
+    work, paths, reference = _trained_three_epochs(tmp_path, monkeypatch)
     for damage in ("flip", "truncate"):
         paths.curves.unlink()
         newest = checkpoint.list_states(paths.state)[-1]
@@ -356,11 +362,7 @@ def test_a_really_full_disk_then_more_room_resumes(tmp_path, small_tmpfs, monkey
 
 def test_read_only_results_folder_is_a_clear_error_and_touches_nothing(tmp_path, monkeypatch, caplog, capsys):
     caplog.set_level(logging.INFO)
-    work = _copy(tmp_path, overlay="scale_map: {epochs: 3}\n")
-    assert _cli(work, monkeypatch, "train", "--run", NT) == 0
-    paths = RunPaths.for_run(work / "results", NT)
-    reference = tmp_path / "reference.pt"
-    paths.model.rename(reference)
+    work, paths, reference = _trained_three_epochs(tmp_path, monkeypatch)
     checkpoint.list_states(paths.state)[-1].unlink()  # the run must write epoch 3 again
     readonly = tmp_path / "readonly"
     readonly.mkdir()
