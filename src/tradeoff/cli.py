@@ -154,6 +154,17 @@ def cmd_report(args, catalog: cfg.Catalog) -> int:
     return 0
 
 
+def cmd_analyze(args, catalog: cfg.Catalog) -> int:
+    """Run a figure's analysis job: read its runs' checkpoints, write results/analysis/<target>.json."""
+    from .analysis import run_analysis
+
+    if args.target not in catalog.analysis_targets():
+        raise cfg.ConfigError(f"analyze: {args.target!r} is not a figure with an analysis; allowed: "
+                              f"{catalog.analysis_targets()}")
+    print(f"{args.target}: {run_analysis(catalog, args.target)}")
+    return 0
+
+
 def cmd_summary(args, catalog: cfg.Catalog) -> int:
     from .report.summary import build_summary
 
@@ -285,6 +296,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("targets", nargs="*")
     p.add_argument("--all", action="store_true", help="every target, and the summary page")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("analyze", help="run a figure's analysis job (t-SNE, image grid, synthetic experiment)")
+    p.add_argument("target")
+    p.set_defaults(func=cmd_analyze)
 
     sub.add_parser("summary", help="every target: built or missing, and its largest differences from the paper"
                    ).set_defaults(func=cmd_summary)

@@ -231,6 +231,29 @@ class Catalog:
                     pairs[(self.train_id[row["run"]], attack)] = None
         return list(pairs)
 
+    def analysis_runs(self, target: str) -> list[str]:
+        """Training ids whose checkpoints a target's analysis jobs read."""
+        runs = [self.train_id[r["run"]] for leaf in self.leaf_targets(target)
+                if "analysis" in self.targets[leaf] for r in self.targets[leaf]["rows"]]
+        return list(dict.fromkeys(runs))
+
+    def analysis_datasets(self, target: str) -> list[str]:
+        """Datasets an analysis reads: its runs' and its own ``dataset`` (remapped like a run's at smaller
+        scales)."""
+        spec = self.targets[target]["analysis"]
+        own = [self.config["scale_map"].get("dataset") or spec["dataset"]] if "dataset" in spec else []
+        return sorted({*(self.runs[r]["dataset"] for r in self.analysis_runs(target)), *own})
+
+    def datasets(self) -> list[str]:
+        """Every dataset that some job of the catalog reads."""
+        return sorted({s["dataset"] for s in self.runs.values()}
+                      | {d for t in self.analysis_targets() for d in self.analysis_datasets(t)})
+
+    def analysis_targets(self, target: str | None = None) -> list[str]:
+        """Figure targets with an analysis job (of one target, or of the whole catalog)."""
+        leaves = self.targets if target is None else self.leaf_targets(target)
+        return [t for t in leaves if "analysis" in self.targets[t]]
+
     def curve_runs(self, target: str) -> list[str]:
         """Training ids whose per-epoch curves a target plots."""
         runs = [self.train_id[r["run"]] for leaf in self.leaf_targets(target)
@@ -508,10 +531,19 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
                 raise ConfigError(f"{key}.targets: unknown target {member!r}; allowed: {sorted(targets)}")
         return
     needed = {"table": ("rows", "columns", "reference"),
-              "figure": ("rows", "plot") + (("curve_columns",) if target.get("plot") == "curves" else ("columns",))}
+              "figure": ("rows", "plot") + (("curve_columns",) if target.get("plot") == "curves"
+                                            else () if "analysis" in target else ("columns",))}
     for field_name in needed[target["kind"]]:
         if field_name not in target:
             raise ConfigError(f"{key}: a {target['kind']} needs `{field_name}`")
+    if "analysis" in target:
+        from .analysis import ANALYSES
+
+        if target["kind"] != "figure":
+            raise ConfigError(f"{key}.analysis: only a figure has an analysis")
+        if target["analysis"]["name"] not in ANALYSES:
+            raise ConfigError(f"{key}.analysis.name: unknown analysis {target['analysis']['name']!r}; "
+                              f"allowed: {sorted(ANALYSES)}")
     if target.get("plot") == "lines" and any("x" not in row for row in target["rows"]):
         raise ConfigError(f"{key}.rows: a `lines` figure needs an `x` value on every row")
     for i, row in enumerate(target["rows"]):

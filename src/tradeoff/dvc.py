@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from .analysis import analysis_path
 from .cli import metrics_path, predictions_path, ready_marker
 from .config import Catalog
 from .report.build import target_outputs
@@ -29,7 +30,7 @@ def _cmd(config_files: list[str], *args: str) -> str:
 def stages(catalog: Catalog, config_files: list[str]) -> dict:
     results = catalog.results
     out: dict[str, dict] = {}
-    for dataset in sorted({spec["dataset"] for spec in catalog.runs.values()}):
+    for dataset in catalog.datasets():
         out[f"download-{dataset}"] = {
             "cmd": _cmd(config_files, "download", dataset),
             "outs": [{str(ready_marker(catalog.data_root, dataset)): {"cache": False}}],
@@ -52,6 +53,15 @@ def stages(catalog: Catalog, config_files: list[str]) -> dict:
             "metrics": [{str(metrics_path(results, run_id, attack)): {"cache": False}}],
             "outs": [{str(predictions_path(results, run_id, attack)): {"cache": False}}],
         }
+    for name in catalog.analysis_targets():
+        runs = catalog.analysis_runs(name)
+        out[f"analyze-{name}"] = {
+            "cmd": _cmd(config_files, "analyze", name),
+            "deps": [CODE, *(str(RunPaths.for_run(results, r).model) for r in runs),
+                     *(str(ready_marker(catalog.data_root, d)) for d in catalog.analysis_datasets(name))],
+            "params": [f"analyses.{name}"],
+            "outs": [{str(analysis_path(results, name)): {"cache": False}}],
+        }
     for name, target in catalog.targets.items():
         if target["kind"] == "group":
             deps = [str(p) for member in target["targets"] for p in target_outputs(catalog, member)]
@@ -60,6 +70,7 @@ def stages(catalog: Catalog, config_files: list[str]) -> dict:
             deps += [str(predictions_path(results, r, a)) for r, a in catalog.evaluations(name)
                      if target.get("plot") == "per_class"]
             deps += [str(RunPaths.for_run(results, r).curves) for r in catalog.curve_runs(name)]
+            deps += [str(analysis_path(results, t)) for t in catalog.analysis_targets(name)]
             if target.get("reference"):
                 deps.append(str((REFERENCE_DIR / f"{target['reference']}.csv").relative_to(REFERENCE_DIR.parents[1])))
         out[f"report-{name}"] = {
@@ -75,7 +86,9 @@ def params(catalog: Catalog) -> dict:
     for name in catalog.targets:
         for run_id, attack in catalog.evaluations(name):
             evaluations.setdefault(run_id, {})[attack] = catalog.attack_for(attack, run_id)
-    return {"scale": catalog.scale, "runs": catalog.training_runs(), "evaluations": evaluations}
+    analyses = {name: catalog.targets[name]["analysis"] for name in catalog.analysis_targets()}
+    return {"scale": catalog.scale, "runs": catalog.training_runs(), "evaluations": evaluations,
+            **({"analyses": analyses} if analyses else {})}
 
 
 def render_dvc(catalog: Catalog, config_files: list[str]) -> dict[str, str]:

@@ -7,6 +7,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from tradeoff import config as tcfg
+from tradeoff.analysis import analysis_path
 from tradeoff.cli import metrics_path, predictions_path, ready_marker
 from tradeoff.report.build import target_outputs as build_outputs
 from tradeoff.report.summary import summary_paths
@@ -38,7 +39,7 @@ def _alternatives(names):
 wildcard_constraints:
     run=_alternatives(TRAIN_IDS),
     attack=_alternatives(ATTACKS),
-    dataset=_alternatives(sorted({s["dataset"] for s in CATALOG.runs.values()})),
+    dataset=_alternatives(CATALOG.datasets()),
 
 
 def dataset_ready(wildcards):
@@ -65,6 +66,7 @@ def target_inputs(name):
     if target.get("plot") == "per_class":
         files += [str(predictions_path(RESULTS, run, attack)) for run, attack in pairs]
     files += [str(RESULTS / "curves" / f"{run}.csv") for run in CATALOG.curve_runs(name)]
+    files += [str(analysis_path(RESULTS, t)) for t in CATALOG.analysis_targets(name)]
     return files
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from ..analysis import analysis_path
 from ..checkpoint import atomic_write_text
 from ..config import Catalog
 from ..train import RunPaths
@@ -20,9 +21,10 @@ def summary_paths(catalog: Catalog) -> dict[str, Path]:
 def target_status(catalog: Catalog, name: str) -> dict:
     pairs = catalog.evaluations(name)
     missing_metrics = [(r, a) for r, a in pairs if not (catalog.results / "metrics" / r / f"{a}.json").exists()]
-    runs = sorted({r for r, _ in pairs} | set(catalog.curve_runs(name)))
+    runs = sorted({r for r, _ in pairs} | set(catalog.curve_runs(name)) | set(catalog.analysis_runs(name)))
     missing_runs = [r for r in runs if not RunPaths.for_run(catalog.results, r).model.exists()]
-    built = all(p.exists() for p in target_outputs(catalog, name)) and not missing_metrics
+    missing_analyses = [t for t in catalog.analysis_targets(name) if not analysis_path(catalog.results, t).exists()]
+    built = all(p.exists() for p in target_outputs(catalog, name)) and not missing_metrics and not missing_analyses
     diffs = []
     for table in catalog.table_targets(name) if catalog.targets[name]["kind"] == "table" else []:
         rows, columns, cells, labels = collect(catalog, table)
