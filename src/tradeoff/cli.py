@@ -75,34 +75,40 @@ def cmd_train(args, catalog: cfg.Catalog) -> int:
 
 
 def cmd_evaluate(args, catalog: cfg.Catalog) -> int:
-    from .evaluate import evaluate_run
+    from .evaluate import AttackJob, evaluate_attacks, evaluate_run
     from .runtime import Runtime
 
     run_id = _run(catalog, args.run)
-    spec = catalog.attack_for(args.attack, run_id)
+    names = list(dict.fromkeys(args.attack))  # repeated --attack: evaluated in turn, in this order
+    specs = {name: catalog.attack_for(name, run_id) for name in names}  # every name checked before any work
     train_id = catalog.train_id[run_id]
     runtime = Runtime.from_config(catalog.config["runtime"])  # device and CPU threads; evaluation stays fp32
+    common = dict(data_root=catalog.data_root, device=runtime.device.type,
+                  batch_size=catalog.config["runtime"]["eval_batch_size"], seed=args.seed,
+                  test_examples=catalog.runs[run_id].get("test_examples"))
+    checkpoint = catalog.results / "checkpoints" / train_id / "model.pt"
     shard = None
     if args.shard is not None or args.shards is not None:
         if args.shard is None or args.shards is None or not 0 <= args.shard < args.shards:
             raise cfg.ConfigError("--shard K and --shards N go together, with 0 <= K < N")
+        if len(names) > 1:
+            raise cfg.ConfigError("--shard evaluates one attack: give a single --attack")
         shard = (args.shard, args.shards)
-    result = evaluate_run(
-        catalog.results / "checkpoints" / train_id / "model.pt", spec, attack_name=args.attack,
-        data_root=catalog.data_root, device=runtime.device.type,
-        batch_size=catalog.config["runtime"]["eval_batch_size"], seed=args.seed,
-        metrics_out=metrics_path(catalog.results, train_id, args.attack),
-        predictions_out=predictions_path(catalog.results, train_id, args.attack),
-        test_examples=catalog.runs[run_id].get("test_examples"),
-        state_path=eval_work_path(catalog.results, train_id, args.attack, shard),
-        shard=shard, shard_out=eval_work_path(catalog.results, train_id, args.attack, shard, ".json") if shard else None)
-    if shard is not None:
+        attack = names[0]
+        result = evaluate_run(
+            checkpoint, specs[attack], attack_name=attack, **common,
+            state_path=eval_work_path(catalog.results, train_id, attack, shard),
+            shard=shard, shard_out=eval_work_path(catalog.results, train_id, attack, shard, ".json"))
         robust = result["robust_correct"].count("1")
-        print(f"{train_id} / {args.attack} shard {shard[0]} of {shard[1]}: {robust} of "
+        print(f"{train_id} / {attack} shard {shard[0]} of {shard[1]}: {robust} of "
               f"{result['stop'] - result['start']} robust ({result['seconds']:.1f} s)")
         return 0
-    print(f"{train_id} / {args.attack}: accuracy {result['accuracy']:.4f} "
-          f"(clean {result['clean_accuracy']:.4f}, {result['examples']} examples, {result['seconds']:.1f} s)")
+    jobs = [AttackJob(name, specs[name], metrics_out=metrics_path(catalog.results, train_id, name),
+                      predictions_out=predictions_path(catalog.results, train_id, name),
+                      state_path=eval_work_path(catalog.results, train_id, name)) for name in names]
+    for name, result in zip(names, evaluate_attacks(checkpoint, jobs, **common)):
+        print(f"{train_id} / {name}: accuracy {result['accuracy']:.4f} "
+              f"(clean {result['clean_accuracy']:.4f}, {result['examples']} examples, {result['seconds']:.1f} s)")
     return 0
 
 
@@ -268,9 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", required=True)
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("evaluate", help="evaluate one run under one attack")
+    p = sub.add_parser("evaluate", help="evaluate one run under one attack, or several in one process")
     p.add_argument("--run", required=True)
-    p.add_argument("--attack", required=True)
+    p.add_argument("--attack", required=True, action="append",
+                   help="attack job (name, or name@budget for a sweep); repeat to evaluate several in turn, "
+                        "loading the model and test set once (runtime.eval_per_run)")
     p.add_argument("--seed", type=int, default=0, help="attack seed (default 0)")
     p.add_argument("--shard", type=int, help="evaluate only shard K (0-based) of --shards N; merge with merge-shards")
     p.add_argument("--shards", type=int, help="number of shards (with --shard)")

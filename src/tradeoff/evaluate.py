@@ -9,6 +9,8 @@ A job keeps its partial results in a state file (``results/work/eval/<run>/<atta
 written atomically after every batch and, for AutoAttack, after every component of the ensemble. A job that
 is killed resumes from it and gives the same answer as an uninterrupted one; the file is removed when the
 job's outputs are written, and ignored (recomputed) if it belongs to another model, attack or setting.
+Several attacks of one run can be evaluated in one process (:func:`evaluate_attacks`, runtime.eval_per_run):
+the model and test set are loaded once, and each attack keeps its own state file and writes its own files.
 """
 
 from __future__ import annotations
@@ -284,6 +286,16 @@ def _write_json(path, obj: dict, indent: int | None = None) -> None:
     atomic_write_text(path, json.dumps(obj, indent=indent, default=float) + "\n")
 
 
+@dataclass
+class AttackJob:
+    """One attack of a batched evaluation (:func:`evaluate_attacks`): its name, resolved spec and files."""
+    attack_name: str
+    spec: dict
+    metrics_out: Any = None
+    predictions_out: Any = None
+    state_path: Any = None
+
+
 def evaluate_run(checkpoint_path, spec: dict, *, attack_name: str, data_root, device: str = "auto",
                  batch_size: int = 500, seed: int = 0, metrics_out=None, predictions_out=None,
                  test_examples: int | None = None, state_path=None, shard: tuple[int, int] | None = None,
@@ -294,37 +306,69 @@ def evaluate_run(checkpoint_path, spec: dict, *, attack_name: str, data_root, de
     and return the metrics. With ``shard=(k, n)``: evaluate only shard k of n (whole batches of the global
     grid) and write its partial result to ``shard_out`` for :func:`merge_shards`; return that partial result.
     ``state_path``: the resume file (see the module docstring)."""
-    from .provenance import provenance
+    loaded = _Loaded(checkpoint_path, data_root, device, test_examples)
+    job = AttackJob(attack_name, spec, metrics_out, predictions_out, state_path)
+    return loaded.evaluate(job, batch_size=batch_size, seed=seed, shard=shard, shard_out=shard_out)
 
-    model, meta, x, y, device = _load(checkpoint_path, data_root, device, test_examples)
-    n = len(x)
-    first_batch, start, stop = (0, 0, n) if shard is None else shard_range(n, batch_size, *shard)
-    state = None
-    if state_path is not None:
-        key = state_key(model_digest(checkpoint_path), spec, seed, batch_size, n, first_batch)
-        state = EvalState(state_path, key)
-    out = run_attack(model, x[start:stop], y[start:stop], spec, seed=seed, batch_size=batch_size,
-                     first_batch=first_batch, state=state)
-    if shard is not None:
-        partial = {"format": "tradeoff-eval-shard/1", "run": meta["run"], "attack": attack_name, "spec": spec,
-                   "seed": seed, "batch_size": batch_size, "examples_total": n, "shard": shard[0],
-                   "shards": shard[1], "first_batch": first_batch, "start": start, "stop": stop,
-                   "seconds": out.seconds, "breakdown": out.breakdown, "meta": meta_summary(meta),
-                   "provenance": provenance(device), **_predictions(meta["run"], attack_name, out)}
-        if shard_out is not None:
-            _write_json(shard_out, partial)
-        result = partial
-    else:
-        result = _metrics(meta, attack_name, spec, out, seed=seed, batch_size=batch_size,
-                          provenance=provenance(device),
-                          extra={"resumed_batches": state.resumed_batches if state is not None else 0})
-        if metrics_out is not None:
-            _write_json(metrics_out, result, indent=1)
-        if predictions_out is not None:
-            _write_json(predictions_out, _predictions(meta["run"], attack_name, out))
-    if state is not None:
-        state.remove()
-    return result
+
+def evaluate_attacks(checkpoint_path, jobs: list[AttackJob], *, data_root, device: str = "auto",
+                     batch_size: int = 500, seed: int = 0, test_examples: int | None = None) -> list[dict]:
+    """Evaluate one trained run under several attacks in turn, loading the model and the test set once.
+
+    Every attack writes the same files, with the same numbers, as its own :func:`evaluate_run` call: batches are
+    seeded by (seed, global batch index), never by what ran before in the process. Returns the metrics, in order."""
+    loaded = _Loaded(checkpoint_path, data_root, device, test_examples)
+    return [loaded.evaluate(job, batch_size=batch_size, seed=seed) for job in jobs]
+
+
+class _Loaded:
+    """A checkpoint's model and its run's test set, on the device, ready for any number of attacks."""
+
+    def __init__(self, checkpoint_path, data_root, device: str, test_examples: int | None):
+        self.checkpoint_path = checkpoint_path
+        self.model, self.meta, self.x, self.y, self.device = _load(checkpoint_path, data_root, device, test_examples)
+        self._digest: str | None = None
+
+    @property
+    def digest(self) -> str:
+        if self._digest is None:
+            self._digest = model_digest(self.checkpoint_path)
+        return self._digest
+
+    def evaluate(self, job: AttackJob, *, batch_size: int, seed: int, shard: tuple[int, int] | None = None,
+                 shard_out=None) -> dict:
+        from .provenance import provenance
+
+        model, meta, x, y, device = self.model, self.meta, self.x, self.y, self.device
+        spec, attack_name = job.spec, job.attack_name
+        n = len(x)
+        first_batch, start, stop = (0, 0, n) if shard is None else shard_range(n, batch_size, *shard)
+        state = None
+        if job.state_path is not None:
+            key = state_key(self.digest, spec, seed, batch_size, n, first_batch)
+            state = EvalState(job.state_path, key)
+        out = run_attack(model, x[start:stop], y[start:stop], spec, seed=seed, batch_size=batch_size,
+                         first_batch=first_batch, state=state)
+        if shard is not None:
+            partial = {"format": "tradeoff-eval-shard/1", "run": meta["run"], "attack": attack_name, "spec": spec,
+                       "seed": seed, "batch_size": batch_size, "examples_total": n, "shard": shard[0],
+                       "shards": shard[1], "first_batch": first_batch, "start": start, "stop": stop,
+                       "seconds": out.seconds, "breakdown": out.breakdown, "meta": meta_summary(meta),
+                       "provenance": provenance(device), **_predictions(meta["run"], attack_name, out)}
+            if shard_out is not None:
+                _write_json(shard_out, partial)
+            result = partial
+        else:
+            result = _metrics(meta, attack_name, spec, out, seed=seed, batch_size=batch_size,
+                              provenance=provenance(device),
+                              extra={"resumed_batches": state.resumed_batches if state is not None else 0})
+            if job.metrics_out is not None:
+                _write_json(job.metrics_out, result, indent=1)
+            if job.predictions_out is not None:
+                _write_json(job.predictions_out, _predictions(meta["run"], attack_name, out))
+        if state is not None:
+            state.remove()
+        return result
 
 
 def meta_summary(meta: dict) -> dict:
