@@ -206,6 +206,16 @@ class Catalog:
             out += [base] if labels is None else [f"{base}@{label}" for label in labels]
         return out
 
+    @property
+    def eval_per_run(self) -> bool:
+        """runtime.eval_per_run: one evaluation job (one process) per training run, for all its attacks."""
+        return bool(self.config["runtime"].get("eval_per_run", False))
+
+    def run_attacks(self, run_id: str) -> list[str]:
+        """Every evaluation job (``name@label`` for a sweep) that some target needs of a training run, sorted."""
+        train_id = self.train_id.get(run_id, run_id)
+        return sorted({attack for name in self.targets for rid, attack in self.evaluations(name) if rid == train_id})
+
     def shards_for(self, name: str) -> int:
         """How many shards (jobs) evaluate ``name``: the attack's ``shards``, else runtime.eval_shards, else 1."""
         spec = self.attacks[split_budget(name)[0]]
@@ -324,6 +334,7 @@ def resolve(config: dict) -> Catalog:
     targets = config["targets"]
     for name, target in targets.items():
         _check_target(name, target, targets, runs, config["attacks"])
+    _check_eval_per_run(config)
     return Catalog(config=config, runs=runs, attacks=config["attacks"], targets=targets, train_id=train_id)
 
 
@@ -368,6 +379,19 @@ def _check_attack(spec: dict, key: str, registry: dict) -> None:
     for i, value in enumerate(eps_values if isinstance(eps_values, list) else [eps_values]):
         if value is not None:
             _check_eps(parse_budget(value, f"{key}.eps"), norm, f"{key}.eps" + (f"[{i}]" if isinstance(eps_values, list) else ""))
+
+
+def _check_eval_per_run(config: dict) -> None:
+    """runtime.eval_per_run evaluates every attack of a run in one job: there is no job per shard to split."""
+    runtime = config["runtime"]
+    if not runtime.get("eval_per_run"):
+        return
+    sharded = [f"runtime.eval_shards = {runtime['eval_shards']}"] if (runtime.get("eval_shards") or 1) > 1 else []
+    sharded += [f"attacks.{name}.shards = {spec['shards']}" for name, spec in config["attacks"].items()
+                if (spec.get("shards") or 1) > 1]
+    if sharded:
+        raise ConfigError(f"runtime.eval_per_run: true cannot be combined with sharding ({', '.join(sharded)}); "
+                          "set runtime.eval_per_run: false to shard, or remove the shards")
 
 
 def _attack_ref(config: dict, name: Any, key: str) -> dict:
