@@ -45,14 +45,25 @@ def stages(catalog: Catalog, config_files: list[str]) -> dict:
             "plots": [{str(paths.curves): {"cache": False}}],
         }
     evaluations = {pair for name in catalog.targets for pair in catalog.evaluations(name)}
-    for run_id, attack in sorted(evaluations):
-        out[f"evaluate-{run_id}-{attack}"] = {
-            "cmd": _cmd(config_files, "evaluate", "--run", run_id, "--attack", attack),
-            "deps": [CODE, str(RunPaths.for_run(results, run_id).model)],
-            "params": [f"evaluations.{run_id}.{attack}"],
-            "metrics": [{str(metrics_path(results, run_id, attack)): {"cache": False}}],
-            "outs": [{str(predictions_path(results, run_id, attack)): {"cache": False}}],
-        }
+    if catalog.eval_per_run:  # runtime.eval_per_run: one stage (one process) per run, for all its attacks
+        for run_id in sorted({run_id for run_id, _ in evaluations}):
+            attacks = catalog.run_attacks(run_id)
+            out[f"evaluate-{run_id}"] = {
+                "cmd": _cmd(config_files, "evaluate", "--run", run_id, *[f"--attack {a}" for a in attacks]),
+                "deps": [CODE, str(RunPaths.for_run(results, run_id).model)],
+                "params": [f"evaluations.{run_id}"],
+                "metrics": [{str(metrics_path(results, run_id, a)): {"cache": False}} for a in attacks],
+                "outs": [{str(predictions_path(results, run_id, a)): {"cache": False}} for a in attacks],
+            }
+    else:
+        for run_id, attack in sorted(evaluations):
+            out[f"evaluate-{run_id}-{attack}"] = {
+                "cmd": _cmd(config_files, "evaluate", "--run", run_id, "--attack", attack),
+                "deps": [CODE, str(RunPaths.for_run(results, run_id).model)],
+                "params": [f"evaluations.{run_id}.{attack}"],
+                "metrics": [{str(metrics_path(results, run_id, attack)): {"cache": False}}],
+                "outs": [{str(predictions_path(results, run_id, attack)): {"cache": False}}],
+            }
     for name in catalog.analysis_targets():
         runs = catalog.analysis_runs(name)
         out[f"analyze-{name}"] = {

@@ -5,12 +5,19 @@
 # Sharding: an attack with N > 1 shards (its `shards`, else runtime.eval_shards) is N jobs, one GPU each, every
 # one on a contiguous run of whole batches of the global batch grid (so each batch keeps its seed); a local job
 # merges them (`tradeoff merge-shards`) into exactly the files, and the numbers, of one unsharded job.
+#
+# runtime.eval_per_run (the demo and smoke scales): one job per training run instead, rule
+# evaluate_run_<run> (the run id with every character other than a letter, digit or _ as _), which
+# evaluates all the attacks that the targets need of that run in one process (`tradeoff evaluate --run R
+# --attack A1 --attack A2 ...`): the same files, the same numbers, one process start-up. The generic rule
+# then matches nothing; sharding is refused with it (tradeoff.config).
 from tradeoff.cli import eval_work_path
 
 EVAL_JOBS = CATALOG.attack_jobs()
 SHARDED = [a for a in EVAL_JOBS if CATALOG.shards_for(a) > 1]
 UNSHARDED = [a for a in EVAL_JOBS if CATALOG.shards_for(a) == 1]
 NO_MATCH = "(?!x)x"  # a constraint that matches nothing, for an empty list
+EVAL_PER_RUN = CATALOG.eval_per_run
 
 
 def _eval_resources():
@@ -38,11 +45,45 @@ rule evaluate:
     log:
         str(RESULTS / "logs" / "evaluate" / "{run}" / "{attack}.log"),
     wildcard_constraints:
-        attack=_alternatives(UNSHARDED) or NO_MATCH,
+        attack=NO_MATCH if EVAL_PER_RUN else (_alternatives(UNSHARDED) or NO_MATCH),
     resources:
         **_eval_resources(),
     shell:
         "tradeoff {CONFIG_ARGS} evaluate --run {wildcards.run} --attack {wildcards.attack} > {log} 2>&1"
+
+
+def _eval_rule_names(runs):
+    """run id -> a rule name that is a valid identifier, unique among the runs."""
+    names = {}
+    for i, run in enumerate(runs):
+        name = "evaluate_run_" + re.sub(r"\W", "_", run, flags=re.ASCII)
+        names[run] = name if name not in names.values() else f"{name}_{i}"
+    return names
+
+
+EVAL_RUNS = {run: CATALOG.run_attacks(run) for run in TRAIN_IDS} if EVAL_PER_RUN else {}
+for _run, _rule in _eval_rule_names([r for r, attacks in EVAL_RUNS.items() if attacks]).items():
+    _attacks = EVAL_RUNS[_run]
+
+    rule:
+        name:
+            _rule
+        input:
+            model=str(RESULTS / "checkpoints" / _run / "model.pt"),
+        output:
+            metrics=[str(metrics_path(RESULTS, _run, a)) for a in _attacks],
+            predictions=[str(predictions_path(RESULTS, _run, a)) for a in _attacks],
+        params:
+            run=shlex.quote(_run),
+            attacks=" ".join(f"--attack {shlex.quote(a)}" for a in _attacks),
+            # every attack's resolved settings: a change re-runs the job (Snakemake's params rerun trigger)
+            spec=json.dumps({a: CATALOG.attack_for(a, _run) for a in _attacks}, sort_keys=True),
+        log:
+            str(RESULTS / "logs" / "evaluate" / f"{_run}.log"),
+        resources:
+            **_eval_resources(),
+        shell:
+            "tradeoff {CONFIG_ARGS} evaluate --run {params.run} {params.attacks} > {log} 2>&1"
 
 
 rule evaluate_shard:

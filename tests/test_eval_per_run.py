@@ -1,0 +1,155 @@
+"""runtime.eval_per_run: all attacks of one trained run evaluated in one process (one Snakemake job, one DVC
+stage), with the same files and the same numbers as one process per (run, attack)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from helpers import ROOT, run, workflow_copy
+from tradeoff import cli as tcli
+from tradeoff import config as tcfg
+from tradeoff.dvc import stages
+
+PAPER = [ROOT / "config" / "config.yaml"]
+SMOKE = PAPER + [ROOT / "config" / "smoke.yaml"]
+NT = "cifar10-resnet18-nt"
+
+
+# ------------------------------------------------------------------------------------------------ config
+
+
+def test_shipped_scales_set_it_and_run_attacks_lists_every_needed_job():
+    assert not tcfg.load_catalog(PAPER).eval_per_run
+    assert tcfg.load_catalog(PAPER + [ROOT / "config" / "demo.yaml"]).eval_per_run
+    catalog = tcfg.load_catalog(SMOKE)
+    assert catalog.eval_per_run
+    needed = {pair for name in catalog.targets for pair in catalog.evaluations(name)}
+    for train_id in catalog.training_runs():
+        attacks = catalog.run_attacks(train_id)
+        assert attacks == sorted(a for r, a in needed if r == train_id)
+    assert "clean" in catalog.run_attacks(NT) and "aa" in catalog.run_attacks(NT)
+    # a run trained as another one has that run's evaluations
+    shared = next(r for r in catalog.runs if catalog.train_id[r] != r)
+    assert catalog.run_attacks(shared) == catalog.run_attacks(catalog.train_id[shared])
+
+
+def test_sweep_jobs_are_listed_per_budget(tmp_path):
+    overlay = tmp_path / "sweep.yaml"
+    overlay.write_text("attacks:\n  sweep: {type: pgd, steps: 3, step_size: eps/4, eps: [8/255, 16/255]}\n"
+                       "targets:\n  table1a:\n    columns: {nat: clean, s16: sweep@16_255}\n")
+    catalog = tcfg.load_catalog(SMOKE + [overlay])
+    assert "sweep@16_255" in catalog.run_attacks(NT) and "sweep@8_255" not in catalog.run_attacks(NT)
+
+
+@pytest.mark.parametrize("overlay, named", [
+    ("runtime: {eval_shards: 2}\n", "runtime.eval_shards = 2"),
+    ("attacks:\n  aa: {shards: 4}\n", "attacks.aa.shards = 4"),
+])
+def test_sharding_with_eval_per_run_is_refused_naming_the_key(tmp_path, overlay, named):
+    path = tmp_path / "shards.yaml"
+    path.write_text(overlay)
+    with pytest.raises(tcfg.ConfigError, match=r"^runtime\.eval_per_run: .*sharding") as err:
+        tcfg.load_catalog(SMOKE + [path])
+    assert named in str(err.value)
+    catalog = tcfg.load_catalog(PAPER + [path])  # without eval_per_run, sharding stays allowed
+    assert catalog.shards_for("aa") > 1
+
+
+def test_sharding_with_eval_per_run_stops_snakemake(tmp_path):
+    work = workflow_copy(tmp_path)
+    (work / "config" / "shards.yaml").write_text("runtime: {eval_shards: 2}\n")
+    out = run(["snakemake", "-n", "--configfile", "config/smoke.yaml", "config/shards.yaml"], work, check=False)
+    assert out.returncode != 0
+    assert "runtime.eval_per_run: true cannot be combined with sharding" in out.stdout + out.stderr
+
+
+# ---------------------------------------------------------------------------------------- one process
+
+
+def test_one_call_for_several_attacks_gives_the_files_of_separate_calls(tmp_path, monkeypatch):
+    """A tiny NT run (smoke scale, 3 evaluation batches); `evaluate --attack A --attack B ...` in one process
+    against one call per attack: the same accuracies and per-example predictions, byte for byte."""
+    work = workflow_copy(tmp_path / "w")
+    (work / "config" / "tiny.yaml").write_text("runtime: {device: cpu, eval_batch_size: 24}\n")
+    configs = [a for f in ("config/config.yaml", "config/smoke.yaml", "config/tiny.yaml") for a in ("--config", f)]
+    monkeypatch.chdir(work)
+    assert tcli.main(configs + ["train", "--run", NT]) == 0
+    results = work / "results"
+    attacks = ["square", "pgd20", "clean"]  # a seeded library attack first, then one on torch generators
+
+    separate = {}
+    for attack in attacks:
+        assert tcli.main(configs + ["evaluate", "--run", NT, "--attack", attack]) == 0
+        separate[attack] = (json.loads(tcli.metrics_path(results, NT, attack).read_text()),
+                            tcli.predictions_path(results, NT, attack).read_bytes())
+        tcli.metrics_path(results, NT, attack).unlink()
+        tcli.predictions_path(results, NT, attack).unlink()
+
+    # the real command, in its own process, as the Snakemake rule and the DVC stage run it
+    out = run(["tradeoff", *configs, "evaluate", "--run", NT, *[a for x in attacks for a in ("--attack", x)]], work)
+    assert [line.split(":")[0] for line in out.stdout.splitlines()] == [f"{NT} / {a}" for a in attacks]
+    for attack in attacks:
+        metrics = json.loads(tcli.metrics_path(results, NT, attack).read_text())
+        expected, predictions = separate[attack]
+        assert tcli.predictions_path(results, NT, attack).read_bytes() == predictions, attack
+        timing = ("seconds", "images_per_s")
+        assert {k: v for k, v in metrics.items() if k not in timing} == \
+               {k: v for k, v in expected.items() if k not in timing}, attack
+        assert metrics["examples"] == 64 and metrics["batch_size"] == 24
+    assert not list((results / "work" / "eval" / NT).glob("*.state"))  # every state file removed
+    assert json.loads(tcli.predictions_path(results, NT, "pgd20").read_text())["robust_correct"].count("1") <= \
+           json.loads(tcli.predictions_path(results, NT, "clean").read_text())["robust_correct"].count("1")
+
+    # a shard is one attack's: several --attack with --shard is refused
+    assert tcli.main(configs + ["evaluate", "--run", NT, "--attack", "clean", "--attack", "pgd20",
+                                "--shard", "0", "--shards", "2"]) == 2
+
+
+# ------------------------------------------------------------------------------------ Snakemake and DVC
+
+
+def _job_counts(text: str) -> dict[str, int]:
+    counts = {}
+    for line in text.splitlines():
+        m = re.match(r"^(\S+)\s+(\d+)$", line.strip())
+        if m and m.group(1) != "total":
+            counts[m.group(1)] = int(m.group(2))
+    return counts
+
+
+def test_smoke_dry_run_has_one_evaluation_job_per_run(tmp_path):
+    work = workflow_copy(tmp_path)
+    out = run(["snakemake", "-n", "-p", "--configfile", "config/smoke.yaml"], work)
+    text = out.stdout + out.stderr
+    counts = _job_counts(text)
+    catalog = tcfg.load_catalog([work / "config" / "config.yaml", work / "config" / "smoke.yaml"])
+    runs = [r for r in catalog.training_runs() if catalog.run_attacks(r)]
+    evaluations = {rule: n for rule, n in counts.items() if rule.startswith("evaluate")}
+    assert "evaluate" not in evaluations and "evaluate_shard" not in evaluations
+    assert len(evaluations) == len(runs) == counts["train"] and set(evaluations.values()) == {1}
+    assert set(evaluations) == {"evaluate_run_" + r.replace("-", "_") for r in runs}
+    for r in runs:  # one command evaluates every attack of the run
+        command = next(line for line in text.splitlines() if f"evaluate --run {r} " in line)
+        assert re.findall(r"--attack (\S+)", command) == catalog.run_attacks(r)
+        assert f"results/logs/evaluate/{r}.log" in command
+    jobs = re.findall(r"rule evaluate_run_\w+:.*?(?=\n\n|\Z)", text, flags=re.S)
+    assert len(jobs) == len(runs) and all("gpu=1" in job and "runtime=240" in job for job in jobs)
+
+
+def test_dvc_stages_one_per_run_with_eval_per_run():
+    files = ["config/config.yaml", "config/smoke.yaml"]
+    catalog = tcfg.load_catalog([ROOT / f for f in files])
+    out = stages(catalog, files)
+    evaluate = {name: stage for name, stage in out.items() if name.startswith("evaluate-")}
+    assert set(evaluate) == {f"evaluate-{r}" for r in catalog.training_runs() if catalog.run_attacks(r)}
+    stage = evaluate[f"evaluate-{NT}"]
+    attacks = catalog.run_attacks(NT)
+    assert stage["cmd"].endswith("evaluate --run " + NT + "".join(f" --attack {a}" for a in attacks))
+    assert [next(iter(m)) for m in stage["metrics"]] == [str(tcli.metrics_path(catalog.results, NT, a)) for a in attacks]
+    assert [next(iter(o)) for o in stage["outs"]] == [str(tcli.predictions_path(catalog.results, NT, a)) for a in attacks]
+    assert stage["params"] == [f"evaluations.{NT}"]
+    paper = stages(tcfg.load_catalog(PAPER), ["config/config.yaml"])  # paper scale: one stage per pair
+    assert f"evaluate-{NT}-pgd20" in paper and f"evaluate-{NT}" not in paper
