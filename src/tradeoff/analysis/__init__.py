@@ -18,6 +18,7 @@ from typing import Any
 
 # name -> "module:function"; add a line here for a new analysis (and see README "Adding an analysis").
 ANALYSES: dict[str, str] = {
+    "caat_synthetic": "tradeoff.analysis.caat_synthetic:caat_synthetic",
 }
 
 

@@ -149,9 +149,12 @@ def plot_curves(catalog: Catalog, name: str, target: dict, axes) -> None:
     axes[0].legend()
 
 
+from .fig_caat_synthetic import PANELS as CAAT_PANELS, plot_caat_synthetic  # noqa: E402
+
 PLOTS = {"scatter": plot_scatter, "bars": plot_bars, "lines": plot_lines}
 MULTI = {"per_class": (plot_per_class, lambda t: len(t["columns"])),
-         "curves": (plot_curves, lambda t: len(t["curve_columns"]))}
+         "curves": (plot_curves, lambda t: len(t["curve_columns"])),
+         "caat_synthetic": (plot_caat_synthetic, lambda t: CAAT_PANELS)}
 
 
 def build_figure(catalog: Catalog, name: str) -> dict[str, Path]:

@@ -1,0 +1,77 @@
+"""The ``caat_synthetic`` figure kind: CA-AT Figure 2, vanilla AT (λ = 0.5) of a logistic regression with the
+exact inner maximum, against the attack budget δ.
+
+Reads only its analysis JSON (``results/analysis/<target>.json``, written by the ``caat_synthetic`` analysis; see
+:mod:`tradeoff.analysis.caat_synthetic` for every formula), never a checkpoint. Four panels: (a) t-SNE of the
+per-example clean and adversarial gradients g_c, g_a at one δ (the paper: one such panel per δ); (b) clean and
+adversarial test accuracy per δ; (c) the gradient conflict μ and Theorem 1's bound ½·λ_max·d²·δ² (the paper's
+red line; dashed: ½·λ_max·‖ε*‖², the same bound with the actual perturbation), log scale; (d) ‖g_c‖, ‖g_a‖ and
+1 − cos(g_c, g_a), the factors of μ.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..analysis import read_analysis
+from ..config import Catalog
+
+CLEAN, ADV, BOUND = "tab:blue", "tab:orange", "tab:red"
+PANELS = 4
+
+
+def plot_caat_synthetic(catalog: Catalog, name: str, target: dict, axes) -> None:
+    """Draw the four panels into ``axes`` (or a note in each when the analysis has not run)."""
+    data = read_analysis(catalog, name)
+    if not data or not data.get("per_delta"):
+        for ax in axes:
+            ax.axis("off")
+        axes[0].text(0.0, 0.5, f"no analysis yet: run `tradeoff analyze {name}`", transform=axes[0].transAxes)
+        return
+    rows = data["per_delta"]
+    deltas = [r["delta"] for r in rows]
+    ticks = [f"{d:g}" for d in deltas]
+    ax_tsne, ax_acc, ax_mu, ax_parts = axes
+
+    tsne = data["tsne"]
+    points = np.asarray(tsne["points"], dtype=float)
+    kinds = np.asarray(tsne["kind"])
+    for kind, color, label in (("clean", CLEAN, "$g_c$ (clean)"), ("adversarial", ADV, "$g_a$ (adversarial)")):
+        pts = points[kinds == kind]
+        ax_tsne.scatter(pts[:, 0], pts[:, 1], s=7, alpha=0.6, color=color, label=label, linewidths=0)
+    ax_tsne.set_xticks([])
+    ax_tsne.set_yticks([])
+    ax_tsne.set_title(f"(a) t-SNE of per-example gradients, δ = {tsne['delta']:g}", fontsize=9)
+    ax_tsne.legend(loc="best", markerscale=2.5, frameon=True, framealpha=0.8)
+
+    xs = np.arange(len(rows))
+    width = 0.38
+    ax_acc.bar(xs - width / 2, [100 * r["clean_acc"] for r in rows], width, color=CLEAN, label="clean")
+    ax_acc.bar(xs + width / 2, [100 * r["adv_acc"] for r in rows], width, color=ADV, label="adversarial (exact)")
+    ax_acc.set_xticks(xs, ticks)
+    ax_acc.set_xlabel("δ (L∞ budget)")
+    ax_acc.set_ylabel("test accuracy (%)")
+    ax_acc.set_ylim(0, 119)
+    ax_acc.set_yticks(range(0, 101, 20))
+    ax_acc.set_title("(b) accuracy", fontsize=9)
+    ax_acc.legend(loc="upper center", ncol=2)
+
+    ax_mu.plot(deltas, [r["mu"] for r in rows], marker="o", color="0.15", label="μ (measured)")
+    ax_mu.plot(deltas, [r["bound"] for r in rows], color=BOUND, label="Theorem 1: ½λ$_{max}$d²δ²")
+    ax_mu.plot(deltas, [r["bound_eps"] for r in rows], color=BOUND, linestyle="--", label="½λ$_{max}$‖ε*‖²")
+    ax_mu.set_yscale("log")
+    ax_mu.set_xlabel("δ (L∞ budget)")
+    ax_mu.set_ylabel("μ")
+    ax_mu.set_title(f"(c) gradient conflict μ (d = {data['input_dim']})", fontsize=9)
+    ax_mu.legend(loc="best")
+
+    for key, color, marker, label in (("norm_gc", CLEAN, "o", "‖$g_c$‖"), ("norm_ga", ADV, "s", "‖$g_a$‖"),
+                                      ("one_minus_cos", "tab:green", "^", "1 − cos($g_c$, $g_a$)")):
+        ax_parts.plot(deltas, [r[key] for r in rows], marker=marker, color=color, label=label)
+    ax_parts.set_xlabel("δ (L∞ budget)")
+    ax_parts.set_title("(d) factors of μ (full-batch gradients)", fontsize=9)
+    ax_parts.legend(loc="best")
+    ax_parts.figure.text(
+        0.01, 0.005, f"{data.get('dataset')} {data.get('classes')} ({data.get('train_examples')} train, "
+        f"{data.get('test_examples')} test, d = {data['input_dim']}), logistic regression, vanilla AT "
+        f"λ = {data.get('lam')}, {data.get('epochs')} epochs, exact inner maximum", fontsize=7, color="0.4")
