@@ -561,13 +561,26 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
         if field_name not in target:
             raise ConfigError(f"{key}: a {target['kind']} needs `{field_name}`")
     if "analysis" in target:
-        from .analysis import ANALYSES
+        from .analysis import ANALYSES, check
 
         if target["kind"] != "figure":
             raise ConfigError(f"{key}.analysis: only a figure has an analysis")
         if target["analysis"]["name"] not in ANALYSES:
             raise ConfigError(f"{key}.analysis.name: unknown analysis {target['analysis']['name']!r}; "
                               f"allowed: {sorted(ANALYSES)}")
+        check(target, key, attacks)
+    if target.get("plot") == "front":
+        columns = list(target.get("columns") or {})
+        if len(columns) < 2:
+            raise ConfigError(f"{key}.columns: a `front` figure needs at least 2 columns, the clean one (x) first "
+                              f"and then one robust column per panel; got {columns}")
+        first = split_budget(target["columns"][columns[0]])[0]
+        if first in attacks and attacks[first].get("type") != "clean":  # unknown attacks: reported below
+            raise ConfigError(f"{key}.columns.{columns[0]}: the first column of a `front` figure is its x axis, "
+                              f"the clean accuracy: an attack of type clean; got {target['columns'][columns[0]]!r}")
+    if target.get("plot") == "grid" and target.get("analysis", {}).get("name") != "disagreement_grid":
+        raise ConfigError(f"{key}.analysis: a `grid` figure reads a disagreement_grid analysis; add "
+                          "`analysis: {name: disagreement_grid, right: ..., wrong: ..., attack: ...}`")
     if target.get("plot") == "lines" and any("x" not in row for row in target["rows"]):
         raise ConfigError(f"{key}.rows: a `lines` figure needs an `x` value on every row")
     for i, row in enumerate(target["rows"]):

@@ -18,7 +18,13 @@ from typing import Any
 
 # name -> "module:function"; add a line here for a new analysis (and see README "Adding an analysis").
 ANALYSES: dict[str, str] = {
+    "disagreement_grid": "tradeoff.analysis.disagreement:disagreement_grid",
     "caat_synthetic": "tradeoff.analysis.caat_synthetic:caat_synthetic",
+}
+# name -> "module:function" checking an analysis's parameters when the config is resolved (optional):
+# ``fn(target, key, attacks)`` raises ConfigError naming the key. Keep the module's top-level imports light.
+CHECKS: dict[str, str] = {
+    "disagreement_grid": "tradeoff.analysis.disagreement:check_params",
 }
 
 
@@ -36,6 +42,14 @@ def resolve(name: str):
         raise KeyError(name)
     module, _, function = ANALYSES[name].partition(":")
     return getattr(importlib.import_module(module), function)
+
+
+def check(target: dict, key: str, attacks: dict) -> None:
+    """Run the registered parameter check of a target's analysis, if it has one."""
+    where = CHECKS.get(target["analysis"]["name"])
+    if where is not None:
+        module, _, function = where.partition(":")
+        getattr(importlib.import_module(module), function)(target, key, attacks)
 
 
 def run_analysis(catalog, target: str) -> Path:

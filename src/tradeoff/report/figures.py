@@ -4,7 +4,8 @@ A figure target of the catalog names its ``plot`` kind, its rows (runs, with lab
 parameters, an x value) and its columns (measurement -> attack). Every figure says the scale it was made at.
 Kinds: scatter (clean vs robust, ours against the paper's points), bars (grouped per row), lines (a metric
 over a swept parameter), per_class (accuracy per class, clean and under an attack), curves (per-epoch
-columns of the training curves), grid (test images that some models get wrong and another gets right).
+columns of the training curves), front (SA against robust accuracy, a line per series; fig_front.py), grid
+(test images that some models get wrong and another gets right, from its analysis JSON; fig_grid.py).
 """
 
 from __future__ import annotations
@@ -149,18 +150,24 @@ def plot_curves(catalog: Catalog, name: str, target: dict, axes) -> None:
     axes[0].legend()
 
 
+from .fig_front import front_panels, plot_front  # noqa: E402  (kinds in their own modules)
+from .fig_grid import make_grid  # noqa: E402
 from .fig_caat_synthetic import PANELS as CAAT_PANELS, plot_caat_synthetic  # noqa: E402
 
 PLOTS = {"scatter": plot_scatter, "bars": plot_bars, "lines": plot_lines}
 MULTI = {"per_class": (plot_per_class, lambda t: len(t["columns"])),
          "curves": (plot_curves, lambda t: len(t["curve_columns"])),
+         "front": (plot_front, front_panels),
          "caat_synthetic": (plot_caat_synthetic, lambda t: CAAT_PANELS)}
+OWN = {"grid": make_grid}  # kinds that lay out their own figure: fn(catalog, name, target) -> figure
 
 
 def build_figure(catalog: Catalog, name: str) -> dict[str, Path]:
     target = catalog.targets[name]
     with plt.rc_context(STYLE):
-        if target["plot"] in MULTI:
+        if target["plot"] in OWN:
+            fig = OWN[target["plot"]](catalog, name, target)
+        elif target["plot"] in MULTI:
             plot, panels = MULTI[target["plot"]]
             n = panels(target)
             fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.6), squeeze=False)
@@ -171,4 +178,4 @@ def build_figure(catalog: Catalog, name: str) -> dict[str, Path]:
         return _finish(fig, catalog, name, target)
 
 
-FIGURE_KINDS = sorted([*PLOTS, *MULTI])
+FIGURE_KINDS = sorted([*PLOTS, *MULTI, *OWN])
