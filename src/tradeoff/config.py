@@ -484,10 +484,10 @@ def resolve_run(rid: str, raw: dict, config: dict, methods: dict, datasets: list
     if name not in methods:
         raise ConfigError(f"{key}.method.name: unknown method {name!r}; allowed: {sorted(methods)}")
     cls = methods[name]
-    unknown = set(method) - set(cls.params) - {"name"}
+    unknown = set(method) - set(cls.params) - set(cls.optional_params) - {"name"}
     if unknown:
         raise ConfigError(f"{key}.method: unknown parameter(s) {sorted(unknown)} for method {name!r}; "
-                          f"allowed: {sorted(cls.params)}")
+                          f"allowed: {sorted({*cls.params, *cls.optional_params})}")
     method = {"name": name, **copy.deepcopy(cls.params), **{k: v for k, v in method.items() if k != "name"}}
     for pname in getattr(cls, "schedule_params", ()):
         _check_schedule(method[pname], f"{key}.method.{pname}")
@@ -506,7 +506,8 @@ def resolve_run(rid: str, raw: dict, config: dict, methods: dict, datasets: list
         spec["epochs"] = smap["epochs"]
         spec["lr"]["epochs"] = [e * factor for e in spec["lr"]["epochs"]]
         for pname in cls.epoch_params:
-            method[pname] = _rescale_epochs(method[pname], factor)
+            if pname in method:  # an optional parameter the run does not set is absent
+                method[pname] = _rescale_epochs(method[pname], factor)
     if smap.get("lr"):
         _check_schedule(smap["lr"], "scale_map.lr")
         spec["lr"] = copy.deepcopy(smap["lr"])
@@ -525,7 +526,17 @@ def resolve_run(rid: str, raw: dict, config: dict, methods: dict, datasets: list
     for pname in cls.attack_params:
         method[pname] = resolve_attack(_attack_ref(config, method[pname], f"{key}.method.{pname}"),
                                        spec, config, f"{key}.method.{pname}")
+    for path in getattr(cls, "nested_attack_params", ()):  # "param.key": an attack named inside a mapping
+        pname, inner = path.split(".")
+        block = method.get(pname)
+        if isinstance(block, dict) and inner in block:
+            method[pname] = {**block, inner: resolve_attack(_attack_ref(config, block[inner], f"{key}.method.{path}"),
+                                                            spec, config, f"{key}.method.{path}")}
     spec["method"] = method
+    try:
+        cls.check_params(spec)
+    except ValueError as exc:
+        raise ConfigError(f"{key}.method: {exc}") from None
     return spec
 
 
@@ -554,6 +565,9 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
             if member not in targets:
                 raise ConfigError(f"{key}.targets: unknown target {member!r}; allowed: {sorted(targets)}")
         return
+    if target.get("plot") == "tsne" and target.get("analysis", {}).get("name") != "learner_tsne":
+        raise ConfigError(f"{key}.analysis: a `tsne` figure reads a learner_tsne analysis; add "
+                          "`analysis: {name: learner_tsne, attack: pgd20, examples: ...}`")
     needed = {"table": ("rows", "columns", "reference"),
               "figure": ("rows", "plot") + (("curve_columns",) if target.get("plot") == "curves"
                                             else () if "analysis" in target else ("columns",))}

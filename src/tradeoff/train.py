@@ -29,7 +29,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from . import checkpoint, data, models
+from . import checkpoint, data, learners, models
 from .config import spec_digest
 from .evaluate import accuracy_under
 from .methods import METHODS
@@ -138,6 +138,10 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
     torch.manual_seed(spec["seed"])
     method = METHODS[spec["method"]["name"]](spec, model_factory(spec, ds), runtime)
     data_gen = torch.Generator().manual_seed(spec["seed"] + 1)
+    track = method.tracking()  # per-epoch measurements of the method's learners (Zipper Figure 5), or None
+    if track is not None:
+        x_track, y_track = subset(ds.x_test, ds.y_test, track["examples"])
+        x_track, y_track = x_track.to(runtime.device), y_track.to(runtime.device)
 
     start_epoch, rows, best = 0, [], None
     resumed = checkpoint.latest_state(paths.state)
@@ -194,6 +198,9 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
                 _progress(run_id, epoch, epochs, step + 1, steps_per_epoch, t0)
         if counted == 0:
             raise NonFiniteLoss(f"run {run_id}: every step of epoch {epoch + 1} had a non-finite loss; stopping")
+        # the learners as this epoch trained them, before end_epoch (Generalist's communication) changes them
+        tracked = (learners.measure(method.learners(), x_track, y_track, track, seed=0, batch_size=eval_batch_size)
+                   if track is not None else {})
         method.end_epoch(epoch)
         model = method.eval_model()
         clean = accuracy_under(model, x_eval, y_eval, {"type": "clean", "eps": 0.0}, seed=0,
@@ -204,7 +211,7 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
         row = {"epoch": epoch + 1, "lr": _current_lr(method), "train_loss": (loss_sum / n).item(),
                "train_acc": (correct.float() / n).item(), "eval_clean": clean, "eval_robust": robust,
                "seconds": seconds, "images_per_s": n / seconds,
-               **{f"train_{key}": (total / max(counted, 1)).item() for key, total in extras.items()}}
+               **{f"train_{key}": (total / max(counted, 1)).item() for key, total in extras.items()}, **tracked}
         rows.append(row)
         if not all(math.isfinite(p.float().sum().item()) for p in model.state_dict().values() if p.is_floating_point()):
             raise NonFiniteLoss(f"run {run_id}: non-finite weights after epoch {epoch + 1}; not checkpointing them")
@@ -242,10 +249,12 @@ def _write_outputs(run_id: str, spec: dict, method, ds: data.Data, rows: list[di
     meta = {"run": run_id, "spec": spec, "selected_epoch": selected_epoch, "num_classes": ds.num_classes,
             "in_channels": channels, "image_size": size, "classes": list(ds.classes),
             "provenance": provenance()}
-    learners = {name: {k: v.detach().cpu() for k, v in m.state_dict().items()}
-                for name, m in method.learners().items()}
-    checkpoint.save({"model": {k: v.detach().cpu() for k, v in state.items()}, "learners": learners,
-                     "meta": json.dumps(meta)}, paths.model)
+    learner_states = {name: {k: v.detach().cpu() for k, v in m.state_dict().items()}
+                      for name, m in method.learners().items()}
+    snapshots = {int(epoch): {name: {k: v.detach().cpu() for k, v in sd.items()} for name, sd in kept.items()}
+                 for epoch, kept in method.snapshots().items()}  # {epoch: {learner: state}} (Zipper Figure 6)
+    checkpoint.save({"model": {k: v.detach().cpu() for k, v in state.items()}, "learners": learner_states,
+                     "learner_snapshots": snapshots, "meta": json.dumps(meta)}, paths.model)
     fields = list(CURVE_FIELDS) + sorted({k for r in rows for k in r} - set(CURVE_FIELDS))
     lines = [",".join(fields)] + [",".join(_cell(r.get(f)) for f in fields) for r in rows]
     checkpoint.atomic_write_text(paths.curves, "\n".join(lines) + "\n")

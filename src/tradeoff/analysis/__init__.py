@@ -20,11 +20,13 @@ from typing import Any
 ANALYSES: dict[str, str] = {
     "disagreement_grid": "tradeoff.analysis.disagreement:disagreement_grid",
     "caat_synthetic": "tradeoff.analysis.caat_synthetic:caat_synthetic",
+    "learner_tsne": "tradeoff.analysis.learner_tsne:learner_tsne",
 }
 # name -> "module:function" checking an analysis's parameters when the config is resolved (optional):
 # ``fn(target, key, attacks)`` raises ConfigError naming the key. Keep the module's top-level imports light.
 CHECKS: dict[str, str] = {
     "disagreement_grid": "tradeoff.analysis.disagreement:check_params",
+    "learner_tsne": "tradeoff.analysis.learner_tsne:check_params",
 }
 
 

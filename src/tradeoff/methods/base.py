@@ -22,10 +22,16 @@ class Method:
     name: ClassVar[str]
     #: every accepted parameter with its default
     params: ClassVar[dict[str, Any]] = {}
+    #: accepted parameters that are off by default (None): they enter a run's resolved settings only when the
+    #: run sets them, so adding one changes no other run's settings (nor retrains it)
+    optional_params: ClassVar[dict[str, Any]] = {}
     #: parameters measured in epochs (a smaller scale rescales them with the run's length)
     epoch_params: ClassVar[tuple[str, ...]] = ()
     #: parameters that name a training attack from the catalog's `train_attacks` (resolved to a full spec)
     attack_params: ClassVar[tuple[str, ...]] = ()
+    #: ``"param.key"``: an attack named at ``key`` inside the mapping parameter ``param`` (from the catalog's
+    #: ``attacks`` or ``train_attacks``), resolved for the run like the per-epoch robust evaluation's
+    nested_attack_params: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, spec: dict, build_model: Callable[[], nn.Module], runtime: Runtime):
         self.spec = spec
@@ -50,6 +56,22 @@ class Method:
     def learners(self) -> dict[str, nn.Module]:
         """Models besides ``eval_model`` to save with the run's output (e.g. Generalist's base learners)."""
         return {}
+
+    def tracking(self) -> dict | None:
+        """What the trainer measures of ``learners()`` after each epoch's last step, before ``end_epoch``, into
+        the run's curves (see :func:`tradeoff.learners.measure`): ``{"examples": n, "attack": resolved
+        evaluation-attack spec, "attacked": [learner names]}``; None (the default) for nothing."""
+        return None
+
+    def snapshots(self) -> dict[int, dict[str, dict[str, torch.Tensor]]]:
+        """Copies of ``learners()``' states kept during training, ``{epoch: {learner: state_dict}}`` (CPU), that
+        the trainer saves with the run's output as ``learner_snapshots``."""
+        return {}
+
+    @classmethod
+    def check_params(cls, spec: dict) -> None:
+        """Check the method's parameters in a resolved run spec (raise ValueError naming the parameter and what
+        is allowed). Called when the config is resolved, before any job starts."""
 
     def state_dict(self) -> dict:
         raise NotImplementedError

@@ -34,6 +34,18 @@ communication epoch both learners are overwritten by theta_g after every iterati
 
 ``parallel: true`` runs the two learners' steps on two CUDA streams so they overlap (the paper's parallel
 version); on the CPU it is the serial computation.
+
+Observing the learners (off unless a run sets them; they never change the trained weights):
+
+- ``track_learners: {examples: N, attack: <attack name>, attacked: [nt]}`` (Zipper Figure 5): after the last
+  step of every epoch, before any communication, the trainer measures on a fixed subset of N test images
+  each learner's clean accuracy and the attacked learners' accuracy under the evaluation attack made against
+  themselves and made against the other learner (transfer), into the curves as ``learner_at_clean``,
+  ``learner_nt_clean``, ``learner_nt_pgd_self``, ``learner_nt_pgd_from_at`` (see :mod:`tradeoff.learners`).
+- ``snapshot_epochs: [e, ...]`` (Zipper Figure 6): copies of both learners' weights at the end of these
+  (1-based) epochs, before any communication; epoch-valued (rescaled with the run, then rounded to whole
+  epochs); kept in the method's state (a resumed run still has them) and saved in model.pt as
+  ``learner_snapshots``.
 """
 
 from __future__ import annotations
@@ -59,6 +71,11 @@ def communication_epoch(epoch: int, t_prime: float, c: float) -> bool:
     """Whether the learners restart from theta_g at the end of (1-based) epoch ``epoch``."""
     period = max(1, math.floor(c + 0.5))
     return epoch >= t_prime and (epoch - math.ceil(t_prime - 1e-9)) % period == 0
+
+
+def snapshot_epochs(epochs: list[float] | None) -> list[int]:
+    """The whole (1-based) epochs of ``snapshot_epochs`` (rescaled at smaller scales): rounded half up, once each."""
+    return sorted({math.floor(float(e) + 0.5) for e in epochs or ()})
 
 
 def _float_state(model: nn.Module) -> list[torch.Tensor]:
@@ -87,10 +104,12 @@ class Generalist(Method):
         "nt_lr_schedule": "scaled",
         "parallel": False,
     }
-    epoch_params = ("gamma", "t_prime", "c", "ema_horizon")
+    optional_params = {"track_learners": None, "snapshot_epochs": None}
+    epoch_params = ("gamma", "t_prime", "c", "ema_horizon", "snapshot_epochs")
     schedule_params = ("gamma",)
     lr_params = ("nt_lr",)
     attack_params = ("attack",)
+    nested_attack_params = ("track_learners.attack",)
 
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
@@ -120,6 +139,9 @@ class Generalist(Method):
             self.decay = max(0.0, 1.0 - 1.0 / (float(p["ema_horizon"]) * self._steps_per_epoch()))
         self.updates = 0  # theta_g updates so far (the warm-up's t)
         self.epoch, self.gamma = 0, self._gamma_at(0.0)
+        self.check_params(spec)
+        self.snapshot_at = set(snapshot_epochs(p.get("snapshot_epochs")))
+        self.kept: dict[int, dict[str, dict[str, torch.Tensor]]] = {}  # epoch -> learner -> state (CPU)
         self.streams = None
         if p["parallel"] and runtime.device.type == "cuda":
             self.streams = (torch.cuda.Stream(runtime.device), torch.cuda.Stream(runtime.device))
@@ -212,6 +234,9 @@ class Generalist(Method):
         return communication_epoch(epoch, float(self.p["t_prime"]), float(self.p["c"]))
 
     def end_epoch(self, epoch):
+        if epoch + 1 in self.snapshot_at:  # the learners as trained, before they restart from theta_g
+            self.kept[epoch + 1] = {name: {k: v.detach().cpu().clone() for k, v in m.state_dict().items()}
+                                    for name, m in self.learners().items()}
         if self.p["communication"] == "epoch" and self._communicates(epoch + 1):
             self.communicate()
 
@@ -221,9 +246,51 @@ class Generalist(Method):
     def learners(self):
         return {"nt": self.nt.model, "at": self.at.model}
 
+    def tracking(self):
+        track = self.p.get("track_learners")
+        if track is None:
+            return None
+        return {"examples": int(track["examples"]), "attack": track["attack"],
+                "attacked": list(track.get("attacked", ["nt"]))}
+
+    def snapshots(self):
+        return dict(sorted(self.kept.items()))
+
+    @classmethod
+    def check_params(cls, spec):
+        p = {**cls.params, **cls.optional_params, **spec["method"]}
+        track = p["track_learners"]
+        form = "null or {examples: N, attack: <attack name>, attacked: [nt and/or at] (default [nt])}"
+        if track is not None:
+            if not isinstance(track, dict) or "attack" not in track or "examples" not in track:
+                raise ValueError(f"generalist: track_learners must be {form}, got {track!r}")
+            unknown = set(track) - {"examples", "attack", "attacked"}
+            if unknown:
+                raise ValueError(f"generalist: track_learners: unknown key(s) {sorted(unknown)}; allowed: "
+                                 "['attack', 'attacked', 'examples']")
+            examples = track["examples"]
+            if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
+                raise ValueError(f"generalist: track_learners.examples must be an integer >= 1, got {examples!r}")
+            attacked = track.get("attacked", ["nt"])
+            if not isinstance(attacked, list) or not attacked or not set(attacked) <= {"nt", "at"} \
+                    or len(set(attacked)) != len(attacked):
+                raise ValueError(f"generalist: track_learners.attacked must be a non-empty list of distinct "
+                                 f"learners from ['nt', 'at'], got {attacked!r}")
+        epochs = p["snapshot_epochs"]
+        if epochs is not None:
+            if not isinstance(epochs, list) or not epochs or \
+                    any(isinstance(e, bool) or not isinstance(e, (int, float)) for e in epochs):
+                raise ValueError(f"generalist: snapshot_epochs must be null or a non-empty list of epochs, got "
+                                 f"{epochs!r}")
+            bad = [e for e in snapshot_epochs(epochs) if not 1 <= e <= spec["epochs"]]
+            if bad:
+                raise ValueError(f"generalist: snapshot_epochs {bad} (rounded to whole epochs) are outside the "
+                                 f"run's epochs 1..{spec['epochs']}")
+
     def state_dict(self):
         return {"nt": self.nt.state_dict(), "at": self.at.state_dict(), "global": self.global_model.state_dict(),
-                "averages": {name: m.state_dict() for name, m in self.averages.items()}, "updates": self.updates}
+                "averages": {name: m.state_dict() for name, m in self.averages.items()}, "updates": self.updates,
+                "snapshots": self.snapshots()}
 
     def load_state_dict(self, state):
         self.nt.load_state_dict(state["nt"])
@@ -232,3 +299,5 @@ class Generalist(Method):
         for name, m in self.averages.items():
             m.load_state_dict(state["averages"][name])
         self.updates = int(state["updates"])
+        self.kept = {int(e): {name: dict(s) for name, s in learners.items()}
+                     for e, learners in state.get("snapshots", {}).items()}

@@ -5,7 +5,8 @@ parameters, an x value) and its columns (measurement -> attack). Every figure sa
 Kinds: scatter (clean vs robust, ours against the paper's points), bars (grouped per row), lines (a metric
 over a swept parameter), per_class (accuracy per class, clean and under an attack), curves (per-epoch
 columns of the training curves), front (SA against robust accuracy, a line per series; fig_front.py), grid
-(test images that some models get wrong and another gets right, from its analysis JSON; fig_grid.py).
+(test images that some models get wrong and another gets right, from its analysis JSON; fig_grid.py), tsne
+(t-SNE of adversarial images from a Generalist run's two learners per epoch, from its analysis; fig_tsne.py).
 """
 
 from __future__ import annotations
@@ -152,6 +153,7 @@ def plot_curves(catalog: Catalog, name: str, target: dict, axes) -> None:
 
 from .fig_front import front_panels, plot_front  # noqa: E402  (kinds in their own modules)
 from .fig_grid import make_grid  # noqa: E402
+from .fig_tsne import make_tsne  # noqa: E402
 from .fig_caat_synthetic import PANELS as CAAT_PANELS, plot_caat_synthetic  # noqa: E402
 
 PLOTS = {"scatter": plot_scatter, "bars": plot_bars, "lines": plot_lines}
@@ -159,7 +161,7 @@ MULTI = {"per_class": (plot_per_class, lambda t: len(t["columns"])),
          "curves": (plot_curves, lambda t: len(t["curve_columns"])),
          "front": (plot_front, front_panels),
          "caat_synthetic": (plot_caat_synthetic, lambda t: CAAT_PANELS)}
-OWN = {"grid": make_grid}  # kinds that lay out their own figure: fn(catalog, name, target) -> figure
+OWN = {"grid": make_grid, "tsne": make_tsne}  # kinds that lay out their own figure: fn(catalog, name, target) -> figure
 
 
 def build_figure(catalog: Catalog, name: str) -> dict[str, Path]:

@@ -1,0 +1,55 @@
+"""The ``tsne`` figure kind: t-SNE of the adversarial images made from a Generalist run's NT and AT learners,
+one panel per snapshot epoch (Zipper Figure 6).
+
+Reads only its analysis JSON (``results/analysis/<target>.json``, written by the ``learner_tsne`` analysis; see
+:mod:`tradeoff.analysis.learner_tsne`), never a checkpoint. One row of panels per figure row (run), one panel
+per epoch; points coloured by the learner the adversarial image was made from; each panel's title gives the
+epoch and the share of points whose nearest neighbour comes from the same learner (0.5 mixed, 1 separated).
+t-SNE axes carry no meaning, so they have no ticks.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+from ..analysis import read_analysis
+from ..config import Catalog
+
+SOURCES = {"nt": ("NT learner (clean)", "tab:orange"), "at": ("AT learner (adversarial)", "tab:blue")}
+
+
+def make_tsne(catalog: Catalog, name: str, target: dict):
+    """The figure (not yet saved): rows x epochs panels, or a note when the analysis has not run."""
+    data = read_analysis(catalog, name)
+    panels = (data or {}).get("panels") or []
+    if not panels:
+        fig, ax = plt.subplots(figsize=(6, 2.5))
+        ax.axis("off")
+        note = (f"no analysis yet: run `tradeoff analyze {name}`" if data is None
+                else "the analysis has no snapshot epochs")
+        ax.text(0.5, 0.5, note, ha="center", va="center", transform=ax.transAxes)
+        return fig
+    keys = list(dict.fromkeys(p["key"] for p in panels))
+    epochs = sorted({p["epoch"] for p in panels})
+    labels = {r["key"]: r.get("label", r["key"]) for r in target.get("rows", [])}
+    fig, axes = plt.subplots(len(keys), len(epochs), figsize=(max(2.9 * len(epochs) + 0.4, 8.0), 2.9 * len(keys) + 0.5),
+                             squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    for p in panels:
+        ax = axes[keys.index(p["key"])][epochs.index(p["epoch"])]
+        ax.axis("on")
+        for i, (source, pts) in enumerate(p["sources"].items()):
+            label, color = SOURCES.get(source, (source, f"C{i + 2}"))
+            ax.scatter(pts["x"], pts["y"], s=5, alpha=0.6, color=color, label=label, linewidths=0)
+        title = f"epoch {p['epoch']}"
+        if len(keys) > 1:
+            title = f"{labels.get(p['key'], p['key'])}, {title}"
+        ax.set_title(f"{title}\nsame-learner NN: {p['same_source_nn']:.2f}", fontsize=9)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    first = next(ax for ax in axes.flat if ax.collections)
+    first.legend(loc="best", markerscale=3, fontsize=7, frameon=True, framealpha=0.8)
+    fig.text(0.01, 0.005, f"{data.get('attack', '')} adversarial {data.get('embed', 'images')} of "
+             f"{data.get('examples', '?')} test images per learner", fontsize=7, color="0.4")
+    return fig
