@@ -164,6 +164,11 @@ class Catalog:
     attacks: dict[str, dict]                    # attack name -> spec (budgets still per dataset)
     targets: dict[str, dict]
     train_id: dict[str, str] = field(default_factory=dict)  # run id -> id of the job that trains it
+    seed_runs: dict[str, list[str]] = field(default_factory=dict)  # run with `seeds` -> its run per seed
+
+    def row_runs(self, run_id: str) -> list[str]:
+        """The runs a table row or figure point averages: one per seed of a run with `seeds`, else the run."""
+        return self.seed_runs.get(run_id, [run_id])
 
     @property
     def scale(self) -> str:
@@ -238,7 +243,10 @@ class Catalog:
             t = self.targets[leaf]
             for row in t["rows"]:
                 for attack in t.get("columns", {}).values():
-                    pairs[(self.train_id[row["run"]], attack)] = None
+                    if attack in PSEUDO_COLUMNS:
+                        continue
+                    for run in self.row_runs(row["run"]):
+                        pairs[(self.train_id[run], attack)] = None
         return list(pairs)
 
     def analysis_runs(self, target: str) -> list[str]:
@@ -268,7 +276,15 @@ class Catalog:
         """Training ids whose per-epoch curves a target plots."""
         runs = [self.train_id[r["run"]] for leaf in self.leaf_targets(target)
                 if self.targets[leaf].get("plot") == "curves" for r in self.targets[leaf]["rows"]]
+        runs += [self.train_id[run] for leaf in self.leaf_targets(target)
+                 if "train:minutes" in self.targets[leaf].get("columns", {}).values()
+                 for r in self.targets[leaf]["rows"] for run in self.row_runs(r["run"])]
         return list(dict.fromkeys(runs))
+
+
+# Table columns that are not an attack: the training time (minutes, from the run's curves) and the mean of the
+# row's other columns except the clean one (CA-AT Table 2's "Mean").
+PSEUDO_COLUMNS = ("train:minutes", "mean")
 
 
 def split_budget(name: str) -> tuple[str, str | None]:
@@ -319,7 +335,8 @@ def resolve(config: dict) -> Catalog:
         section = "train_attacks" if name in config.get("train_attacks", {}) else "attacks"
         _check_attack(spec, f"{section}.{name}", ATTACKS)
 
-    runs = {rid: resolve_run(rid, raw, config, METHODS, datasets, archs) for rid, raw in config["runs"].items()}
+    raw_runs, seed_runs = expand_seeds(config)
+    runs = {rid: resolve_run(rid, raw, config, METHODS, datasets, archs) for rid, raw in raw_runs.items()}
     train_id: dict[str, str] = {}
     by_digest: dict[str, str] = {}
     for rid, spec in runs.items():
@@ -335,7 +352,33 @@ def resolve(config: dict) -> Catalog:
     for name, target in targets.items():
         _check_target(name, target, targets, runs, config["attacks"])
     _check_eval_per_run(config)
-    return Catalog(config=config, runs=runs, attacks=config["attacks"], targets=targets, train_id=train_id)
+    return Catalog(config=config, runs=runs, attacks=config["attacks"], targets=targets, train_id=train_id,
+                   seed_runs=seed_runs)
+
+
+def expand_seeds(config: dict) -> tuple[dict[str, dict], dict[str, list[str]]]:
+    """A run with ``seeds: [s0, s1, ...]`` is one run per seed: ``<id>`` trains with s0 and ``<id>-seed<s>``
+    with each other seed; tables report their mean and standard deviation. ``scale_map.seeds`` keeps the first
+    N seeds (smaller scales)."""
+    cap = config["scale_map"].get("seeds")
+    raw_runs: dict[str, dict] = {}
+    seed_runs: dict[str, list[str]] = {}
+    for rid, raw in config["runs"].items():
+        if "seeds" not in raw:
+            raw_runs[rid] = raw
+            continue
+        seeds = list(raw["seeds"])[: cap or None]
+        if "seed" in raw:
+            raise ConfigError(f"runs.{rid}: give either `seed` or `seeds`, not both")
+        if not seeds or len(set(seeds)) != len(seeds):
+            raise ConfigError(f"runs.{rid}.seeds: a non-empty list of distinct seeds, got {raw['seeds']}")
+        ids = [rid] + [f"{rid}-seed{s}" for s in seeds[1:]]
+        for run_id, seed in zip(ids, seeds):
+            if run_id in raw_runs or (run_id != rid and run_id in config["runs"]):
+                raise ConfigError(f"runs.{rid}.seeds: the run id {run_id!r} of seed {seed} is taken")
+            raw_runs[run_id] = {**{k: v for k, v in raw.items() if k != "seeds"}, "seed": seed}
+        seed_runs[rid] = ids
+    return raw_runs, seed_runs
 
 
 def _check_choice(value: Any, allowed: list[str], key: str, nullable: bool = False) -> None:
@@ -456,6 +499,7 @@ RUN_DEFAULTS: dict[str, Any] = {
     "selection": {"mode": "last", "min_clean": 0.0, "examples": 1000, "attack": "pgd20"},
     "bn_running_stats": True,
     "nonfinite": "stop",
+    "eps_warmup": None,
 }
 REQUIRED_RUN_KEYS = ("dataset", "arch", "epochs", "batch_size", "optimizer", "lr", "method")
 
@@ -509,8 +553,14 @@ def resolve_run(rid: str, raw: dict, config: dict, methods: dict, datasets: list
             if pname in method:  # an optional parameter the run does not set is absent
                 method[pname] = _rescale_epochs(method[pname], factor)
     if smap.get("lr"):
+        # the scale's schedule replaces the preset's; a run that sets its own learning rate (Table 5's
+        # variants, Figure 4b's Adam) keeps its peak's ratio to its preset's peak
         _check_schedule(smap["lr"], "scale_map.lr")
-        spec["lr"] = copy.deepcopy(smap["lr"])
+        ratio = 1.0
+        preset_lr = config.get("train_presets", {}).get(preset_name or "", {}).get("lr")
+        if "lr" in raw and preset_lr and max(preset_lr["values"]) > 0:
+            ratio = max(raw["lr"]["values"]) / max(preset_lr["values"])
+        spec["lr"] = {"epochs": list(smap["lr"]["epochs"]), "values": [v * ratio for v in smap["lr"]["values"]]}
     lr_factor = float(smap.get("lr_factor", 1.0))
     spec["lr"]["values"] = [v * lr_factor for v in spec["lr"]["values"]]
     for pname in getattr(cls, "lr_params", ()):
@@ -518,6 +568,8 @@ def resolve_run(rid: str, raw: dict, config: dict, methods: dict, datasets: list
     if smap.get("weight_decay") is not None:
         spec["optimizer"]["weight_decay"] = smap["weight_decay"]
     spec["train_examples"] = smap.get("train_examples")
+    if smap.get("eps_warmup"):
+        spec["eps_warmup"] = float(smap["eps_warmup"])
     spec["test_examples"] = smap.get("test_examples")
     if smap.get("dataset"):
         # spatial augmentation sized for 32x32 natural images is wrong for 8x8 digits: no crop, no flip
@@ -601,6 +653,10 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
         if row["run"] not in runs:
             raise ConfigError(f"{key}.rows[{i}].run: unknown run {row['run']!r}; allowed: {sorted(runs)}")
     for column, attack in target.get("columns", {}).items():
+        if attack in PSEUDO_COLUMNS:
+            if target["kind"] != "table":
+                raise ConfigError(f"{key}.columns.{column}: {attack!r} is a table-only column")
+            continue
         base, label = split_budget(attack)
         labels = sweep_labels(attacks[base], f"attacks.{base}") if base in attacks else None
         if base not in attacks or (label is None) != (labels is None) or (label is not None and label not in labels):

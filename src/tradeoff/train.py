@@ -178,6 +178,8 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
             xb = augment(x_train[idx], spec["augment"]["crop_padding"], spec["augment"]["flip"], data_gen)
             if spec["lr_update"] == "step":
                 method.set_epoch(epoch + step / steps_per_epoch)
+            if spec.get("eps_warmup"):  # training budgets grow linearly from 0 over the first eps_warmup epochs
+                method.set_budget_scale(min(1.0, (epoch + step / steps_per_epoch) / spec["eps_warmup"]))
             before = copy.deepcopy(method.state_dict()) if skip else None  # the update of a skipped step is undone
             out = method.train_step(xb, y_train[idx])
             loss = out["loss"]

@@ -37,6 +37,23 @@ class Method:
         self.spec = spec
         self.runtime = runtime
         self.p = {**self.params, **{k: v for k, v in spec["method"].items() if k != "name"}}
+        #: the fraction of its budget (eps and step size) that every training attack uses now; < 1 only
+        #: during a run's ``eps_warmup`` (see set_budget_scale)
+        self.budget_scale = 1.0
+
+    def set_budget_scale(self, scale: float) -> None:
+        """Use ``scale`` times the budget and step size of every training attack (the budget warm-up of a run
+        with ``eps_warmup``): this method's, its attack objects' and its sub-methods' (Generalist's learners).
+        Methods with their own maximisers read ``self.budget_scale`` (see ``common.attack_budget``)."""
+        self.budget_scale = float(scale)
+        for value in vars(self).values():
+            if isinstance(value, Method) and value is not self:
+                value.set_budget_scale(scale)
+            elif isinstance(value, attacks.Attack):
+                full = value.__dict__.setdefault("_full_budget", (value.eps, getattr(value, "step_size", None)))
+                value.eps = full[0] * scale
+                if full[1] is not None:
+                    value.step_size = full[1] * scale
 
     def set_epoch(self, epoch: float) -> None:
         """Called before every step (lr_update: step) or epoch (lr_update: epoch) with the fractional epoch."""

@@ -22,11 +22,12 @@ def check_range(method_name: str, key: str, value: float, low: float, high: floa
         raise ValueError(f"{method_name}: {key} must be in [{low}, {high}], got {value!r}")
 
 
-def attack_budget(spec: dict) -> tuple[float, str, int, float]:
+def attack_budget(spec: dict, scale: float = 1.0) -> tuple[float, str, int, float]:
     """(eps, norm, steps, step size) of a resolved training-attack spec, for the methods' own maximisers; the
-    step size defaults to eps / 4 as PGD's does."""
-    eps, step = float(spec["eps"]), spec.get("step_size")
-    return eps, spec.get("norm", "linf"), int(spec.get("steps", 10)), eps / 4 if step is None else float(step)
+    step size defaults to eps / 4 as PGD's does. ``scale`` (the method's budget_scale, < 1 during an
+    eps warm-up) multiplies eps and the step size."""
+    eps, step = float(spec["eps"]) * scale, spec.get("step_size")
+    return eps, spec.get("norm", "linf"), int(spec.get("steps", 10)), eps / 4 if step is None else float(step) * scale
 
 
 def check_pgd_budget(method_name: str, spec: dict) -> None:

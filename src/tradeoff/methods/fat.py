@@ -89,7 +89,7 @@ class FAT(SingleLearner):
         self.tau = int(self.p["tau_values"][bisect.bisect_right(self.p["tau_epochs"], epoch)])
 
     def loss(self, x, y):
-        eps, norm, steps, step_size = attack_budget(self.p["attack"])
+        eps, norm, steps, step_size = attack_budget(self.p["attack"], self.budget_scale)
         x_adv, self.steps_taken = early_stopped_pgd(
             self.model, x, y, eps=eps, norm=norm, steps=steps, step_size=step_size, tau=self.tau, runtime=self.runtime,
             omega=float(self.p["omega"]), start=self.p["random_start"], step_noise=bool(self.p["step_noise"]))

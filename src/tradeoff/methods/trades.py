@@ -48,9 +48,11 @@ def kl_adversarial(model: nn.Module, x: torch.Tensor, *, eps: float, norm: str, 
     return x_adv.clamp(0, 1).detach()
 
 
-def kl_adversarial_from_spec(model: nn.Module, x: torch.Tensor, spec: dict, runtime: Runtime) -> torch.Tensor:
-    """The KL maximiser with the budget, norm, steps and step size of a resolved training-attack spec."""
-    eps, norm, steps, step_size = attack_budget(spec)
+def kl_adversarial_from_spec(model: nn.Module, x: torch.Tensor, spec: dict, runtime: Runtime,
+                             scale: float = 1.0) -> torch.Tensor:
+    """The KL maximiser with the budget, norm, steps and step size of a resolved training-attack spec (times
+    ``scale`` during an eps warm-up)."""
+    eps, norm, steps, step_size = attack_budget(spec, scale)
     return kl_adversarial(model, x, eps=eps, norm=norm, steps=steps, step_size=step_size, runtime=runtime)
 
 
@@ -68,7 +70,7 @@ class KLInner(AdversarialLearner):
     def adversarial(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if self.p["inner"] == "attack":
             return super().adversarial(x, y)
-        return kl_adversarial_from_spec(self.model, x, self.p["attack"], self.runtime)
+        return kl_adversarial_from_spec(self.model, x, self.p["attack"], self.runtime, self.budget_scale)
 
 
 @register

@@ -49,7 +49,7 @@ class TwoLosses(AdversarialLearner):
 
     def adversarial(self, x, y):
         if self.p["adv_loss"] == "trades":
-            return kl_adversarial_from_spec(self.model, x, self.p["attack"], self.runtime)
+            return kl_adversarial_from_spec(self.model, x, self.p["attack"], self.runtime, self.budget_scale)
         return super().adversarial(x, y)
 
     def losses(self, x, y, *, clean: bool = True, adv: bool = True):

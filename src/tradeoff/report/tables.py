@@ -21,9 +21,10 @@ REFERENCE_DIR = ROOT / "config" / "reference"
 
 @dataclass
 class Cell:
-    ours: float | None    # percent
+    ours: float | None    # percent (minutes for train:minutes); the mean over seeds for a run with `seeds`
     paper: float | None   # percent
     paper_std: float | None
+    ours_std: float | None = None  # standard deviation over seeds (ddof 0, as numpy's default), if any
 
     @property
     def diff(self) -> float | None:
@@ -43,11 +44,33 @@ def load_reference(name: str, directory: Path = REFERENCE_DIR) -> dict[tuple[str
                                       float(r["std"]) * scale if r["std"] else None, r["label"]) for r in rows}
 
 
-def read_metric(catalog: Catalog, run_id: str, attack: str) -> float | None:
+def _one_metric(catalog: Catalog, run_id: str, attack: str) -> float | None:
+    if attack == "train:minutes":
+        path = catalog.results / "curves" / f"{catalog.train_id[run_id]}.csv"
+        if not path.exists():
+            return None
+        with open(path, newline="") as f:
+            return sum(float(r["seconds"]) for r in csv.DictReader(f)) / 60.0
     path = catalog.results / "metrics" / catalog.train_id[run_id] / f"{attack}.json"
     if not path.exists():
         return None
     return 100.0 * json.loads(path.read_text())["accuracy"]
+
+
+def metric_stats(catalog: Catalog, run_id: str, attack: str) -> tuple[float | None, float | None]:
+    """Mean and standard deviation (None for one seed) of a measurement over a run's seeds; (None, None)
+    until every seed is measured."""
+    values = [_one_metric(catalog, r, attack) for r in catalog.row_runs(run_id)]
+    if not values or any(v is None for v in values):
+        return None, None
+    mean = sum(values) / len(values)
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) if len(values) > 1 else None
+    return mean, std
+
+
+def read_metric(catalog: Catalog, run_id: str, attack: str) -> float | None:
+    """A measurement of a run in percent (its mean over the run's seeds), or None if not measured yet."""
+    return metric_stats(catalog, run_id, attack)[0]
 
 
 def collect(catalog: Catalog, name: str) -> tuple[list[str], list[str], dict[tuple[str, str], Cell], dict[str, str]]:
@@ -62,11 +85,23 @@ def collect(catalog: Catalog, name: str) -> tuple[list[str], list[str], dict[tup
         labels[key] = next((lab for (r, _), (_, _, lab) in reference.items() if r == key), key)
         for column, attack in target["columns"].items():
             value, std, _ = reference.get((key, column), (None, None, None))
-            cells[(key, column)] = Cell(read_metric(catalog, row["run"], attack), value, std)
+            if attack == "mean":
+                continue
+            cells[(key, column)] = Cell(*metric_stats(catalog, row["run"], attack)[:1], value, std,
+                                        metric_stats(catalog, row["run"], attack)[1])
+        for column, attack in target["columns"].items():
+            if attack == "mean":  # the mean of the row's robust columns (all but the clean and time ones)
+                value, std, _ = reference.get((key, column), (None, None, None))
+                others = [cells[(key, c)].ours for c, a in target["columns"].items()
+                          if a not in ("mean", "train:minutes") and catalog.attacks.get(a, {}).get("type") != "clean"]
+                ours = None if not others or None in others else sum(others) / len(others)
+                cells[(key, column)] = Cell(ours, value, std)
     return rows, columns, cells, labels
 
 
-def _top_two(rows: list[str], column: str, cells: dict) -> set[str]:
+def _top_two(rows: list[str], column: str, cells: dict, columns: dict | None = None) -> set[str]:
+    if columns is not None and columns.get(column) == "train:minutes":
+        return set()  # a time, not an accuracy: nothing to mark
     values = sorted({cells[(r, column)].ours for r in rows if cells[(r, column)].ours is not None}, reverse=True)
     keep = set(values[:2])
     return {r for r in rows if cells[(r, column)].ours in keep}
@@ -74,7 +109,7 @@ def _top_two(rows: list[str], column: str, cells: dict) -> set[str]:
 
 def _ours(cell: Cell, is_top: bool, bold: str) -> str:
     """Our number, wrapped in the format's bold markup (``bold`` has one ``{}``) when it is a top-two."""
-    text = _fmt(cell.ours)
+    text = _fmt(cell.ours) + (f"±{cell.ours_std:.2f}" if cell.ours_std is not None else "")
     return bold.format(text) if is_top and cell.ours is not None else text
 
 
@@ -89,7 +124,15 @@ def notes(catalog: Catalog, name: str) -> list[str]:
     first_run = target["rows"][0]["run"]
     out = [f"Scale: **{catalog.scale}**. Cells: ours / paper (ours − paper), accuracy in %. "
            "Top two of ours per column in bold. — : not measured (yet) or not in the paper."]
+    seeds = {len(catalog.row_runs(r["run"])) for r in target["rows"]} - {1}
+    if seeds:
+        out.append(f"Ours: mean ± standard deviation over {'/'.join(map(str, sorted(seeds)))} seeds (ddof 0).")
     for column, attack in target["columns"].items():
+        if attack in ("train:minutes", "mean"):
+            out.append(f"- {column}: " + ("training time in minutes (sum of the epochs' wall-clock seconds on "
+                                          "the machine that trained it; not a percentage)" if attack != "mean"
+                                          else "mean of the row's robust columns"))
+            continue
         spec = catalog.attack_for(attack, first_run)
         if spec["type"] == "clean":
             desc = "clean test accuracy"
@@ -103,7 +146,7 @@ def notes(catalog: Catalog, name: str) -> list[str]:
 
 def render_markdown(catalog: Catalog, name: str) -> str:
     rows, columns, cells, labels = collect(catalog, name)
-    bold = {c: _top_two(rows, c, cells) for c in columns}
+    bold = {c: _top_two(rows, c, cells, catalog.targets[name]['columns']) for c in columns}
     lines = [f"# {catalog.targets[name].get('title', name)}", "",
              "| Method | " + " | ".join(c.upper() for c in columns) + " |",
              "|---|" + "---|" * len(columns)]
@@ -122,13 +165,13 @@ def render_csv(catalog: Catalog, name: str) -> str:
     rows, columns, cells, labels = collect(catalog, name)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["target", "row", "label", "column", "ours", "paper", "paper_std", "diff", "scale"])
+    writer.writerow(["target", "row", "label", "column", "ours", "paper", "paper_std", "diff", "scale", "ours_std"])
     for r in rows:
         for c in columns:
             cell = cells[(r, c)]
             writer.writerow([name, r, labels[r], c, *("" if v is None else f"{v:.4f}"
                                                       for v in (cell.ours, cell.paper, cell.paper_std, cell.diff)),
-                             catalog.scale])
+                             catalog.scale, "" if cell.ours_std is None else f"{cell.ours_std:.4f}"])
     return buffer.getvalue()
 
 
@@ -141,7 +184,7 @@ def _tex_escape(text: str) -> str:
 
 def render_latex(catalog: Catalog, name: str) -> str:
     rows, columns, cells, labels = collect(catalog, name)
-    bold = {c: _top_two(rows, c, cells) for c in columns}
+    bold = {c: _top_two(rows, c, cells, catalog.targets[name]['columns']) for c in columns}
     title = _tex_escape(catalog.targets[name].get("title", name))
     out = [r"\begin{table}[t]", r"\centering", rf"\caption{{{title} (scale: {catalog.scale}). "
            r"Ours (paper); top two of ours in bold.}}", r"\begin{tabular}{l" + "c" * len(columns) + "}",
@@ -162,7 +205,7 @@ def render_html(catalog: Catalog, name: str) -> str:
     import html
 
     rows, columns, cells, labels = collect(catalog, name)
-    bold = {c: _top_two(rows, c, cells) for c in columns}
+    bold = {c: _top_two(rows, c, cells, catalog.targets[name]['columns']) for c in columns}
     out = [f"<h2>{html.escape(catalog.targets[name].get('title', name))}</h2>", "<table class='tradeoff'>",
            "<thead><tr><th>Method</th>" + "".join(f"<th>{html.escape(c.upper())}</th>" for c in columns) + "</tr></thead><tbody>"]
     for r in rows:

@@ -1,0 +1,120 @@
+"""Runs with several seeds (mean ± std in tables), the pseudo-columns train:minutes and mean, learning rates
+kept relative at smaller scales, and the training-budget warm-up of the demo scale."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import torch
+
+from tradeoff import config as cfg
+from tradeoff.methods import METHODS
+from tradeoff.report.tables import collect, render_markdown
+from tradeoff.runtime import Runtime
+
+FILES = [cfg.ROOT / "config" / "config.yaml", cfg.ROOT / "config" / "smoke.yaml"]
+
+
+def _config(tmp_path) -> dict:
+    config = copy.deepcopy(cfg.load_config(FILES))
+    config["paths"]["results"] = str(tmp_path / "results")
+    return config
+
+
+def test_seeds_expand_into_one_run_per_seed_and_cap(tmp_path):
+    config = _config(tmp_path)
+    config["runs"]["multi"] = {**config["runs"]["cifar10-resnet18-nt"], "seeds": [3, 4, 5]}
+    del config["runs"]["multi"]["seed"]
+    catalog = cfg.resolve(config)
+    assert catalog.row_runs("multi") == ["multi", "multi-seed4", "multi-seed5"]
+    assert [catalog.runs[r]["seed"] for r in catalog.row_runs("multi")] == [3, 4, 5]
+    config["scale_map"]["seeds"] = 2
+    assert cfg.resolve(config).row_runs("multi") == ["multi", "multi-seed4"]
+    config["runs"]["multi"]["seed"] = 0
+    with pytest.raises(cfg.ConfigError, match=r"runs\.multi.*either `seed` or `seeds`"):
+        cfg.resolve(config)
+
+
+def test_table_reports_mean_and_std_over_seeds_and_pseudo_columns(tmp_path):
+    config = _config(tmp_path)
+    config["runs"]["multi"] = {k: v for k, v in config["runs"]["cifar10-resnet18-nt"].items() if k != "seed"}
+    config["runs"]["multi"]["seeds"] = [0, 1]
+    config["runs"]["multi"]["method"] = {"name": "pgd_at", "beta": 0.5, "attack": "pgd10"}
+    config["targets"]["tab"] = {"kind": "table", "reference": "none", "title": "t",
+                                "rows": [{"key": "m", "run": "multi"}],
+                                "columns": {"nat": "clean", "pgd20": "pgd20", "mim": "mim", "mean": "mean",
+                                            "minutes": "train:minutes"}}
+    catalog = cfg.resolve(config)
+    assert ("multi-seed1", "pgd20") in {(r, a) for r, a in catalog.evaluations("tab")}
+    assert catalog.curve_runs("tab") == [catalog.train_id["multi"], catalog.train_id["multi-seed1"]]
+    results = catalog.results
+    for run, (clean, pgd, mim, secs) in {"multi": (0.9, 0.4, 0.5, [30, 30]),
+                                         "multi-seed1": (0.8, 0.6, 0.7, [60, 120])}.items():
+        tid = catalog.train_id[run]
+        for attack, acc in (("clean", clean), ("pgd20", pgd), ("mim", mim)):
+            path = results / "metrics" / tid / f"{attack}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"accuracy": acc}))
+        (results / "curves").mkdir(parents=True, exist_ok=True)
+        (results / "curves" / f"{tid}.csv").write_text("epoch,seconds\n" + "".join(f"{i},{s}\n" for i, s in enumerate(secs)))
+    _, _, cells, _ = collect(catalog, "tab")
+    assert cells[("m", "nat")].ours == pytest.approx(85.0)
+    assert cells[("m", "nat")].ours_std == pytest.approx(5.0)  # ddof 0
+    assert cells[("m", "pgd20")].ours == pytest.approx(50.0)
+    assert cells[("m", "mean")].ours == pytest.approx((50.0 + 60.0) / 2)  # robust columns only, not nat
+    assert cells[("m", "minutes")].ours == pytest.approx((1.0 + 3.0) / 2)
+    text = render_markdown(catalog, "tab")
+    assert "85.00±5.00" in text and "2 seeds" in text and "training time in minutes" in text
+
+
+def test_smaller_scale_keeps_a_runs_learning_rate_ratio_to_its_preset(tmp_path):
+    config = copy.deepcopy(cfg.load_config([cfg.ROOT / "config" / "config.yaml", cfg.ROOT / "config" / "demo.yaml"]))
+    base = config["runs"]["cifar10-resnet18-at-beta1"]
+    config["runs"]["lr10x"] = {**base, "lr": {"epochs": [0, 40, 60, 120], "values": [0.1, 0.1, 0.01, 0.001]}}
+    catalog = cfg.resolve(config)
+    demo = config["scale_map"]["lr"]["values"]
+    assert catalog.runs["cifar10-resnet18-at-beta1"]["lr"]["values"] == pytest.approx(demo)
+    assert catalog.runs["lr10x"]["lr"]["values"] == pytest.approx([10 * v for v in demo])
+
+
+@pytest.mark.parametrize("method", [{"name": "pgd_at", "beta": 1.0, "attack": "pgd10"},
+                                    {"name": "trades", "lam": 6.0, "attack": "pgd10"},
+                                    {"name": "fat", "attack": "pgd10"}])
+def test_budget_scale_shrinks_every_training_maximiser(method, monkeypatch):
+    """With budget_scale s the training perturbation stays inside s * eps (and is 0 at s = 0)."""
+    catalog = cfg.load_catalog(FILES)
+    spec = copy.deepcopy(catalog.runs["cifar10-resnet18-at-beta1"])
+    spec["method"] = {**METHODS[method["name"]].params, **method,
+                      "attack": catalog.runs["cifar10-resnet18-at-beta1"]["method"]["attack"]}
+    eps = spec["method"]["attack"]["eps"]
+    torch.manual_seed(0)
+    from tradeoff import models
+
+    m = METHODS[method["name"]](spec, lambda: models.build_model("small_cnn", 10, in_channels=1, image_size=8),
+                                Runtime(torch.device("cpu")))
+    x, y = torch.rand(16, 1, 8, 8), torch.randint(0, 10, (16,))
+    seen = []
+    from tradeoff.methods import common, fat, pgd_at, trades
+
+    for module, name in ((pgd_at, "adversarial_examples"), (common, "adversarial_examples")):
+        if hasattr(module, name):
+            original = getattr(module, name)
+            monkeypatch.setattr(module, name, lambda *a, _o=original, **k: seen.append(_o(*a, **k)) or seen[-1])
+    original_kl = trades.kl_adversarial
+    monkeypatch.setattr(trades, "kl_adversarial", lambda *a, **k: seen.append(original_kl(*a, **k)) or seen[-1])
+    original_fat = fat.early_stopped_pgd
+    monkeypatch.setattr(fat, "early_stopped_pgd", lambda *a, **k: (lambda r: seen.append(r[0]) or r)(original_fat(*a, **k)))
+    for scale in (0.0, 0.25, 1.0):
+        seen.clear()
+        m.set_budget_scale(scale)
+        m.train_step(x, y)
+        assert seen, "the method's maximiser was not observed"
+        delta = (seen[-1] - x).abs().max().item()
+        # TRADES and FAT start from x + 0.001 N(0, 1), not projected until their first step (as their code)
+        noise = 0.0 if method["name"] == "pgd_at" else 0.006
+        assert delta <= scale * eps + noise + 1e-6
+        if scale == 1.0:
+            assert delta > 0.5 * eps  # the full budget is used again
+        m.set_budget_scale(1.0)
