@@ -183,7 +183,11 @@ def cmd_export_dvc(args, catalog: cfg.Catalog) -> int:
     from .dvc import default_files, render_dvc
 
     config_files = args.config if args.config_given else default_files()
-    files = render_dvc(catalog if args.config_given else cfg.load_catalog(config_files), config_files)
+    chosen = catalog if args.config_given else cfg.load_catalog(config_files)
+    for name in args.targets:
+        if name not in chosen.targets:
+            raise cfg.ConfigError(f"export-dvc: unknown target {name!r}; allowed: {sorted(chosen.targets)}")
+    files = render_dvc(chosen, config_files, args.targets)
     stale = []
     for path, text in files.items():
         if args.check:
@@ -314,6 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export-dvc", help="write dvc.yaml and params.yaml from the catalog")
     p.add_argument("--check", action="store_true", help="exit 1 if the files on disk are stale")
+    p.add_argument("--targets", nargs="+", default=[], metavar="TARGET",
+                   help="only the stages these targets need (default: every target)")
     p.set_defaults(func=cmd_export_dvc)
 
     p = sub.add_parser("bench-train", help="time training steps of a run's method and model (synthetic data)")

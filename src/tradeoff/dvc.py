@@ -92,6 +92,29 @@ def stages(catalog: Catalog, config_files: list[str]) -> dict:
     return out
 
 
+def _paths(entries: list) -> list[str]:
+    return [next(iter(e)) if isinstance(e, dict) else e for e in entries]
+
+
+def prune(all_stages: dict, targets: list[str]) -> dict:
+    """The stages that building ``targets`` needs: their report stages and, transitively, every stage that
+    writes a file one of them depends on (a smaller DVC pipeline, e.g. for a test or one paper's targets)."""
+    writer = {path: name for name, stage in all_stages.items()
+              for key in ("outs", "metrics", "plots") for path in _paths(stage.get(key, []))}
+    todo = [f"report-{t}" for t in targets]
+    unknown = [name for name in todo if name not in all_stages]
+    if unknown:
+        raise KeyError(f"no such target stage(s): {unknown}")
+    keep: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in keep:
+            continue
+        keep.add(name)
+        todo += [writer[d] for d in _paths(all_stages[name].get("deps", [])) if d in writer]
+    return {name: stage for name, stage in all_stages.items() if name in keep}
+
+
 def params(catalog: Catalog) -> dict:
     evaluations: dict[str, dict] = {}
     for name in catalog.targets:
@@ -102,13 +125,18 @@ def params(catalog: Catalog) -> dict:
             **({"analyses": analyses} if analyses else {})}
 
 
-def render_dvc(catalog: Catalog, config_files: list[str]) -> dict[str, str]:
-    """The text of dvc.yaml and params.yaml for these config files."""
+def render_dvc(catalog: Catalog, config_files: list[str], targets: list[str] | None = None) -> dict[str, str]:
+    """The text of dvc.yaml and params.yaml for these config files (only what ``targets`` need, if given)."""
     dump = lambda obj: yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, width=120)  # noqa: E731
     curves = [{str(RunPaths.for_run(catalog.results, run_id).curves):
                {"x": "epoch", "y": ["train_acc", "eval_clean", "eval_robust"], "title": f"{run_id}: accuracy per epoch"}}
               for run_id in catalog.training_runs()]
-    return {"dvc.yaml": HEADER + dump({"stages": stages(catalog, config_files), "plots": curves}),
+    all_stages = stages(catalog, config_files)
+    if targets:
+        all_stages = prune(all_stages, targets)
+        kept = {p for st in all_stages.values() for p in _paths(st.get("plots", []))}
+        curves = [c for c in curves if next(iter(c)) in kept]
+    return {"dvc.yaml": HEADER + dump({"stages": all_stages, "plots": curves}),
             "params.yaml": HEADER + dump(params(catalog))}
 
 
