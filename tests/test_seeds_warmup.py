@@ -25,6 +25,7 @@ def _config(tmp_path) -> dict:
 
 def test_seeds_expand_into_one_run_per_seed_and_cap(tmp_path):
     config = _config(tmp_path)
+    config["scale_map"]["seeds"] = None  # the smoke scale keeps one seed
     config["runs"]["multi"] = {**config["runs"]["cifar10-resnet18-nt"], "seeds": [3, 4, 5]}
     del config["runs"]["multi"]["seed"]
     catalog = cfg.resolve(config)
@@ -39,6 +40,7 @@ def test_seeds_expand_into_one_run_per_seed_and_cap(tmp_path):
 
 def test_table_reports_mean_and_std_over_seeds_and_pseudo_columns(tmp_path):
     config = _config(tmp_path)
+    config["scale_map"]["seeds"] = None
     config["runs"]["multi"] = {k: v for k, v in config["runs"]["cifar10-resnet18-nt"].items() if k != "seed"}
     config["runs"]["multi"]["seeds"] = [0, 1]
     config["runs"]["multi"]["method"] = {"name": "pgd_at", "beta": 0.5, "attack": "pgd10"}

@@ -242,12 +242,28 @@ class Catalog:
         for leaf in self.leaf_targets(target):
             t = self.targets[leaf]
             for row in t["rows"]:
-                for attack in t.get("columns", {}).values():
-                    if attack in PSEUDO_COLUMNS:
+                for column in t.get("columns", {}).values():
+                    if column in PSEUDO_COLUMNS:
                         continue
-                    for run in self.row_runs(row["run"]):
-                        pairs[(self.train_id[run], attack)] = None
+                    for attack in self.column_jobs(column):
+                        for run in self.row_runs(row["run"]):
+                            pairs[(self.train_id[run], attack)] = None
         return list(pairs)
+
+    def column_jobs(self, column: str) -> list[str]:
+        """The evaluation jobs of a target column: the attack job itself, or every budget of a budget sweep named
+        without a budget (a `lines` figure over attack budgets, see budget_sweep_points)."""
+        base, label = split_budget(column)
+        if label is None and base in self.attacks and sweep_labels(self.attacks[base], f"attacks.{base}"):
+            return self.attack_jobs(base)
+        return [column]
+
+    def budget_sweep_points(self, column: str) -> list[tuple[float, str, str]]:
+        """(budget as written, its text, evaluation job) of each budget of a sweep attack, in the written order:
+        the x axis of a `lines` figure whose columns name budget sweeps (CA-AT Figure 8)."""
+        raw = self.attacks[column]["eps"]
+        return [(parse_budget(e, f"attacks.{column}.eps"), str(e), job)
+                for e, job in zip(raw, self.attack_jobs(column))]
 
     def analysis_runs(self, target: str) -> list[str]:
         """Training ids whose checkpoints a target's analysis jobs read."""
@@ -352,8 +368,13 @@ def resolve(config: dict) -> Catalog:
     for name, target in targets.items():
         _check_target(name, target, targets, runs, config["attacks"])
     _check_eval_per_run(config)
-    return Catalog(config=config, runs=runs, attacks=config["attacks"], targets=targets, train_id=train_id,
-                   seed_runs=seed_runs)
+    catalog = Catalog(config=config, runs=runs, attacks=config["attacks"], targets=targets, train_id=train_id,
+                      seed_runs=seed_runs)
+    # every evaluation the targets need, resolved for its run now: a budget that a scale maps out of range (a
+    # sweep's largest on a dataset with a larger standard budget) stops the config, not an evaluation job
+    for run_id, attack in {pair for name in targets for pair in catalog.evaluations(name)}:
+        catalog.attack_for(attack, run_id)
+    return catalog
 
 
 def expand_seeds(config: dict) -> tuple[dict[str, dict], dict[str, list[str]]]:
@@ -461,7 +482,16 @@ def resolve_attack(spec: dict, run: dict, config: dict, key: str) -> dict:
     eps_list = raw if isinstance(raw, list) else [raw]
     resolved = [paper_std if e is None else parse_budget(e, f"{key}.eps") for e in eps_list]
     eps_scaled = [e * factor for e in resolved]
-    for e in eps_scaled:
+    # scale_map.eps_cap: a smaller scale whose dataset has a larger standard budget can scale a large budget past
+    # the image range (CA-AT's 32/255 is 4 standard budgets: 1.2 on digits); the cap keeps it at the range's end
+    eps_cap = (config["scale_map"].get("eps_cap") or {}).get(norm)
+    if eps_cap is not None:
+        eps_scaled = [min(e, float(eps_cap)) for e in eps_scaled]
+    for e, paper in zip(eps_scaled, resolved):
+        if factor != 1 and e > MAX_EPS[norm]:
+            raise ConfigError(f"{key}.eps: {paper:g} scales to {e:g} on {run['dataset']} ({factor:g} x), absurd for the "
+                              f"{norm} norm on [0, 1] images (allowed: 0 <= eps <= {MAX_EPS[norm]:g}); cap it at "
+                              f"this scale with scale_map.eps_cap: {{{norm}: {MAX_EPS[norm]:g}}}")
         _check_eps(e, norm, f"{key}.eps")
     out["eps"] = eps_scaled if isinstance(raw, list) else eps_scaled[0]
     if "step_size" in spec:
@@ -647,8 +677,17 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
     if target.get("plot") == "grid" and target.get("analysis", {}).get("name") != "disagreement_grid":
         raise ConfigError(f"{key}.analysis: a `grid` figure reads a disagreement_grid analysis; add "
                           "`analysis: {name: disagreement_grid, right: ..., wrong: ..., attack: ...}`")
-    if target.get("plot") == "lines" and any("x" not in row for row in target["rows"]):
-        raise ConfigError(f"{key}.rows: a `lines` figure needs an `x` value on every row")
+    # a `lines` figure draws a metric over a swept parameter: the rows' `x` values, or (every column a budget sweep
+    # named without a budget, or a clean attack drawn at budget 0) the budgets of the columns' sweeps
+    sweeps = [a for a in target.get("columns", {}).values()
+              if target.get("plot") == "lines" and a in attacks and sweep_labels(attacks[a], f"attacks.{a}") is not None]
+    if sweeps:
+        others = [a for a in target["columns"].values() if a not in sweeps and attacks.get(a, {}).get("type") != "clean"]
+        if others:
+            raise ConfigError(f"{key}.columns: a `lines` figure over attack budgets takes budget sweeps (and a clean "
+                              f"column, drawn at budget 0); got {others}")
+    elif target.get("plot") == "lines" and any("x" not in row for row in target["rows"]):
+        raise ConfigError(f"{key}.rows: a `lines` figure needs an `x` value on every row (or budget-sweep columns)")
     for i, row in enumerate(target["rows"]):
         if row["run"] not in runs:
             raise ConfigError(f"{key}.rows[{i}].run: unknown run {row['run']!r}; allowed: {sorted(runs)}")
@@ -659,6 +698,8 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
             continue
         base, label = split_budget(attack)
         labels = sweep_labels(attacks[base], f"attacks.{base}") if base in attacks else None
+        if attack in sweeps:
+            continue
         if base not in attacks or (label is None) != (labels is None) or (label is not None and label not in labels):
             allowed = [n for a in attacks for n in ([a] if sweep_labels(attacks[a], a) is None
                                                     else [f"{a}@{lab}" for lab in sweep_labels(attacks[a], a)])]

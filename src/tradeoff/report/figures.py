@@ -93,6 +93,8 @@ def plot_bars(catalog: Catalog, name: str, target: dict, ax) -> None:
 
 
 def plot_lines(catalog: Catalog, name: str, target: dict, ax) -> None:
+    if _budget_sweeps(catalog, target):
+        return plot_budget_lines(catalog, name, target, ax)
     groups: dict[str, list[dict]] = {}
     for row in target["rows"]:
         groups.setdefault(row.get("series", ""), []).append(row)
@@ -107,6 +109,39 @@ def plot_lines(catalog: Catalog, name: str, target: dict, ax) -> None:
     ax.set_xlabel(target.get("x_label", "parameter"))
     ax.set_ylabel("accuracy (%)")
     ax.legend()
+
+
+def _budget_sweeps(catalog: Catalog, target: dict) -> list[str]:
+    """The columns of a `lines` figure that name a budget sweep without a budget (x = the sweep's budgets)."""
+    return [a for a in target["columns"].values()
+            if "@" not in a and isinstance(catalog.attacks.get(a, {}).get("eps"), list)]
+
+
+def plot_budget_lines(catalog: Catalog, name: str, target: dict, ax) -> None:
+    """Accuracy over attack budgets (CA-AT Figure 8): a line per (row, sweep column), x = the sweep's budgets as
+    the paper-scale catalog writes them (the tick labels; a smaller scale rescales the budgets it runs), colour
+    per row, line style per column. A clean column is each line's point at budget 0."""
+    sweeps = _budget_sweeps(catalog, target)
+    clean = [a for a in target["columns"].values() if a not in sweeps]
+    ticks: dict[float, str] = {0.0: "0"} if clean else {}
+    for j, (column, attack) in enumerate((c, a) for c, a in target["columns"].items() if a in sweeps):
+        points = catalog.budget_sweep_points(attack)
+        ticks.update({x: text for x, text, _ in points})
+        for i, row in enumerate(target["rows"]):
+            pts = [(0.0, read_metric(catalog, row["run"], clean[0]))] if clean else []
+            pts += [(x, read_metric(catalog, row["run"], job)) for x, _, job in points]
+            pts = [(x, y) for x, y in pts if y is not None]
+            label = f"{row.get('series') or _label(row, {})}, {column}"
+            if pts:
+                ax.plot(*zip(*pts), marker="o", markersize=4, color=COLORS[i % len(COLORS)],
+                        linestyle=["-", "--", ":", "-."][j % 4], label=label)
+            else:
+                ax.plot([], [], color=COLORS[i % len(COLORS)], linestyle=["-", "--", ":", "-."][j % 4],
+                        label=f"{label} (no metrics)")
+    ax.set_xticks(list(ticks), list(ticks.values()), rotation=30 if len(ticks) > 5 else 0)
+    ax.set_xlabel(target.get("x_label", "attack budget"))
+    ax.set_ylabel("accuracy (%)")
+    ax.legend(fontsize=7)
 
 
 def plot_per_class(catalog: Catalog, name: str, target: dict, axes) -> None:
@@ -133,11 +168,25 @@ def plot_per_class(catalog: Catalog, name: str, target: dict, axes) -> None:
     axes[0].legend()
 
 
+def _curve_series(target: dict) -> list[str]:
+    """The rows' series in order of appearance ([""] when no row has one)."""
+    return list(dict.fromkeys(row.get("series", "") for row in target["rows"])) or [""]
+
+
+def curve_panels(target: dict) -> int:
+    """One panel per curve column, times one per series when the rows carry `series` (CA-AT Figure 3: a panel
+    per dataset and architecture, a line per λ/γ)."""
+    return len(target["curve_columns"]) * len(_curve_series(target))
+
+
 def plot_curves(catalog: Catalog, name: str, target: dict, axes) -> None:
     import csv
 
-    for ax, column in zip(axes, target["curve_columns"]):
-        for i, row in enumerate(target["rows"]):
+    series = _curve_series(target)
+    panels = [(column, s) for column in target["curve_columns"] for s in series]
+    for ax, (column, panel_series) in zip(axes, panels):
+        rows = [row for row in target["rows"] if row.get("series", "") == panel_series]
+        for i, row in enumerate(rows):
             path = catalog.results / "curves" / f"{catalog.train_id[row['run']]}.csv"
             if not path.exists():
                 continue
@@ -146,9 +195,12 @@ def plot_curves(catalog: Catalog, name: str, target: dict, axes) -> None:
             if data and column in data[0]:
                 ax.plot([float(d["epoch"]) for d in data], [float(d[column]) for d in data],
                         label=_label(row, {}), color=COLORS[i % len(COLORS)])
-        ax.set_title(column)
+        ax.set_title(f"{column} — {panel_series}" if panel_series else column)
         ax.set_xlabel("epoch")
-    axes[0].legend()
+        if panel_series and ax.get_lines():
+            ax.legend()
+    if series == [""]:
+        axes[0].legend()
 
 
 from .fig_front import front_panels, plot_front  # noqa: E402  (kinds in their own modules)
@@ -158,7 +210,7 @@ from .fig_caat_synthetic import PANELS as CAAT_PANELS, plot_caat_synthetic  # no
 
 PLOTS = {"scatter": plot_scatter, "bars": plot_bars, "lines": plot_lines}
 MULTI = {"per_class": (plot_per_class, lambda t: len(t["columns"])),
-         "curves": (plot_curves, lambda t: len(t["curve_columns"])),
+         "curves": (plot_curves, curve_panels),
          "front": (plot_front, front_panels),
          "caat_synthetic": (plot_caat_synthetic, lambda t: CAAT_PANELS)}
 OWN = {"grid": make_grid, "tsne": make_tsne}  # kinds that lay out their own figure: fn(catalog, name, target) -> figure
