@@ -129,7 +129,8 @@ def test_smoke_dry_run_has_one_evaluation_job_per_run(tmp_path):
     runs = [r for r in catalog.training_runs() if catalog.run_attacks(r)]
     evaluations = {rule: n for rule, n in counts.items() if rule.startswith("evaluate")}
     assert "evaluate" not in evaluations and "evaluate_shard" not in evaluations
-    assert len(evaluations) == len(runs) == counts["train"] and set(evaluations.values()) == {1}
+    # every evaluated run is trained (some trained runs are only plotted as curves or analysed: no evaluation)
+    assert len(evaluations) == len(runs) <= counts["train"] and set(evaluations.values()) == {1}
     assert set(evaluations) == {"evaluate_run_" + r.replace("-", "_") for r in runs}
     for r in runs:  # one command evaluates every attack of the run
         command = next(line for line in text.splitlines() if f"evaluate --run {r} " in line)
