@@ -254,7 +254,8 @@ def test_checkpoint_is_read_weights_only(tmp_path):
 
 # Registry -------------------------------------------------------------------------------------------------------
 def test_registry_names_and_pretrained_keyword():
-    assert list(PRETRAINED_MODELS) == ["swin_t_adapter", "swin_s_adapter", "swin_b_adapter", "vit_b16_adapter"]
+    assert list(PRETRAINED_MODELS) == ["swin_t_adapter", "swin_s_adapter", "swin_b_adapter", "vit_b16_adapter",
+                                       "vit_tiny_adapter"]
     assert model_names() == [*MODELS, *PRETRAINED_MODELS]
     with pytest.raises(ValueError, match="takes no pretrained checkpoint"):
         build_model("resnet18", 10, pretrained="x.pth")

@@ -1,6 +1,7 @@
-"""The CA-AT part of the catalog: every target of the paper (but the adapter Figures 4 and 5), tables that map
-every reference cell, the paper's hyperparameters on the runs, the demo's thinning and budget cap, and the
-figure kinds they use (fronts, curves per series, lines over attack budgets) built from files alone."""
+"""The CA-AT part of the catalog: every target of the paper, tables that map every reference cell, the paper's
+hyperparameters on the runs (from scratch, and the adapter fine-tuning of Figures 4 and 5: its own preset), the
+demo's thinning and budget cap, and the figure kinds they use (fronts, curves per series, lines over attack
+budgets) built from files alone. The adapter targets' wiring and builds: tests/test_adapter_targets.py."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest  # noqa: E402
 import yaml  # noqa: E402
 
 from tradeoff import config as cfg  # noqa: E402
+from tradeoff.models import PRETRAINED_MODELS  # noqa: E402
 from tradeoff.report.build import build_target  # noqa: E402
 from tradeoff.report.figures import curve_panels, plot_curves, plot_lines  # noqa: E402
 
@@ -27,14 +29,18 @@ DEMO = PAPER + [ROOT / "config" / "demo.yaml"]
 SMOKE = PAPER + [ROOT / "config" / "smoke.yaml"]
 CATALOG_MD = Path("/work/shared/papers/CATALOG.md")
 
-# CATALOG.md's CA-AT targets (caat_figure9–caat_figure11 is a range); the adapter figures are not built yet
-CAAT_TARGETS = ["caat_figure2", "caat_figure3", "caat_figure6", "caat_figure7", "caat_figure8", "caat_figure9",
-                "caat_figure10", "caat_figure11", "caat_table1", "caat_table2", "caat_table3", "caat_table4"]
-NOT_YET = {"caat_figure4", "caat_figure5"}
+# CATALOG.md's CA-AT targets (caat_figure9–caat_figure11 is a range)
+CAAT_TARGETS = ["caat_figure2", "caat_figure3", "caat_figure4", "caat_figure5", "caat_figure6", "caat_figure7",
+                "caat_figure8", "caat_figure9", "caat_figure10", "caat_figure11", "caat_table1", "caat_table2",
+                "caat_table3", "caat_table4"]
+NOT_YET: set[str] = set()
+ADAPTER_TARGETS = ["caat_figure4", "caat_figure5"]
 TABLES = ["caat_table1", "caat_table2", "caat_table3", "caat_table4"]
-FRONTS = ["caat_figure6a", "caat_figure6b", "caat_figure6c", "caat_figure7a", "caat_figure7b", "caat_figure9a",
-          "caat_figure9b", "caat_figure10a", "caat_figure10b", "caat_figure11a", "caat_figure11b"]
-DEMO_MAX_CAAT_TRAINING = 15
+FRONTS = ["caat_figure4a", "caat_figure4b", "caat_figure4c", "caat_figure4d", "caat_figure5", "caat_figure6a",
+          "caat_figure6b", "caat_figure6c", "caat_figure7a", "caat_figure7b", "caat_figure9a", "caat_figure9b",
+          "caat_figure10a", "caat_figure10b", "caat_figure11a", "caat_figure11b"]
+DEMO_MAX_CAAT_TRAINING = 15  # from scratch
+DEMO_ADAPTER_TRAINING = 3    # fine-tuning runs of the adapter miniature (its pretraining run is not a row)
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +55,10 @@ def demo():
 
 def caat_runs(catalog) -> dict[str, dict]:
     return {rid: spec for rid, spec in catalog.runs.items() if spec["method"]["name"] in ("vanilla", "caat")}
+
+
+def is_adapter(spec: dict) -> bool:
+    return spec["paper_arch"] in PRETRAINED_MODELS
 
 
 def test_every_caat_target_of_the_paper_is_in_the_catalog(paper):
@@ -97,7 +107,7 @@ def test_table2_budgets_and_table4_standard_training(paper):
 
 
 def test_runs_carry_the_papers_hyperparameters(paper):
-    runs = caat_runs(paper)
+    runs = {rid: spec for rid, spec in caat_runs(paper).items() if not is_adapter(spec)}
     assert len(runs) > 100
     for rid, spec in runs.items():
         assert spec["epochs"] == 200 and spec["batch_size"] == 1024, rid          # Sec. 5.1, authors' script
@@ -135,6 +145,35 @@ def test_runs_carry_the_papers_hyperparameters(paper):
     assert settings == {(d, a) for d in ("cifar10", "cifar100") for a in ("resnet18", "resnet34")}
 
 
+def test_adapter_runs_fine_tune_with_their_own_preset(paper):
+    """Figures 4 and 5: the paper's sweeps on each panel's pretrained architecture and dataset, PGD-10 at the
+    dataset's budget, and the fine-tuning preset (the paper gives none: README "Deliberate differences")."""
+    panels = {"caat_figure4a": ("cub200", "swin_t_adapter"), "caat_figure4b": ("stanford-dogs", "swin_t_adapter"),
+              "caat_figure4c": ("cifar10", "swin_t_adapter"), "caat_figure4d": ("cifar100", "swin_t_adapter"),
+              "caat_figure5": ("stanford-dogs", "vit_b16_adapter")}
+    assert paper.leaf_targets("caat_figure4") == ["caat_figure4a", "caat_figure4b", "caat_figure4c", "caat_figure4d"]
+    preset = paper.config["train_presets"]["caat-adapter"]
+    for name, setting in panels.items():
+        rows = paper.targets[name]["rows"]
+        assert paper.targets[name]["columns"] == {"SA": "clean", "AA": "aa"}
+        lams = [paper.runs[r["run"]]["method"]["lam"] for r in rows if r["series"] == "vanilla"]
+        gammas = [paper.runs[r["run"]]["method"]["gamma"] for r in rows if r["series"] == "CA-AT"]
+        assert lams == [0, 0.5, 1] and gammas == [0.8, 0.9, 1], name
+        for r in rows:
+            spec = paper.runs[r["run"]]
+            assert (spec["dataset"], spec["arch"]) == setting and spec["pretrained"] is None, r
+            assert spec["epochs"] == preset["epochs"] and spec["batch_size"] == preset["batch_size"]
+            assert spec["lr"] == preset["lr"] and spec["optimizer"] == preset["optimizer"]
+            assert spec["optimizer"]["name"] == "sgd" and spec["optimizer"]["momentum"] == 0.9
+            m = spec["method"]
+            if m["name"] == "vanilla" and m["lam"] == 0:
+                continue
+            assert m["adv_loss"] == "ce"
+            attack = m["attack"]
+            assert (attack["type"], attack["norm"], attack["steps"]) == ("pgd", "linf", 10)
+            assert attack["eps"] == pytest.approx(8 / 255) and attack["step_size"] == pytest.approx(2 / 255)
+
+
 def test_each_run_is_listed_once(paper):
     """No two CA-AT runs resolve to the same settings (the same run is one id, used by several targets)."""
     runs = caat_runs(paper)
@@ -156,13 +195,24 @@ def test_fronts_have_both_series_and_a_clean_first_column(paper, demo):
 
 
 def test_demo_thinning_keeps_few_caat_trainings(demo):
-    jobs = {demo.train_id[r["run"]] for name in CAAT_TARGETS for leaf in demo.leaf_targets(name)
-            for r in demo.targets[leaf].get("rows", [])}
+    jobs = {demo.train_id[r["run"]] for name in CAAT_TARGETS if name not in ADAPTER_TARGETS
+            for leaf in demo.leaf_targets(name) for r in demo.targets[leaf].get("rows", [])}
     assert len(jobs) <= DEMO_MAX_CAAT_TRAINING
-    # the same collapse at the smoke scale: its CA-AT rows are the demo's
+    # Figures 4(a)-(d) and 5 collapse onto the same few fine-tuning runs of the miniature (one pretrained backbone)
+    adapter = {demo.train_id[r["run"]] for name in ADAPTER_TARGETS for leaf in demo.leaf_targets(name)
+               for r in demo.targets[leaf]["rows"]}
+    assert len(adapter) == DEMO_ADAPTER_TRAINING
+    assert {demo.runs[j]["arch"] for j in adapter} == {"vit_tiny_adapter"}
+    assert {demo.runs[j]["pretrained"] for j in adapter} == {"results/checkpoints/digits-vit_tiny-pgd_at/model.pt"}
+    # the same collapse at the smoke scale: its CA-AT rows are the demo's (the adapter figures': some of them)
     smoke_cfg, demo_cfg = (cfg.load_yaml(ROOT / "config" / f"{s}.yaml")["targets"] for s in ("smoke", "demo"))
-    caat = {name: t for name, t in demo_cfg.items() if name.startswith("caat")}
+    adapter_leaves = {leaf for name in ADAPTER_TARGETS for leaf in demo.leaf_targets(name)}
+    caat = {name: t for name, t in demo_cfg.items() if name.startswith("caat") and name not in adapter_leaves}
     assert caat and {name: smoke_cfg.get(name) for name in caat} == caat
+    for leaf in adapter_leaves:
+        smoke_rows = smoke_cfg[leaf]["rows"]
+        assert smoke_rows and all(row in demo_cfg[leaf]["rows"] for row in smoke_rows), leaf
+        assert {row["series"] for row in smoke_rows} == {"vanilla", "CA-AT"}
 
 
 def test_demo_caps_the_budget_sweeps_at_the_image_range(demo):

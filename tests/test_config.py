@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -49,10 +50,57 @@ def test_demo_scale_keeps_budget_ratio_and_rescales_epochs():
     spec = catalog.runs["cifar10-resnet18-at-beta1"]
     assert spec["dataset"] == "digits" and spec["paper_dataset"] == "cifar10"
     assert spec["method"]["attack"]["eps"] == pytest.approx(0.3)
-    assert spec["method"]["attack"]["step_size"] == pytest.approx(0.075)
-    assert spec["epochs"] == 20
-    assert spec["lr"] == {"epochs": [0, 15, 20], "values": [0.1, 0.1, 0.01]}
+    # scale_map.train_attack_steps: PGD-10 of eps/4 becomes PGD-5 of eps/2 in training, the same path length ...
+    assert (spec["method"]["attack"]["steps"], spec["method"]["attack"]["step_size"]) == (5, pytest.approx(0.15))
+    # ... while the attacks that measure (the selection's PGD-20, the evaluation's) keep their steps
+    assert (spec["selection"]["attack"]["steps"], spec["selection"]["attack"]["step_size"]) == (20, pytest.approx(0.075))
+    assert spec["epochs"] == 12
+    assert spec["lr"] == {"epochs": [0, 9, 12], "values": [0.1, 0.1, 0.01]}
     assert spec["optimizer"]["weight_decay"] == 5e-4
+    # scale_map.preset_lr: the CA-AT preset's runs take their own schedule at this scale
+    assert catalog.runs["cifar10-resnet18-caat-ce-gamma0_8"]["lr"]["values"] == [0.05, 0.05, 0.005]
+    # scale_map.autoattack_caps: AutoAttack's family is capped, PGD-100 is not
+    aa = catalog.attack_for("aa", "cifar10-resnet18-at-beta1")
+    square = catalog.attack_for("square", "cifar10-resnet18-at-beta1")
+    assert (aa["steps"], aa["queries"], square["queries"]) == (50, 500, 500)
+    assert catalog.attack_for("pgd100", "cifar10-resnet18-at-beta1")["steps"] == 100
+
+
+def test_train_attack_steps_leave_apgd_step_sizes_alone(tmp_path):
+    overlay = tmp_path / "o.yaml"
+    overlay.write_text("scale_map: {train_attack_steps: 4}\n")
+    catalog = cfg.load_catalog(PAPER + [overlay])
+    apgd = catalog.runs["cifar10-resnet18-caat-ce-gamma0_8-train_apgd"]["method"]["attack"]
+    assert apgd["steps"] == 4 and apgd.get("step_size") is None
+    pgd = catalog.runs["cifar10-resnet18-at-beta1"]["method"]["attack"]
+    assert (pgd["steps"], pgd["step_size"]) == (4, pytest.approx(2 / 255 * 10 / 4))
+
+
+def test_rescaled_epochs_written_two_ways_share_one_job():
+    """CIFAR-100's tau epochs (83.333 and 150 of 200) and CIFAR-10's (50 and 90 of 120) are one setting at 12 epochs."""
+    catalog = cfg.load_catalog(DEMO)
+    assert catalog.runs["cifar100-resnet18-fat"]["method"]["tau_epochs"] == [5.0, 9.0]
+    assert catalog.train_id["cifar100-resnet18-fat"] == catalog.train_id["cifar10-resnet18-fat"]
+
+
+def test_resolved_catalog_is_kept_for_the_next_job_and_renewed_when_a_file_changes(tmp_path):
+    results = tmp_path / "results"
+    overlay = tmp_path / "o.yaml"
+    overlay.write_text(f"paths: {{results: {results}}}\nscale_map: {{epochs: 12}}\n")
+    fresh = cfg.load_catalog(PAPER + [overlay])
+    kept = list((results / "work" / "catalog").glob("*.json"))
+    assert len(kept) == 1
+    again = cfg.load_catalog(PAPER + [overlay])  # from the file: the same catalog, field by field, in the same order
+    fields = ("config", "runs", "attacks", "targets", "train_id", "seed_runs")
+    assert json.dumps([getattr(again, f) for f in fields]) == json.dumps([getattr(fresh, f) for f in fields])
+    overlay.write_text(f"paths: {{results: {results}}}\nscale_map: {{epochs: 6}}\n")
+    changed = cfg.load_catalog(PAPER + [overlay])
+    assert changed.runs["cifar10-resnet18-nt"]["epochs"] == 6
+    assert len(list((results / "work" / "catalog").glob("*.json"))) == 2
+    # a bad file is refused even when an earlier resolution of other bytes is kept
+    overlay.write_text(f"paths: {{results: {results}}}\nscale_map: {{epochs: 0}}\n")
+    with pytest.raises(cfg.ConfigError, match="scale_map.epochs"):
+        cfg.load_catalog(PAPER + [overlay])
 
 
 def test_epoch_breakpoints_rescale_with_length(tmp_path):
@@ -140,3 +188,45 @@ def test_attack_without_step_size_resolves_without_one(paper_config):
     config["runs"]["cifar10-resnet18-at-beta1"]["method"]["attack"] = "apgd"
     spec = cfg.resolve(config).runs["cifar10-resnet18-at-beta1"]["method"]["attack"]
     assert "step_size" not in spec and spec["eps"] == pytest.approx(8 / 255)
+
+
+def test_autoattack_family_names_the_attacks_that_run_autoattack_code():
+    from tradeoff.attacks.autoattack import COMPONENTS
+
+    assert set(cfg.AUTOATTACK_FAMILY) == {*COMPONENTS, "autoattack"}
+
+
+def test_a_report_job_never_imports_torch(tmp_path):
+    """Reports read metrics files only; with the resolved catalog kept, their process never loads PyTorch (seconds of
+    start-up in every one of the pipeline's report jobs)."""
+    import subprocess
+    import sys
+
+    files = [str(cfg.ROOT / "config" / "config.yaml"), str(cfg.ROOT / "config" / "smoke.yaml")]
+    overlay = tmp_path / "o.yaml"
+    overlay.write_text(f"paths: {{results: {tmp_path / 'results'}}}\n")
+    cfg.load_catalog([*files, overlay])  # resolved and kept, as Snakemake does at the start of a run
+    code = ("import sys; from tradeoff import cli; cli.main(sys.argv[1:]); "
+            "assert 'torch' not in sys.modules, 'torch was imported'")
+    args = [a for f in [*files, str(overlay)] for a in ("--config", f)]
+    out = subprocess.run([sys.executable, "-c", code, *args, "report", "table1a"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+def test_runs_that_differ_only_in_what_they_observe_share_a_job(paper_config):
+    """Generalist's learner tracking and snapshots do not change its weights (tests/test_zipper_figures.py), so a run
+    without them is trained by the job of the run that asks for them; two different observations stay two jobs."""
+    config = copy.deepcopy(paper_config)
+    tracked = config["runs"]["cifar10-resnet18-generalist"]
+    plain = copy.deepcopy(tracked)
+    for key in ("track_learners", "snapshot_epochs"):
+        plain["method"].pop(key)
+    config["runs"] = {"plain": plain, "tracked": tracked, "other": copy.deepcopy(tracked)}
+    config["runs"]["other"]["method"]["track_learners"] = {"examples": 10, "attack": "pgd20"}
+    config["targets"] = {}
+    catalog = cfg.resolve(config)
+    assert catalog.train_id["tracked"] == "tracked" and catalog.train_id["other"] == "other"
+    assert catalog.train_id["plain"] == "plain"  # two observations asked for: no single job serves them all
+    del config["runs"]["other"]
+    catalog = cfg.resolve(config)
+    assert catalog.train_id == {"plain": "tracked", "tracked": "tracked"}

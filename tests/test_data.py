@@ -172,7 +172,7 @@ def assert_matches(loaded: data.Data, written: Written, name: str) -> None:
 
 def test_registry_names():
     assert data.dataset_names() == ["digits", "mnist", "svhn", "cifar10", "cifar100", "tinyimagenet",
-                                    "tinyimagenet-c", "cub200", "stanford-dogs"]
+                                    "tinyimagenet-c", "cub200", "stanford-dogs", "digits-c"]
     assert list(data.DATASETS) == data.dataset_names()
 
 

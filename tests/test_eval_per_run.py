@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+import torch
 
 from helpers import ROOT, run, workflow_copy
 from tradeoff import cli as tcli
@@ -122,10 +123,11 @@ def _job_counts(text: str) -> dict[str, int]:
 
 def test_smoke_dry_run_has_one_evaluation_job_per_run(tmp_path):
     work = workflow_copy(tmp_path)
-    out = run(["snakemake", "-n", "-p", "--configfile", "config/smoke.yaml"], work)
+    (work / "config" / "apart.yaml").write_text("runtime: {evaluate_with_training: false}\n")
+    out = run(["snakemake", "-n", "-p", "--configfile", "config/smoke.yaml", "config/apart.yaml"], work)
     text = out.stdout + out.stderr
     counts = _job_counts(text)
-    catalog = tcfg.load_catalog([work / "config" / "config.yaml", work / "config" / "smoke.yaml"])
+    catalog = tcfg.load_catalog([work / "config" / f for f in ("config.yaml", "smoke.yaml", "apart.yaml")])
     runs = [r for r in catalog.training_runs() if catalog.run_attacks(r)]
     evaluations = {rule: n for rule, n in counts.items() if rule.startswith("evaluate")}
     assert "evaluate" not in evaluations and "evaluate_shard" not in evaluations
@@ -140,9 +142,77 @@ def test_smoke_dry_run_has_one_evaluation_job_per_run(tmp_path):
     assert len(jobs) == len(runs) and all("gpu=1" in job and "runtime=240" in job for job in jobs)
 
 
-def test_dvc_stages_one_per_run_with_eval_per_run():
-    files = ["config/config.yaml", "config/smoke.yaml"]
-    catalog = tcfg.load_catalog([ROOT / f for f in files])
+def test_smoke_dry_run_trains_and_evaluates_each_run_in_one_job(tmp_path):
+    """runtime.evaluate_with_training (the smoke and demo scales): one job per evaluated run, `train --evaluate`,
+    whose outputs are the model, the curves and every metrics and predictions file of the run."""
+    work = workflow_copy(tmp_path)
+    out = run(["snakemake", "-n", "-p", "--configfile", "config/smoke.yaml"], work)
+    text = out.stdout + out.stderr
+    counts = _job_counts(text)
+    catalog = tcfg.load_catalog([work / "config" / "config.yaml", work / "config" / "smoke.yaml"])
+    assert catalog.evaluate_with_training
+    runs = [r for r in catalog.training_runs() if catalog.run_attacks(r)]
+    assert not [rule for rule in counts if rule.startswith("evaluate")]
+    assert {rule for rule in counts if rule.startswith("train_evaluate_")} == \
+        {"train_evaluate_" + r.replace("-", "_") for r in runs}
+    # the plain train rule is left for runs that are only plotted or analysed
+    trained = re.findall(r"rule train:.*?wildcards: run=(\S+)", text, flags=re.S)
+    assert len(trained) == counts["train"] > 0 and not [r for r in trained if catalog.run_attacks(r)]
+    for r in runs:
+        command = next(line for line in text.splitlines() if f"train --run {r} --evaluate" in line)
+        assert f"results/logs/train/{r}.log" in command
+    job = re.search(rf"rule train_evaluate_{NT.replace('-', '_')}:.*?(?=\n\n|\Z)", text, flags=re.S).group(0)
+    for attack in catalog.run_attacks(NT):
+        assert str(tcli.metrics_path(catalog.results, NT, attack)) in job
+        assert str(tcli.predictions_path(catalog.results, NT, attack)) in job
+    assert "gpu=1" in job and "runtime=1440" in job  # the training job's resources
+
+
+def test_evaluate_with_training_refines_eval_per_run(tmp_path):
+    """An overlay that asks for one job per (run, attack) (the SLURM test's) turns it off with eval_per_run."""
+    path = tmp_path / "o.yaml"
+    path.write_text("runtime: {eval_per_run: false}\n")
+    assert tcfg.load_catalog(SMOKE).evaluate_with_training
+    assert not tcfg.load_catalog(SMOKE + [path]).evaluate_with_training
+    assert not stages(tcfg.load_catalog(SMOKE + [path]), [])[f"train-{NT}"]["cmd"].endswith("--evaluate")
+
+
+def test_train_evaluate_writes_the_files_of_train_then_evaluate(tmp_path, monkeypatch):
+    """`train --run R --evaluate` (one process) against `train` then `evaluate --attack ...` (two): the same model
+    and the same metrics and predictions, byte for byte but for the timings."""
+    outputs = {}
+    for how in ("apart", "together"):
+        work = workflow_copy(tmp_path / how)
+        (work / "config" / "tiny.yaml").write_text("runtime: {device: cpu, eval_batch_size: 24}\n")
+        configs = [a for f in ("config/config.yaml", "config/smoke.yaml", "config/tiny.yaml") for a in ("--config", f)]
+        monkeypatch.chdir(work)
+        catalog = tcfg.load_catalog([work / "config" / f for f in ("config.yaml", "smoke.yaml", "tiny.yaml")])
+        attacks = catalog.run_attacks(NT)
+        assert tcli.main(configs + ["download", "digits-c"]) == 0  # Zipper Table 4's NROB at this scale
+        if how == "apart":
+            assert tcli.main(configs + ["train", "--run", NT]) == 0
+            assert tcli.main(configs + ["evaluate", "--run", NT, *[a for x in attacks for a in ("--attack", x)]]) == 0
+        else:
+            assert tcli.main(configs + ["train", "--run", NT, "--evaluate"]) == 0
+        results = work / "results"
+        outputs[how] = {
+            **{f"w/{k}": v for k, v in torch.load(results / "checkpoints" / NT / "model.pt",
+                                                   weights_only=True)["model"].items()},
+            **{f"p/{a}": tcli.predictions_path(results, NT, a).read_bytes() for a in attacks},
+            **{f"m/{a}": {k: v for k, v in json.loads(tcli.metrics_path(results, NT, a).read_text()).items()
+                          if k not in ("seconds", "images_per_s")} for a in attacks},
+        }
+    assert outputs["apart"].keys() == outputs["together"].keys() and len(outputs["apart"]) > 3
+    for key, expected in outputs["apart"].items():
+        got = outputs["together"][key]
+        assert torch.equal(got, expected) if key.startswith("w/") else got == expected, key
+
+
+def test_dvc_stages_one_per_run_with_eval_per_run(tmp_path):
+    apart = tmp_path / "apart.yaml"
+    apart.write_text("runtime: {evaluate_with_training: false}\n")
+    files = [str(ROOT / "config" / "config.yaml"), str(ROOT / "config" / "smoke.yaml"), str(apart)]
+    catalog = tcfg.load_catalog(files)
     out = stages(catalog, files)
     evaluate = {name: stage for name, stage in out.items() if name.startswith("evaluate-")}
     assert set(evaluate) == {f"evaluate-{r}" for r in catalog.training_runs() if catalog.run_attacks(r)}
@@ -154,3 +224,15 @@ def test_dvc_stages_one_per_run_with_eval_per_run():
     assert stage["params"] == [f"evaluations.{NT}"]
     paper = stages(tcfg.load_catalog(PAPER), ["config/config.yaml"])  # paper scale: one stage per pair
     assert f"evaluate-{NT}-pgd20" in paper and f"evaluate-{NT}" not in paper
+
+
+def test_dvc_train_stage_evaluates_with_evaluate_with_training():
+    files = ["config/config.yaml", "config/smoke.yaml"]
+    catalog = tcfg.load_catalog([ROOT / f for f in files])
+    out = stages(catalog, files)
+    assert not [name for name in out if name.startswith("evaluate-")]
+    stage, attacks = out[f"train-{NT}"], catalog.run_attacks(NT)
+    assert stage["cmd"].endswith(f"train --run {NT} --evaluate")
+    assert [next(iter(m)) for m in stage["metrics"]] == [str(tcli.metrics_path(catalog.results, NT, a)) for a in attacks]
+    assert stage["outs"][0] == str(catalog.results / "checkpoints" / NT / "model.pt")
+    assert stage["params"] == [f"runs.{NT}", f"evaluations.{NT}"]

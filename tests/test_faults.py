@@ -334,8 +334,9 @@ def _mount(*args: str) -> bool:
 def small_tmpfs(tmp_path):
     mnt = tmp_path / "tmpfs"
     mnt.mkdir()
-    # an epoch state of the smoke CNN is about 1.2 MB: room for two, not three
-    if not _mount("-t", "tmpfs", "-o", "size=3000k", "tmpfs", str(mnt)):
+    # an epoch state of the smoke CNN is about 0.5 MB and the kept resolved catalog 0.4 MB: room for two states,
+    # not three
+    if not _mount("-t", "tmpfs", "-o", "size=1400k", "tmpfs", str(mnt)):
         pytest.skip("needs root and permission to mount a tmpfs")
     yield mnt
     subprocess.run(["umount", "-l", str(mnt)], capture_output=True)

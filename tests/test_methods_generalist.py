@@ -131,7 +131,9 @@ def test_ema_horizon_and_warmup():
     spec = method_spec("generalist", ema_horizon=2.5575)
     spec.update(dataset="cifar10", batch_size=128, train_examples=None)
     assert Generalist(spec, lambda: TinyBN(), CPU).decay == pytest.approx(0.999, abs=1e-7)  # 391 iterations/epoch
-    assert TRAIN_SIZES["digits"] == len(data.load("digits").x_train)
+    digits_data = data.load("digits")
+    assert TRAIN_SIZES["digits"] == len(digits_data.x_train)
+    assert data.SPLIT_SIZES["digits"] == (len(digits_data.x_train), len(digits_data.x_test))
     x, y = digits(16)
     method = build("generalist", model=TinyBN, ema_warmup=True, t_prime=NEVER, gamma={"epochs": [0], "values": [1.0]})
     method.set_epoch(0)

@@ -14,7 +14,8 @@ WIDE = ("wrn-28-10", "wrn-32-10", "wrn-34-10")
 DISTINCT = tuple(name for name in MODELS if name != "wrn-32-10")
 BN_MODELS = ("resnet18", "resnet34", "wrn-28-10", "wrn-34-10")
 # Global pooling lets the deep networks run on small inputs, which keeps the memory-format tests cheap.
-CHEAP_SIZE = {"linear": 32, "small_cnn": 32, "resnet18": 16, "resnet34": 16, "wrn-28-10": 8, "wrn-34-10": 8}
+CHEAP_SIZE = {"linear": 32, "small_cnn": 32, "resnet18": 16, "resnet34": 16, "wrn-28-10": 8, "wrn-34-10": 8,
+              "vit_tiny": 8}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -33,8 +34,9 @@ def count(model: nn.Module) -> int:
 
 def test_registry():
     assert model_names() == [*MODELS, *PRETRAINED_MODELS]
-    assert set(MODELS) == {"linear", "small_cnn", "resnet18", "resnet34", *WIDE}
-    assert set(PRETRAINED_MODELS) == {"swin_t_adapter", "swin_s_adapter", "swin_b_adapter", "vit_b16_adapter"}
+    assert set(MODELS) == {"linear", "small_cnn", "resnet18", "resnet34", *WIDE, "vit_tiny"}
+    assert set(PRETRAINED_MODELS) == {"swin_t_adapter", "swin_s_adapter", "swin_b_adapter", "vit_b16_adapter",
+                                      "vit_tiny_adapter"}
 
 
 def test_unknown_name_lists_the_known_ones():
@@ -50,7 +52,7 @@ def test_unknown_name_lists_the_known_ones():
         ("resnet34", 21_282_122),
         ("wrn-28-10", 36_479_194),
         ("wrn-34-10", 46_160_474),  # TRADES' WRN-34-10 without its unused sub_block1
-        ("small_cnn", 32 * 27 + 32 + 64 * 32 * 9 + 64 + 64 * 16 * 16 * 128 + 128 + 128 * 10 + 10),
+        ("small_cnn", 16 * 27 + 16 + 32 * 16 * 9 + 32 + 32 * 16 * 16 * 64 + 64 + 64 * 10 + 10),
         ("linear", 3 * 32 * 32 * 10 + 10),
     ],
 )
@@ -72,7 +74,7 @@ def test_forward_shape_32x32(name):
     assert out.shape == (2, 10) and out.dtype == torch.float32 and torch.isfinite(out).all()
 
 
-@pytest.mark.parametrize("name", ["small_cnn", "linear"])
+@pytest.mark.parametrize("name", ["small_cnn", "linear", "vit_tiny"])
 def test_forward_shape_digits(name):
     model = build_model(name, 10, in_channels=1, image_size=8)
     assert model(torch.rand(5, 1, 8, 8)).shape == (5, 10)

@@ -17,7 +17,7 @@ CPU = torch.device("cpu")
 
 def test_from_config_enables_cuda_only_settings_only_on_cuda():
     rt = Runtime.from_config({"device": "cpu", "bf16": True, "channels_last": True, "compile": "off"})
-    assert (rt.bf16, rt.channels_last, rt.compile) == (False, False, None)
+    assert (rt.bf16, rt.channels_last, rt.compile) == (False, True, None)  # bf16 is CUDA-only, channels_last not
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="no CUDA device"):
             Runtime.from_config({"device": "cuda"})

@@ -167,8 +167,10 @@ def cluster_workflow(dest: Path, settings: dict) -> Path:
     # the smoke overlay thins some other targets' rows: drop what refers to targets this copy no longer has
     smoke = tcfg.load_yaml(work / "config" / "smoke.yaml")
     smoke["targets"] = {k: v for k, v in smoke.get("targets", {}).items() if k in targets}
-    if not smoke["targets"]:
-        del smoke["targets"]
+    smoke["runs"] = {k: v for k, v in smoke.get("runs", {}).items() if k in used}  # its own runs (pretraining)
+    for key in ("targets", "runs"):
+        if not smoke[key]:
+            del smoke[key]
     (work / "config" / "smoke.yaml").write_text(yaml.safe_dump(smoke, sort_keys=False, width=120))
     (work / "config" / "ci-cluster.yaml").write_text(OVERLAY)
 

@@ -23,7 +23,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from . import models
 from .checkpoint import atomic_write_text
-from .config import Catalog
+from .data import DATASETS, SPLIT_SIZES
+from .config import CORRUPTIONS_TYPE, Catalog
 from .methods import METHODS
 from .provenance import provenance
 from .runtime import Runtime
@@ -33,10 +34,9 @@ from .runtime import Runtime
 PEAK_TFLOPS = {"h100": 790.0, "h200": 790.0, "a100": 312.0, "rtx3090": 71.0, "v100": 125.0}
 # When no bench file calibrates a device, plans assume this fraction of peak (the project's target).
 ASSUMED_FRACTION = 0.30
-TRAIN_SIZES = {"cifar10": 50_000, "cifar100": 50_000, "svhn": 73_257, "mnist": 60_000, "digits": 1_437}
-TEST_SIZES = {"cifar10": 10_000, "cifar100": 10_000, "svhn": 26_032, "mnist": 10_000, "digits": 360}
-SHAPES = {"cifar10": (3, 32, 32, 10), "cifar100": (3, 32, 32, 100), "svhn": (3, 32, 32, 10),
-          "mnist": (1, 28, 28, 10), "digits": (1, 8, 8, 10)}
+TRAIN_SIZES = {name: sizes[0] for name, sizes in SPLIT_SIZES.items()}
+TEST_SIZES = {name: sizes[1] for name, sizes in SPLIT_SIZES.items()}
+SHAPES = {name: (*spec.image_shape, spec.num_classes) for name, spec in DATASETS.items()}  # (c, h, w, classes)
 
 
 class _GlobalOnly:
@@ -77,8 +77,9 @@ def _method(spec: dict, runtime: Runtime):
     c, h, _, k = SHAPES[spec["dataset"]]
 
     def build():
-        return models.build_model(spec["arch"], k, in_channels=c, image_size=h,
-                                  bn_running_stats=spec["bn_running_stats"])
+        # FLOPs and step times do not depend on the weights: an adapter model needs no pretrained file here
+        return models.build_architecture(spec["arch"], k, in_channels=c, image_size=h,
+                                         bn_running_stats=spec["bn_running_stats"])
 
     return METHODS[spec["method"]["name"]](spec, build, runtime)
 
@@ -96,7 +97,7 @@ def step_flops_per_example(spec: dict, batch: int = 2) -> float:
 
 def forward_flops_per_example(arch: str, dataset: str) -> float:
     c, h, _, k = SHAPES[dataset]
-    model = models.build_model(arch, k, in_channels=c, image_size=h).eval()
+    model = models.build_architecture(arch, k, in_channels=c, image_size=h).eval()
     with count_flops() as counter, torch.no_grad():
         model(torch.rand(1, c, h, h))
     return float(counter.get_total_flops())
@@ -186,6 +187,10 @@ def attack_forward_equivalents(spec: dict) -> float:
     steps, restarts = spec.get("steps", 1), spec.get("restarts", 1)
     if kind == "clean":
         return 1.0
+    if kind == CORRUPTIONS_TYPE:  # NROB: one forward per corrupted copy, and the clean one
+        from .data import SEVERITIES, corruption_dataset
+
+        return 1.0 + len(corruption_dataset(spec["dataset"]).corruptions) * len(SEVERITIES)
     if kind in ("autoattack", "aa"):
         return 2 * 100 * 10 + 5000  # APGD-CE + 9 APGD-T runs of 100 steps, then Square's queries (upper bound)
     return 1.0 + 2.0 * steps * restarts
@@ -268,7 +273,7 @@ def pgd_step_ratio(arch: str, dataset: str, batch: int = 128, repeats: int = 15)
 
     c, h, _, k = SHAPES[dataset]
     torch.manual_seed(0)
-    model = models.build_model(arch, k, in_channels=c, image_size=h).eval()
+    model = models.build_architecture(arch, k, in_channels=c, image_size=h).eval()
     x, y = synthetic_batch(dataset, batch, torch.device("cpu"))
 
     def step(weights: bool):

@@ -20,10 +20,9 @@ import os
 import re
 import socket
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import torch
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +33,21 @@ KEEP_STATES = 2
 
 class CheckpointError(RuntimeError):
     pass
+
+
+@dataclass
+class RunPaths:
+    """Where a trained run's files live."""
+
+    model: Path     # the selected model (the run's output)
+    curves: Path    # per-epoch metrics, CSV
+    state: Path     # folder of epoch states (resume)
+
+    @classmethod
+    def for_run(cls, results: str | Path, run_id: str) -> "RunPaths":
+        results = Path(results)
+        return cls(results / "checkpoints" / run_id / "model.pt", results / "curves" / f"{run_id}.csv",
+                   results / "work" / run_id)
 
 
 class WriteError(OSError):
@@ -90,6 +104,8 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def to_bytes(obj: Any) -> bytes:
+    import torch  # here, not at the top: the report jobs write files through this module and never need torch
+
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     return buffer.getvalue()
@@ -102,6 +118,8 @@ def save(obj: Any, path: str | Path) -> None:
 
 def load(path: str | Path, map_location: Any = "cpu") -> Any:
     """Load without executing code: anything but tensors and plain containers is refused."""
+    import torch
+
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch raises several types for bad files

@@ -38,6 +38,13 @@ def ready_marker(data_root: Path, dataset: str) -> Path:
     return data_root / ".ready" / dataset
 
 
+def evaluation_ready_markers(catalog: cfg.Catalog, run_id: str, attacks: list[str]) -> list[str]:
+    """The download markers of the datasets that evaluating ``attacks`` of a run reads besides its test set (the
+    corruption dataset of an NROB entry): inputs of its Snakemake job and DVC stage."""
+    return sorted({str(ready_marker(catalog.data_root, dataset))
+                   for attack in attacks for dataset in catalog.evaluation_datasets(run_id, attack)})
+
+
 # ------------------------------------------------------------------------------------------- commands
 
 
@@ -67,15 +74,42 @@ def cmd_train(args, catalog: cfg.Catalog) -> int:
     if catalog.train_id[run_id] != run_id:
         raise cfg.ConfigError(f"run {run_id!r} has the same settings as {catalog.train_id[run_id]!r} and is "
                               f"trained as that run; train {catalog.train_id[run_id]!r}")
+    catalog.pretrained_checkpoint(run_id, must_exist=True)  # an adapter model's backbone: refused before any work
+    names = catalog.run_attacks(run_id) if args.evaluate else []
+    specs = {name: catalog.attack_for(name, run_id) for name in names}  # every name checked before any work
     runtime = Runtime.from_config(catalog.config["runtime"])
     paths = train(run_id, catalog.runs[run_id], results=catalog.results, data_root=catalog.data_root,
                   runtime=runtime, eval_batch_size=catalog.config["runtime"]["eval_batch_size"])
     print(f"{run_id}: model {paths.model}, curves {paths.curves}")
+    if names:  # runtime.evaluate_with_training: this process evaluates what the targets need of the run, as
+        _evaluate_attacks(catalog, run_id, specs, runtime, seed=0)  # `tradeoff evaluate` would, with its files
     return 0
 
 
+def _evaluate_attacks(catalog: cfg.Catalog, run_id: str, specs: dict[str, dict], runtime, *, seed: int) -> None:
+    """Evaluate a run under several attacks in this process (model and test set loaded once), each writing its
+    metrics, predictions and resume state as its own `tradeoff evaluate` call would."""
+    from .evaluate import AttackJob, evaluate_attacks
+
+    train_id = catalog.train_id[run_id]
+    jobs = [AttackJob(name, spec, metrics_out=metrics_path(catalog.results, train_id, name),
+                      predictions_out=predictions_path(catalog.results, train_id, name),
+                      state_path=eval_work_path(catalog.results, train_id, name)) for name, spec in specs.items()]
+    results = evaluate_attacks(catalog.results / "checkpoints" / train_id / "model.pt", jobs,
+                               **_evaluation_settings(catalog, run_id, runtime, seed))
+    for name, result in zip(specs, results):
+        print(f"{train_id} / {name}: accuracy {result['accuracy']:.4f} "
+              f"(clean {result['clean_accuracy']:.4f}, {result['examples']} examples, {result['seconds']:.1f} s)")
+
+
+def _evaluation_settings(catalog: cfg.Catalog, run_id: str, runtime, seed: int) -> dict:
+    return dict(data_root=catalog.data_root, device=runtime.device.type,
+                batch_size=catalog.config["runtime"]["eval_batch_size"], seed=seed,
+                test_examples=catalog.runs[run_id].get("test_examples"))
+
+
 def cmd_evaluate(args, catalog: cfg.Catalog) -> int:
-    from .evaluate import AttackJob, evaluate_attacks, evaluate_run
+    from .evaluate import evaluate_run
     from .runtime import Runtime
 
     run_id = _run(catalog, args.run)
@@ -83,9 +117,7 @@ def cmd_evaluate(args, catalog: cfg.Catalog) -> int:
     specs = {name: catalog.attack_for(name, run_id) for name in names}  # every name checked before any work
     train_id = catalog.train_id[run_id]
     runtime = Runtime.from_config(catalog.config["runtime"])  # device and CPU threads; evaluation stays fp32
-    common = dict(data_root=catalog.data_root, device=runtime.device.type,
-                  batch_size=catalog.config["runtime"]["eval_batch_size"], seed=args.seed,
-                  test_examples=catalog.runs[run_id].get("test_examples"))
+    common = _evaluation_settings(catalog, run_id, runtime, args.seed)
     checkpoint = catalog.results / "checkpoints" / train_id / "model.pt"
     shard = None
     if args.shard is not None or args.shards is not None:
@@ -95,6 +127,8 @@ def cmd_evaluate(args, catalog: cfg.Catalog) -> int:
             raise cfg.ConfigError("--shard evaluates one attack: give a single --attack")
         shard = (args.shard, args.shards)
         attack = names[0]
+        if specs[attack]["type"] == cfg.CORRUPTIONS_TYPE:
+            raise cfg.ConfigError(f"--shard: {attack!r} (accuracy on corrupted images) is one job, never sharded")
         result = evaluate_run(
             checkpoint, specs[attack], attack_name=attack, **common,
             state_path=eval_work_path(catalog.results, train_id, attack, shard),
@@ -103,12 +137,7 @@ def cmd_evaluate(args, catalog: cfg.Catalog) -> int:
         print(f"{train_id} / {attack} shard {shard[0]} of {shard[1]}: {robust} of "
               f"{result['stop'] - result['start']} robust ({result['seconds']:.1f} s)")
         return 0
-    jobs = [AttackJob(name, specs[name], metrics_out=metrics_path(catalog.results, train_id, name),
-                      predictions_out=predictions_path(catalog.results, train_id, name),
-                      state_path=eval_work_path(catalog.results, train_id, name)) for name in names]
-    for name, result in zip(names, evaluate_attacks(checkpoint, jobs, **common)):
-        print(f"{train_id} / {name}: accuracy {result['accuracy']:.4f} "
-              f"(clean {result['clean_accuracy']:.4f}, {result['examples']} examples, {result['seconds']:.1f} s)")
+    _evaluate_attacks(catalog, run_id, specs, runtime, seed=args.seed)
     return 0
 
 
@@ -276,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="train (or resume) one run")
     p.add_argument("--run", required=True)
+    p.add_argument("--evaluate", action="store_true",
+                   help="then evaluate every attack the targets need of it, in this process, writing the files "
+                        "of `tradeoff evaluate` (runtime.evaluate_with_training)")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("evaluate", help="evaluate one run under one attack, or several in one process")
@@ -376,9 +408,10 @@ def main(argv: list[str] | None = None) -> int:
 def _expected_errors() -> tuple[type[BaseException], ...]:
     from .checkpoint import CheckpointError, WriteError
     from .data import DatasetError
+    from .models.adapters import PretrainedError
     from .train import NonFiniteLoss
 
-    return (CheckpointError, WriteError, DatasetError, NonFiniteLoss)
+    return (CheckpointError, WriteError, DatasetError, NonFiniteLoss, PretrainedError)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ Every error names the key it is about and what is allowed, and is raised before 
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import re
@@ -21,6 +22,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
 
+# The attack types that run AutoAttack's code (tradeoff.attacks.autoattack: its COMPONENTS and the ensemble), named
+# here so that resolving a config imports no attack code (a test keeps the two lists equal).
+AUTOATTACK_FAMILY = ("apgd-ce", "apgd-dlr", "apgd-t", "fab", "fab-t", "square", "autoattack")
+
 # Sanity bounds for budgets: beyond them an attack is meaningless on [0, 1] images (L-inf eps >= 1 allows
 # any image; an L2 ball of radius 64 covers a 3x32x32 cube's diagonal).
 MAX_EPS = {"linf": 1.0, "l2": 64.0}
@@ -33,8 +38,9 @@ class ConfigError(ValueError):
 # ---------------------------------------------------------------------------------------------- loading
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A YAML loader that rejects duplicate keys instead of silently keeping the last one."""
+class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """A YAML loader that rejects duplicate keys instead of silently keeping the last one. It parses with libyaml
+    where PyYAML has it (every job reads the catalog: the pure-Python parser costs ~0.6 s of each job's start)."""
 
 
 def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -186,6 +192,22 @@ class Catalog:
         """Distinct training jobs: runs whose resolved settings are identical train once."""
         return {rid: spec for rid, spec in self.runs.items() if self.train_id[rid] == rid}
 
+    def pretrained_checkpoint(self, run_id: str, *, must_exist: bool = False) -> Path | None:
+        """The backbone checkpoint that a run's training starts from (``pretrained.<arch>`` of its architecture), or
+        None for an architecture trained from scratch. ConfigError naming the key and the file expected when the
+        architecture needs one and none is set (or, ``must_exist``, when it is not a file): raised by the jobs
+        that train such a run (Snakemake's DAG, ``tradeoff train``), so the rest of the catalog works without it."""
+        spec = self.runs[run_id]
+        if "pretrained" not in spec:
+            return None
+        from .models.adapters import PretrainedError, pretrained_checkpoint_path, pretrained_setting
+
+        try:
+            check = pretrained_checkpoint_path if must_exist else pretrained_setting
+            return check(spec["arch"], spec["pretrained"])
+        except PretrainedError as exc:
+            raise ConfigError(f"runs.{run_id}: {exc}") from None
+
     def attack_for(self, name: str, run_id: str) -> dict:
         """The evaluation attack ``name`` resolved for a run's dataset and the scale. An attack whose eps is a
         list (a budget sweep) is one evaluation per budget, named ``<attack>@<label>`` (see attack_jobs)."""
@@ -216,14 +238,25 @@ class Catalog:
         """runtime.eval_per_run: one evaluation job (one process) per training run, for all its attacks."""
         return bool(self.config["runtime"].get("eval_per_run", False))
 
+    @property
+    def evaluate_with_training(self) -> bool:
+        """runtime.evaluate_with_training, which refines runtime.eval_per_run: a run's training job also evaluates
+        every attack the targets need of it (one process per run from training to its metrics). Without
+        eval_per_run (an overlay that asks for one job per (run, attack)) it has no effect."""
+        runtime = self.config["runtime"]
+        return bool(runtime.get("evaluate_with_training", False) and runtime.get("eval_per_run", False))
+
     def run_attacks(self, run_id: str) -> list[str]:
         """Every evaluation job (``name@label`` for a sweep) that some target needs of a training run, sorted."""
         train_id = self.train_id.get(run_id, run_id)
         return sorted({attack for name in self.targets for rid, attack in self.evaluations(name) if rid == train_id})
 
     def shards_for(self, name: str) -> int:
-        """How many shards (jobs) evaluate ``name``: the attack's ``shards``, else runtime.eval_shards, else 1."""
+        """How many shards (jobs) evaluate ``name``: the attack's ``shards``, else runtime.eval_shards, else 1 (and
+        always 1 for an evaluation on corrupted images, a quick job that is never split)."""
         spec = self.attacks[split_budget(name)[0]]
+        if spec["type"] == CORRUPTIONS_TYPE:
+            return 1
         return int(spec.get("shards") or self.config["runtime"].get("eval_shards") or 1)
 
     def leaf_targets(self, name: str) -> list[str]:
@@ -278,10 +311,19 @@ class Catalog:
         own = [self.config["scale_map"].get("dataset") or spec["dataset"]] if "dataset" in spec else []
         return sorted({*(self.runs[r]["dataset"] for r in self.analysis_runs(target)), *own})
 
+    def evaluation_datasets(self, run_id: str, attack: str) -> list[str]:
+        """Datasets that an evaluation job reads besides its run's test set: the corruption dataset of an entry of
+        type `corruptions` (its download marker is an input of the job), else none."""
+        if self.attacks[split_budget(attack)[0]]["type"] != CORRUPTIONS_TYPE:
+            return []
+        return [self.attack_for(attack, run_id)["dataset"]]
+
     def datasets(self) -> list[str]:
         """Every dataset that some job of the catalog reads."""
         return sorted({s["dataset"] for s in self.runs.values()}
-                      | {d for t in self.analysis_targets() for d in self.analysis_datasets(t)})
+                      | {d for t in self.analysis_targets() for d in self.analysis_datasets(t)}
+                      | {d for t in self.targets for run, attack in self.evaluations(t)
+                         for d in self.evaluation_datasets(run, attack)})
 
     def analysis_targets(self, target: str | None = None) -> list[str]:
         """Figure targets with an analysis job (of one target, or of the whole catalog)."""
@@ -297,6 +339,10 @@ class Catalog:
                  for r in self.targets[leaf]["rows"] for run in self.row_runs(r["run"])]
         return list(dict.fromkeys(runs))
 
+
+# An entry of `attacks:` of this type is not an attack: it measures NROB on the corruption dataset it names (mapped by
+# `corruption_map` at smaller scales; tradeoff.corruptions); a table column names it as any attack.
+CORRUPTIONS_TYPE = "corruptions"
 
 # Table columns that are not an attack: the training time (minutes, from the run's curves) and the mean of the
 # row's other columns except the clean one (CA-AT Table 2's "Mean").
@@ -328,7 +374,76 @@ def spec_digest(spec: dict) -> str:
 
 
 def load_catalog(paths: Iterable[str | Path] | None = None) -> Catalog:
-    return resolve(load_config(paths))
+    """The resolved catalog of these config files, from the cache of an earlier resolution when there is one.
+
+    Resolving validates every run against the registries of methods, attacks, models and datasets, which import
+    PyTorch: seconds of CPU in each of the pipeline's hundreds of small jobs, and the whole start-up of a report
+    job. A resolution is kept in ``<results>/work/catalog/<key>.json``, where the key hashes the files' bytes and
+    the source of this package (schema included), so any change to either resolves (and validates) afresh."""
+    paths = [Path(p) for p in (paths or [DEFAULT_CONFIG])]
+    config = load_config(paths)
+    cache = _catalog_cache(paths, config)
+    if cache is not None:
+        try:
+            kept = json.loads(cache.read_text())
+        except (OSError, ValueError):
+            kept = None  # none yet, or damaged: resolved below
+        if isinstance(kept, dict) and kept.get("config") == config:
+            return Catalog(**kept)
+    catalog = resolve(config)
+    _save_catalog_cache(paths, catalog)
+    return catalog
+
+
+CATALOG_CACHE_KEEP = 8
+
+
+def _save_catalog_cache(paths: list[Path], catalog: Catalog) -> None:
+    """Keep a resolved catalog for the jobs that read the same files (see load_catalog). Kept only if it comes
+    back from JSON unchanged; a cache that cannot be written is skipped (every job then resolves for itself)."""
+    from .checkpoint import WriteError, atomic_write_text
+
+    cache = _catalog_cache(paths, catalog.config)
+    fields = {name: getattr(catalog, name) for name in ("config", "runs", "attacks", "targets", "train_id",
+                                                          "seed_runs")}
+    text = json.dumps(fields)  # key order kept: it is the order of a table's columns and rows
+    if cache is None or json.loads(text) != fields:
+        return
+    try:
+        atomic_write_text(cache, text)
+    except WriteError:
+        return
+    # every edit of the config or the code makes a new key: keep the newest few, not one file per edit ever made
+    def age(path: Path) -> float:
+        try:
+            return -path.stat().st_mtime
+        except FileNotFoundError:  # pruned by a job beside this one
+            return 0.0
+
+    for old in sorted(cache.parent.glob("*.json"), key=age)[CATALOG_CACHE_KEEP:]:
+        old.unlink(missing_ok=True)
+
+
+def _catalog_cache(paths: list[Path], config: dict) -> Path | None:
+    results = (config.get("paths") or {}).get("results")
+    if not isinstance(results, str):
+        return None
+    digest = hashlib.sha256(_source_digest())
+    for path in paths:
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return Path(results) / "work" / "catalog" / f"{digest.hexdigest()[:32]}.json"
+
+
+@functools.cache
+def _source_digest() -> bytes:
+    """A hash of this package's source and the config schema: what resolution depends on besides the files."""
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parent
+    for path in sorted(package.rglob("*.py")) + [SCHEMA]:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.digest()
 
 
 def resolve(config: dict) -> Catalog:
@@ -341,22 +456,35 @@ def resolve(config: dict) -> Catalog:
     datasets, archs = data.dataset_names(), models.model_names()
     smap = config["scale_map"]
     _check_choice(smap.get("dataset"), datasets, "scale_map.dataset", nullable=True)
-    _check_choice(smap.get("arch"), archs, "scale_map.arch", nullable=True)
+    _check_arch_map(smap.get("arch"), archs)
+    if smap.get("lr"):
+        _check_schedule(smap["lr"], "scale_map.lr")
+    for preset, schedule in (smap.get("preset_lr") or {}).items():
+        _check_choice(preset, sorted(config.get("train_presets", {})), f"scale_map.preset_lr.{preset}")
+        _check_schedule(schedule, f"scale_map.preset_lr.{preset}")
+    for arch in config.get("pretrained") or {}:
+        if arch not in models.PRETRAINED_MODELS:
+            raise ConfigError(f"pretrained.{arch}: {arch!r} is not an architecture that starts from a pretrained "
+                              f"checkpoint; allowed: {list(models.PRETRAINED_MODELS)}")
     for name, budgets in config["datasets"].items():
         _check_choice(name, datasets, f"datasets.{name}")
         for norm, value in budgets.items():
             _check_eps(parse_budget(value, f"datasets.{name}.{norm}"), norm, f"datasets.{name}.{norm}")
 
+    corruption_sets = data.corruption_dataset_names()
+    for name, mapped in (config.get("corruption_map") or {}).items():
+        _check_choice(name, corruption_sets, f"corruption_map (key {name!r})")
+        _check_choice(mapped, corruption_sets, f"corruption_map.{name}")
     for name, spec in {**config.get("train_attacks", {}), **config["attacks"]}.items():
         section = "train_attacks" if name in config.get("train_attacks", {}) else "attacks"
+        if spec.get("type") == CORRUPTIONS_TYPE and section == "attacks":
+            _check_corruptions_entry(spec, f"{section}.{name}", corruption_sets)
+            continue
         _check_attack(spec, f"{section}.{name}", ATTACKS)
 
     raw_runs, seed_runs = expand_seeds(config)
     runs = {rid: resolve_run(rid, raw, config, METHODS, datasets, archs) for rid, raw in raw_runs.items()}
-    train_id: dict[str, str] = {}
-    by_digest: dict[str, str] = {}
-    for rid, spec in runs.items():
-        train_id[rid] = by_digest.setdefault(spec_digest(spec), rid)
+    train_id = _training_jobs(runs, METHODS)
 
     for rid, spec in runs.items():
         # the selection attack also measures the per-epoch robust curve, so it is resolved for every run
@@ -375,6 +503,33 @@ def resolve(config: dict) -> Catalog:
     for run_id, attack in {pair for name in targets for pair in catalog.evaluations(name)}:
         catalog.attack_for(attack, run_id)
     return catalog
+
+
+def _training_jobs(runs: dict[str, dict], methods: dict) -> dict[str, str]:
+    """run id -> the run whose job trains it. Runs with identical settings share one job; so do runs that differ only
+    in what their method's ``observer_params`` observe (Generalist's per-epoch learner measurements and snapshots:
+    the same weights either way), provided they do not ask for different observations: the job is the first run
+    that asks for them, and it observes for all."""
+    def observers(spec: dict) -> dict:
+        method = spec["method"]
+        return {k: method[k] for k in methods[method["name"]].observer_params if method.get(k) is not None}
+
+    groups: dict[str, list[str]] = {}
+    for rid, spec in runs.items():
+        without = {**spec, "method": {k: v for k, v in spec["method"].items() if k not in observers(spec)}}
+        groups.setdefault(spec_digest(without), []).append(rid)
+    train_id: dict[str, str] = {}
+    for members in groups.values():
+        asked = {json.dumps(observers(runs[r]), sort_keys=True) for r in members} - {"{}"}
+        if len(asked) > 1:  # different observations of one training: a job per setting
+            by_digest: dict[str, str] = {}
+            for r in members:
+                train_id[r] = by_digest.setdefault(spec_digest(runs[r]), r)
+            continue
+        lead = next((r for r in members if observers(runs[r])), members[0])
+        for r in members:
+            train_id[r] = lead
+    return train_id
 
 
 def expand_seeds(config: dict) -> tuple[dict[str, dict], dict[str, list[str]]]:
@@ -402,6 +557,37 @@ def expand_seeds(config: dict) -> tuple[dict[str, dict], dict[str, list[str]]]:
     return raw_runs, seed_runs
 
 
+def scaled_arch(mapping: str | dict | None, arch: str) -> str:
+    """A run's architecture at a scale: ``scale_map.arch`` is null (keep it), one architecture for every run, or a
+    mapping {paper architecture: architecture, default: architecture} (an unlisted one takes ``default``, else
+    is kept)."""
+    if not mapping:
+        return arch
+    if isinstance(mapping, str):
+        return mapping
+    return mapping.get(arch, mapping.get("default", arch))
+
+
+def _check_arch_map(mapping: str | dict | None, archs: list[str]) -> None:
+    if not isinstance(mapping, dict):
+        _check_choice(mapping, archs, "scale_map.arch", nullable=True)
+        return
+    for paper, arch in mapping.items():
+        if paper != "default" and paper not in archs:
+            raise ConfigError(f"scale_map.arch.{paper}: unknown architecture {paper!r} to map; allowed: {archs} "
+                              "or `default`")
+        _check_choice(arch, archs, f"scale_map.arch.{paper}")
+
+
+def _pretrained_file(config: dict, arch: str) -> str | None:
+    """``pretrained.<arch>`` with ``{results}`` replaced by ``paths.results`` (a checkpoint that a run of the
+    pipeline writes, as at the demo scale), or None when it is not set."""
+    value = (config.get("pretrained") or {}).get(arch)
+    if value is None or str(value) == "":
+        return None
+    return str(value).replace("{results}", str(config["paths"]["results"]))
+
+
 def _check_choice(value: Any, allowed: list[str], key: str, nullable: bool = False) -> None:
     if value is None and nullable:
         return
@@ -426,10 +612,22 @@ def _check_schedule(schedule: dict, key: str, length: int | None = None) -> None
         raise ConfigError(f"{key}.epochs: breakpoints must be strictly increasing, got {epochs}")
 
 
+def _check_corruptions_entry(spec: dict, key: str, corruption_sets: list[str]) -> None:
+    unknown = set(spec) - {"type", "dataset"}
+    if unknown:
+        raise ConfigError(f"{key}: unknown key(s) {sorted(unknown)} for type {CORRUPTIONS_TYPE!r}; allowed: "
+                          "['dataset', 'type']")
+    if "dataset" not in spec:
+        raise ConfigError(f"{key}: type {CORRUPTIONS_TYPE!r} needs `dataset`, the corruption dataset; allowed: "
+                          f"{corruption_sets}")
+    _check_choice(spec["dataset"], corruption_sets, f"{key}.dataset")
+
+
 def _check_attack(spec: dict, key: str, registry: dict) -> None:
     kind = spec["type"]
     if kind not in registry:
-        raise ConfigError(f"{key}.type: unknown attack {kind!r}; allowed: {sorted(registry)}")
+        allowed = sorted(registry) + ([CORRUPTIONS_TYPE] if key.startswith("attacks.") else [])
+        raise ConfigError(f"{key}.type: unknown attack {kind!r}; allowed: {allowed}")
     cls = registry[kind]
     allowed = set(cls.defaults) | {"type", "eps", "norm", "step_size", "shards"}
     unknown = set(spec) - allowed
@@ -465,12 +663,18 @@ def _attack_ref(config: dict, name: Any, key: str) -> dict:
         return name
     if name not in pool:
         raise ConfigError(f"{key}: unknown attack {name!r}; allowed: {sorted(pool)}")
+    if pool[name]["type"] == CORRUPTIONS_TYPE:
+        raise ConfigError(f"{key}: {name!r} measures accuracy on corrupted images, it is not an attack; allowed: "
+                          f"{sorted(n for n, a in pool.items() if a['type'] != CORRUPTIONS_TYPE)}")
     return pool[name]
 
 
-def resolve_attack(spec: dict, run: dict, config: dict, key: str) -> dict:
+def resolve_attack(spec: dict, run: dict, config: dict, key: str, *, training: bool = False) -> dict:
     """Fill in a run's budget: eps defaults to the dataset's standard budget for the norm; at a smaller scale
-    every budget (and absolute step size) keeps its ratio to the standard budget of the run's own dataset."""
+    every budget (and absolute step size) keeps its ratio to the standard budget of the run's own dataset.
+    ``training``: the attack is a method's inner maximiser (``scale_map.train_attack_steps`` applies)."""
+    if spec["type"] == CORRUPTIONS_TYPE:
+        return _resolve_corruptions(spec, run, config, key)
     out = {k: v for k, v in spec.items() if k not in ("eps", "step_size", "shards")}
     norm = out.setdefault("norm", "linf")
     if spec["type"] == "clean":
@@ -500,13 +704,46 @@ def resolve_attack(spec: dict, run: dict, config: dict, key: str) -> dict:
             out["step_size"] = step  # relative: resolved per eps by rel_step below
         else:
             out["step_size"] = parse_budget(step, f"{key}.step_size") * factor
-    cap = config["scale_map"].get("max_attack_steps")
+    smap = config["scale_map"]
+    cap = smap.get("max_attack_steps")
     for count in ("steps", "queries"):  # Square's queries are its steps
         if cap and count in out:
             out[count] = min(int(out[count]), int(cap))
+    # scale_map.autoattack_caps: AutoAttack's attacks (APGD, FAB, Square, the ensemble) with fewer iterations or
+    # queries at a small scale, where their standard 100 iterations and 5000 queries dominate the demo's time
+    if spec["type"] in AUTOATTACK_FAMILY:
+        for count, limit in (smap.get("autoattack_caps") or {}).items():
+            if count in out and limit is not None:
+                out[count] = min(int(out[count]), int(limit))
     if not isinstance(out["eps"], list) and "step_size" in out:
         out["step_size"] = rel_step(out["step_size"], out["eps"], key)
+    # scale_map.train_attack_steps: a method's inner maximiser runs at most N steps; a fixed-step attack cut from K
+    # to N steps takes steps K/N times longer, so its path still spans the same distance (PGD-10 of eps/4 becomes
+    # PGD-5 of eps/2); APGD sets its own step sizes
+    train_cap = smap.get("train_attack_steps")
+    if training and train_cap and "steps" in out and int(out["steps"]) > int(train_cap):
+        if out.get("step_size") is not None:
+            out["step_size"] = out["step_size"] * int(out["steps"]) / int(train_cap)
+        out["steps"] = int(train_cap)
     return out
+
+
+def _resolve_corruptions(spec: dict, run: dict, config: dict, key: str) -> dict:
+    """An evaluation on corrupted images for a run: its dataset, mapped by ``corruption_map`` (smaller scales),
+    must hold corrupted test images of the run's own dataset."""
+    from . import data
+
+    named = spec["dataset"]
+    dataset = (config.get("corruption_map") or {}).get(named, named)
+    clean = data.corruption_dataset(dataset).clean_dataset
+    if clean != run["dataset"]:
+        hint = (f"map it to a corruption dataset of {run['dataset']!r} with corruption_map: {{{named}: ...}}"
+                if dataset == named else f"corruption_map.{named} maps it to {dataset!r}")
+        known = ", ".join(f"{name} of {data.corruption_dataset(name).clean_dataset}"
+                          for name in data.corruption_dataset_names())
+        raise ConfigError(f"{key}.dataset: {dataset!r} holds corrupted {clean!r} test images, but a run evaluated "
+                          f"on it is on {run['dataset']!r}; {hint} (corruption datasets: {known})")
+    return {"type": CORRUPTIONS_TYPE, "dataset": dataset}
 
 
 def rel_step(step: Any, eps: float, key: str) -> float | None:
@@ -571,26 +808,31 @@ def resolve_run(rid: str, raw: dict, config: dict, methods: dict, datasets: list
     spec["paper_arch"] = spec["arch"]
     if smap.get("dataset"):
         spec["dataset"] = smap["dataset"]
-    if smap.get("arch"):
-        spec["arch"] = smap["arch"]
+    spec["arch"] = scaled_arch(smap.get("arch"), spec["arch"])
+    from .models import PRETRAINED_MODELS
+
+    if spec["arch"] in PRETRAINED_MODELS:
+        # the backbone file is part of what the run computes (a new file retrains it); None = not configured, which
+        # only the jobs that train the run refuse (Catalog.pretrained_checkpoint), not the whole catalog
+        spec["pretrained"] = _pretrained_file(config, spec["arch"])
     if smap.get("batch_size"):
         spec["batch_size"] = smap["batch_size"]
     if smap.get("epochs"):
         factor = smap["epochs"] / spec["epochs"]
         spec["epochs"] = smap["epochs"]
-        spec["lr"]["epochs"] = [e * factor for e in spec["lr"]["epochs"]]
+        spec["lr"]["epochs"] = [_scaled_epoch(e, factor) for e in spec["lr"]["epochs"]]
         for pname in cls.epoch_params:
             if pname in method:  # an optional parameter the run does not set is absent
                 method[pname] = _rescale_epochs(method[pname], factor)
-    if smap.get("lr"):
-        # the scale's schedule replaces the preset's; a run that sets its own learning rate (Table 5's
-        # variants, Figure 4b's Adam) keeps its peak's ratio to its preset's peak
-        _check_schedule(smap["lr"], "scale_map.lr")
+    scale_lr = (smap.get("preset_lr") or {}).get(preset_name or "") or smap.get("lr")
+    if scale_lr:
+        # the scale's schedule (scale_map.preset_lr.<preset>, else scale_map.lr) replaces the preset's; a run that
+        # sets its own learning rate (Table 5's variants, Figure 4b's Adam) keeps its peak's ratio to its preset's
         ratio = 1.0
         preset_lr = config.get("train_presets", {}).get(preset_name or "", {}).get("lr")
         if "lr" in raw and preset_lr and max(preset_lr["values"]) > 0:
             ratio = max(raw["lr"]["values"]) / max(preset_lr["values"])
-        spec["lr"] = {"epochs": list(smap["lr"]["epochs"]), "values": [v * ratio for v in smap["lr"]["values"]]}
+        spec["lr"] = {"epochs": list(scale_lr["epochs"]), "values": [v * ratio for v in scale_lr["values"]]}
     lr_factor = float(smap.get("lr_factor", 1.0))
     spec["lr"]["values"] = [v * lr_factor for v in spec["lr"]["values"]]
     for pname in getattr(cls, "lr_params", ()):
@@ -607,7 +849,7 @@ def resolve_run(rid: str, raw: dict, config: dict, methods: dict, datasets: list
 
     for pname in cls.attack_params:
         method[pname] = resolve_attack(_attack_ref(config, method[pname], f"{key}.method.{pname}"),
-                                       spec, config, f"{key}.method.{pname}")
+                                       spec, config, f"{key}.method.{pname}", training=True)
     for path in getattr(cls, "nested_attack_params", ()):  # "param.key": an attack named inside a mapping
         pname, inner = path.split(".")
         block = method.get(pname)
@@ -629,14 +871,21 @@ def _scale_lr(value: Any, factor: float) -> Any:
     return value * factor if isinstance(value, (int, float)) and value is not None else value
 
 
+def _scaled_epoch(epoch: float, factor: float) -> float:
+    """An epoch-valued setting at another run length. Rounded to 1e-4 epoch (far below one step), so that the
+    same breakpoint written two ways (CIFAR-100's 83.333 of 200 epochs, CIFAR-10's 50 of 120) is one number at a
+    smaller scale and runs that differ only by such rounding share one training job."""
+    return round(epoch * factor, 4)
+
+
 def _rescale_epochs(value: Any, factor: float) -> Any:
     """Epoch-valued parameters: a number, or a schedule dict whose `epochs` are rescaled."""
     if isinstance(value, dict) and "epochs" in value:
-        return {**value, "epochs": [e * factor for e in value["epochs"]]}
+        return {**value, "epochs": [_scaled_epoch(e, factor) for e in value["epochs"]]}
     if isinstance(value, list):
         return [_rescale_epochs(v, factor) for v in value]
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value * factor
+        return _scaled_epoch(value, factor)
     return value
 
 
@@ -665,6 +914,10 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
             raise ConfigError(f"{key}.analysis.name: unknown analysis {target['analysis']['name']!r}; "
                               f"allowed: {sorted(ANALYSES)}")
         check(target, key, attacks)
+        analysed = str(target["analysis"].get("attack", "")).partition("@")[0]
+        if attacks.get(analysed, {}).get("type") == CORRUPTIONS_TYPE:
+            raise ConfigError(f"{key}.analysis.attack: {analysed!r} measures accuracy on corrupted images, it is not "
+                              "an attack")
     if target.get("plot") == "front":
         columns = list(target.get("columns") or {})
         if len(columns) < 2:
@@ -698,6 +951,9 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
             continue
         base, label = split_budget(attack)
         labels = sweep_labels(attacks[base], f"attacks.{base}") if base in attacks else None
+        if target.get("plot") == "per_class" and attacks.get(base, {}).get("type") == CORRUPTIONS_TYPE:
+            raise ConfigError(f"{key}.columns.{column}: a `per_class` figure draws one attack's per-example results; "
+                              f"{attack!r} measures many corrupted sets")
         if attack in sweeps:
             continue
         if base not in attacks or (label is None) != (labels is None) or (label is not None and label not in labels):

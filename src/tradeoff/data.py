@@ -7,12 +7,16 @@ read: ``load`` refuses it, ``download`` deletes it and fetches it again.
 Tiny ImageNet, Tiny-ImageNet-C, CUB-200-2011 and Stanford Dogs, which torchvision does not ship, are archives
 of image files: each archive is checked against its md5 before extraction, the extracted files against the
 archive's list of files, and the decoded images are cached next to the data (see ``_ArchiveImages``).
+
+digits-c, the digits test split under Hendrycks & Dietterich's corruptions, is not downloaded: ``download`` builds it
+(``tradeoff.digits_c``) and stores it in its folder, stamped so that a stale copy is built again.
 """
 
 from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import logging
 import os
 import shlex
@@ -149,21 +153,48 @@ class _Digits(DatasetSpec):
         """Bundled with scikit-learn: nothing to fetch."""
 
     def read(self, folder: Path) -> Data:
-        bunch = _sk_datasets.load_digits()
+        arrays = self._split(folder)
         # Pixel values are integers 0..16.
-        images = bunch.images.astype(np.float32)[:, None] / 16.0
-        x_train, x_test, y_train, y_test = _sk_model_selection.train_test_split(
-            images, bunch.target, test_size=0.2, stratify=bunch.target, random_state=0
-        )
         return Data(
-            x_train=torch.from_numpy(np.ascontiguousarray(x_train)),
-            y_train=_labels(y_train),
-            x_test=torch.from_numpy(np.ascontiguousarray(x_test)),
-            y_test=_labels(y_test),
+            x_train=torch.from_numpy(arrays["x_train"].astype(np.float32) / 16.0),
+            y_train=_labels(arrays["y_train"]),
+            x_test=torch.from_numpy(arrays["x_test"].astype(np.float32) / 16.0),
+            y_test=_labels(arrays["y_test"]),
             num_classes=self.num_classes,
-            classes=tuple(str(name) for name in bunch.target_names),
+            classes=_DIGIT_CLASSES,
             name=self.name,
         )
+
+    def _split(self, folder: Path) -> dict[str, np.ndarray]:
+        """The split, from ``folder/split.npz`` when scikit-learn's version made it, else made and kept there.
+
+        Every demo job reads digits; importing scikit-learn (and SciPy) to redo the split costs each of them ~2 s
+        of CPU, reading the kept arrays ~1 ms. The split depends on scikit-learn's data and ``train_test_split``,
+        so a cache written by another version is made again."""
+        from importlib.metadata import version
+
+        from .checkpoint import WriteError, atomic_write_bytes
+
+        cache, sklearn_version = folder / "split.npz", version("scikit-learn")
+        try:
+            with np.load(cache) as kept:
+                if str(kept["sklearn"]) == sklearn_version:
+                    return {key: kept[key] for key in ("x_train", "y_train", "x_test", "y_test")}
+        except (OSError, KeyError, ValueError):
+            pass  # missing, damaged or of another layout: made again below
+        bunch = _sk_datasets.load_digits()
+        x_train, x_test, y_train, y_test = _sk_model_selection.train_test_split(
+            bunch.images.astype(np.uint8)[:, None], bunch.target, test_size=0.2, stratify=bunch.target,
+            random_state=0)
+        arrays = {"x_train": np.ascontiguousarray(x_train), "y_train": y_train,
+                  "x_test": np.ascontiguousarray(x_test), "y_test": y_test}
+        buffer = io.BytesIO()
+        np.savez(buffer, sklearn=np.array(sklearn_version), **arrays)
+        try:
+            atomic_write_bytes(cache, buffer.getvalue())  # concurrent jobs write the same bytes; the rename is atomic
+        except WriteError as err:
+            _log.warning("digits: the split could not be kept (%s); it is made again by every job", err)
+        return arrays
 
 
 @dataclass(frozen=True)
@@ -389,6 +420,18 @@ def _fingerprint(folder: Path, names: Iterable[str], params: str) -> str:
     return digest.hexdigest()
 
 
+_UNREADABLE_CACHE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
+
+
+def _cache_fingerprint(path: Path) -> str | None:
+    """The fingerprint stored in a cache written by ``_cached``; None when there is none or it cannot be read."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            return str(stored["fingerprint"])
+    except _UNREADABLE_CACHE:
+        return None
+
+
 def _cached(path: Path, fingerprint: str, build: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """The arrays stored in ``path`` when its fingerprint matches; otherwise ``build()``, stored for next time.
 
@@ -400,7 +443,7 @@ def _cached(path: Path, fingerprint: str, build: Callable[[], dict[str, np.ndarr
             with np.load(path, allow_pickle=False) as stored:
                 if str(stored["fingerprint"]) == fingerprint:
                     return {key: stored[key] for key in stored.files if key != "fingerprint"}
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        except _UNREADABLE_CACHE:
             pass
     arrays = build()
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -555,12 +598,36 @@ CORRUPTIONS = (
 SEVERITIES = (1, 2, 3, 4, 5)
 
 
+class _CorruptedTestSets(ABC):
+    """A dataset of corrupted test images only (Tiny-ImageNet-C, digits-c): ``load_corruptions`` reads it as
+    ``{(corruption, severity): (x, y)}``; it has no training split, so ``load`` refuses it. Every set holds the test
+    images of ``clean_dataset`` (whose models it evaluates), in one order."""
+
+    name: str
+    clean_dataset: ClassVar[str]
+
+    @property
+    def corruptions(self) -> tuple[str, ...]:
+        """Its corruptions, in Hendrycks' order."""
+        return CORRUPTIONS
+
+    def read(self, folder: Path) -> Data:
+        raise DatasetError(f"{self.name!r} holds corrupted test images only and has no training split; read it with "
+                           "tradeoff.data.load_corruptions (or evaluate with tradeoff.corruptions.nrob)")
+
+    @abstractmethod
+    def sets(self, root: str | Path, corruptions: Sequence[str], severities: Sequence[int]) -> Mapping:
+        """``(corruption, severity) -> (x, y)`` from the verified dataset under ``root``."""
+
+
 @dataclass(frozen=True)
-class _TinyImageNetC(_ArchiveImages):
+class _TinyImageNetC(_CorruptedTestSets, _ArchiveImages):
     """Tiny-ImageNet-C (Hendrycks & Dietterich): the 10,000 Tiny ImageNet validation images under each of the 15
     corruptions at 5 severities, as ``Tiny-ImageNet-C/<corruption>/<severity>/<wnid>/*.JPEG``.
 
-    It has no training split, so ``load`` refuses it; read it with ``load_corruptions``.
+    It has no training split, so ``load`` refuses it; read it with ``load_corruptions``. Labels follow Tiny
+    ImageNet's class order, read from ``tinyimagenet`` (which must be downloaded too), so a model trained on
+    ``load("tinyimagenet")`` is evaluated with the labels it was trained on.
 
     The md5 is not published next to the file: it is the one recorded by third-party loaders for the
     ``Tiny-ImageNet-C.tar`` of Zenodo record 8206060 (a later version of record 2536630, which adds the four
@@ -574,10 +641,14 @@ class _TinyImageNetC(_ArchiveImages):
                   "https://zenodo.org/records/8206060/files/Tiny-ImageNet-C.tar?download=1"),
                  "f9c9a9dbdc11469f0b850190f7ad8be1"),
     )
+    clean_dataset: ClassVar[str] = "tinyimagenet"
 
-    def read(self, folder: Path) -> Data:
-        raise DatasetError(f"{self.name!r} holds corrupted test images only and has no training split; read it with "
-                           "tradeoff.data.load_corruptions (or evaluate with tradeoff.corruptions.nrob)")
+    def sets(self, root: str | Path, corruptions: Sequence[str], severities: Sequence[int]) -> CorruptionSets:
+        folder = _verified_folder(self, root)
+        clean = DATASETS[self.clean_dataset]
+        assert isinstance(clean, _TinyImageNet)
+        classes = clean.classes(_verified_folder(clean, root))
+        return CorruptionSets(self, folder, classes, list(corruptions), [int(s) for s in severities])
 
 
 class CorruptionSets(Mapping):
@@ -658,26 +729,89 @@ class CorruptionSets(Mapping):
 def load_corruptions(
     root: str | Path = "data",
     *,
-    corruptions: Sequence[str] = CORRUPTIONS,
+    dataset: str = "tinyimagenet-c",
+    corruptions: Sequence[str] | None = None,
     severities: Sequence[int] = SEVERITIES,
-) -> CorruptionSets:
-    """Tiny-ImageNet-C from ``root/tinyimagenet-c`` as ``{(corruption, severity): (x, y)}`` (decoded on access).
-
-    Labels follow Tiny ImageNet's class order, read from ``root/tinyimagenet`` (which must be downloaded too), so
-    a model trained on ``load("tinyimagenet")`` is evaluated with the labels it was trained on.
-    """
-    unknown = [corruption for corruption in corruptions if corruption not in CORRUPTIONS]
+) -> Mapping[tuple[str, int], tuple[torch.Tensor, torch.Tensor]]:
+    """A corruption dataset (Tiny-ImageNet-C, digits-c) from ``root/<dataset>`` as ``{(corruption, severity): (x, y)}``,
+    corruption-major in the dataset's order; ``corruptions`` (default: all of the dataset's) and ``severities`` pick
+    a part. ``x`` is float32 in [0, 1], ``y`` the labels of the clean dataset's classes."""
+    spec = corruption_dataset(dataset)
+    corruptions = spec.corruptions if corruptions is None else tuple(corruptions)
+    unknown = [corruption for corruption in corruptions if corruption not in spec.corruptions]
     if unknown:
-        raise DatasetError(f"unknown corruptions {unknown}; known: {', '.join(CORRUPTIONS)}")
+        raise DatasetError(f"unknown corruptions {unknown}; {dataset} has: {', '.join(spec.corruptions)}")
     bad_severities = [severity for severity in severities if severity not in SEVERITIES]
     if bad_severities:
         raise DatasetError(f"severities must be among {SEVERITIES}, got {bad_severities}")
-    spec = DATASETS["tinyimagenet-c"]
-    clean = DATASETS["tinyimagenet"]
-    assert isinstance(spec, _TinyImageNetC) and isinstance(clean, _TinyImageNet)
-    folder = _verified_folder(spec, root)
-    classes = clean.classes(_verified_folder(clean, root))
-    return CorruptionSets(spec, folder, classes, list(corruptions), [int(s) for s in severities])
+    return spec.sets(root, corruptions, severities)
+
+
+def corruption_dataset(name: str) -> _CorruptedTestSets:
+    """The spec of a corruption dataset: its ``corruptions`` and ``clean_dataset``."""
+    spec = _spec(name)
+    if not isinstance(spec, _CorruptedTestSets):
+        raise DatasetError(f"{name!r} is not a dataset of corrupted test images; those are: "
+                           f"{', '.join(corruption_dataset_names())}")
+    return spec
+
+
+def corruption_dataset_names() -> list[str]:
+    return [name for name, spec in DATASETS.items() if isinstance(spec, _CorruptedTestSets)]
+
+
+@dataclass(frozen=True)
+class _DigitsC(_CorruptedTestSets, DatasetSpec):
+    """digits-c: the digits test split under 13 of Hendrycks & Dietterich's 15 corruptions, 5 severities each
+    (``tradeoff.digits_c`` says how each is carried over to 8x8 images), the stand-in for Tiny-ImageNet-C at the
+    scales that map every run onto digits. Nothing is downloaded: ``download`` builds it, deterministically, into
+    ``digits-c-uint8.npz`` in its folder (a few seconds), stamped with the code's version, the seed and a digest of
+    the clean test images; a set that no longer matches them is built again."""
+
+    clean_dataset: ClassVar[str] = "digits"
+
+    @property
+    def needs_download(self) -> bool:
+        return False
+
+    @property
+    def corruptions(self) -> tuple[str, ...]:
+        from . import digits_c
+
+        return digits_c.CORRUPTIONS
+
+    def problems(self, folder: Path) -> list[Path]:
+        path = self._path(folder)
+        return [] if _cache_fingerprint(path) == self._fingerprint(self._clean(folder).x_test) else [path]
+
+    def fetch(self, folder: Path) -> None:
+        self._arrays(folder)
+
+    def sets(self, root: str | Path, corruptions: Sequence[str], severities: Sequence[int]) -> dict:
+        arrays = self._arrays(_verified_folder(self, root))
+        y = _labels(arrays["y"])
+        return {(corruption, int(severity)): (_unit_float(arrays["x"][self.corruptions.index(corruption),
+                                                                      SEVERITIES.index(int(severity))]), y)
+                for corruption in corruptions for severity in severities}
+
+    def _arrays(self, folder: Path) -> dict[str, np.ndarray]:
+        from . import digits_c
+
+        clean = self._clean(folder)
+        return _cached(self._path(folder), self._fingerprint(clean.x_test),
+                       lambda: {"x": digits_c.build(clean.x_test.numpy()), "y": clean.y_test.numpy()})
+
+    def _clean(self, folder: Path) -> Data:
+        return load(self.clean_dataset, folder.parent)
+
+    def _fingerprint(self, x_test: torch.Tensor) -> str:
+        from . import digits_c
+
+        digest = hashlib.sha256(x_test.numpy().tobytes()).hexdigest()
+        return f"{self.name}|version {digits_c.VERSION}|seed {digits_c.SEED}|{','.join(self.corruptions)}|{digest}"
+
+    def _path(self, folder: Path) -> Path:
+        return folder / f"{self.name}-uint8.npz"
 
 
 @dataclass(frozen=True)
@@ -785,7 +919,19 @@ DATASETS: dict[str, DatasetSpec] = {
         # Fine-grained sets at the 224 x 224 resolution of the ImageNet-pretrained transformers (CA-AT, Sec. 5.1).
         _Cub("cub200", (3, 224, 224), 200),
         _StanfordDogs("stanford-dogs", (3, 224, 224), 120),
+        # Built locally from digits: Tiny-ImageNet-C's stand-in at the demo and smoke scales (config corruption_map).
+        _DigitsC("digits-c", (1, 8, 8), 10),
     )
+}
+
+
+# (training, test) images of each dataset with a training split, as published (digits: this module's fixed split):
+# what a job costs before any data is read (tradeoff.bench.plan) and how many iterations an epoch has (Generalist's
+# ema_horizon in epochs). A test checks digits' against the data.
+SPLIT_SIZES: dict[str, tuple[int, int]] = {
+    "digits": (1437, 360), "mnist": (60000, 10000), "svhn": (73257, 26032), "cifar10": (50000, 10000),
+    "cifar100": (50000, 10000), "tinyimagenet": (100000, 10000), "cub200": (5994, 5794),
+    "stanford-dogs": (12000, 8580),
 }
 
 

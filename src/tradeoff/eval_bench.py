@@ -65,6 +65,9 @@ def bench_eval(catalog: cfg.Catalog, run_id: str, *, checkpoint: str | Path | No
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     names = attacks or list(dict.fromkeys(catalog.targets[target].get("columns", {}).values()))
+    # only attacks are timed here; NROB (an evaluation on corrupted images) is not one
+    names = [name for name in names
+             if catalog.attacks.get(cfg.split_budget(name)[0], {}).get("type") != cfg.CORRUPTIONS_TYPE]
     if not names:
         raise cfg.ConfigError(f"bench-eval: target {target!r} has no columns; name --attacks")
     specs = {name: catalog.attack_for(name, run_id) for name in names}

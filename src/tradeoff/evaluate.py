@@ -9,6 +9,8 @@ A job keeps its partial results in a state file (``results/work/eval/<run>/<atta
 written atomically after every batch and, for AutoAttack, after every component of the ensemble. A job that
 is killed resumes from it and gives the same answer as an uninterrupted one; the file is removed when the
 job's outputs are written, and ignored (recomputed) if it belongs to another model, attack or setting.
+An entry of type ``corruptions`` is not an attack: it measures NROB on its corruption dataset (Tiny-ImageNet-C, or
+digits-c at the smaller scales) with :func:`tradeoff.corruptions.nrob`, and writes the same two files.
 Several attacks of one run can be evaluated in one process (:func:`evaluate_attacks`, runtime.eval_per_run):
 the model and test set are loaded once, and each attack keeps its own state file and writes its own files.
 """
@@ -28,7 +30,7 @@ import torch
 from torch import nn
 
 from . import attacks
-from .config import rel_step
+from .config import CORRUPTIONS_TYPE, rel_step
 
 log = logging.getLogger(__name__)
 
@@ -325,7 +327,7 @@ class _Loaded:
     """A checkpoint's model and its run's test set, on the device, ready for any number of attacks."""
 
     def __init__(self, checkpoint_path, data_root, device: str, test_examples: int | None):
-        self.checkpoint_path = checkpoint_path
+        self.checkpoint_path, self.data_root, self.test_examples = checkpoint_path, data_root, test_examples
         self.model, self.meta, self.x, self.y, self.device = _load(checkpoint_path, data_root, device, test_examples)
         self._digest: str | None = None
 
@@ -341,6 +343,10 @@ class _Loaded:
 
         model, meta, x, y, device = self.model, self.meta, self.x, self.y, self.device
         spec, attack_name = job.spec, job.attack_name
+        if spec["type"] == CORRUPTIONS_TYPE:
+            if shard is not None:
+                raise ValueError(f"{attack_name}: an evaluation on corrupted images is not sharded")
+            return self._corruptions(job, batch_size=batch_size)
         n = len(x)
         first_batch, start, stop = (0, 0, n) if shard is None else shard_range(n, batch_size, *shard)
         state = None
@@ -369,6 +375,45 @@ class _Loaded:
         if state is not None:
             state.remove()
         return result
+
+
+    def _corruptions(self, job: AttackJob, *, batch_size: int) -> dict:
+        """NROB on the entry's corruption dataset (``tradeoff.corruptions``): the metrics file's accuracy is the mean
+        over corruptions of the mean over severities, and it records both; the predictions file has, per set,
+        whether each corrupted image is classified correctly, and the images' labels. Deterministic (no attack, no
+        seed), and quick enough to need no resume state."""
+        from . import corruptions
+        from .provenance import provenance
+
+        meta, spec, model = self.meta, job.spec, self.model
+        t0 = time.perf_counter()
+        was_training = model.training
+        model.eval()
+        try:
+            clean = corruptions.correct(model, self.x, self.y, batch_size=batch_size, device=self.device)
+            result = corruptions.nrob(model, self.data_root, dataset=spec["dataset"], batch_size=batch_size,
+                                      device=self.device, examples=self.test_examples)
+        finally:
+            model.train(was_training)
+        seconds = time.perf_counter() - t0
+        n = len(result["labels"])
+        images = n * sum(len(accs) for accs in result["severities"].values())
+        metrics = {
+            "run": meta["run"], "attack": job.attack_name, "type": spec["type"],
+            "params": {k: v for k, v in spec.items() if k != "type"},
+            "accuracy": result["nrob"], "clean_accuracy": int(clean.sum()) / len(clean), "examples": n,
+            "corrupted_images": images, "corruptions": result["corruptions"], "severities": result["severities"],
+            "batch_size": batch_size, "seconds": seconds, "images_per_s": images / seconds if seconds else None,
+            "dataset": meta["spec"]["dataset"], "corruption_dataset": spec["dataset"],
+            "selected_epoch": meta["selected_epoch"], "precision": "fp32", "libraries": {},
+            "provenance": provenance(self.device),
+        }
+        if job.metrics_out is not None:
+            _write_json(job.metrics_out, metrics, indent=1)
+        if job.predictions_out is not None:
+            _write_json(job.predictions_out, {"run": meta["run"], "attack": job.attack_name,
+                                              "labels": result["labels"], "corrupted_correct": result["correct"]})
+        return metrics
 
 
 def meta_summary(meta: dict) -> dict:

@@ -34,8 +34,10 @@ class Runtime:
             torch.set_num_threads(threads)
         on_cuda = device.type == "cuda"
         mode = runtime.get("compile", "off")
+        # channels_last applies on the CPU as well (oneDNN's convolutions and pooling prefer it: a training step of
+        # the demo CNN is ~15% faster, ResNet-18's unchanged); bf16 autocast stays CUDA-only
         return cls(device, bf16=bool(runtime.get("bf16", False)) and on_cuda,
-                   channels_last=bool(runtime.get("channels_last", False)) and on_cuda,
+                   channels_last=bool(runtime.get("channels_last", False)),
                    compile=None if mode == "off" else mode)
 
     def autocast(self) -> contextlib.AbstractContextManager:

@@ -22,7 +22,6 @@ import logging
 import math
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,6 +29,7 @@ import torch
 from torch import nn
 
 from . import checkpoint, data, learners, models
+from .checkpoint import RunPaths
 from .config import spec_digest
 from .evaluate import accuracy_under
 from .methods import METHODS
@@ -43,19 +43,6 @@ CURVE_FIELDS = ("epoch", "lr", "train_loss", "train_acc", "eval_clean", "eval_ro
 
 class NonFiniteLoss(FloatingPointError):
     pass
-
-
-@dataclass
-class RunPaths:
-    model: Path     # the selected model (the run's output)
-    curves: Path    # per-epoch metrics, CSV
-    state: Path     # folder of epoch states (resume)
-
-    @classmethod
-    def for_run(cls, results: str | Path, run_id: str) -> "RunPaths":
-        results = Path(results)
-        return cls(results / "checkpoints" / run_id / "model.pt", results / "curves" / f"{run_id}.csv",
-                   results / "work" / run_id)
 
 
 def subset(x: torch.Tensor, y: torch.Tensor, n: int | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -74,11 +61,14 @@ def load_run_data(spec: dict, data_root: str | Path) -> data.Data:
 
 
 def model_factory(spec: dict, ds: data.Data) -> Callable[[], nn.Module]:
+    """The run's model builder. An adapter architecture (models.PRETRAINED_MODELS) starts from the checkpoint that
+    the config names (``pretrained.<arch>``, resolved into the spec): build_model refuses to start without it."""
     _, channels, size, _ = ds.x_train.shape
+    pretrained = {"pretrained": spec.get("pretrained")} if spec["arch"] in models.PRETRAINED_MODELS else {}
 
     def build() -> nn.Module:
         return models.build_model(spec["arch"], ds.num_classes, in_channels=channels, image_size=size,
-                                  bn_running_stats=spec["bn_running_stats"])
+                                  bn_running_stats=spec["bn_running_stats"], **pretrained)
 
     return build
 
@@ -200,20 +190,24 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
                 _progress(run_id, epoch, epochs, step + 1, steps_per_epoch, t0)
         if counted == 0:
             raise NonFiniteLoss(f"run {run_id}: every step of epoch {epoch + 1} had a non-finite loss; stopping")
-        # the learners as this epoch trained them, before end_epoch (Generalist's communication) changes them
+        # the learners as this epoch trained them, before end_epoch (Generalist's communication) changes them; the
+        # measurement observes training and is not part of its time (a run that shares this job does not track)
+        t_track = time.perf_counter()
         tracked = (learners.measure(method.learners(), x_track, y_track, track, seed=0, batch_size=eval_batch_size)
                    if track is not None else {})
+        t_track = time.perf_counter() - t_track
         method.end_epoch(epoch)
         model = method.eval_model()
         clean = accuracy_under(model, x_eval, y_eval, {"type": "clean", "eps": 0.0}, seed=0,
                                batch_size=eval_batch_size)
         robust = (accuracy_under(model, x_eval, y_eval, eval_attack, seed=0, batch_size=eval_batch_size)
                   if eval_attack else float("nan"))
-        seconds = time.perf_counter() - t0
+        seconds = time.perf_counter() - t0 - t_track
         row = {"epoch": epoch + 1, "lr": _current_lr(method), "train_loss": (loss_sum / n).item(),
                "train_acc": (correct.float() / n).item(), "eval_clean": clean, "eval_robust": robust,
                "seconds": seconds, "images_per_s": n / seconds,
-               **{f"train_{key}": (total / max(counted, 1)).item() for key, total in extras.items()}, **tracked}
+               **{f"train_{key}": (total / max(counted, 1)).item() for key, total in extras.items()}, **tracked,
+               **({"track_seconds": t_track} if track is not None else {})}
         rows.append(row)
         if not all(math.isfinite(p.float().sum().item()) for p in model.state_dict().values() if p.is_floating_point()):
             raise NonFiniteLoss(f"run {run_id}: non-finite weights after epoch {epoch + 1}; not checkpointing them")
@@ -269,13 +263,16 @@ def _cell(value: Any) -> str:
 
 
 def load_model(path: str | Path, device: torch.device | str = "cpu") -> tuple[nn.Module, dict]:
-    """A trained run's selected model, in eval mode and fp32, with its metadata."""
+    """A trained run's selected model, in eval mode and fp32, with its metadata.
+
+    model.pt holds every tensor of the model, so the architecture is rebuilt bare and the state loaded strictly: an
+    adapter model's pretrained backbone file is not read (nor needed) here, only to start its training."""
     obj = checkpoint.load(path)
     meta: dict[str, Any] = json.loads(obj["meta"])
     spec = meta["spec"]
-    model = models.build_model(spec["arch"], meta["num_classes"], in_channels=meta["in_channels"],
-                               image_size=meta["image_size"], bn_running_stats=spec["bn_running_stats"])
-    model.load_state_dict(obj["model"])
+    model = models.build_architecture(spec["arch"], meta["num_classes"], in_channels=meta["in_channels"],
+                                      image_size=meta["image_size"], bn_running_stats=spec["bn_running_stats"])
+    model.load_state_dict(obj["model"], strict=True)
     return model.to(device).float().eval(), meta
 
 

@@ -2,13 +2,14 @@
 import json
 import re
 import shlex
+from types import SimpleNamespace
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from tradeoff import config as tcfg
 from tradeoff.analysis import analysis_path
-from tradeoff.cli import metrics_path, predictions_path, ready_marker
+from tradeoff.cli import evaluation_ready_markers, metrics_path, predictions_path, ready_marker
 from tradeoff.report.build import target_outputs as build_outputs
 from tradeoff.report.summary import summary_paths
 
@@ -32,8 +33,20 @@ ATTACKS = sorted(CATALOG.attacks)
 RES = config.get("resources", {})
 
 
+NO_MATCH = "(?!x)x"  # a constraint that matches nothing, for an empty list
+
+
 def _alternatives(names):
     return "|".join(re.escape(n) for n in names)
+
+
+def _rule_names(prefix, runs):
+    """run id -> a rule name (prefix + the id as an identifier), unique among the runs."""
+    names = {}
+    for i, run in enumerate(runs):
+        name = prefix + re.sub(r"\W", "_", run, flags=re.ASCII)
+        names[run] = name if name not in names.values() else f"{name}_{i}"
+    return names
 
 
 wildcard_constraints:
@@ -44,6 +57,17 @@ wildcard_constraints:
 
 def dataset_ready(wildcards):
     return str(ready_marker(DATA, CATALOG.runs[wildcards.run]["dataset"]))
+
+
+def pretrained_input(wildcards):
+    """An adapter run's backbone checkpoint (`pretrained.<arch>`): a file the training job reads, so a run of the
+    pipeline that writes it (the demo's pretraining) comes first. Unset, it stops the DAG naming the key, but only
+    when a requested target trains such a run."""
+    try:
+        path = CATALOG.pretrained_checkpoint(wildcards.run)
+    except tcfg.ConfigError as exc:
+        raise WorkflowError(f"configuration error: {exc}")
+    return [] if path is None else [str(path)]
 
 
 def run_spec_json(wildcards):

@@ -11,12 +11,14 @@
 # evaluates all the attacks that the targets need of that run in one process (`tradeoff evaluate --run R
 # --attack A1 --attack A2 ...`): the same files, the same numbers, one process start-up. The generic rule
 # then matches nothing; sharding is refused with it (tradeoff.config).
+#
+# NROB (an entry of type `corruptions`, e.g. attacks.nrob) is evaluated like an attack, never sharded; its job also
+# reads the corruption dataset (Tiny-ImageNet-C, or digits-c at the smaller scales), whose download marker it needs.
 from tradeoff.cli import eval_work_path
 
 EVAL_JOBS = CATALOG.attack_jobs()
 SHARDED = [a for a in EVAL_JOBS if CATALOG.shards_for(a) > 1]
 UNSHARDED = [a for a in EVAL_JOBS if CATALOG.shards_for(a) == 1]
-NO_MATCH = "(?!x)x"  # a constraint that matches nothing, for an empty list
 EVAL_PER_RUN = CATALOG.eval_per_run
 
 
@@ -37,6 +39,7 @@ def shard_inputs(wildcards):
 rule evaluate:
     input:
         model=str(RESULTS / "checkpoints" / "{run}" / "model.pt"),
+        data=lambda wc: evaluation_ready_markers(CATALOG, wc.run, [wc.attack]),
     output:
         metrics=str(metrics_path(RESULTS, "{run}", "{attack}")),
         predictions=str(predictions_path(RESULTS, "{run}", "{attack}")),
@@ -52,17 +55,9 @@ rule evaluate:
         "tradeoff {CONFIG_ARGS} evaluate --run {wildcards.run} --attack {wildcards.attack} > {log} 2>&1"
 
 
-def _eval_rule_names(runs):
-    """run id -> a rule name that is a valid identifier, unique among the runs."""
-    names = {}
-    for i, run in enumerate(runs):
-        name = "evaluate_run_" + re.sub(r"\W", "_", run, flags=re.ASCII)
-        names[run] = name if name not in names.values() else f"{name}_{i}"
-    return names
-
-
-EVAL_RUNS = {run: CATALOG.run_attacks(run) for run in TRAIN_IDS} if EVAL_PER_RUN else {}
-for _run, _rule in _eval_rule_names([r for r, attacks in EVAL_RUNS.items() if attacks]).items():
+# (runtime.evaluate_with_training: the runs' training jobs evaluate them instead, workflow/rules/train.smk)
+EVAL_RUNS = {run: CATALOG.run_attacks(run) for run in TRAIN_IDS if run not in TRAIN_EVAL} if EVAL_PER_RUN else {}
+for _run, _rule in _rule_names("evaluate_run_", [r for r, attacks in EVAL_RUNS.items() if attacks]).items():
     _attacks = EVAL_RUNS[_run]
 
     rule:
@@ -70,6 +65,7 @@ for _run, _rule in _eval_rule_names([r for r, attacks in EVAL_RUNS.items() if at
             _rule
         input:
             model=str(RESULTS / "checkpoints" / _run / "model.pt"),
+            data=evaluation_ready_markers(CATALOG, _run, _attacks),
         output:
             metrics=[str(metrics_path(RESULTS, _run, a)) for a in _attacks],
             predictions=[str(predictions_path(RESULTS, _run, a)) for a in _attacks],

@@ -32,6 +32,9 @@ class Method:
     #: ``"param.key"``: an attack named at ``key`` inside the mapping parameter ``param`` (from the catalog's
     #: ``attacks`` or ``train_attacks``), resolved for the run like the per-epoch robust evaluation's
     nested_attack_params: ClassVar[tuple[str, ...]] = ()
+    #: parameters that observe training without changing it (the same weights with or without them): runs that
+    #: differ only in these share one training job, which observes what they ask for
+    observer_params: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, spec: dict, build_model: Callable[[], nn.Module], runtime: Runtime):
         self.spec = spec
@@ -121,7 +124,10 @@ class SingleLearner(Method):
     def __init__(self, spec: dict, build_model: Callable[[], nn.Module], runtime: Runtime):
         super().__init__(spec, build_model, runtime)
         self.model = runtime.place_model(build_model())
-        self.optimizer = build_optimizer(self.model.parameters(), spec["optimizer"], self.lr_at(0.0))
+        # only what trains (an adapter model's backbone is frozen): whatever gradient a method leaves on a frozen
+        # tensor (a zero one with weight decay would shrink it), the optimizer cannot move it nor keep state for it
+        self.optimizer = build_optimizer([p for p in self.model.parameters() if p.requires_grad], spec["optimizer"],
+                                         self.lr_at(0.0))
 
     def lr_at(self, epoch: float) -> float:
         return piecewise_linear(epoch, self.spec["lr"]["epochs"], self.spec["lr"]["values"])

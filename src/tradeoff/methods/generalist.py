@@ -56,6 +56,7 @@ import math
 import torch
 from torch import nn
 
+from ..data import SPLIT_SIZES
 from ..optim import piecewise_linear, set_lr
 from .base import Method, register
 from .common import check_choice, check_range
@@ -63,8 +64,7 @@ from .natural import Natural
 from .pgd_at import PGDAT
 
 # Training-set sizes, for the iterations per epoch that ``ema_horizon`` converts into a per-iteration decay.
-TRAIN_SIZES = {"cifar10": 50000, "cifar100": 50000, "svhn": 73257, "mnist": 60000, "digits": 1437,
-               "tinyimagenet": 100000, "cub200": 5994, "stanford-dogs": 12000}
+TRAIN_SIZES = {name: sizes[0] for name, sizes in SPLIT_SIZES.items()}
 
 
 def communication_epoch(epoch: int, t_prime: float, c: float) -> bool:
@@ -110,6 +110,7 @@ class Generalist(Method):
     lr_params = ("nt_lr",)
     attack_params = ("attack",)
     nested_attack_params = ("track_learners.attack",)
+    observer_params = ("track_learners", "snapshot_epochs")  # tested: bit-identical weights with and without
 
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
@@ -150,7 +151,7 @@ class Generalist(Method):
         dataset = self.spec["dataset"]
         if dataset not in TRAIN_SIZES:
             raise ValueError(f"generalist: ema_horizon needs the training-set size of {dataset!r}; known: "
-                             f"{sorted(TRAIN_SIZES)} (add it to TRAIN_SIZES in {__name__})")
+                             f"{sorted(TRAIN_SIZES)} (add it to tradeoff.data.SPLIT_SIZES)")
         n = min(TRAIN_SIZES[dataset], self.spec.get("train_examples") or TRAIN_SIZES[dataset])
         return math.ceil(n / self.spec["batch_size"])
 

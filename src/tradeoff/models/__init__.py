@@ -5,7 +5,8 @@ adapter transformers, whose ImageNet-pretrained backbones expect ImageNet normal
 
 The adapter transformers (``PRETRAINED_MODELS``, see tradeoff.models.adapters) fine-tune an adversarially
 pretrained checkpoint that the user supplies: they need ``build_model(..., pretrained=PATH)`` and refuse to start
-from random weights.
+from random weights. ``build_architecture`` builds any model without a checkpoint, to load a complete saved state
+into (a trained run's model.pt).
 """
 
 from __future__ import annotations
@@ -20,17 +21,18 @@ from tradeoff.models.small import linear, small_cnn
 from tradeoff.models.wideresnet import wrn_28_10, wrn_34_10
 
 
-def _adapter_builder(name: str) -> Callable[..., nn.Module]:
-    """The adapter transformers import torchvision's model zoo (seconds): only when one is built."""
+def _adapter_builder(name: str, registry: str = "PRETRAINED_MODELS") -> Callable[..., nn.Module]:
+    """The transformers import torchvision's model zoo (seconds): only when one is built."""
 
     def build(*args, **kwargs):
-        return importlib.import_module("tradeoff.models.adapters").PRETRAINED_MODELS[name](*args, **kwargs)
+        return getattr(importlib.import_module("tradeoff.models.adapters"), registry)[name](*args, **kwargs)
 
     return build
 
 
 PRETRAINED_MODELS: dict[str, Callable[..., nn.Module]] = {
-    name: _adapter_builder(name) for name in ("swin_t_adapter", "swin_s_adapter", "swin_b_adapter", "vit_b16_adapter")
+    name: _adapter_builder(name) for name in ("swin_t_adapter", "swin_s_adapter", "swin_b_adapter", "vit_b16_adapter",
+                                              "vit_tiny_adapter")
 }
 
 # Every builder takes (num_classes, in_channels=3, image_size=32, *, bn_running_stats=True).
@@ -43,6 +45,8 @@ MODELS: dict[str, Callable[..., nn.Module]] = {
     # Madry's WRN-32-10 is WRN-34-10 under another depth convention; see tradeoff.models.wideresnet.
     "wrn-32-10": wrn_34_10,
     "wrn-34-10": wrn_34_10,
+    # the backbone of vit_tiny_adapter, trained from scratch (the demo and smoke scales' pretraining run)
+    "vit_tiny": _adapter_builder("vit_tiny", "SCRATCH_MODELS"),
 }
 
 
@@ -78,3 +82,16 @@ def build_model(
         raise ValueError(f"model {name!r} is trained from scratch and takes no pretrained checkpoint; only "
                          f"{', '.join(PRETRAINED_MODELS)} do")
     return builder(num_classes, in_channels, image_size, bn_running_stats=bn_running_stats)
+
+
+def build_architecture(
+    name: str, num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: bool = True
+) -> nn.Module:
+    """Architecture ``name`` with random weights, to load a complete saved state into (``strict``): a run's
+    model.pt. Unlike ``build_model`` it builds the models of ``PRETRAINED_MODELS`` without their checkpoint, whose
+    backbone tensors such a state already holds; never train what it returns."""
+    if name in PRETRAINED_MODELS:
+        from .adapters import build_architecture as bare
+
+        return bare(name, num_classes, in_channels, image_size, bn_running_stats=bn_running_stats)
+    return build_model(name, num_classes, in_channels, image_size, bn_running_stats=bn_running_stats)

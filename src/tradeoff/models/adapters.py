@@ -20,11 +20,23 @@ reduction factor of 8" (CA-AT, Sec. 5.1 and Appendix C). Here:
 
 ARES publishes its checkpoints in timm's layout; ``load_pretrained`` maps timm's names to torchvision's (both the
 timm < 0.9 and the current Swin layouts) and also accepts torchvision-layout state dicts.
+
+The demo and smoke scales run a miniature of the same setup on the 8x8 digits: ``vit_tiny`` is a torchvision ViT
+(``TINY_VIT``: image 8, patch 4, 2 layers, 2 heads, width 32, MLP 64) trained from scratch, adversarially, by a
+run of the pipeline itself, and ``vit_tiny_adapter`` is the same backbone with adapters, fine-tuned from that run's
+``model.pt`` through ``load_pretrained`` (torchvision layout) exactly as the paper-scale models are from ARES's
+files. The miniature takes the data's channels (1 for digits: a 1-channel patch embedding, initialised as
+torchvision initialises the 3-channel one) and normalises nothing, like every other from-scratch model.
+
+``build_architecture`` builds an adapter network with random weights and no checkpoint. It exists to receive a
+complete saved state (``tradeoff.train.load_model``: a fine-tuned run's model.pt holds every tensor, backbone
+included) and to count FLOPs; training always goes through the registry builders, which load the checkpoint.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import pickle
 import re
 from collections.abc import Callable
@@ -35,8 +47,9 @@ from pathlib import Path
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torchvision.models.swin_transformer import SwinTransformer, SwinTransformerBlock
-from torchvision.models.vision_transformer import EncoderBlock, VisionTransformer
+
+# torchvision's model zoo is imported where a network is built, not here: the configuration reads this module's
+# checkpoint settings (pretrained_setting) while Snakemake builds its DAG, and that import costs ~2.4 CPU-s.
 
 _log = logging.getLogger(__name__)
 
@@ -69,21 +82,23 @@ class BottleneckAdapter(nn.Module):
         return h + self.up(self.act(self.down(h)))
 
 
-class AdaptedTransformer(nn.Module):
-    """[0, 1] images -> resize to ``net``'s resolution -> ImageNet normalisation -> ``net`` (adapters inside)."""
+class ImageTransformer(nn.Module):
+    """[0, 1] images -> resize to ``net``'s resolution -> normalisation (ImageNet's, or none) -> ``net``."""
 
-    def __init__(self, net: nn.Module, family: str, resolution: int):
+    def __init__(self, net: nn.Module, family: str, resolution: int, normalise: bool = True):
         super().__init__()
         self.net = net
         self.family = family
         self.resolution = resolution
-        self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
-        self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
+        self.normalise = normalise
+        if normalise:
+            self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
+            self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-2:] != (self.resolution, self.resolution):
             x = F.interpolate(x, size=(self.resolution, self.resolution), mode="bilinear", align_corners=False)
-        return self.net((x - self.mean) / self.std)
+        return self.net((x - self.mean) / self.std if self.normalise else x)
 
     @property
     def head(self) -> nn.Linear:
@@ -93,6 +108,10 @@ class AdaptedTransformer(nn.Module):
     def head_prefix(self) -> str:
         """Prefix of the classification head's keys in ``net``'s state dict."""
         return "head." if self.family == "swin" else "heads."
+
+
+class AdaptedTransformer(ImageTransformer):
+    """An ImageTransformer whose ``net`` has an adapter in every block; only the adapters and the head train."""
 
     def adapters(self) -> list[BottleneckAdapter]:
         return [module for module in self.modules() if isinstance(module, BottleneckAdapter)]
@@ -104,6 +123,9 @@ class AdaptedTransformer(nn.Module):
 
 def _add_adapters(net: nn.Module, reduction: int) -> int:
     """Append an adapter to the MLP of every Swin or ViT block (as its last stage); returns how many."""
+    from torchvision.models.swin_transformer import SwinTransformerBlock
+    from torchvision.models.vision_transformer import EncoderBlock
+
     count = 0
     for block in net.modules():
         if isinstance(block, SwinTransformerBlock):
@@ -119,10 +141,11 @@ def _add_adapters(net: nn.Module, reduction: int) -> int:
     return count
 
 
-def _finish(net: nn.Module, family: str, resolution: int, reduction: int) -> AdaptedTransformer:
+def _finish(net: nn.Module, family: str, resolution: int, reduction: int, normalise: bool = True
+            ) -> AdaptedTransformer:
     if _add_adapters(net, reduction) == 0:
         raise AssertionError("no transformer blocks found")
-    model = AdaptedTransformer(net, family, resolution)
+    model = AdaptedTransformer(net, family, resolution, normalise)
     for key, parameter in net.named_parameters():
         parameter.requires_grad_(model.is_trainable_key(key))
     return model
@@ -140,11 +163,31 @@ def swin_adapter(
     reduction: int = REDUCTION,
 ) -> AdaptedTransformer:
     """A torchvision Swin Transformer (v1) with adapters, RANDOMLY initialised: call ``load_pretrained`` next."""
+    from torchvision.models.swin_transformer import SwinTransformer
+
     net = SwinTransformer(
         patch_size=[patch_size, patch_size], embed_dim=embed_dim, depths=list(depths), num_heads=list(num_heads),
         window_size=[window_size, window_size], stochastic_depth_prob=0.0, num_classes=num_classes,
     )
     return _finish(net, "swin", resolution, reduction)
+
+
+def _vision_transformer(num_classes: int, in_channels: int, *, patch_size: int, num_layers: int, num_heads: int,
+                        hidden_dim: int, mlp_dim: int, resolution: int) -> nn.Module:
+    """torchvision's ViT (no dropout) with a patch embedding for ``in_channels`` channels."""
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    net = VisionTransformer(
+        image_size=resolution, patch_size=patch_size, num_layers=num_layers, num_heads=num_heads,
+        hidden_dim=hidden_dim, mlp_dim=mlp_dim, num_classes=num_classes,
+    )
+    if in_channels != 3:
+        # torchvision's stem is RGB only; this one is the same convolution on the data's channels, initialised as
+        # torchvision initialises its own (truncated normal of std sqrt(1 / fan_in), zero bias)
+        net.conv_proj = nn.Conv2d(in_channels, hidden_dim, kernel_size=patch_size, stride=patch_size)
+        nn.init.trunc_normal_(net.conv_proj.weight, std=math.sqrt(1 / (in_channels * patch_size**2)))
+        nn.init.zeros_(net.conv_proj.bias)
+    return net
 
 
 def vit_adapter(
@@ -157,13 +200,27 @@ def vit_adapter(
     mlp_dim: int,
     resolution: int = 224,
     reduction: int = REDUCTION,
+    in_channels: int = 3,
+    normalise: bool = True,
 ) -> AdaptedTransformer:
     """A torchvision ViT with adapters, RANDOMLY initialised: call ``load_pretrained`` next."""
-    net = VisionTransformer(
-        image_size=resolution, patch_size=patch_size, num_layers=num_layers, num_heads=num_heads,
-        hidden_dim=hidden_dim, mlp_dim=mlp_dim, num_classes=num_classes,
-    )
-    return _finish(net, "vit", resolution, reduction)
+    net = _vision_transformer(num_classes, in_channels, patch_size=patch_size, num_layers=num_layers,
+                              num_heads=num_heads, hidden_dim=hidden_dim, mlp_dim=mlp_dim, resolution=resolution)
+    return _finish(net, "vit", resolution, reduction, normalise)
+
+
+# The demo and smoke scales' miniature backbone: 8x8 digits as 4 patches of 4x4, two blocks of width 32. Patches of
+# 2x2 (17 tokens) cost 1.7x more per step on the CPU, and PGD-AT at eps 0.3 left that ViT near chance in 12 epochs.
+TINY_VIT = {"patch_size": 4, "num_layers": 2, "num_heads": 2, "hidden_dim": 32, "mlp_dim": 64, "resolution": 8}
+
+
+def vit_tiny(num_classes: int, in_channels: int = 3, image_size: int = 32, *,
+             bn_running_stats: bool = True) -> ImageTransformer:
+    """The miniature ViT (``TINY_VIT``) trained from scratch, every parameter trainable, no normalisation; inputs of
+    another size are resized to 8. Its runs' model.pt is the backbone checkpoint of ``vit_tiny_adapter``.
+    ``bn_running_stats``: it has LayerNorm only, so there is nothing to change."""
+    net = _vision_transformer(num_classes, in_channels, **TINY_VIT)
+    return ImageTransformer(net, "vit", TINY_VIT["resolution"], normalise=False)
 
 
 # Checkpoint loading ---------------------------------------------------------------------------------------------
@@ -343,6 +400,8 @@ class _Pretrained:
     family: str
     config: dict
     checkpoint: str  # what the configured file should be
+    channels: int | None = 3  # input channels the backbone was pretrained on; None: the data's (the miniature)
+    normalise: bool = True  # ImageNet normalisation, as ARES's backbones expect; the miniature was trained without
 
 
 _ARCHITECTURES = {
@@ -359,21 +418,50 @@ _ARCHITECTURES = {
     "vit_b16_adapter": _Pretrained(
         "vit", {"patch_size": 16, "num_layers": 12, "num_heads": 12, "hidden_dim": 768, "mlp_dim": 3072},
         f"ARES_ViT_base_patch16_224_AT.pth from {ARES_URL}"),
+    "vit_tiny_adapter": _Pretrained(
+        "vit", dict(TINY_VIT),
+        "results/checkpoints/<run>/model.pt of an adversarially trained `vit_tiny` run of this pipeline (the demo "
+        "and smoke scales' pretraining run, see config/demo.yaml)",
+        channels=None, normalise=False),
 }
+
+
+def pretrained_setting(arch: str, pretrained: str | Path | None) -> Path:
+    """The checkpoint file configured for ``arch`` (``pretrained.<arch>``), not checked to exist (a workflow may
+    have yet to write it), or PretrainedError naming the config key and the file expected when it is not set."""
+    key, expected = f"{PRETRAINED_KEY}.{arch}", _ARCHITECTURES[arch].checkpoint
+    if pretrained is None or str(pretrained) == "":
+        raise PretrainedError(
+            f"model {arch!r} fine-tunes an adversarially pretrained backbone and never starts from random weights: "
+            f"set `{key}` in the config to the checkpoint file ({expected})")
+    return Path(pretrained)
 
 
 def pretrained_checkpoint_path(arch: str, pretrained: str | Path | None) -> Path:
     """The configured checkpoint of ``arch``, or PretrainedError naming the config key and the expected file."""
-    key, expected = f"{PRETRAINED_KEY}.{arch}", _ARCHITECTURES[arch].checkpoint
-    if pretrained is None or str(pretrained) == "":
-        raise PretrainedError(
-            f"model {arch!r} fine-tunes an adversarially pretrained ImageNet backbone and never starts from random "
-            f"weights: set `{key}` in the config to the checkpoint file ({expected})")
-    path = Path(pretrained)
+    path = pretrained_setting(arch, pretrained)
     if not path.is_file():
-        raise PretrainedError(f"model {arch!r}: `{key}` is {str(pretrained)!r}, which is not a file; expected "
-                              f"{expected}")
+        raise PretrainedError(f"model {arch!r}: `{PRETRAINED_KEY}.{arch}` is {str(pretrained)!r}, which is not a "
+                              f"file; expected {_ARCHITECTURES[arch].checkpoint}")
     return path
+
+
+def _check_channels(arch: str, in_channels: int) -> None:
+    channels = _ARCHITECTURES[arch].channels
+    if channels is not None and in_channels != channels:
+        raise ValueError(f"{arch} takes RGB images, not {in_channels} channels")
+
+
+def build_architecture(arch: str, num_classes: int, in_channels: int = 3, image_size: int = 224, *,
+                       bn_running_stats: bool = True) -> AdaptedTransformer:
+    """``arch`` with RANDOM weights and no checkpoint: only to load a complete saved state into (a fine-tuned run's
+    model.pt, whose backbone tensors are the pretrained ones) or to count FLOPs and time steps. Training builds
+    through ``PRETRAINED_MODELS``, which loads the configured backbone and never starts from random weights."""
+    spec = _ARCHITECTURES[arch]
+    _check_channels(arch, in_channels)
+    if spec.family == "swin":
+        return swin_adapter(num_classes, **spec.config)
+    return vit_adapter(num_classes, **spec.config, in_channels=in_channels, normalise=spec.normalise)
 
 
 def _builder(arch: str) -> Callable[..., AdaptedTransformer]:
@@ -382,17 +470,16 @@ def _builder(arch: str) -> Callable[..., AdaptedTransformer]:
     def build(num_classes: int, in_channels: int = 3, image_size: int = 224, *, bn_running_stats: bool = True,
               pretrained: str | Path | None = None) -> AdaptedTransformer:
         # bn_running_stats: these networks use LayerNorm only, so it has nothing to change.
-        if in_channels != 3:
-            raise ValueError(f"{arch} takes RGB images, not {in_channels} channels")
+        _check_channels(arch, in_channels)
         path = pretrained_checkpoint_path(arch, pretrained)  # fails before the (slow) construction
-        constructor = swin_adapter if spec.family == "swin" else vit_adapter
-        model = constructor(num_classes, **spec.config)
+        model = build_architecture(arch, num_classes, in_channels, image_size)
         load_pretrained(model, path)
         return model
 
+    resolution = spec.config.get("resolution", 224)
     build.__name__ = build.__qualname__ = arch
     build.__doc__ = (f"{arch}: {spec.family} with adapters from the checkpoint at ``pretrained`` ({spec.checkpoint}); "
-                     f"inputs of any size are resized to 224.")
+                     f"inputs of any size are resized to {resolution}.")
     return build
 
 
@@ -400,6 +487,7 @@ swin_t_adapter = _builder("swin_t_adapter")
 swin_s_adapter = _builder("swin_s_adapter")
 swin_b_adapter = _builder("swin_b_adapter")
 vit_b16_adapter = _builder("vit_b16_adapter")
+vit_tiny_adapter = _builder("vit_tiny_adapter")
 
 # Every builder here needs the ``pretrained`` keyword of ``build_model``.
 PRETRAINED_MODELS: dict[str, Callable[..., AdaptedTransformer]] = {
@@ -407,4 +495,8 @@ PRETRAINED_MODELS: dict[str, Callable[..., AdaptedTransformer]] = {
     "swin_s_adapter": swin_s_adapter,
     "swin_b_adapter": swin_b_adapter,
     "vit_b16_adapter": vit_b16_adapter,
+    "vit_tiny_adapter": vit_tiny_adapter,
 }
+
+# Trained from scratch (``tradeoff.models.MODELS``), defined here because it is vit_tiny_adapter's backbone.
+SCRATCH_MODELS: dict[str, Callable[..., ImageTransformer]] = {"vit_tiny": vit_tiny}

@@ -7,9 +7,8 @@ import html
 from pathlib import Path
 
 from ..analysis import analysis_path
-from ..checkpoint import atomic_write_text
+from ..checkpoint import RunPaths, atomic_write_text
 from ..config import Catalog
-from ..train import RunPaths
 from .build import target_outputs
 from .tables import collect, html_page
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..checkpoint import atomic_write_text
-from ..config import ROOT, Catalog
+from ..config import CORRUPTIONS_TYPE, ROOT, Catalog
 
 REFERENCE_DIR = ROOT / "config" / "reference"
 
@@ -130,12 +130,20 @@ def notes(catalog: Catalog, name: str) -> list[str]:
     for column, attack in target["columns"].items():
         if attack in ("train:minutes", "mean"):
             out.append(f"- {column}: " + ("training time in minutes (sum of the epochs' wall-clock seconds on "
-                                          "the machine that trained it; not a percentage)" if attack != "mean"
+                                          "the machine that trained it, the per-epoch selection evaluation "
+                                          "included and Generalist's learner tracking not; not a percentage)"
+                                          if attack != "mean"
                                           else "mean of the row's robust columns"))
             continue
         spec = catalog.attack_for(attack, first_run)
         if spec["type"] == "clean":
             desc = "clean test accuracy"
+        elif spec["type"] == CORRUPTIONS_TYPE:
+            from ..data import corruption_dataset
+
+            count = len(corruption_dataset(spec["dataset"]).corruptions)
+            desc = (f"NROB on {spec['dataset']}: the mean over its {count} corruptions of the mean accuracy over 5 "
+                    "severities (Hendrycks & Dietterich)")
         else:
             params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                                for k, v in spec.items() if k not in ("type", "norm", "eps"))
