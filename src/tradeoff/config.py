@@ -248,8 +248,18 @@ class Catalog:
 
     def run_attacks(self, run_id: str) -> list[str]:
         """Every evaluation job (``name@label`` for a sweep) that some target needs of a training run, sorted."""
-        train_id = self.train_id.get(run_id, run_id)
-        return sorted({attack for name in self.targets for rid, attack in self.evaluations(name) if rid == train_id})
+        return self._attacks_by_training().get(self.train_id.get(run_id, run_id), [])
+
+    def _attacks_by_training(self) -> dict[str, list[str]]:
+        # computed once: the Snakefile asks it of every run (a scan of every target per run took seconds)
+        cached = self.__dict__.get("_attacks_cache")
+        if cached is None:
+            found: dict[str, set[str]] = {}
+            for name in self.targets:
+                for rid, attack in self.evaluations(name):
+                    found.setdefault(rid, set()).add(attack)
+            cached = self.__dict__["_attacks_cache"] = {rid: sorted(a) for rid, a in found.items()}
+        return cached
 
     def shards_for(self, name: str) -> int:
         """How many shards (jobs) evaluate ``name``: the attack's ``shards``, else runtime.eval_shards, else 1 (and
@@ -314,9 +324,10 @@ class Catalog:
     def evaluation_datasets(self, run_id: str, attack: str) -> list[str]:
         """Datasets that an evaluation job reads besides its run's test set: the corruption dataset of an entry of
         type `corruptions` (its download marker is an input of the job), else none."""
-        if self.attacks[split_budget(attack)[0]]["type"] != CORRUPTIONS_TYPE:
-            return []
-        return [self.attack_for(attack, run_id)["dataset"]]
+        spec = self.attacks[split_budget(attack)[0]]
+        # the mapped name only: resolve() checked every evaluation (attack_for), and checking it again here would
+        # import the dataset registry (PyTorch) in the Snakefile
+        return [corruption_set(spec, self.config)] if spec["type"] == CORRUPTIONS_TYPE else []
 
     def datasets(self) -> list[str]:
         """Every dataset that some job of the catalog reads."""
@@ -373,13 +384,14 @@ def spec_digest(spec: dict) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def load_catalog(paths: Iterable[str | Path] | None = None) -> Catalog:
+def load_catalog(paths: Iterable[str | Path] | None = None, *, write_cache: bool = True) -> Catalog:
     """The resolved catalog of these config files, from the cache of an earlier resolution when there is one.
 
     Resolving validates every run against the registries of methods, attacks, models and datasets, which import
     PyTorch: seconds of CPU in each of the pipeline's hundreds of small jobs, and the whole start-up of a report
     job. A resolution is kept in ``<results>/work/catalog/<key>.json``, where the key hashes the files' bytes and
-    the source of this package (schema included), so any change to either resolves (and validates) afresh."""
+    the source of this package (schema included), so any change to either resolves (and validates) afresh.
+    ``write_cache=False`` reads the cache but never writes it."""
     paths = [Path(p) for p in (paths or [DEFAULT_CONFIG])]
     config = load_config(paths)
     cache = _catalog_cache(paths, config)
@@ -391,7 +403,8 @@ def load_catalog(paths: Iterable[str | Path] | None = None) -> Catalog:
         if isinstance(kept, dict) and kept.get("config") == config:
             return Catalog(**kept)
     catalog = resolve(config)
-    _save_catalog_cache(paths, catalog)
+    if write_cache:
+        _save_catalog_cache(paths, catalog)
     return catalog
 
 
@@ -502,6 +515,9 @@ def resolve(config: dict) -> Catalog:
     # sweep's largest on a dataset with a larger standard budget) stops the config, not an evaluation job
     for run_id, attack in {pair for name in targets for pair in catalog.evaluations(name)}:
         catalog.attack_for(attack, run_id)
+        base = split_budget(attack)[0]
+        if config["attacks"][base]["type"] == CORRUPTIONS_TYPE:
+            _check_corruptions(config["attacks"][base], runs[run_id], config, f"attacks.{base}")
     return catalog
 
 
@@ -674,7 +690,7 @@ def resolve_attack(spec: dict, run: dict, config: dict, key: str, *, training: b
     every budget (and absolute step size) keeps its ratio to the standard budget of the run's own dataset.
     ``training``: the attack is a method's inner maximiser (``scale_map.train_attack_steps`` applies)."""
     if spec["type"] == CORRUPTIONS_TYPE:
-        return _resolve_corruptions(spec, run, config, key)
+        return {"type": CORRUPTIONS_TYPE, "dataset": corruption_set(spec, config)}
     out = {k: v for k, v in spec.items() if k not in ("eps", "step_size", "shards")}
     norm = out.setdefault("norm", "linf")
     if spec["type"] == "clean":
@@ -728,13 +744,18 @@ def resolve_attack(spec: dict, run: dict, config: dict, key: str, *, training: b
     return out
 
 
-def _resolve_corruptions(spec: dict, run: dict, config: dict, key: str) -> dict:
+def corruption_set(spec: dict, config: dict) -> str:
+    """The corruption dataset that an entry of type `corruptions` reads at this scale (``corruption_map``)."""
+    return (config.get("corruption_map") or {}).get(spec["dataset"], spec["dataset"])
+
+
+def _check_corruptions(spec: dict, run: dict, config: dict, key: str) -> None:
     """An evaluation on corrupted images for a run: its dataset, mapped by ``corruption_map`` (smaller scales),
-    must hold corrupted test images of the run's own dataset."""
+    must hold corrupted test images of the run's own dataset. (resolve() checks every such evaluation; resolving
+    one again needs no dataset registry, so the Snakefile does not import PyTorch.)"""
     from . import data
 
-    named = spec["dataset"]
-    dataset = (config.get("corruption_map") or {}).get(named, named)
+    named, dataset = spec["dataset"], corruption_set(spec, config)
     clean = data.corruption_dataset(dataset).clean_dataset
     if clean != run["dataset"]:
         hint = (f"map it to a corruption dataset of {run['dataset']!r} with corruption_map: {{{named}: ...}}"
@@ -743,7 +764,6 @@ def _resolve_corruptions(spec: dict, run: dict, config: dict, key: str) -> dict:
                           for name in data.corruption_dataset_names())
         raise ConfigError(f"{key}.dataset: {dataset!r} holds corrupted {clean!r} test images, but a run evaluated "
                           f"on it is on {run['dataset']!r}; {hint} (corruption datasets: {known})")
-    return {"type": CORRUPTIONS_TYPE, "dataset": dataset}
 
 
 def rel_step(step: Any, eps: float, key: str) -> float | None:

@@ -18,8 +18,10 @@ from tradeoff.report.summary import summary_paths
 CONFIG_FILES = ["config/config.yaml"] + [str(f) for f in workflow.config_settings.configfiles]
 validate(config, schema="../schemas/config.schema.yaml")
 try:
-    CATALOG = tcfg.resolve(config)
-    if tcfg.load_config(CONFIG_FILES) != config:
+    # resolved afresh, or read from the cache that the jobs of an earlier call kept of the same files and code
+    # (this process only reads it, so that a dry run writes nothing)
+    CATALOG = tcfg.load_catalog(CONFIG_FILES, write_cache=False)
+    if CATALOG.config != config:
         raise tcfg.ConfigError("--config key=value overrides are not supported (jobs read the config files); "
                                "put the values in a YAML overlay and pass it with --configfile")
 except tcfg.ConfigError as exc:

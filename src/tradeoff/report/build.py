@@ -7,8 +7,14 @@ from pathlib import Path
 
 from ..checkpoint import atomic_write_text
 from ..config import Catalog
-from .figures import build_figure, figure_paths
 from .tables import RENDERERS, html_page, table_paths
+
+
+def figure_paths(catalog: Catalog, name: str) -> dict[str, Path]:
+    """A figure target's files. Here, not in figures.py, so that what a target writes is known without importing
+    matplotlib (the Snakefile asks it of every target when it starts)."""
+    base = catalog.results / "figures" / name
+    return {"png": base.with_suffix(".png"), "pdf": base.with_suffix(".pdf")}
 
 
 def target_outputs(catalog: Catalog, name: str) -> list[Path]:
@@ -26,6 +32,8 @@ def build_target(catalog: Catalog, name: str) -> list[Path]:
     figures."""
     target = catalog.targets[name]
     if target["kind"] == "figure":
+        from .figures import build_figure
+
         return list(build_figure(catalog, name).values())
     paths = table_paths(catalog, name)
     tables = catalog.table_targets(name)

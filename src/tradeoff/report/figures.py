@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..config import Catalog  # noqa: E402
+from .build import figure_paths  # noqa: E402
 from .tables import load_reference, read_metric  # noqa: E402
 
 STYLE = {
@@ -29,11 +30,6 @@ STYLE = {
     "legend.fontsize": 8, "legend.frameon": False,
 }
 COLORS = plt.get_cmap("tab10").colors
-
-
-def figure_paths(catalog: Catalog, name: str) -> dict[str, Path]:
-    base = catalog.results / "figures" / name
-    return {"png": base.with_suffix(".png"), "pdf": base.with_suffix(".pdf")}
 
 
 def _label(row: dict, reference: dict) -> str:
