@@ -50,12 +50,12 @@ def test_demo_scale_keeps_budget_ratio_and_rescales_epochs():
     spec = catalog.runs["cifar10-resnet18-at-beta1"]
     assert spec["dataset"] == "digits" and spec["paper_dataset"] == "cifar10"
     assert spec["method"]["attack"]["eps"] == pytest.approx(0.3)
-    # scale_map.train_attack_steps: PGD-10 of eps/4 becomes PGD-5 of eps/2 in training, the same path length ...
-    assert (spec["method"]["attack"]["steps"], spec["method"]["attack"]["step_size"]) == (5, pytest.approx(0.15))
+    # scale_map.train_attack_steps: PGD-10 of eps/4 becomes PGD-3 of 5/6 eps in training, the same path length ...
+    assert (spec["method"]["attack"]["steps"], spec["method"]["attack"]["step_size"]) == (3, pytest.approx(0.25))
     # ... while the attacks that measure (the selection's PGD-20, the evaluation's) keep their steps
     assert (spec["selection"]["attack"]["steps"], spec["selection"]["attack"]["step_size"]) == (20, pytest.approx(0.075))
-    assert spec["epochs"] == 12
-    assert spec["lr"] == {"epochs": [0, 9, 12], "values": [0.1, 0.1, 0.01]}
+    assert spec["epochs"] == 10
+    assert spec["lr"] == {"epochs": [0, 7.5, 10], "values": [0.1, 0.1, 0.01]}
     assert spec["optimizer"]["weight_decay"] == 5e-4
     # scale_map.preset_lr: the CA-AT preset's runs take their own schedule at this scale
     assert catalog.runs["cifar10-resnet18-caat-ce-gamma0_8"]["lr"]["values"] == [0.05, 0.05, 0.005]
@@ -77,10 +77,12 @@ def test_train_attack_steps_leave_apgd_step_sizes_alone(tmp_path):
 
 
 def test_rescaled_epochs_written_two_ways_share_one_job():
-    """CIFAR-100's tau epochs (83.333 and 150 of 200) and CIFAR-10's (50 and 90 of 120) are one setting at 12 epochs."""
+    """CIFAR-100's tau epochs (83.333 and 150 of 200) and CIFAR-10's (50 and 90 of 120) are one setting at 10 epochs
+    (and at 12)."""
     catalog = cfg.load_catalog(DEMO)
-    assert catalog.runs["cifar100-resnet18-fat"]["method"]["tau_epochs"] == [5.0, 9.0]
+    assert catalog.runs["cifar100-resnet18-fat"]["method"]["tau_epochs"] == [4.167, 7.5]
     assert catalog.train_id["cifar100-resnet18-fat"] == catalog.train_id["cifar10-resnet18-fat"]
+    assert cfg._scaled_epoch(83.333, 12 / 200) == cfg._scaled_epoch(50, 12 / 120) == 5.0
 
 
 def test_resolved_catalog_is_kept_for_the_next_job_and_renewed_when_a_file_changes(tmp_path):

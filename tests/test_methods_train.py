@@ -102,10 +102,10 @@ def test_demo_scale_builds_table1_and_rescales_generalist():
                      .read_text().splitlines()[1:]}
         assert keys == reference, table
     method = catalog.runs["cifar10-resnet18-generalist"]["method"]
-    assert method["t_prime"] == pytest.approx(7.5) and method["c"] == pytest.approx(0.5)  # 120 -> 12 epochs
-    assert method["gamma"]["epochs"] == pytest.approx([0, 4, 8, 12])
-    assert method["ema_horizon"] == pytest.approx(0.2558)  # rescaled epochs are kept to 1e-4 epoch
-    assert catalog.runs["cifar10-resnet18-fat"]["method"]["tau_epochs"] == pytest.approx([5, 9])
+    assert method["t_prime"] == pytest.approx(6.25) and method["c"] == pytest.approx(0.417)  # 120 -> 10 epochs
+    assert method["gamma"]["epochs"] == pytest.approx([0, 3.333, 6.667, 10])
+    assert method["ema_horizon"] == pytest.approx(0.213)  # rescaled epochs are kept to 1e-3 epoch
+    assert catalog.runs["cifar10-resnet18-fat"]["method"]["tau_epochs"] == pytest.approx([4.167, 7.5])
     # the two architectures' runs are the same job at the demo scale
     assert catalog.train_id["cifar10-wrn32-nt"] == catalog.train_id["cifar10-resnet18-nt"]
     # except Generalist's: the Table 1a run also records its learners (Zipper Figures 5 and 6), a setting of its own
