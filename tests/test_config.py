@@ -215,6 +215,30 @@ def test_a_report_job_never_imports_torch(tmp_path):
     assert out.returncode == 0, out.stderr
 
 
+def test_the_snakefile_reads_a_kept_catalog_without_torch_or_matplotlib(tmp_path):
+    """What the Snakefile asks of the catalog when it starts (the runs' attacks, the datasets every job reads, every
+    target's files) comes from the kept resolution without loading PyTorch or matplotlib, and reading it with
+    write_cache=False (as the Snakefile does, so that a dry run writes nothing) writes no file."""
+    import subprocess
+    import sys
+
+    files = [str(cfg.ROOT / "config" / "config.yaml"), str(cfg.ROOT / "config" / "demo.yaml")]
+    overlay = tmp_path / "o.yaml"
+    overlay.write_text(f"paths: {{results: {tmp_path / 'results'}}}\n")
+    cfg.load_catalog([*files, overlay], write_cache=False)
+    assert not (tmp_path / "results").exists()
+    kept = cfg.load_catalog([*files, overlay])
+    assert "digits-c" in kept.datasets()
+    code = ("import sys; from tradeoff import config as c; from tradeoff.report.build import target_outputs\n"
+            "k = c.load_catalog(sys.argv[1:], write_cache=False)\n"
+            "assert {r: k.run_attacks(r) for r in k.training_runs()} and 'digits-c' in k.datasets()\n"
+            "[target_outputs(k, t) for t in k.targets]\n"
+            "[k.attack_for(a, r) for r in k.training_runs() for a in k.run_attacks(r)]\n"
+            "loaded = {'torch', 'matplotlib'} & set(sys.modules); assert not loaded, loaded")
+    out = subprocess.run([sys.executable, "-c", code, *files, str(overlay)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
 def test_runs_that_differ_only_in_what_they_observe_share_a_job(paper_config):
     """Generalist's learner tracking and snapshots do not change its weights (tests/test_zipper_figures.py), so a run
     without them is trained by the job of the run that asks for them; two different observations stay two jobs."""

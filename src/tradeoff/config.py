@@ -248,18 +248,16 @@ class Catalog:
 
     def run_attacks(self, run_id: str) -> list[str]:
         """Every evaluation job (``name@label`` for a sweep) that some target needs of a training run, sorted."""
-        return self._attacks_by_training().get(self.train_id.get(run_id, run_id), [])
+        return self._attacks_by_training.get(self.train_id.get(run_id, run_id), [])
 
+    @functools.cached_property
     def _attacks_by_training(self) -> dict[str, list[str]]:
         # computed once: the Snakefile asks it of every run (a scan of every target per run took seconds)
-        cached = self.__dict__.get("_attacks_cache")
-        if cached is None:
-            found: dict[str, set[str]] = {}
-            for name in self.targets:
-                for rid, attack in self.evaluations(name):
-                    found.setdefault(rid, set()).add(attack)
-            cached = self.__dict__["_attacks_cache"] = {rid: sorted(a) for rid, a in found.items()}
-        return cached
+        found: dict[str, set[str]] = {}
+        for name in self.targets:
+            for rid, attack in self.evaluations(name):
+                found.setdefault(rid, set()).add(attack)
+        return {rid: sorted(a) for rid, a in found.items()}
 
     def shards_for(self, name: str) -> int:
         """How many shards (jobs) evaluate ``name``: the attack's ``shards``, else runtime.eval_shards, else 1 (and
