@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml
 demo: install
 	$(BIN)/snakemake --cores $(CORES) --scheduler greedy --configfile config/demo.yaml
 	@echo
-	@echo "Tables (demo scale): results/tables/table1.md (also .csv and .tex)"
+	@echo "Tables (demo scale): results/demo/tables/table1.md (also .csv, .tex and .html)"
 
 smoke: install
 	$(BIN)/snakemake --cores $(CORES) --configfile config/smoke.yaml

@@ -17,7 +17,7 @@ rule all:
     default_target: True
     input:
         all_target_outputs(),
-        str(summary_paths(CATALOG)["md"]),
+        str(LAYOUT.summary()["md"]),
 
 
 include: "workflow/rules/data.smk"

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tradeoff.results import Layout
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 WORKFLOW_FILES = ("Snakefile", "workflow", "config", "slurm", ".dvcignore")
@@ -43,3 +45,8 @@ def run(cmd: list[str], cwd: Path, timeout: float = 600, check: bool = True) -> 
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
     return proc
+
+
+def results_of(work: Path, scale: str = "smoke") -> Layout:
+    """The results of one scale in a workflow copy (``<work>/results/<scale>/...``)."""
+    return Layout.of(work / "results", scale)

@@ -169,7 +169,7 @@ def test_scale_map_arch_string_or_mapping():
 def test_results_placeholder_follows_paths_results(tmp_path):
     extra = overlay(tmp_path, paths={"results": str(tmp_path / "elsewhere"), "data": "data"})
     catalog = cfg.load_catalog(SMOKE + [extra])
-    assert catalog.runs[FINE_TUNE]["pretrained"] == str(tmp_path / "elsewhere" / "checkpoints" /
+    assert catalog.runs[FINE_TUNE]["pretrained"] == str(tmp_path / "elsewhere" / "smoke" / "checkpoints" /
                                                          "digits-vit_tiny-pgd_at" / "model.pt")
 
 
@@ -179,7 +179,7 @@ def test_dvc_stages_depend_on_the_pretraining_run():
     files = [str(p) for p in SMOKE]
     catalog = cfg.load_catalog(files)
     stages = yaml.safe_load(render_dvc(catalog, files, ["caat_figure4", "caat_figure5"])["dvc.yaml"])["stages"]
-    pretrain = "results/checkpoints/digits-vit_tiny-pgd_at/model.pt"
+    pretrain = "results/smoke/checkpoints/digits-vit_tiny-pgd_at/model.pt"
     assert pretrain in stages["train-digits-vit_tiny-pgd_at"]["outs"]
     fine_tunes = [name for name in stages if name.startswith("train-") and "adapter" in name]
     assert len(fine_tunes) == 2 and all(pretrain in stages[n]["deps"] for n in fine_tunes)
@@ -361,7 +361,7 @@ def test_snakemake_builds_the_adapter_figures_at_smoke_scale(tmp_path):
     work = workflow_copy(tmp_path / "wf")
     run(["snakemake", "caat_figure4", "caat_figure5", "--cores", "2", "--configfile", "config/smoke.yaml"], work,
         timeout=900)
-    results = work / "results"
+    results = work / "results" / "smoke"
     for name in ("caat_figure4a", "caat_figure4b", "caat_figure4c", "caat_figure4d", "caat_figure5"):
         png, pdf = results / "figures" / f"{name}.png", results / "figures" / f"{name}.pdf"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
@@ -374,7 +374,7 @@ def test_snakemake_builds_the_adapter_figures_at_smoke_scale(tmp_path):
         model = results / "checkpoints" / run_id / "model.pt"
         assert model.stat().st_mtime > pretrained.stat().st_mtime
         log = (results / "logs" / "train" / f"{run_id}.log").read_text()
-        assert "loaded 30 backbone tensors from results/checkpoints/digits-vit_tiny-pgd_at/model.pt" in log
+        assert "loaded 30 backbone tensors from results/smoke/checkpoints/digits-vit_tiny-pgd_at/model.pt" in log
         meta = json.loads(torch.load(model, weights_only=True)["meta"])
         assert meta["spec"]["arch"] == "vit_tiny_adapter" and meta["spec"]["paper_arch"] == "swin_t_adapter"
         for attack in ("clean", "aa"):

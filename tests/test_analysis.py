@@ -36,7 +36,7 @@ def test_analysis_writes_its_json_and_lists_its_inputs(catalog_with_analysis):
     # its own dataset is remapped like a run's: the smoke scale maps every dataset to digits
     assert catalog.analysis_datasets("fig_count") == ["digits"]
     path = analysis.run_analysis(catalog, "fig_count")
-    assert path == analysis.analysis_path(catalog.results, "fig_count")
+    assert path == catalog.layout.analysis("fig_count")
     data = json.loads(path.read_text())
     assert (data["rows"], data["echo"], data["analysis"], data["scale"]) == (1, 7, "count_rows", "smoke")
     assert analysis.read_analysis(catalog, "fig_count")["params"] == {"echo": 7, "dataset": "mnist"}

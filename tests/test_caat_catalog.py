@@ -203,7 +203,7 @@ def test_demo_thinning_keeps_few_caat_trainings(demo):
                for r in demo.targets[leaf]["rows"]}
     assert len(adapter) == DEMO_ADAPTER_TRAINING
     assert {demo.runs[j]["arch"] for j in adapter} == {"vit_tiny_adapter"}
-    assert {demo.runs[j]["pretrained"] for j in adapter} == {"results/checkpoints/digits-vit_tiny-pgd_at/model.pt"}
+    assert {demo.runs[j]["pretrained"] for j in adapter} == {"results/demo/checkpoints/digits-vit_tiny-pgd_at/model.pt"}
     # the same collapse at the smoke scale: its CA-AT rows are the demo's (the adapter figures': some of them)
     smoke_cfg, demo_cfg = (cfg.load_yaml(ROOT / "config" / f"{s}.yaml")["targets"] for s in ("smoke", "demo"))
     adapter_leaves = {leaf for name in ADAPTER_TARGETS for leaf in demo.leaf_targets(name)}

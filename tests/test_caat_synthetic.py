@@ -198,9 +198,9 @@ def test_analysis_is_deterministic(analysed):
 def test_figure_builds_from_the_analysis_json_alone(analysed, tmp_path):
     catalog, data = analysed
     fresh = smoke_catalog(tmp_path / "results")  # nothing but the JSON in its results
-    target = analysis.analysis_path(fresh.results, "caat_figure2")
+    target = fresh.layout.analysis("caat_figure2")
     target.parent.mkdir(parents=True)
-    shutil.copy(analysis.analysis_path(catalog.results, "caat_figure2"), target)
+    shutil.copy(catalog.layout.analysis("caat_figure2"), target)
     paths = build_target(fresh, "caat_figure2")
     png = next(p for p in paths if p.suffix == ".png")
     with Image.open(png) as img:
@@ -253,8 +253,8 @@ def test_paper_scale_resizes_mnist_to_32x32(monkeypatch, tmp_path):
 def test_snakemake_builds_caat_figure2_at_smoke_scale(tmp_path):
     work = workflow_copy(tmp_path)
     run(["snakemake", "caat_figure2", "--cores", "1", "--configfile", "config/smoke.yaml"], work, timeout=300)
-    data = json.loads((work / "results" / "analysis" / "caat_figure2.json").read_text())
+    data = json.loads((work / "results" / "smoke" / "analysis" / "caat_figure2.json").read_text())
     assert data["scale"] == "smoke" and data["dataset"] == "digits" and len(data["per_delta"]) == 6
     for suffix in (".png", ".pdf"):
-        assert (work / "results" / "figures" / f"caat_figure2{suffix}").stat().st_size > 1000
-    assert not (work / "results" / "checkpoints").exists()  # no training run: the analysis is its own
+        assert (work / "results" / "smoke" / "figures" / f"caat_figure2{suffix}").stat().st_size > 1000
+    assert not (work / "results" / "smoke" / "checkpoints").exists()  # no training run: the analysis is its own

@@ -89,16 +89,17 @@ def test_resolved_catalog_is_kept_for_the_next_job_and_renewed_when_a_file_chang
     results = tmp_path / "results"
     overlay = tmp_path / "o.yaml"
     overlay.write_text(f"paths: {{results: {results}}}\nscale_map: {{epochs: 12}}\n")
-    fresh = cfg.load_catalog(PAPER + [overlay])
-    kept = list((results / "work" / "catalog").glob("*.json"))
+    assert not cfg.load_catalog(PAPER + [overlay]).layout.catalog_cache.exists()  # a library call only reads it
+    fresh = cfg.load_catalog(PAPER + [overlay], write_cache=True)  # as a job of the pipeline does
+    kept = list((results / "paper" / "work" / "catalog").glob("*.json"))
     assert len(kept) == 1
-    again = cfg.load_catalog(PAPER + [overlay])  # from the file: the same catalog, field by field, in the same order
+    again = cfg.load_catalog(PAPER + [overlay], write_cache=True)  # from the file: the same catalog, field by field, in the same order
     fields = ("config", "runs", "attacks", "targets", "train_id", "seed_runs")
     assert json.dumps([getattr(again, f) for f in fields]) == json.dumps([getattr(fresh, f) for f in fields])
     overlay.write_text(f"paths: {{results: {results}}}\nscale_map: {{epochs: 6}}\n")
-    changed = cfg.load_catalog(PAPER + [overlay])
+    changed = cfg.load_catalog(PAPER + [overlay], write_cache=True)
     assert changed.runs["cifar10-resnet18-nt"]["epochs"] == 6
-    assert len(list((results / "work" / "catalog").glob("*.json"))) == 2
+    assert len(list((results / "paper" / "work" / "catalog").glob("*.json"))) == 2
     # a bad file is refused even when an earlier resolution of other bytes is kept
     overlay.write_text(f"paths: {{results: {results}}}\nscale_map: {{epochs: 0}}\n")
     with pytest.raises(cfg.ConfigError, match="scale_map.epochs"):
@@ -207,7 +208,7 @@ def test_a_report_job_never_imports_torch(tmp_path):
     files = [str(cfg.ROOT / "config" / "config.yaml"), str(cfg.ROOT / "config" / "smoke.yaml")]
     overlay = tmp_path / "o.yaml"
     overlay.write_text(f"paths: {{results: {tmp_path / 'results'}}}\n")
-    cfg.load_catalog([*files, overlay])  # resolved and kept, as Snakemake does at the start of a run
+    cfg.load_catalog([*files, overlay], write_cache=True)  # resolved and kept, as the first job does
     code = ("import sys; from tradeoff import cli; cli.main(sys.argv[1:]); "
             "assert 'torch' not in sys.modules, 'torch was imported'")
     args = [a for f in [*files, str(overlay)] for a in ("--config", f)]
@@ -227,7 +228,7 @@ def test_the_snakefile_reads_a_kept_catalog_without_torch_or_matplotlib(tmp_path
     overlay.write_text(f"paths: {{results: {tmp_path / 'results'}}}\n")
     cfg.load_catalog([*files, overlay], write_cache=False)
     assert not (tmp_path / "results").exists()
-    kept = cfg.load_catalog([*files, overlay])
+    kept = cfg.load_catalog([*files, overlay], write_cache=True)
     assert "digits-c" in kept.datasets()
     code = ("import sys; from tradeoff import config as c; from tradeoff.report.build import target_outputs\n"
             "k = c.load_catalog(sys.argv[1:], write_cache=False)\n"

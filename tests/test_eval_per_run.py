@@ -9,7 +9,7 @@ import re
 import pytest
 import torch
 
-from helpers import ROOT, run, workflow_copy
+from helpers import ROOT, results_of, run, workflow_copy
 from tradeoff import cli as tcli
 from tradeoff import config as tcfg
 from tradeoff.dvc import stages
@@ -78,31 +78,31 @@ def test_one_call_for_several_attacks_gives_the_files_of_separate_calls(tmp_path
     configs = [a for f in ("config/config.yaml", "config/smoke.yaml", "config/tiny.yaml") for a in ("--config", f)]
     monkeypatch.chdir(work)
     assert tcli.main(configs + ["train", "--run", NT]) == 0
-    results = work / "results"
+    results = results_of(work)
     attacks = ["square", "pgd20", "clean"]  # a seeded library attack first, then one on torch generators
 
     separate = {}
     for attack in attacks:
         assert tcli.main(configs + ["evaluate", "--run", NT, "--attack", attack]) == 0
-        separate[attack] = (json.loads(tcli.metrics_path(results, NT, attack).read_text()),
-                            tcli.predictions_path(results, NT, attack).read_bytes())
-        tcli.metrics_path(results, NT, attack).unlink()
-        tcli.predictions_path(results, NT, attack).unlink()
+        separate[attack] = (json.loads(results.metrics(NT, attack).read_text()),
+                            results.predictions(NT, attack).read_bytes())
+        results.metrics(NT, attack).unlink()
+        results.predictions(NT, attack).unlink()
 
     # the real command, in its own process, as the Snakemake rule and the DVC stage run it
     out = run(["tradeoff", *configs, "evaluate", "--run", NT, *[a for x in attacks for a in ("--attack", x)]], work)
     assert [line.split(":")[0] for line in out.stdout.splitlines()] == [f"{NT} / {a}" for a in attacks]
     for attack in attacks:
-        metrics = json.loads(tcli.metrics_path(results, NT, attack).read_text())
+        metrics = json.loads(results.metrics(NT, attack).read_text())
         expected, predictions = separate[attack]
-        assert tcli.predictions_path(results, NT, attack).read_bytes() == predictions, attack
+        assert results.predictions(NT, attack).read_bytes() == predictions, attack
         timing = ("seconds", "images_per_s")
         assert {k: v for k, v in metrics.items() if k not in timing} == \
                {k: v for k, v in expected.items() if k not in timing}, attack
         assert metrics["examples"] == 64 and metrics["batch_size"] == 24
-    assert not list((results / "work" / "eval" / NT).glob("*.state"))  # every state file removed
-    assert json.loads(tcli.predictions_path(results, NT, "pgd20").read_text())["robust_correct"].count("1") <= \
-           json.loads(tcli.predictions_path(results, NT, "clean").read_text())["robust_correct"].count("1")
+    assert not list((results.root / "work" / "eval" / NT).glob("*.state"))  # every state file removed
+    assert json.loads(results.predictions(NT, "pgd20").read_text())["robust_correct"].count("1") <= \
+           json.loads(results.predictions(NT, "clean").read_text())["robust_correct"].count("1")
 
     # a shard is one attack's: several --attack with --shard is refused
     assert tcli.main(configs + ["evaluate", "--run", NT, "--attack", "clean", "--attack", "pgd20",
@@ -137,7 +137,7 @@ def test_smoke_dry_run_has_one_evaluation_job_per_run(tmp_path):
     for r in runs:  # one command evaluates every attack of the run
         command = next(line for line in text.splitlines() if f"evaluate --run {r} " in line)
         assert re.findall(r"--attack (\S+)", command) == catalog.run_attacks(r)
-        assert f"results/logs/evaluate/{r}.log" in command
+        assert f"results/smoke/logs/evaluate/{r}.log" in command
     jobs = re.findall(r"rule evaluate_run_\w+:.*?(?=\n\n|\Z)", text, flags=re.S)
     assert len(jobs) == len(runs) and all("gpu=1" in job and "runtime=240" in job for job in jobs)
 
@@ -160,11 +160,11 @@ def test_smoke_dry_run_trains_and_evaluates_each_run_in_one_job(tmp_path):
     assert len(trained) == counts["train"] > 0 and not [r for r in trained if catalog.run_attacks(r)]
     for r in runs:
         command = next(line for line in text.splitlines() if f"train --run {r} --evaluate" in line)
-        assert f"results/logs/train/{r}.log" in command
+        assert f"results/smoke/logs/train/{r}.log" in command
     job = re.search(rf"rule train_evaluate_{NT.replace('-', '_')}:.*?(?=\n\n|\Z)", text, flags=re.S).group(0)
     for attack in catalog.run_attacks(NT):
-        assert str(tcli.metrics_path(catalog.results, NT, attack)) in job
-        assert str(tcli.predictions_path(catalog.results, NT, attack)) in job
+        assert str(catalog.layout.metrics(NT, attack)) in job
+        assert str(catalog.layout.predictions(NT, attack)) in job
     assert "gpu=1" in job and "runtime=1440" in job  # the training job's resources
 
 
@@ -194,12 +194,12 @@ def test_train_evaluate_writes_the_files_of_train_then_evaluate(tmp_path, monkey
             assert tcli.main(configs + ["evaluate", "--run", NT, *[a for x in attacks for a in ("--attack", x)]]) == 0
         else:
             assert tcli.main(configs + ["train", "--run", NT, "--evaluate"]) == 0
-        results = work / "results"
+        results = results_of(work)
         outputs[how] = {
-            **{f"w/{k}": v for k, v in torch.load(results / "checkpoints" / NT / "model.pt",
+            **{f"w/{k}": v for k, v in torch.load(results.model(NT),
                                                    weights_only=True)["model"].items()},
-            **{f"p/{a}": tcli.predictions_path(results, NT, a).read_bytes() for a in attacks},
-            **{f"m/{a}": {k: v for k, v in json.loads(tcli.metrics_path(results, NT, a).read_text()).items()
+            **{f"p/{a}": results.predictions(NT, a).read_bytes() for a in attacks},
+            **{f"m/{a}": {k: v for k, v in json.loads(results.metrics(NT, a).read_text()).items()
                           if k not in ("seconds", "images_per_s")} for a in attacks},
         }
     assert outputs["apart"].keys() == outputs["together"].keys() and len(outputs["apart"]) > 3
@@ -219,8 +219,8 @@ def test_dvc_stages_one_per_run_with_eval_per_run(tmp_path):
     stage = evaluate[f"evaluate-{NT}"]
     attacks = catalog.run_attacks(NT)
     assert stage["cmd"].endswith("evaluate --run " + NT + "".join(f" --attack {a}" for a in attacks))
-    assert [next(iter(m)) for m in stage["metrics"]] == [str(tcli.metrics_path(catalog.results, NT, a)) for a in attacks]
-    assert [next(iter(o)) for o in stage["outs"]] == [str(tcli.predictions_path(catalog.results, NT, a)) for a in attacks]
+    assert [next(iter(m)) for m in stage["metrics"]] == [str(catalog.layout.metrics(NT, a)) for a in attacks]
+    assert [next(iter(o)) for o in stage["outs"]] == [str(catalog.layout.predictions(NT, a)) for a in attacks]
     assert stage["params"] == [f"evaluations.{NT}"]
     paper = stages(tcfg.load_catalog(PAPER), ["config/config.yaml"])  # paper scale: one stage per pair
     assert f"evaluate-{NT}-pgd20" in paper and f"evaluate-{NT}" not in paper
@@ -233,6 +233,6 @@ def test_dvc_train_stage_evaluates_with_evaluate_with_training():
     assert not [name for name in out if name.startswith("evaluate-")]
     stage, attacks = out[f"train-{NT}"], catalog.run_attacks(NT)
     assert stage["cmd"].endswith(f"train --run {NT} --evaluate")
-    assert [next(iter(m)) for m in stage["metrics"]] == [str(tcli.metrics_path(catalog.results, NT, a)) for a in attacks]
+    assert [next(iter(m)) for m in stage["metrics"]] == [str(catalog.layout.metrics(NT, a)) for a in attacks]
     assert stage["outs"][0] == str(catalog.results / "checkpoints" / NT / "model.pt")
     assert stage["params"] == [f"runs.{NT}", f"evaluations.{NT}"]

@@ -29,8 +29,8 @@ SUBSET, BATCH = 80, 40  # AutoAttack checks run on the first 80 test images, in 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     """NT (5 epochs) and PGD-AT at eps 0.3 (the demo recipe, 20 epochs) on digits, selection on 100 images."""
-    results = tmp_path_factory.mktemp("results")
     catalog = cfg.load_catalog(FILES)
+    results = tmp_path_factory.mktemp("results") / catalog.scale  # where a config naming the parent reads it
     for run, epochs in ((NT, 5), (AT, 20)):
         spec = copy.deepcopy(catalog.runs[run])
         factor = epochs / spec["epochs"]
@@ -128,7 +128,7 @@ def test_autoattack_killed_midway_resumes_from_its_state_file(models, aa_referen
     catalog, results = models
     _, reference = aa_reference
     overlay = tmp_path / "overlay.yaml"
-    overlay.write_text(f"paths: {{results: {results}, data: {catalog.data_root.resolve()}}}\n"
+    overlay.write_text(f"paths: {{results: {results.parent}, data: {catalog.data_root.resolve()}}}\n"
                        f"runtime: {{eval_batch_size: {BATCH}, threads: 1}}\n"
                        f"scale_map: {{test_examples: {SUBSET}}}\n")
     cmd = [str(ROOT / ".venv" / "bin" / "tradeoff"), *sum((["--config", str(f)] for f in FILES + [overlay]), []),

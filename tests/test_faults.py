@@ -30,12 +30,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import env, run, workflow_copy
+from helpers import env, results_of, run, workflow_copy
 from tradeoff import checkpoint
+from tradeoff.results import Layout
 from tradeoff import cli as tcli
 from tradeoff import config as tcfg
 from tradeoff.runtime import Runtime
-from tradeoff.train import NonFiniteLoss, RunPaths, train
+from tradeoff.train import NonFiniteLoss, train
 
 SMOKE = ["config/config.yaml", "config/smoke.yaml"]
 AT = "cifar10-resnet18-at-beta1"
@@ -68,7 +69,7 @@ def _trained_three_epochs(tmp_path: Path, monkeypatch) -> tuple[Path, RunPaths, 
     """A workflow copy whose NT run trained 3 epochs; its model moved aside as the reference to match."""
     work = _copy(tmp_path, overlay="scale_map: {epochs: 3}\n")
     assert _cli(work, monkeypatch, "train", "--run", NT) == 0
-    paths = RunPaths.for_run(work / "results", NT)
+    paths = results_of(work).run(NT)
     reference = tmp_path / "reference.pt"
     paths.model.rename(reference)
     return work, paths, reference
@@ -126,7 +127,7 @@ def test_kill9_training_at_random_moments_then_rerun_is_bit_identical(tmp_path, 
     assert _cli(reference, monkeypatch, "train", "--run", AT) == 0  # uninterrupted, in this process
     duration = time.monotonic() - t0 + STARTUP
     rng = random.Random(SEED)
-    state_dir = killed / "results" / "work" / AT
+    state_dir = killed / "results" / "smoke" / "work" / AT
     moments = _kill_at_random_moments(_cmd(killed, "train", "--run", AT), killed, rng, duration, kills=2)
     if _newest_epoch(state_dir) == 0 or _newest_epoch(state_dir) >= 6:  # make sure one kill lands mid-training
         proc = subprocess.Popen(_cmd(killed, "train", "--run", AT), cwd=killed, env=env(),
@@ -141,8 +142,8 @@ def test_kill9_training_at_random_moments_then_rerun_is_bit_identical(tmp_path, 
     info = f"seed {SEED}, kills at {moments} s of {duration:.1f} s, resumed after epoch {interrupted_at}"
     if interrupted_at:
         assert f"resuming after epoch {interrupted_at}" in out.stderr, info
-    paths = RunPaths.for_run(killed / "results", AT)
-    assert _same_weights(paths.model, RunPaths.for_run(reference / "results", AT).model), info
+    paths = results_of(killed).run(AT)
+    assert _same_weights(paths.model, results_of(reference).run(AT).model), info
     assert [line.split(",")[0] for line in paths.curves.read_text().splitlines()[1:]] == list("123456"), info
     assert not [p for p in state_dir.iterdir() if p.name.endswith(".tmp")], f"temporary files left: {info}"
 
@@ -152,8 +153,8 @@ def test_kill9_evaluation_at_random_moments_then_rerun_gives_the_same_metrics(tm
     work = _copy(tmp_path, overlay="runtime: {eval_batch_size: 40}\nscale_map: {test_examples: null, "
                                    "max_attack_steps: null}\n")
     assert _cli(work, monkeypatch, "train", "--run", NT) == 0
-    results = work / "results"
-    metrics, predictions = tcli.metrics_path(results, NT, "pgd100"), tcli.predictions_path(results, NT, "pgd100")
+    results = results_of(work)
+    metrics, predictions = results.metrics(NT, "pgd100"), results.predictions(NT, "pgd100")
     t0 = time.monotonic()
     assert _cli(work, monkeypatch, "evaluate", "--run", NT, "--attack", "pgd100") == 0  # uninterrupted
     duration = time.monotonic() - t0 + STARTUP
@@ -225,14 +226,14 @@ def test_checkpoint_with_a_pickle_payload_is_refused_by_tradeoff_evaluate(tmp_pa
         def __reduce__(self):
             return (os.system, (f"touch {marker}",))
 
-    model = work / "results" / "checkpoints" / NT / "model.pt"
+    model = work / "results" / "smoke" / "checkpoints" / NT / "model.pt"
     model.parent.mkdir(parents=True)
     torch.save({"model": {}, "meta": Payload()}, model)
     out = run(_cmd(work, "evaluate", "--run", NT, "--attack", "clean"), work, check=False)
     assert out.returncode != 0
     assert "cannot load checkpoint" in out.stderr and "Weights only load failed" in out.stderr
     assert not marker.exists(), "the payload ran"
-    assert not tcli.metrics_path(work / "results", NT, "clean").exists()
+    assert not results_of(work).metrics(NT, "clean").exists()
 
 
 def test_outputs_get_the_usual_file_permissions(tmp_path):
@@ -289,7 +290,7 @@ def test_an_epoch_of_nonfinite_steps_stops_and_checkpoints_nothing_nonfinite(tmp
     with pytest.raises(NonFiniteLoss, match="run allnan: every step of epoch 2 had a non-finite loss"):
         train("allnan", spec, results=tmp_path, data_root=catalog.data_root, runtime=Runtime(torch.device("cpu")),
               progress=False)
-    paths = RunPaths.for_run(tmp_path, "allnan")
+    paths = Layout(tmp_path).run("allnan")
     assert not paths.model.exists()
     assert [_epoch(p) for p in checkpoint.list_states(paths.state)] == [1]
     best = checkpoint.load(checkpoint.list_states(paths.state)[0])["best"]
@@ -306,7 +307,7 @@ def test_disk_full_stops_with_a_clear_error_and_keeps_the_previous_state(tmp_pat
     spec = catalog.runs[NT]
     kw = dict(data_root=catalog.data_root, runtime=Runtime(torch.device("cpu")), progress=False)
     reference = train(NT, spec, results=tmp_path / "reference", **kw)
-    paths = RunPaths.for_run(tmp_path / "full", NT)
+    paths = Layout(tmp_path / "full").run(NT)
     real_fsync = os.fsync
 
     def fsync(fd):
@@ -348,7 +349,7 @@ def test_a_really_full_disk_then_more_room_resumes(tmp_path, small_tmpfs, monkey
     work = _copy(tmp_path, overlay=overlay)
     assert _cli(work, monkeypatch, "train", "--run", NT) == 1  # one clear line, no traceback
     assert re.search(r"tradeoff: WriteError: .*No space left on device; .* are intact", capsys.readouterr().err)
-    state_dir = small_tmpfs / "work" / NT
+    state_dir = small_tmpfs / "smoke" / "work" / NT
     kept = checkpoint.list_states(state_dir)
     assert kept and all(checkpoint.verify(p) for p in kept)
     assert not [p for p in state_dir.iterdir() if p.name.endswith(".tmp")]
@@ -357,8 +358,8 @@ def test_a_really_full_disk_then_more_room_resumes(tmp_path, small_tmpfs, monkey
     assert f"resuming after epoch {_epoch(kept[-1])}" in caplog.text
     reference = _copy(tmp_path, "reference", "scale_map: {epochs: 4}\n")
     assert _cli(reference, monkeypatch, "train", "--run", NT) == 0
-    assert _same_weights(small_tmpfs / "checkpoints" / NT / "model.pt",
-                         RunPaths.for_run(reference / "results", NT).model)
+    assert _same_weights(small_tmpfs / "smoke" / "checkpoints" / NT / "model.pt",
+                         results_of(reference).run(NT).model)
 
 
 def test_read_only_results_folder_is_a_clear_error_and_touches_nothing(tmp_path, monkeypatch, caplog, capsys):
@@ -434,7 +435,7 @@ def _fake_slurm(folder: Path) -> Path:
 
 def test_bad_configs_stop_snakemake_before_any_job_is_submitted(tmp_path):
     work = _copy(tmp_path)
-    sentinel = work / "results" / "metrics" / NT / "clean.json"
+    sentinel = work / "results" / "smoke" / "metrics" / NT / "clean.json"
     sentinel.parent.mkdir(parents=True)
     sentinel.write_text('{"accuracy": 0.5}\n')
     before = _tree(work / "results")
@@ -495,11 +496,11 @@ SLOW = f"scale_map: {{epochs: {SLOW_EPOCHS}, lr: {{epochs: [0, {SLOW_EPOCHS}], v
 
 def test_second_snakemake_in_the_same_folder_is_refused_and_a_killed_one_needs_unlock(tmp_path):
     work = _copy(tmp_path, overlay=SLOW)
-    target = str(RunPaths.for_run(Path("results"), AT).model)
+    target = str(Layout.of("results", "smoke").run(AT).model)
     cmd = ["snakemake", target, "--cores", "1", "--configfile", "config/smoke.yaml", "config/fault.yaml"]
     first = _start(cmd, work, tmp_path / "first.log")
     try:
-        _wait_for_epoch(first, work / "results" / "work" / AT, 1, tmp_path / "first.log")
+        _wait_for_epoch(first, work / "results" / "smoke" / "work" / AT, 1, tmp_path / "first.log")
         # a second Snakemake, and a second trainer of the same run (whoever starts it: DVC, by hand), at once
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
             second, other = pool.map(lambda c: run(c, work, check=False), [cmd, _cmd(work, "train", "--run", AT)])
@@ -513,8 +514,8 @@ def test_second_snakemake_in_the_same_folder_is_refused_and_a_killed_one_needs_u
     assert stale.returncode != 0 and "Directory cannot be locked" in stale.stdout + stale.stderr
     run(cmd + ["--unlock"], work)
     run(cmd, work)
-    assert "resuming after epoch" in (work / "results" / "logs" / "train" / f"{AT}.log").read_text()
-    curves = RunPaths.for_run(work / "results", AT).curves.read_text().splitlines()
+    assert "resuming after epoch" in (work / "results" / "smoke" / "logs" / "train" / f"{AT}.log").read_text()
+    curves = results_of(work).run(AT).curves.read_text().splitlines()
     assert len(curves) == SLOW_EPOCHS + 1 and checkpoint.load(work / target)["model"]
 
 
@@ -527,7 +528,7 @@ def test_second_dvc_repro_in_the_same_folder_is_refused(tmp_path):
     stage = f"train-{AT}"
     first = _start(["dvc", "repro", stage], work, tmp_path / "first.log")
     try:
-        _wait_for_epoch(first, work / "results" / "work" / AT, 1, tmp_path / "first.log")
+        _wait_for_epoch(first, work / "results" / "smoke" / "work" / AT, 1, tmp_path / "first.log")
         second = run(["dvc", "repro", stage], work, check=False)
         message = second.stdout + second.stderr  # DVC's lock on the stage's files: it names the holder
         assert second.returncode != 0 and "it is being blocked by" in message and "rwlock" in message, message
@@ -535,7 +536,7 @@ def test_second_dvc_repro_in_the_same_folder_is_refused(tmp_path):
     finally:
         os.killpg(first.pid, signal.SIGINT)  # DVC stops and releases its lock (kill -9 would leave it behind)
         first.wait(timeout=120)
-    assert not RunPaths.for_run(work / "results", AT).model.exists()  # nothing half-made became an output
+    assert not results_of(work).run(AT).model.exists()  # nothing half-made became an output
 
 
 # ------------------------------------------------------------------------------------------- download

@@ -321,7 +321,7 @@ def test_grid_figure_draws_empty_panels_and_colour_images_from_the_json(catalog)
             "attack": "pgd20", "condition": disagreement.condition(TARGETS["fig_grid"]["analysis"]),
             "panels": {"natural": {"matches": 0, "shown": []},
                        "adversarial": {"matches": 1, "shown": [{**item, "adversarial_image": rgb}]}}}
-    path = analysis.analysis_path(catalog.results, "fig_grid")
+    path = catalog.layout.analysis("fig_grid")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data))
     _assert_image_files(build_target(catalog, "fig_grid"))
@@ -344,7 +344,7 @@ def test_grid_titles_do_not_overlap_the_row_above(catalog):
         data = {"classes": ["plane", "car", "bird"], "examples": 50, "attack": "pgd20",
                 "condition": disagreement.condition(TARGETS["fig_grid"]["analysis"]),
                 "panels": {p: {"matches": n, "shown": [item] * n} for p in ("natural", "adversarial")}}
-        path = analysis.analysis_path(catalog.results, "fig_grid")
+        path = catalog.layout.analysis("fig_grid")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data))
         with plt.rc_context(STYLE):
@@ -369,7 +369,7 @@ def test_snakemake_builds_figure5b_at_smoke_scale(tmp_path):
     smoke = ["--configfile", "config/smoke.yaml"]
     run(["snakemake", "figure5b", "zipper_figure7", "--cores", "2", *smoke], work, timeout=300)
     for name in ("figure5b", "zipper_figure7"):
-        data = json.loads((work / "results" / "analysis" / f"{name}.json").read_text())
+        data = json.loads((work / "results" / "smoke" / "analysis" / f"{name}.json").read_text())
         assert data["scale"] == "smoke" and data["dataset"] == "digits" and data["examples"] == 64
         assert data["attack_spec"]["steps"] == 3  # the smoke scale caps attack steps
         cond = data["condition"]
@@ -382,10 +382,10 @@ def test_snakemake_builds_figure5b_at_smoke_scale(tmp_path):
                 assert (any(right) if cond["any_right"] else all(right))
                 assert (any(wrong) if cond["any_wrong"] else all(wrong))
                 assert np.asarray(item["image"]).shape == (8, 8)
-    figures = work / "results" / "figures"
+    figures = work / "results" / "smoke" / "figures"
     _assert_image_files([figures / "figure5b.png", figures / "figure5b.pdf"])
     # the figure needs only the JSON: rebuild it with the checkpoints gone
-    shutil.rmtree(work / "results" / "checkpoints")
+    shutil.rmtree(work / "results" / "smoke" / "checkpoints")
     for p in figures.glob("figure5b.*"):
         p.unlink()
     run(["tradeoff", "--config", "config/config.yaml", "--config", "config/smoke.yaml", "report", "figure5b"], work)

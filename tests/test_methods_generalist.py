@@ -10,9 +10,10 @@ import torch
 
 from methods_support import CPU, SMOKE, TinyBN, build, digits, method_spec, same_weights
 from tradeoff import checkpoint, data
+from tradeoff.results import Layout
 from tradeoff import config as cfg
 from tradeoff.methods.generalist import TRAIN_SIZES, Generalist, communication_epoch
-from tradeoff.train import RunPaths, train
+from tradeoff.train import train
 
 NEVER = 10**6  # a t' no run reaches: no communication
 
@@ -185,7 +186,7 @@ def test_resume_mid_run_gives_the_same_global_learner(tmp_path):
     assert spec["method"]["t_prime"] == pytest.approx(2) and spec["method"]["c"] == pytest.approx(1)
     kw = dict(data_root=cfg.ROOT / "data", runtime=CPU, progress=False)
     whole = train("g", copy.deepcopy(spec), results=tmp_path / "a", **kw)
-    paths = RunPaths.for_run(tmp_path / "b", "g")
+    paths = Layout(tmp_path / "b").run("g")
     train("g", copy.deepcopy(spec), results=tmp_path / "b", **kw)
     newest = checkpoint.list_states(paths.state)[-1]
     newest.unlink()  # as if killed during the last epoch: it resumes after epoch 3 (communication epochs 2, 3)

@@ -12,7 +12,7 @@ import scipy.ndimage as ndi
 import torch
 from PIL import Image
 
-from helpers import ROOT, run, workflow_copy
+from helpers import ROOT, results_of, run, workflow_copy
 from tradeoff import cli as tcli
 from tradeoff import config as cfg
 from tradeoff import data, digits_c, evaluate
@@ -180,14 +180,14 @@ def test_cli_measures_a_smoke_run_on_digits_c(tmp_path, monkeypatch):
     assert tcli.main(configs + ["download", "digits-c"]) == 0
     assert tcli.main(configs + ["evaluate", "--run", "tinyimagenet-resnet18-nt", "--attack", "clean",
                                 "--attack", "nrob"]) == 0
-    results, data_root = work / "results", work / "data"
-    metrics = json.loads(tcli.metrics_path(results, nt, "nrob").read_text())
-    clean = json.loads(tcli.metrics_path(results, nt, "clean").read_text())
+    results, data_root = results_of(work), work / "data"
+    metrics = json.loads(results.metrics(nt, "nrob").read_text())
+    clean = json.loads(results.metrics(nt, "clean").read_text())
     assert metrics["corruption_dataset"] == "digits-c" and metrics["params"] == {"dataset": "digits-c"}
     assert metrics["examples"] == 64 and metrics["clean_accuracy"] == clean["accuracy"]
     assert list(metrics["corruptions"]) == list(digits_c.CORRUPTIONS)
 
-    model, _ = load_model(results / "checkpoints" / nt / "model.pt")
+    model, _ = load_model(results.model(nt))
     run_test = data.load("digits", data_root)
     _, y_run = subset(run_test.x_test, run_test.y_test, 64)
     by_hand = {}
@@ -253,7 +253,7 @@ def test_evaluation_jobs_depend_on_the_corruption_dataset():
     # the smoke scale evaluates each run in its training stage (runtime.evaluate_with_training)
     generalist = smoke.train_id["tinyimagenet-resnet18-generalist"]
     assert marker in out[f"train-{generalist}"]["deps"]
-    assert str(tcli.metrics_path(smoke.results, generalist, "nrob")) in [next(iter(m)) for m in
+    assert str(smoke.layout.metrics(generalist, "nrob")) in [next(iter(m)) for m in
                                                                          out[f"train-{generalist}"]["metrics"]]
     unrelated = smoke.train_id["cifar10-resnet18-generalist-no-ema"]  # evaluated, never on corrupted images
     assert "nrob" not in smoke.run_attacks(unrelated) and marker not in out[f"train-{unrelated}"]["deps"]
@@ -292,7 +292,7 @@ def test_nrob_is_not_an_attack_for_figures_and_analyses(tmp_path):
 def test_smoke_snakemake_fills_the_nrob_column(tmp_path):
     work = workflow_copy(tmp_path)
     run(["snakemake", "zipper_table4", "--cores", "2", "--configfile", "config/smoke.yaml"], work, timeout=1800)
-    with open(work / "results" / "tables" / "zipper_table4.csv", newline="") as f:
+    with open(work / "results" / "smoke" / "tables" / "zipper_table4.csv", newline="") as f:
         cells = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
     reference = load_reference("zipper_table4")
     for row in ("nt", "at_beta1", "trades_lambda1", "generalist"):
@@ -300,10 +300,10 @@ def test_smoke_snakemake_fills_the_nrob_column(tmp_path):
         assert cell["ours"] != "" and 0 <= float(cell["ours"]) <= 100, row
         assert float(cell["paper"]) == pytest.approx(reference[(row, "nrob")][0])
     catalog = cfg.load_catalog([work / "config" / "config.yaml", work / "config" / "smoke.yaml"])
-    metrics = json.loads(tcli.metrics_path(work / "results", catalog.train_id["tinyimagenet-resnet18-nt"],
+    metrics = json.loads(results_of(work).metrics(catalog.train_id["tinyimagenet-resnet18-nt"],
                                            "nrob").read_text())
     assert metrics["corruption_dataset"] == "digits-c" and len(metrics["corruptions"]) == 13
     assert 100 * metrics["accuracy"] == pytest.approx(float(cells[("nt", "nrob")]["ours"]), abs=1e-3)
     assert (work / "data" / ".ready" / "digits-c").is_file()
-    md = (work / "results" / "tables" / "zipper_table4.md").read_text()
+    md = (work / "results" / "smoke" / "tables" / "zipper_table4.md").read_text()
     assert "| NAT | NROB | PGD20 |" in md and "NROB on digits-c" in md

@@ -25,7 +25,7 @@ def smoke_build(tmp_path_factory):
 
 
 def test_snakemake_builds_table1_with_paper_numbers(smoke_build):
-    tables = smoke_build / "results" / "tables"
+    tables = smoke_build / "results" / "smoke" / "tables"
     for name in ("table1", "table1a", "table1b"):
         for suffix in (".md", ".csv", ".tex"):
             assert (tables / f"{name}{suffix}").stat().st_size > 0
@@ -42,7 +42,7 @@ def test_snakemake_builds_table1_with_paper_numbers(smoke_build):
 
 
 def test_metrics_record_how_they_were_made(smoke_build):
-    path = smoke_build / "results" / "metrics" / "cifar10-resnet18-at-beta1" / "pgd20.json"
+    path = smoke_build / "results" / "smoke" / "metrics" / "cifar10-resnet18-at-beta1" / "pgd20.json"
     metrics = json.loads(path.read_text())
     assert metrics["type"] == "pgd" and metrics["params"]["steps"] == 3  # smoke caps attack steps
     assert metrics["eps"] == pytest.approx(0.3)
@@ -123,7 +123,7 @@ def test_dvc_repro_twice_then_metrics_plots_and_checkout(tmp_path):
     plots = run(["dvc", "plots", "show", "--json"], work)
     assert "curves" in plots.stdout
     # checkpoints are cached outputs: delete one and get it back from the cache
-    model = work / "results" / "checkpoints" / "cifar10-resnet18-nt" / "model.pt"
+    model = work / "results" / "smoke" / "checkpoints" / "cifar10-resnet18-nt" / "model.pt"
     original = model.read_bytes()
     model.unlink()
     run(["dvc", "checkout"], work)

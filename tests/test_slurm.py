@@ -213,8 +213,8 @@ def cluster_run(cluster, tmp_path_factory):
     catalog = tcfg.load_catalog([work / f for f in CONFIGS])
     killed = catalog.train_id[next(r["run"] for r in catalog.targets["table1a"]["rows"] if r["key"] == "at_beta1")]
     comment = f"rule_train_wildcards_{killed}"
-    state_dir = work / "results" / "work" / killed
-    train_log = work / "results" / "logs" / "train" / f"{killed}.log"
+    state_dir = work / "results" / "smoke" / "work" / killed
+    train_log = work / "results" / "smoke" / "logs" / "train" / f"{killed}.log"
 
     # the uninterrupted reference: the same run, the same config files, locally, meanwhile
     reference = workflow_copy(base / "reference")
@@ -279,8 +279,8 @@ def test_table1_through_sbatch_with_profile_resources(cluster, cluster_run):
     work = cluster_run["work"]
     for name in ("table1", "table1a", "table1b"):
         for suffix in (".md", ".csv", ".tex"):
-            assert (work / "results" / "tables" / f"{name}{suffix}").stat().st_size > 0
-    assert "Scale: **smoke**" in (work / "results" / "tables" / "table1.md").read_text()
+            assert (work / "results" / "smoke" / "tables" / f"{name}{suffix}").stat().st_size > 0
+    assert "Scale: **smoke**" in (work / "results" / "smoke" / "tables" / "table1.md").read_text()
 
     records = _sacct(cluster_run["uuid"])
     rules = {}
@@ -318,7 +318,7 @@ def test_requeued_and_killed_training_resumes_bit_identically(cluster, cluster_r
     a, b = checkpoint.load(work / model), checkpoint.load(reference / model)
     assert a["model"].keys() == b["model"].keys()
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
-    curves = (work / "results" / "curves" / f"{run_id}.csv").read_text().splitlines()[1:]
+    curves = (work / "results" / "smoke" / "curves" / f"{run_id}.csv").read_text().splitlines()[1:]
     assert [int(line.split(",")[0]) for line in curves] == list(range(1, EPOCHS + 1))
 
 

@@ -10,11 +10,12 @@ import time
 import pytest
 import torch
 
-from helpers import ROOT, env, workflow_copy
+from helpers import ROOT, env, workflow_copy, results_of
 from tradeoff import checkpoint
+from tradeoff.results import Layout
 from tradeoff import config as cfg
 from tradeoff.runtime import Runtime
-from tradeoff.train import NonFiniteLoss, RunPaths, augment, load_model, train
+from tradeoff.train import NonFiniteLoss, augment, load_model, train
 
 SMOKE = [ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"]
 
@@ -61,7 +62,7 @@ def test_kill_and_resume_is_bit_identical(tmp_path):
            "config/resume.yaml", "train", "--run", "cifar10-resnet18-at-beta1"]
     subprocess.run(cmd, cwd=reference, env=env(), check=True, capture_output=True)
 
-    state_dir = killed / "results" / "work" / "cifar10-resnet18-at-beta1"
+    state_dir = killed / "results" / "smoke" / "work" / "cifar10-resnet18-at-beta1"
     kills = 0
     for wait_states in (1, 3):
         proc = subprocess.Popen(cmd, cwd=killed, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -77,8 +78,8 @@ def test_kill_and_resume_is_bit_identical(tmp_path):
         proc.wait()
     assert kills >= 1
     subprocess.run(cmd, cwd=killed, env=env(), check=True, capture_output=True)
-    a = _weights(RunPaths.for_run(reference / "results", "cifar10-resnet18-at-beta1").model)
-    b = _weights(RunPaths.for_run(killed / "results", "cifar10-resnet18-at-beta1").model)
+    a = _weights(results_of(reference).run("cifar10-resnet18-at-beta1").model)
+    b = _weights(results_of(killed).run("cifar10-resnet18-at-beta1").model)
     assert a.keys() == b.keys()
     assert all(torch.equal(a[k], b[k]) for k in a)
 
@@ -90,8 +91,8 @@ def test_nonfinite_loss_stops_with_run_epoch_and_step(tmp_path):
     with pytest.raises(NonFiniteLoss, match=r"run boom: non-finite loss .* at epoch 1, step \d+"):
         train("boom", spec, results=tmp_path, data_root=catalog.data_root, runtime=Runtime(torch.device("cpu")),
               progress=False)
-    assert not RunPaths.for_run(tmp_path, "boom").model.exists()
-    assert checkpoint.list_states(RunPaths.for_run(tmp_path, "boom").state) == []
+    assert not Layout(tmp_path).run("boom").model.exists()
+    assert checkpoint.list_states(Layout(tmp_path).run("boom").state) == []
 
 
 def test_best_selection_keeps_best_epoch(tmp_path):

@@ -14,11 +14,12 @@ from PIL import Image
 from helpers import run, workflow_copy
 from methods_support import CPU, SMOKE, TinyBN, build, digits
 from tradeoff import analysis, checkpoint, learners
+from tradeoff.results import Layout
 from tradeoff import config as cfg
 from tradeoff.evaluate import accuracy_under, batch_seed, build_attack
 from tradeoff.methods.generalist import snapshot_epochs
 from tradeoff.report.build import build_target
-from tradeoff.train import RunPaths, load_model, load_run_data, subset, train
+from tradeoff.train import load_model, load_run_data, subset, train
 
 RUN = "cifar10-resnet18-generalist"
 NEVER = 10**6  # a t' no run reaches
@@ -215,7 +216,7 @@ def test_snapshots_are_the_learners_of_a_run_stopped_at_that_epoch(tracked, tmp_
 def test_snapshots_and_tracked_curves_survive_a_resume(tmp_path):
     spec = _spec(4, snapshots=[1, 2, 4])
     whole = train("g", copy.deepcopy(spec), results=tmp_path / "a", **KW)
-    paths = RunPaths.for_run(tmp_path / "b", "g")
+    paths = Layout(tmp_path / "b").run("g")
     train("g", copy.deepcopy(spec), results=tmp_path / "b", **KW)
     checkpoint.list_states(paths.state)[-1].unlink()  # killed during epoch 4: resumes after epoch 3
     paths.model.unlink()
@@ -290,7 +291,7 @@ def test_snakemake_builds_zipper_figures_at_smoke_scale(tmp_path):
     work = workflow_copy(tmp_path)
     run(["snakemake", "zipper_figure5", "zipper_figure6", "--cores", "2", "--configfile", "config/smoke.yaml"],
         work, timeout=900)
-    results = work / "results"
+    results = work / "results" / "smoke"
     for name in ("zipper_figure5", "zipper_figure6"):
         for suffix in (".png", ".pdf"):
             assert (results / "figures" / f"{name}{suffix}").stat().st_size > 1000

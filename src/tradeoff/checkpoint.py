@@ -20,7 +20,6 @@ import os
 import re
 import socket
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,21 +32,6 @@ KEEP_STATES = 2
 
 class CheckpointError(RuntimeError):
     pass
-
-
-@dataclass
-class RunPaths:
-    """Where a trained run's files live."""
-
-    model: Path     # the selected model (the run's output)
-    curves: Path    # per-epoch metrics, CSV
-    state: Path     # folder of epoch states (resume)
-
-    @classmethod
-    def for_run(cls, results: str | Path, run_id: str) -> "RunPaths":
-        results = Path(results)
-        return cls(results / "checkpoints" / run_id / "model.pt", results / "curves" / f"{run_id}.csv",
-                   results / "work" / run_id)
 
 
 class WriteError(OSError):

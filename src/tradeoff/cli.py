@@ -9,33 +9,15 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
 
 from . import config as cfg
+from .results import ready_marker
 
 log = logging.getLogger("tradeoff")
-
-
-def metrics_path(results: Path, run_id: str, attack: str) -> Path:
-    return results / "metrics" / run_id / f"{attack}.json"
-
-
-def predictions_path(results: Path, run_id: str, attack: str) -> Path:
-    return results / "predictions" / run_id / f"{attack}.json"
-
-
-def eval_work_path(results: Path, run_id: str, attack: str, shard: tuple[int, int] | None = None,
-                   suffix: str = ".state") -> Path:
-    """An evaluation job's resume state (``.state``) or a shard's partial result (``.json``), under
-    results/work/eval/<run>/: ``<attack>.state``, ``<attack>.shard-K-of-N.state``, ``<attack>.shard-K-of-N.json``."""
-    name = attack if shard is None else f"{attack}.shard-{shard[0]}-of-{shard[1]}"
-    return results / "work" / "eval" / run_id / f"{name}{suffix}"
-
-
-def ready_marker(data_root: Path, dataset: str) -> Path:
-    return data_root / ".ready" / dataset
 
 
 def evaluation_ready_markers(catalog: cfg.Catalog, run_id: str, attacks: list[str]) -> list[str]:
@@ -92,10 +74,11 @@ def _evaluate_attacks(catalog: cfg.Catalog, run_id: str, specs: dict[str, dict],
     from .evaluate import AttackJob, evaluate_attacks
 
     train_id = catalog.train_id[run_id]
-    jobs = [AttackJob(name, spec, metrics_out=metrics_path(catalog.results, train_id, name),
-                      predictions_out=predictions_path(catalog.results, train_id, name),
-                      state_path=eval_work_path(catalog.results, train_id, name)) for name, spec in specs.items()]
-    results = evaluate_attacks(catalog.results / "checkpoints" / train_id / "model.pt", jobs,
+    layout = catalog.layout
+    jobs = [AttackJob(name, spec, metrics_out=layout.metrics(train_id, name),
+                      predictions_out=layout.predictions(train_id, name),
+                      state_path=layout.eval_work(train_id, name)) for name, spec in specs.items()]
+    results = evaluate_attacks(layout.model(train_id), jobs,
                                **_evaluation_settings(catalog, run_id, runtime, seed))
     for name, result in zip(specs, results):
         print(f"{train_id} / {name}: accuracy {result['accuracy']:.4f} "
@@ -118,7 +101,7 @@ def cmd_evaluate(args, catalog: cfg.Catalog) -> int:
     train_id = catalog.train_id[run_id]
     runtime = Runtime.from_config(catalog.config["runtime"])  # device and CPU threads; evaluation stays fp32
     common = _evaluation_settings(catalog, run_id, runtime, args.seed)
-    checkpoint = catalog.results / "checkpoints" / train_id / "model.pt"
+    checkpoint = catalog.layout.model(train_id)
     shard = None
     if args.shard is not None or args.shards is not None:
         if args.shard is None or args.shards is None or not 0 <= args.shard < args.shards:
@@ -131,8 +114,8 @@ def cmd_evaluate(args, catalog: cfg.Catalog) -> int:
             raise cfg.ConfigError(f"--shard: {attack!r} (accuracy on corrupted images) is one job, never sharded")
         result = evaluate_run(
             checkpoint, specs[attack], attack_name=attack, **common,
-            state_path=eval_work_path(catalog.results, train_id, attack, shard),
-            shard=shard, shard_out=eval_work_path(catalog.results, train_id, attack, shard, ".json"))
+            state_path=catalog.layout.eval_work(train_id, attack, shard),
+            shard=shard, shard_out=catalog.layout.eval_work(train_id, attack, shard, ".json"))
         robust = result["robust_correct"].count("1")
         print(f"{train_id} / {attack} shard {shard[0]} of {shard[1]}: {robust} of "
               f"{result['stop'] - result['start']} robust ({result['seconds']:.1f} s)")
@@ -148,13 +131,13 @@ def cmd_merge_shards(args, catalog: cfg.Catalog) -> int:
     catalog.attack_for(args.attack, run_id)  # validates the name
     train_id = catalog.train_id[run_id]
     shards = args.shards or catalog.shards_for(args.attack)
-    parts = [eval_work_path(catalog.results, train_id, args.attack, (k, shards), ".json") for k in range(shards)]
+    parts = [catalog.layout.eval_work(train_id, args.attack, (k, shards), ".json") for k in range(shards)]
     missing = [str(p) for p in parts if not p.exists()]
     if missing:
         raise cfg.ConfigError(f"merge-shards: missing shard result(s) {missing}; run `tradeoff evaluate --run "
                               f"{run_id} --attack {args.attack} --shard K --shards {shards}` for each")
-    result = merge_shards(parts, metrics_out=metrics_path(catalog.results, train_id, args.attack),
-                          predictions_out=predictions_path(catalog.results, train_id, args.attack))
+    result = merge_shards(parts, metrics_out=catalog.layout.metrics(train_id, args.attack),
+                          predictions_out=catalog.layout.predictions(train_id, args.attack))
     print(f"{train_id} / {args.attack}: accuracy {result['accuracy']:.4f} merged from {shards} shards "
           f"(clean {result['clean_accuracy']:.4f}, {result['examples']} examples, {result['seconds']:.1f} s)")
     return 0
@@ -166,7 +149,7 @@ def cmd_bench_eval(args, catalog: cfg.Catalog) -> int:
     run_id = _run(catalog, args.run)
     result = bench_eval(catalog, run_id, checkpoint=args.checkpoint, target=args.target,
                         attacks=args.attacks.split(",") if args.attacks else None, workers=args.workers,
-                        threads=args.threads, device=args.device, out_dir=catalog.results / "bench")
+                        threads=args.threads, device=args.device, out_dir=catalog.layout.bench)
     print(format_bench_eval(result))
     return 0
 
@@ -252,7 +235,7 @@ def cmd_bench_train(args, catalog: cfg.Catalog) -> int:
         settings["device"] = args.device
     result = bench_train(run_id, catalog.runs[run_id], runtime=Runtime.from_config(settings),
                          batch_size=args.batch_size, steps=args.steps, warmup=args.warmup, compile_model=args.compile)
-    path = write_bench(result, catalog.results / "bench")
+    path = write_bench(result, catalog.layout.bench)
     peak = f", {result['fraction_of_peak']:.1%} of peak" if result["fraction_of_peak"] else ""
     print(f"{run_id} on {result['device']}: {result['images_per_s']:.1f} images/s, "
           f"{result['seconds_per_epoch']:.1f} s/epoch, {result['achieved_tflops']:.3f} TFLOP/s{peak} -> {path}")
@@ -268,7 +251,7 @@ def cmd_bench_ratios(args, catalog: cfg.Catalog) -> int:
         results[f"{a} / {b}"] = epoch_time_ratio(catalog, _run(catalog, a), _run(catalog, b))
     for key, r in results.items():
         print(f"{key}: {r['ratio']:.3f}")
-    path = catalog.results / "bench" / "ratios-cpu.json"
+    path = catalog.layout.bench / "ratios-cpu.json"
     atomic_write_text(path, json.dumps(results, indent=1) + "\n")
     print(f"-> {path}")
     return 0
@@ -277,8 +260,24 @@ def cmd_bench_ratios(args, catalog: cfg.Catalog) -> int:
 def cmd_plan(args, catalog: cfg.Catalog) -> int:
     from .bench import format_plan, plan
 
-    print(format_plan(plan(catalog, args.target, args.gpus, args.device, catalog.results / "bench")))
+    print(format_plan(plan(catalog, args.target, args.gpus, args.device, catalog.layout.bench)))
     return 0
+
+
+def _enter_workflow(config_files: list[str]) -> list[str]:
+    """Work from the workflow's folder (the one with the Snakefile above the first config file), as Snakemake and
+    DVC do, whatever folder the command was started in: the config's relative paths (``results``, ``data``) then
+    mean the same folders for every job and every user. Returns the config files relative to it. Without such a
+    folder (a config file outside any workflow), the current folder stays."""
+    files = [Path(f).absolute() for f in config_files]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise cfg.ConfigError(f"--config: no such file: {', '.join(missing)}")
+    root = next((d for d in files[0].parents if (d / "Snakefile").is_file()), None)
+    if root is None:
+        return [str(f) for f in files]
+    os.chdir(root)
+    return [os.path.relpath(f, root) if f.is_relative_to(root) else str(f) for f in files]
 
 
 def _run(catalog: cfg.Catalog, run_id: str) -> str:
@@ -328,7 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench-eval", help="time the evaluation suite on a checkpoint: images/s per attack")
     p.add_argument("--run", required=True, help="the run whose model and test set are used")
-    p.add_argument("--checkpoint", help="default: results/checkpoints/<run>/model.pt")
+    p.add_argument("--checkpoint", help="default: the run's results/<scale>/checkpoints/<run>/model.pt")
     p.add_argument("--target", default="table1a", help="time the attacks of this table's columns (default table1a)")
     p.add_argument("--attacks", help="comma-separated attack names instead of --target's")
     p.add_argument("--workers", type=int, default=1, help="attacks timed in parallel processes (default 1)")
@@ -389,10 +388,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
     args.config_given = args.config is not None
-    args.config = args.config or [str(cfg.DEFAULT_CONFIG.relative_to(cfg.ROOT))
-                                  if Path.cwd() == cfg.ROOT else str(cfg.DEFAULT_CONFIG)]
     try:
-        catalog = cfg.load_catalog(args.config)
+        args.config = _enter_workflow(args.config or [str(cfg.DEFAULT_CONFIG)])
+        catalog = cfg.load_catalog(args.config, write_cache=True)
         if args.command != "check-config" and getattr(args, "target", None) is not None \
                 and args.target not in catalog.targets:
             raise cfg.ConfigError(f"unknown target {args.target!r}; allowed: {sorted(catalog.targets)}")

@@ -18,6 +18,8 @@ from typing import Any, Iterable
 
 import yaml
 
+from .results import Layout
+
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
@@ -181,8 +183,14 @@ class Catalog:
         return self.config["scale"]
 
     @property
+    def layout(self) -> Layout:
+        """This scale's files (tradeoff.results): ``<paths.results>/<scale>/...``."""
+        return Layout.of(self.config["paths"]["results"], self.scale)
+
+    @property
     def results(self) -> Path:
-        return Path(self.config["paths"]["results"])
+        """This scale's results folder, ``<paths.results>/<scale>``."""
+        return self.layout.root
 
     @property
     def data_root(self) -> Path:
@@ -382,14 +390,15 @@ def spec_digest(spec: dict) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def load_catalog(paths: Iterable[str | Path] | None = None, *, write_cache: bool = True) -> Catalog:
+def load_catalog(paths: Iterable[str | Path] | None = None, *, write_cache: bool = False) -> Catalog:
     """The resolved catalog of these config files, from the cache of an earlier resolution when there is one.
 
     Resolving validates every run against the registries of methods, attacks, models and datasets, which import
     PyTorch: seconds of CPU in each of the pipeline's hundreds of small jobs, and the whole start-up of a report
-    job. A resolution is kept in ``<results>/work/catalog/<key>.json``, where the key hashes the files' bytes and
-    the source of this package (schema included), so any change to either resolves (and validates) afresh.
-    ``write_cache=False`` reads the cache but never writes it."""
+    job. A resolution is kept in ``<results>/<scale>/work/catalog/<key>.json``, where the key hashes the files'
+    bytes and the source of this package (schema included), so any change to either resolves (and validates)
+    afresh. Only the pipeline's jobs write it (``write_cache=True``: the CLI); a library call reads it at most, so
+    that loading a checkout's config (a test, a notebook) never writes into its results folder."""
     paths = [Path(p) for p in (paths or [DEFAULT_CONFIG])]
     config = load_config(paths)
     cache = _catalog_cache(paths, config)
@@ -436,14 +445,14 @@ def _save_catalog_cache(paths: list[Path], catalog: Catalog) -> None:
 
 
 def _catalog_cache(paths: list[Path], config: dict) -> Path | None:
-    results = (config.get("paths") or {}).get("results")
-    if not isinstance(results, str):
+    results, scale = (config.get("paths") or {}).get("results"), config.get("scale")
+    if not isinstance(results, str) or not isinstance(scale, str):
         return None
     digest = hashlib.sha256(_source_digest())
     for path in paths:
         digest.update(path.read_bytes())
         digest.update(b"\0")
-    return Path(results) / "work" / "catalog" / f"{digest.hexdigest()[:32]}.json"
+    return Layout.of(results, scale).catalog_cache / f"{digest.hexdigest()[:32]}.json"
 
 
 @functools.cache
@@ -594,12 +603,12 @@ def _check_arch_map(mapping: str | dict | None, archs: list[str]) -> None:
 
 
 def _pretrained_file(config: dict, arch: str) -> str | None:
-    """``pretrained.<arch>`` with ``{results}`` replaced by ``paths.results`` (a checkpoint that a run of the
-    pipeline writes, as at the demo scale), or None when it is not set."""
+    """``pretrained.<arch>`` with ``{results}`` replaced by this scale's results folder (a checkpoint that a run of
+    the pipeline writes, as at the demo scale), or None when it is not set."""
     value = (config.get("pretrained") or {}).get(arch)
     if value is None or str(value) == "":
         return None
-    return str(value).replace("{results}", str(config["paths"]["results"]))
+    return str(value).replace("{results}", str(Layout.of(config["paths"]["results"], config["scale"]).root))
 
 
 def _check_choice(value: Any, allowed: list[str], key: str, nullable: bool = False) -> None:

@@ -59,7 +59,7 @@ def bench_eval(catalog: cfg.Catalog, run_id: str, *, checkpoint: str | Path | No
     from .provenance import provenance
 
     train_id = catalog.train_id[run_id]
-    checkpoint = Path(checkpoint or catalog.results / "checkpoints" / train_id / "model.pt")
+    checkpoint = Path(checkpoint or catalog.layout.model(train_id))
     if not checkpoint.exists():
         raise cfg.ConfigError(f"bench-eval: no checkpoint {checkpoint}; train the run first or pass --checkpoint")
     if device == "auto":

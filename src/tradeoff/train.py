@@ -29,11 +29,11 @@ import torch
 from torch import nn
 
 from . import checkpoint, data, learners, models
-from .checkpoint import RunPaths
 from .config import spec_digest
 from .evaluate import accuracy_under
 from .methods import METHODS
 from .provenance import provenance
+from .results import Layout, RunPaths
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ def _one_trainer_per_run(fn):
     """Hold the run's state-folder lock while ``fn`` trains it, released when it returns or raises."""
     @functools.wraps(fn)
     def locked(run_id: str, spec: dict, *, results: str | Path, **kwargs):
-        with checkpoint.lock_states(RunPaths.for_run(results, run_id).state):
+        with checkpoint.lock_states(Layout(Path(results)).states(run_id)):
             return fn(run_id, spec, results=results, **kwargs)
     return locked
 
@@ -117,7 +117,7 @@ def _one_trainer_per_run(fn):
 def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path, runtime: Runtime,
           eval_batch_size: int = 500, progress: bool | None = None) -> RunPaths:
     """Train (or resume) a run; write its selected model and per-epoch curves. Returns their paths."""
-    paths = RunPaths.for_run(results, run_id)
+    paths = Layout(Path(results)).run(run_id)
     ds = load_run_data(spec, data_root)
     x_train, y_train = runtime.place_batch(ds.x_train), ds.y_train.to(runtime.device)
     x_eval, y_eval = subset(ds.x_test, ds.y_test, spec["selection"]["examples"])

@@ -8,10 +8,9 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from tradeoff import config as tcfg
-from tradeoff.analysis import analysis_path
-from tradeoff.cli import evaluation_ready_markers, metrics_path, predictions_path, ready_marker
+from tradeoff.cli import evaluation_ready_markers
 from tradeoff.report.build import target_outputs as build_outputs
-from tradeoff.report.summary import summary_paths
+from tradeoff.results import ready_marker
 
 # The effective config is config/config.yaml overlaid by each --configfile, in order. Jobs re-read exactly
 # these files through the CLI, so values given with --config key=value (which jobs would not see) are refused.
@@ -28,7 +27,7 @@ except tcfg.ConfigError as exc:
     raise WorkflowError(f"configuration error: {exc}")
 
 CONFIG_ARGS = " ".join(f"--config {shlex.quote(f)}" for f in CONFIG_FILES)
-RESULTS = CATALOG.results
+LAYOUT = CATALOG.layout
 DATA = CATALOG.data_root
 TRAIN_IDS = sorted(CATALOG.training_runs())
 ATTACKS = sorted(CATALOG.attacks)
@@ -88,11 +87,11 @@ def target_inputs(name):
     if target["kind"] == "group":
         return [p for member in target["targets"] for p in target_outputs(member)]
     pairs = CATALOG.evaluations(name)
-    files = [str(metrics_path(RESULTS, run, attack)) for run, attack in pairs]
+    files = [str(LAYOUT.metrics(run, attack)) for run, attack in pairs]
     if target.get("plot") == "per_class":
-        files += [str(predictions_path(RESULTS, run, attack)) for run, attack in pairs]
-    files += [str(RESULTS / "curves" / f"{run}.csv") for run in CATALOG.curve_runs(name)]
-    files += [str(analysis_path(RESULTS, t)) for t in CATALOG.analysis_targets(name)]
+        files += [str(LAYOUT.predictions(run, attack)) for run, attack in pairs]
+    files += [str(LAYOUT.curves(run)) for run in CATALOG.curve_runs(name)]
+    files += [str(LAYOUT.analysis(t)) for t in CATALOG.analysis_targets(name)]
     return files
 
 

@@ -8,6 +8,6 @@ rule download:
     output:
         str(ready_marker(DATA, "{dataset}")),
     log:
-        str(RESULTS / "logs" / "download" / "{dataset}.log"),
+        str(LAYOUT.log("download", "{dataset}")),
     shell:
         "tradeoff {CONFIG_ARGS} download {wildcards.dataset} > {log} 2>&1"

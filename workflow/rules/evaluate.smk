@@ -14,7 +14,6 @@
 #
 # NROB (an entry of type `corruptions`, e.g. attacks.nrob) is evaluated like an attack, never sharded; its job also
 # reads the corruption dataset (Tiny-ImageNet-C, or digits-c at the smaller scales), whose download marker it needs.
-from tradeoff.cli import eval_work_path
 
 EVAL_JOBS = CATALOG.attack_jobs()
 SHARDED = [a for a in EVAL_JOBS if CATALOG.shards_for(a) > 1]
@@ -33,20 +32,20 @@ def _eval_resources():
 
 def shard_inputs(wildcards):
     n = CATALOG.shards_for(wildcards.attack)
-    return [str(eval_work_path(RESULTS, wildcards.run, wildcards.attack, (k, n), ".json")) for k in range(n)]
+    return [str(LAYOUT.eval_work(wildcards.run, wildcards.attack, (k, n), ".json")) for k in range(n)]
 
 
 rule evaluate:
     input:
-        model=str(RESULTS / "checkpoints" / "{run}" / "model.pt"),
+        model=str(LAYOUT.model("{run}")),
         data=lambda wc: evaluation_ready_markers(CATALOG, wc.run, [wc.attack]),
     output:
-        metrics=str(metrics_path(RESULTS, "{run}", "{attack}")),
-        predictions=str(predictions_path(RESULTS, "{run}", "{attack}")),
+        metrics=str(LAYOUT.metrics("{run}", "{attack}")),
+        predictions=str(LAYOUT.predictions("{run}", "{attack}")),
     params:
         spec=attack_spec_json,
     log:
-        str(RESULTS / "logs" / "evaluate" / "{run}" / "{attack}.log"),
+        str(LAYOUT.log("evaluate", "{run}", "{attack}")),
     wildcard_constraints:
         attack=NO_MATCH if EVAL_PER_RUN else (_alternatives(UNSHARDED) or NO_MATCH),
     resources:
@@ -64,18 +63,18 @@ for _run, _rule in _rule_names("evaluate_run_", [r for r, attacks in EVAL_RUNS.i
         name:
             _rule
         input:
-            model=str(RESULTS / "checkpoints" / _run / "model.pt"),
+            model=str(LAYOUT.model(_run)),
             data=evaluation_ready_markers(CATALOG, _run, _attacks),
         output:
-            metrics=[str(metrics_path(RESULTS, _run, a)) for a in _attacks],
-            predictions=[str(predictions_path(RESULTS, _run, a)) for a in _attacks],
+            metrics=[str(LAYOUT.metrics(_run, a)) for a in _attacks],
+            predictions=[str(LAYOUT.predictions(_run, a)) for a in _attacks],
         params:
             run=shlex.quote(_run),
             attacks=" ".join(f"--attack {shlex.quote(a)}" for a in _attacks),
             # every attack's resolved settings: a change re-runs the job (Snakemake's params rerun trigger)
             spec=json.dumps({a: CATALOG.attack_for(a, _run) for a in _attacks}, sort_keys=True),
         log:
-            str(RESULTS / "logs" / "evaluate" / f"{_run}.log"),
+            str(LAYOUT.log("evaluate", _run)),
         resources:
             **_eval_resources(),
         shell:
@@ -84,13 +83,13 @@ for _run, _rule in _rule_names("evaluate_run_", [r for r, attacks in EVAL_RUNS.i
 
 rule evaluate_shard:
     input:
-        model=str(RESULTS / "checkpoints" / "{run}" / "model.pt"),
+        model=str(LAYOUT.model("{run}")),
     output:
-        str(eval_work_path(RESULTS, "{run}", "{attack}", ("{shard}", "{shards}"), ".json")),
+        str(LAYOUT.eval_work("{run}", "{attack}", ("{shard}", "{shards}"), ".json")),
     params:
         spec=attack_spec_json,
     log:
-        str(RESULTS / "logs" / "evaluate" / "{run}" / "{attack}.shard-{shard}-of-{shards}.log"),
+        str(LAYOUT.log("evaluate", "{run}", "{attack}.shard-{shard}-of-{shards}")),
     wildcard_constraints:
         attack=_alternatives(SHARDED) or NO_MATCH,
         shard=r"\d+",
@@ -106,12 +105,12 @@ rule merge_shards:
     input:
         shard_inputs,
     output:
-        metrics=str(metrics_path(RESULTS, "{run}", "{attack}")),
-        predictions=str(predictions_path(RESULTS, "{run}", "{attack}")),
+        metrics=str(LAYOUT.metrics("{run}", "{attack}")),
+        predictions=str(LAYOUT.predictions("{run}", "{attack}")),
     params:
         shards=lambda wc: CATALOG.shards_for(wc.attack),
     log:
-        str(RESULTS / "logs" / "evaluate" / "{run}" / "{attack}.merge.log"),
+        str(LAYOUT.log("evaluate", "{run}", "{attack}.merge")),
     wildcard_constraints:
         attack=_alternatives(SHARDED) or NO_MATCH,
     localrule: True

@@ -13,7 +13,7 @@ for _name in CATALOG.targets:
         params:
             target=_name,
         log:
-            str(RESULTS / "logs" / "report" / f"{_name}.log"),
+            str(LAYOUT.log("report", _name)),
         localrule: True
         shell:
             "tradeoff {CONFIG_ARGS} report {params.target} > {log} 2>&1"
@@ -23,10 +23,10 @@ rule summary:
     input:
         all_target_outputs(),
     output:
-        report(str(summary_paths(CATALOG)["html"]), category="summary"),
-        str(summary_paths(CATALOG)["md"]),
+        report(str(LAYOUT.summary()["html"]), category="summary"),
+        str(LAYOUT.summary()["md"]),
     log:
-        str(RESULTS / "logs" / "report" / "summary.log"),
+        str(LAYOUT.log("report", "summary")),
     localrule: True
     shell:
         "tradeoff {CONFIG_ARGS} summary > {log} 2>&1"
@@ -40,7 +40,7 @@ ANALYSIS_TARGETS = CATALOG.analysis_targets()
 
 def analysis_inputs(wildcards):
     runs = CATALOG.analysis_runs(wildcards.target)
-    return [str(RESULTS / "checkpoints" / r / "model.pt") for r in runs] + [
+    return [str(LAYOUT.model(r)) for r in runs] + [
         str(ready_marker(DATA, d)) for d in CATALOG.analysis_datasets(wildcards.target)]
 
 
@@ -48,11 +48,11 @@ rule analyze:
     input:
         analysis_inputs,
     output:
-        str(analysis_path(RESULTS, "{target}")),
+        str(LAYOUT.analysis("{target}")),
     params:
         spec=lambda wc: json.dumps(CATALOG.targets[wc.target]["analysis"], sort_keys=True),
     log:
-        str(RESULTS / "logs" / "analyze" / "{target}.log"),
+        str(LAYOUT.log("analyze", "{target}")),
     wildcard_constraints:
         target=_alternatives(ANALYSIS_TARGETS) or NO_MATCH,
     resources:

@@ -21,12 +21,12 @@ rule train:
         dataset_ready,
         pretrained=pretrained_input,
     output:
-        model=str(RESULTS / "checkpoints" / "{run}" / "model.pt"),
-        curves=str(RESULTS / "curves" / "{run}.csv"),
+        model=str(LAYOUT.model("{run}")),
+        curves=str(LAYOUT.curves("{run}")),
     params:
         spec=run_spec_json,
     log:
-        str(RESULTS / "logs" / "train" / "{run}.log"),
+        str(LAYOUT.log("train", "{run}")),
     wildcard_constraints:
         run=_alternatives(sorted(set(TRAIN_IDS) - set(TRAIN_EVAL))) or NO_MATCH,
     resources:
@@ -46,10 +46,10 @@ for _run, _rule in _rule_names("train_evaluate_", TRAIN_EVAL).items():
             pretrained=pretrained_input(_wc),
             data=evaluation_ready_markers(CATALOG, _run, _attacks),
         output:
-            model=str(RESULTS / "checkpoints" / _run / "model.pt"),
-            curves=str(RESULTS / "curves" / f"{_run}.csv"),
-            metrics=[str(metrics_path(RESULTS, _run, a)) for a in _attacks],
-            predictions=[str(predictions_path(RESULTS, _run, a)) for a in _attacks],
+            model=str(LAYOUT.model(_run)),
+            curves=str(LAYOUT.curves(_run)),
+            metrics=[str(LAYOUT.metrics(_run, a)) for a in _attacks],
+            predictions=[str(LAYOUT.predictions(_run, a)) for a in _attacks],
         params:
             run=shlex.quote(_run),
             # a change of the run's settings or of an attack's re-runs the job (Snakemake's params rerun trigger);
@@ -57,7 +57,7 @@ for _run, _rule in _rule_names("train_evaluate_", TRAIN_EVAL).items():
             spec=run_spec_json(_wc),
             attacks=json.dumps({a: CATALOG.attack_for(a, _run) for a in _attacks}, sort_keys=True),
         log:
-            str(RESULTS / "logs" / "train" / f"{_run}.log"),
+            str(LAYOUT.log("train", _run)),
         resources:
             **_train_resources(),
         shell:

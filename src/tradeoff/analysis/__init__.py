@@ -35,10 +35,6 @@ def register(name: str, where: str) -> None:
     ANALYSES[name] = where
 
 
-def analysis_path(results: str | Path, target: str) -> Path:
-    return Path(results) / "analysis" / f"{target}.json"
-
-
 def resolve(name: str):
     if name not in ANALYSES:
         raise KeyError(name)
@@ -64,11 +60,11 @@ def run_analysis(catalog, target: str) -> Path:
     result: dict[str, Any] = resolve(name)(catalog, target, spec)
     result = {"analysis": name, "target": target, "scale": catalog.scale, "params": spec, **result,
               "provenance": provenance()}
-    path = analysis_path(catalog.results, target)
+    path = catalog.layout.analysis(target)
     atomic_write_text(path, json.dumps(result, indent=1, sort_keys=False) + "\n")
     return path
 
 
 def read_analysis(catalog, target: str) -> dict | None:
-    path = analysis_path(catalog.results, target)
+    path = catalog.layout.analysis(target)
     return json.loads(path.read_text()) if path.exists() else None

@@ -191,7 +191,7 @@ def disagreement_grid(catalog, target: str, params: dict) -> dict:
     x, y = ds.x_test.to(device), ds.y_test.to(device)
     models = {}
     for r in rows:
-        model, _ = load_model(catalog.results / "checkpoints" / catalog.train_id[r["run"]] / "model.pt", device)
+        model, _ = load_model(catalog.layout.model(catalog.train_id[r["run"]]), device)
         models[r["key"]] = model.float().eval()
     attack_specs = {r["key"]: catalog.attack_for(params["attack"], r["run"]) for r in rows}
 

@@ -113,7 +113,7 @@ def learner_tsne(catalog, target: str, params: dict) -> dict:
     panels = []
     for row in catalog.targets[target]["rows"]:
         run = catalog.train_id[row["run"]]
-        path = catalog.results / "checkpoints" / run / "model.pt"
+        path = catalog.layout.model(run)
         snapshots = checkpoint.load(path).get("learner_snapshots") or {}
         if not snapshots:
             raise ValueError(f"{target}: the checkpoint of run {run} ({path}) has no learner snapshots; set "

@@ -7,21 +7,14 @@ from pathlib import Path
 
 from ..checkpoint import atomic_write_text
 from ..config import Catalog
-from .tables import RENDERERS, html_page, table_paths
-
-
-def figure_paths(catalog: Catalog, name: str) -> dict[str, Path]:
-    """A figure target's files. Here, not in figures.py, so that what a target writes is known without importing
-    matplotlib (the Snakefile asks it of every target when it starts)."""
-    base = catalog.results / "figures" / name
-    return {"png": base.with_suffix(".png"), "pdf": base.with_suffix(".pdf")}
+from .tables import RENDERERS, html_page
 
 
 def target_outputs(catalog: Catalog, name: str) -> list[Path]:
     kind = catalog.targets[name]["kind"]
     if kind == "figure":
-        return list(figure_paths(catalog, name).values())
-    paths = table_paths(catalog, name)
+        return list(catalog.layout.figures(name).values())
+    paths = catalog.layout.tables(name)
     if kind == "group" and not catalog.table_targets(name):
         return [paths["md"], paths["html"]]
     return list(paths.values())
@@ -35,7 +28,7 @@ def build_target(catalog: Catalog, name: str) -> list[Path]:
         from .figures import build_figure
 
         return list(build_figure(catalog, name).values())
-    paths = table_paths(catalog, name)
+    paths = catalog.layout.tables(name)
     tables = catalog.table_targets(name)
     figures = [t for t in catalog.leaf_targets(name) if catalog.targets[t]["kind"] == "figure"]
     for kind, render in RENDERERS.items():
@@ -46,7 +39,7 @@ def build_target(catalog: Catalog, name: str) -> list[Path]:
             parts = parts[:1] + [p.split("\n", 1)[1] for p in parts[1:]]
         if kind == "md" and figures:
             parts.append("## Figures\n\n" + "\n".join(
-                f"- {catalog.targets[f].get('title', f)}: `{figure_paths(catalog, f)['png']}`" for f in figures) + "\n")
+                f"- {catalog.targets[f].get('title', f)}: `{catalog.layout.figures(f)['png']}`" for f in figures) + "\n")
         if kind == "html" and figures:
             parts.append("".join(f"<h2>{catalog.targets[f].get('title', f)}</h2><img src='../figures/{f}.png' "
                                  f"alt='{f}' style='max-width: 100%'>" for f in figures))

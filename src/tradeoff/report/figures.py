@@ -21,7 +21,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..config import Catalog  # noqa: E402
-from .build import figure_paths  # noqa: E402
 from .tables import load_reference, read_metric  # noqa: E402
 
 STYLE = {
@@ -39,7 +38,7 @@ def _label(row: dict, reference: dict) -> str:
 
 
 def _predictions(catalog: Catalog, run: str, attack: str) -> dict | None:
-    path = catalog.results / "predictions" / catalog.train_id[run] / f"{attack}.json"
+    path = catalog.layout.predictions(catalog.train_id[run], attack)
     return json.loads(path.read_text()) if path.exists() else None
 
 
@@ -47,7 +46,7 @@ def _finish(fig, catalog: Catalog, name: str, target: dict) -> dict[str, Path]:
     fig.suptitle(target.get("title", name), fontsize=11)
     fig.text(0.99, 0.005, f"scale: {catalog.scale}", ha="right", va="bottom", fontsize=7, color="0.4")
     fig.tight_layout(rect=(0, 0.02, 1, 0.97))
-    paths = figure_paths(catalog, name)
+    paths = catalog.layout.figures(name)
     paths["png"].parent.mkdir(parents=True, exist_ok=True)
     for kind, path in paths.items():
         tmp = path.with_name(f".{path.name}.tmp")
@@ -183,7 +182,7 @@ def plot_curves(catalog: Catalog, name: str, target: dict, axes) -> None:
     for ax, (column, panel_series) in zip(axes, panels):
         rows = [row for row in target["rows"] if row.get("series", "") == panel_series]
         for i, row in enumerate(rows):
-            path = catalog.results / "curves" / f"{catalog.train_id[row['run']]}.csv"
+            path = catalog.layout.curves(catalog.train_id[row["run"]])
             if not path.exists():
                 continue
             with open(path) as f:

@@ -6,23 +6,18 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from ..analysis import analysis_path
-from ..checkpoint import RunPaths, atomic_write_text
+from ..checkpoint import atomic_write_text
 from ..config import Catalog
 from .build import target_outputs
 from .tables import collect, html_page
 
 
-def summary_paths(catalog: Catalog) -> dict[str, Path]:
-    return {"md": catalog.results / "summary.md", "html": catalog.results / "summary.html"}
-
-
 def target_status(catalog: Catalog, name: str) -> dict:
     pairs = catalog.evaluations(name)
-    missing_metrics = [(r, a) for r, a in pairs if not (catalog.results / "metrics" / r / f"{a}.json").exists()]
+    missing_metrics = [(r, a) for r, a in pairs if not catalog.layout.metrics(r, a).exists()]
     runs = sorted({r for r, _ in pairs} | set(catalog.curve_runs(name)) | set(catalog.analysis_runs(name)))
-    missing_runs = [r for r in runs if not RunPaths.for_run(catalog.results, r).model.exists()]
-    missing_analyses = [t for t in catalog.analysis_targets(name) if not analysis_path(catalog.results, t).exists()]
+    missing_runs = [r for r in runs if not catalog.layout.model(r).exists()]
+    missing_analyses = [t for t in catalog.analysis_targets(name) if not catalog.layout.analysis(t).exists()]
     built = all(p.exists() for p in target_outputs(catalog, name)) and not missing_metrics and not missing_analyses
     diffs = []
     for table in catalog.table_targets(name) if catalog.targets[name]["kind"] == "table" else []:
@@ -48,7 +43,7 @@ def build_summary(catalog: Catalog) -> dict[str, Path]:
         rows_html.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in
                                           (name, target["kind"], status, f"{st['measured']}/{st['measurements']}",
                                            missing, largest)) + "</tr>")
-    paths = summary_paths(catalog)
+    paths = catalog.layout.summary()
     atomic_write_text(paths["md"], "\n".join(md) + "\n")
     body = (f"<h1>Summary ({html.escape(catalog.scale)} scale)</h1><table class='tradeoff'><thead><tr>"
             + "".join(f"<th>{h}</th>" for h in ("target", "kind", "status", "measured", "missing runs",

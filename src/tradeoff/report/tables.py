@@ -46,12 +46,12 @@ def load_reference(name: str, directory: Path = REFERENCE_DIR) -> dict[tuple[str
 
 def _one_metric(catalog: Catalog, run_id: str, attack: str) -> float | None:
     if attack == "train:minutes":
-        path = catalog.results / "curves" / f"{catalog.train_id[run_id]}.csv"
+        path = catalog.layout.curves(catalog.train_id[run_id])
         if not path.exists():
             return None
         with open(path, newline="") as f:
             return sum(float(r["seconds"]) for r in csv.DictReader(f)) / 60.0
-    path = catalog.results / "metrics" / catalog.train_id[run_id] / f"{attack}.json"
+    path = catalog.layout.metrics(catalog.train_id[run_id], attack)
     if not path.exists():
         return None
     return 100.0 * json.loads(path.read_text())["accuracy"]
@@ -245,12 +245,6 @@ def html_page(title: str, body: str) -> str:
     import html
 
     return HTML_PAGE.format(title=html.escape(title), body=body)
-
-
-def table_paths(catalog: Catalog, name: str) -> dict[str, Path]:
-    base = catalog.results / "tables" / name
-    return {"md": base.with_suffix(".md"), "csv": base.with_suffix(".csv"), "tex": base.with_suffix(".tex"),
-            "html": base.with_suffix(".html")}
 
 
 RENDERERS = {"md": render_markdown, "csv": render_csv, "tex": render_latex, "html": render_html}

@@ -1,0 +1,102 @@
+"""The one owner of the results layout: every file that a job reads or writes, and nothing else.
+
+Each scale has its own folder, ``<paths.results>/<scale>/`` (``results/paper``, ``results/demo``, ``results/smoke``), so
+a model or a metrics file of one scale can never stand in another scale's table:
+
+    checkpoints/<run>/model.pt        a trained run's selected model
+    curves/<run>.csv                  its per-epoch curves
+    work/<run>/                       its epoch states (resume)
+    work/eval/<run>/<attack>...       an evaluation's resume state, a shard's partial result
+    work/catalog/<key>.json           resolved catalogs (tradeoff.config's cache)
+    metrics/<run>/<attack>.json       an evaluation's numbers and how they were made
+    predictions/<run>/<attack>.json   its per-example correctness
+    analysis/<target>.json            a figure's analysis
+    tables/<target>.{md,csv,tex,html} figures/<target>.{png,pdf} summary.{md,html}
+    logs/<step>/...                   every job's log
+    bench/                            timings
+
+Python code, the Snakemake rules and the DVC stages all build paths here; the arguments may be Snakemake wildcard
+patterns (``"{run}"``), since a path is only joined, never inspected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+TABLE_FORMATS = ("md", "csv", "tex", "html")
+FIGURE_FORMATS = ("png", "pdf")
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where a trained run's files live."""
+
+    model: Path     # the selected model (the run's output)
+    curves: Path    # per-epoch metrics, CSV
+    state: Path     # folder of epoch states (resume)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The files of one scale, under ``root`` = ``<paths.results>/<scale>``."""
+
+    root: Path
+
+    @classmethod
+    def of(cls, results: str | Path, scale: str) -> "Layout":
+        return cls(Path(results) / scale)
+
+    def run(self, run_id: str) -> RunPaths:
+        return RunPaths(self.model(run_id), self.curves(run_id), self.states(run_id))
+
+    def model(self, run_id: str) -> Path:
+        return self.root / "checkpoints" / run_id / "model.pt"
+
+    def curves(self, run_id: str) -> Path:
+        return self.root / "curves" / f"{run_id}.csv"
+
+    def states(self, run_id: str) -> Path:
+        return self.root / "work" / run_id
+
+    def metrics(self, run_id: str, attack: str) -> Path:
+        return self.root / "metrics" / run_id / f"{attack}.json"
+
+    def predictions(self, run_id: str, attack: str) -> Path:
+        return self.root / "predictions" / run_id / f"{attack}.json"
+
+    def eval_work(self, run_id: str, attack: str, shard: tuple | None = None, suffix: str = ".state") -> Path:
+        """An evaluation job's resume state (``.state``) or a shard's partial result (``.json``):
+        ``<attack>.state``, ``<attack>.shard-K-of-N.state``, ``<attack>.shard-K-of-N.json``."""
+        name = attack if shard is None else f"{attack}.shard-{shard[0]}-of-{shard[1]}"
+        return self.root / "work" / "eval" / run_id / f"{name}{suffix}"
+
+    def analysis(self, target: str) -> Path:
+        return self.root / "analysis" / f"{target}.json"
+
+    def tables(self, target: str) -> dict[str, Path]:
+        return {ext: self.root / "tables" / f"{target}.{ext}" for ext in TABLE_FORMATS}
+
+    def figures(self, target: str) -> dict[str, Path]:
+        return {ext: self.root / "figures" / f"{target}.{ext}" for ext in FIGURE_FORMATS}
+
+    def summary(self) -> dict[str, Path]:
+        return {"md": self.root / "summary.md", "html": self.root / "summary.html"}
+
+    def log(self, step: str, *names: str) -> Path:
+        """``logs/<step>/<name>/.../<last>.log``: training, evaluation, report and analysis jobs' logs."""
+        *folders, last = names
+        return self.root.joinpath("logs", step, *folders, f"{last}.log")
+
+    @property
+    def bench(self) -> Path:
+        return self.root / "bench"
+
+    @property
+    def catalog_cache(self) -> Path:
+        return self.root / "work" / "catalog"
+
+
+def ready_marker(data_root: str | Path, dataset: str) -> Path:
+    """The file a finished download writes (and every job that reads the dataset waits for)."""
+    return Path(data_root) / ".ready" / dataset
