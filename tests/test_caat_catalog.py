@@ -215,13 +215,19 @@ def test_demo_thinning_keeps_few_caat_trainings(demo):
         assert {row["series"] for row in smoke_rows} == {"vanilla", "CA-AT"}
 
 
-def test_demo_caps_the_budget_sweeps_at_the_image_range(demo):
+def test_demo_maps_the_budget_sweeps_where_digits_models_differ(demo):
+    """Digits models are at 0% from 2 standard budgets (0.6) up: the demo keeps a sweep's ratios (1-4) in
+    scale_map.sweep_unit (0.1 L-inf, 0.5 L2) instead of digits' standard budget (0.3, 1.5); its fixed steps scale
+    alike (2/255 of 8/255 -> 0.025 of 0.1)."""
     run = demo.targets["caat_table1"]["rows"][0]["run"]
     eps = [demo.attack_for(f"caat_pgd@{b}", run)["eps"] for b in ("8_255", "16_255", "24_255", "32_255")]
-    assert eps == pytest.approx([0.3, 0.6, 0.9, 1.0])
-    assert demo.attack_for("caat_pgd@32_255", run)["step_size"] == pytest.approx(0.075)
+    assert eps == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    assert demo.attack_for("caat_pgd@32_255", run)["step_size"] == pytest.approx(0.025)
+    l2 = [demo.attack_for(f"caat_pgd_l2@{b}", run)["eps"] for b in ("0.5", "1", "1.5", "2")]
+    assert l2 == pytest.approx([0.5 * b / (128 / 255) for b in (0.5, 1, 1.5, 2)])
+    assert demo.attack_for("aa", run)["eps"] == pytest.approx(0.3)  # a single budget: digits' standard one
     config = copy.deepcopy(cfg.load_config(DEMO))
-    config["scale_map"]["eps_cap"] = None
+    config["scale_map"]["sweep_unit"] = None  # the plain mapping takes 32/255 past the image range, and says so
     with pytest.raises(cfg.ConfigError, match=r"scales to 1\.2 on digits.*scale_map\.eps_cap"):
         cfg.resolve(config)
 

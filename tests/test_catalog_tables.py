@@ -9,7 +9,7 @@ import csv
 import pytest
 
 from tradeoff import config as cfg
-from tradeoff.report.tables import REFERENCE_DIR
+from tradeoff.config import REFERENCE_DIR
 
 CATALOG = cfg.load_catalog([cfg.ROOT / "config" / "config.yaml"])
 TABLES = [n for n, t in CATALOG.targets.items() if t["kind"] == "table"]

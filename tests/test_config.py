@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from metrics_fixtures import outcomes, write_measurement
 from tradeoff import config as cfg
 
 ROOT = cfg.ROOT
@@ -208,10 +209,13 @@ def test_a_report_job_never_imports_torch(tmp_path):
     files = [str(cfg.ROOT / "config" / "config.yaml"), str(cfg.ROOT / "config" / "smoke.yaml")]
     overlay = tmp_path / "o.yaml"
     overlay.write_text(f"paths: {{results: {tmp_path / 'results'}}}\n")
-    cfg.load_catalog([*files, overlay], write_cache=True)  # resolved and kept, as the first job does
-    code = ("import sys; from tradeoff import cli; cli.main(sys.argv[1:]); "
-            "assert 'torch' not in sys.modules, 'torch was imported'")
+    catalog = cfg.load_catalog([*files, overlay], write_cache=True)  # resolved and kept, as the first job does
+    code = ("import sys; from tradeoff import cli; status = cli.main(sys.argv[1:]); "
+            "assert 'torch' not in sys.modules, 'torch was imported'; sys.exit(status)")
     args = [a for f in [*files, str(overlay)] for a in ("--config", f)]
+    out = subprocess.run([sys.executable, "-c", code, *args, "report", "table1a"], capture_output=True, text=True)
+    assert out.returncode == 1 and "nothing measured yet" in out.stderr, out.stderr  # a refusal loads nothing either
+    write_measurement(catalog, "cifar10-resnet18-nt", "clean", outcomes(50, 64))
     out = subprocess.run([sys.executable, "-c", code, *args, "report", "table1a"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
 

@@ -74,7 +74,7 @@ def test_accuracy_is_non_increasing_in_the_budget(models, tmp_path):
     overlay = tmp_path / "sweep.yaml"
     # at the demo scale 8/255 is digits' 0.3: these are 0.0375 ... 0.45
     overlay.write_text("attacks:\n  sweep: {type: pgd, steps: 20, step_size: eps/4, eps: [1/255, 2/255, 4/255, "
-                       "6/255, 8/255, 12/255]}\n")
+                       "6/255, 8/255, 12/255]}\nscale_map: {sweep_unit: null, eps_cap: {linf: 1.0}}\n")  # in digits' budget
     catalog = cfg.load_catalog(FILES + [overlay])
     previous = _evaluate(models, AT, "clean")["accuracy"]
     jobs = catalog.attack_jobs("sweep")
@@ -95,16 +95,17 @@ def aa_reference(models, tmp_path_factory):
     return metrics, json.loads((out / "p.json").read_text())
 
 
-def test_autoattack_is_no_weaker_than_any_of_its_components(models, aa_reference):
+def test_autoattack_runs_its_components_in_turn_on_what_is_still_robust(models, aa_reference):
+    """The ensemble's trace only falls, its first stage is exactly APGD-CE alone (same examples, batches, seeds), and
+    its last is the AA accuracy. A later component alone (APGD-T on every example) draws other random starts than
+    inside the ensemble (on the remaining ones), so AA is not always below it: official AutoAttack, as published."""
     aa, _ = aa_reference
     assert list(aa["breakdown"]) == ["apgd-ce", "apgd-t", "fab-t", "square"]
-    assert aa["breakdown"]["square"] == aa["accuracy"]
+    trace = list(aa["breakdown"].values())
+    assert trace == sorted(trace, reverse=True) and trace[-1] == aa["accuracy"]
     assert 0 < aa["accuracy"] < aa["clean_accuracy"]
-    for attack in ("apgd_ce", "apgd_t", "fab_t", "square"):
-        alone = _evaluate(models, AT, attack, batch_size=BATCH, examples=SUBSET)
-        assert aa["accuracy"] <= alone["accuracy"], attack
-        if attack == "apgd_ce":  # exactly the ensemble's first stage (same examples, batches and seeds)
-            assert aa["breakdown"]["apgd-ce"] == alone["accuracy"]
+    alone = _evaluate(models, AT, "apgd_ce", batch_size=BATCH, examples=SUBSET)
+    assert aa["breakdown"]["apgd-ce"] == alone["accuracy"]
 
 
 @pytest.mark.parametrize("attack", ["pgd20", "apgd_ce"])

@@ -121,10 +121,11 @@ def test_interrupted_evaluation_resumes_from_its_state(data, tmp_path, monkeypat
 
 def test_merge_refuses_gaps_and_mismatches(tmp_path):
     def part(k, start, stop, seed=0):
-        return {"format": "tradeoff-eval-shard/1", "run": "r", "attack": "a", "spec": {"type": "pgd", "eps": 0.1},
+        return {"format": "tradeoff-eval-shard/2", "run": "r", "attack": "a", "spec": {"type": "pgd", "eps": 0.1},
                 "seed": seed, "batch_size": 2, "examples_total": 4, "shard": k, "shards": 2, "first_batch": start // 2,
                 "start": start, "stop": stop, "seconds": 1.0, "breakdown": {},
-                "meta": {"run": "r", "spec": {"dataset": "digits"}, "selected_epoch": 1}, "provenance": {},
+                "meta": {"run": "r", "spec": {"dataset": "digits", "arch": "small_cnn"}, "selected_epoch": 1},
+                "context": {"scale": "smoke", "model": "0" * 16, "test_examples": None, "test_size": 4}, "provenance": {},
                 "labels": [0] * (stop - start), "clean_correct": "1" * (stop - start),
                 "robust_correct": "10"[: stop - start] * 1 + "0" * max(0, stop - start - 2)}
 
@@ -176,9 +177,13 @@ def test_budget_sweeps_are_one_evaluation_per_budget(tmp_path):
         catalog.attack_for("pgd_sweep@9_255", run)
     assert catalog.shards_for("pgd_sweep@8_255") == 3 and catalog.shards_for("pgd20") == 2
     assert "shards" not in spec  # not a setting of the maths: changing it re-runs nothing
-    # at the demo scale every budget keeps its ratio to the standard one (8/255 -> 0.3 on digits)
+    # at the demo scale a sweep keeps its budgets' ratios to the standard one in scale_map.sweep_unit (0.1 on digits:
+    # 16/255 -> 0.2, its step 4/255 -> 0.05), a single budget in the dataset's standard budget (8/255 -> 0.3)
     demo = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "demo.yaml", overlay])
-    assert demo.attack_for("pgd_sweep@16_255", run)["eps"] == pytest.approx(0.6)
+    assert demo.attack_for("pgd_sweep@16_255", run)["eps"] == pytest.approx(0.2)
+    assert demo.attack_for("pgd_sweep@16_255", run)["step_size"] == pytest.approx(0.05)
+    assert demo.attack_for("l2_sweep@1.5", run)["eps"] == pytest.approx(1.5 * 0.5 / (128 / 255))
+    assert demo.attack_for("pgd20", run)["eps"] == pytest.approx(0.3)
 
 
 def test_a_sweep_column_must_name_a_budget(tmp_path):

@@ -73,16 +73,3 @@ def test_group_lists_tables_and_figures(catalog):
     build_target(catalog, "figs")
     md = (catalog.results / "tables" / "figs.md").read_text()
     assert "Table 1(a)" in md and "fig_scatter.png" in md
-
-
-def test_tables_bold_the_top_two_in_every_format(catalog):
-    """Fixture accuracies: clean 90, 85, 80 and PGD-20 10, 30, 50 (%) for NT, AT(β=1), AT(β=1/2)."""
-    build_target(catalog, "table1a")
-    tables = catalog.results / "tables"
-    md = (tables / "table1a.md").read_text()
-    assert "| NT | **90.00** / 93.04 (-3.04) | 10.00 / 0.00 (+10.00) |" in md
-    assert "**50.00** / 44.51" in md and "**30.00** / 48.29" in md and "**80.00**" not in md
-    tex = (tables / "table1a.tex").read_text()
-    assert r"\textbf{90.00} (93.04)" in tex and r"\textbf{80.00}" not in tex
-    html = (tables / "table1a.html").read_text()
-    assert "<b>90.00</b>" in html and "<b>80.00</b>" not in html and "<td>10.00<br>" in html

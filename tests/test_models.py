@@ -52,7 +52,7 @@ def test_unknown_name_lists_the_known_ones():
         ("resnet34", 21_282_122),
         ("wrn-28-10", 36_479_194),
         ("wrn-34-10", 46_160_474),  # TRADES' WRN-34-10 without its unused sub_block1
-        ("small_cnn", 16 * 27 + 16 + 32 * 16 * 9 + 32 + 32 * 16 * 16 * 64 + 64 + 64 * 10 + 10),
+        ("small_cnn", 16 * 27 + 2 * 16 + 32 * 16 * 9 + 2 * 32 + 32 * 16 * 16 * 64 + 64 + 64 * 10 + 10),  # + BatchNorms
         ("linear", 3 * 32 * 32 * 10 + 10),
     ],
 )

@@ -30,15 +30,35 @@ def test_snakemake_builds_table1_with_paper_numbers(smoke_build):
         for suffix in (".md", ".csv", ".tex"):
             assert (tables / f"{name}{suffix}").stat().st_size > 0
     with open(tables / "table1a.csv") as f:
-        cells = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
-    assert cells[("nt", "nat")]["paper"] == "93.0400"
-    assert cells[("at_beta1", "pgd20")]["paper"] == "48.2900"
-    for (row, column), cell in cells.items():
-        assert cell["ours"] != "", f"no measurement for {row}/{column}"
-        assert 0.0 <= float(cell["ours"]) <= 100.0
+        cells = {(r["row"], r["column"], r["protocol"]): r for r in csv.DictReader(f)}
+    assert cells[("nt", "nat", "strong")]["paper"] == "93.0400"
+    assert cells[("at_beta1", "pgd20", "strong")]["paper"] == "48.2900"
+    for (row, column, protocol), cell in cells.items():
+        assert cell["ours"] != "", f"no measurement for {row}/{column} ({protocol})"
+        assert 0.0 <= float(cell["ci_low"]) <= float(cell["ours"]) <= float(cell["ci_high"]) <= 100.0
         assert float(cell["diff"]) == pytest.approx(float(cell["ours"]) - float(cell["paper"]), abs=1e-3)
+        assert cell["examples"] == "64" and cell["metrics"].startswith("results/smoke/metrics/")
     md = (tables / "table1.md").read_text()
     assert "Table 1(a)" in md and "Table 1(b)" in md and "AT (β=1)" in md and "Scale: **smoke**" in md
+
+
+def test_every_latex_table_compiles(smoke_build, tmp_path):
+    from test_report_trust import compile_latex
+
+    compile_latex(sorted((smoke_build / "results" / "smoke" / "tables").glob("*.tex")), tmp_path)
+
+
+def test_a_changed_target_setting_rebuilds_that_target_only(smoke_build):
+    """A figure's title or a table's rows live in the config, not in any input file: they are the report job's
+    params, so editing them re-runs that report (and the summary and groups that read it), nothing else."""
+    overlay = smoke_build / "config" / "retitle.yaml"
+    overlay.write_text("targets:\n  figure1:\n    title: Another title\n  table5:\n    rows:\n"
+                       "      - {key: generalist_lr_nt0.1_at0.01, run: cifar10-resnet18-generalist, label: Mine}\n")
+    try:
+        out = run(["snakemake", "-n", "--cores", "1", *SMOKE, "config/retitle.yaml"], smoke_build)
+    finally:
+        overlay.unlink()
+    assert set(_job_counts(out.stdout + out.stderr)) == {"figure1", "table5", "summary", "all"}
 
 
 def test_metrics_record_how_they_were_made(smoke_build):
@@ -49,6 +69,11 @@ def test_metrics_record_how_they_were_made(smoke_build):
     assert metrics["examples"] == 64 and metrics["seed"] == 0
     assert metrics["accuracy"] <= metrics["clean_accuracy"]
     assert {"torch", "snakemake", "python"} <= set(metrics["provenance"]["versions"])
+    # what a report checks against the config of the cell it fills (tradeoff.report.records)
+    assert (metrics["run"], metrics["scale"], metrics["dataset"], metrics["arch"]) == (
+        "cifar10-resnet18-at-beta1", "smoke", "digits", "small_cnn")
+    assert metrics["spec"]["steps"] == 3 and metrics["test_examples"] == 64 and metrics["test_size"] == 360
+    assert len(metrics["spec_digest"]) == 16 and len(metrics["model"]) == 16
     preds = json.loads((path.parent.parent.parent / "predictions" / "cifar10-resnet18-at-beta1" / "pgd20.json").read_text())
     assert len(preds["robust_correct"]) == 64 and set(preds["robust_correct"]) <= {"0", "1"}
 
@@ -113,6 +138,7 @@ def test_dvc_repro_twice_then_metrics_plots_and_checkout(tmp_path):
          "--targets", "table1"], work)
     stages = (work / "dvc.yaml").read_text()
     assert "report-table1a:" in stages and "report-table2:" not in stages and "train-mnist" not in stages
+    assert "- targets.table1a" in stages  # a report stage's settings are its params: editing them re-runs it
     first = run(["dvc", "repro"], work, timeout=900)
     assert "Running stage 'train-cifar10-resnet18-nt'" in first.stdout
     second = run(["dvc", "repro"], work)

@@ -9,9 +9,10 @@ import json
 import pytest
 import torch
 
+from metrics_fixtures import outcomes, write_curves, write_measurement
 from tradeoff import config as cfg
 from tradeoff.methods import METHODS
-from tradeoff.report.tables import collect, render_markdown
+from tradeoff.report.tables import STRONG, build, render_markdown
 from tradeoff.runtime import Runtime
 
 FILES = [cfg.ROOT / "config" / "config.yaml", cfg.ROOT / "config" / "smoke.yaml"]
@@ -44,31 +45,29 @@ def test_table_reports_mean_and_std_over_seeds_and_pseudo_columns(tmp_path):
     config["runs"]["multi"] = {k: v for k, v in config["runs"]["cifar10-resnet18-nt"].items() if k != "seed"}
     config["runs"]["multi"]["seeds"] = [0, 1]
     config["runs"]["multi"]["method"] = {"name": "pgd_at", "beta": 0.5, "attack": "pgd10"}
-    config["targets"]["tab"] = {"kind": "table", "reference": "none", "title": "t",
-                                "rows": [{"key": "m", "run": "multi"}],
+    config["targets"]["tab"] = {"kind": "table", "title": "t", "rows": [{"key": "m", "run": "multi"}],
                                 "columns": {"nat": "clean", "pgd20": "pgd20", "mim": "mim", "mean": "mean",
                                             "minutes": "train:minutes"}}
     catalog = cfg.resolve(config)
     assert ("multi-seed1", "pgd20") in {(r, a) for r, a in catalog.evaluations("tab")}
     assert catalog.curve_runs("tab") == [catalog.train_id["multi"], catalog.train_id["multi-seed1"]]
-    results = catalog.results
+    n = 64  # the smoke scale's test examples
     for run, (clean, pgd, mim, secs) in {"multi": (0.9, 0.4, 0.5, [30, 30]),
                                          "multi-seed1": (0.8, 0.6, 0.7, [60, 120])}.items():
-        tid = catalog.train_id[run]
         for attack, acc in (("clean", clean), ("pgd20", pgd), ("mim", mim)):
-            path = results / "metrics" / tid / f"{attack}.json"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"accuracy": acc}))
-        (results / "curves").mkdir(parents=True, exist_ok=True)
-        (results / "curves" / f"{tid}.csv").write_text("epoch,seconds\n" + "".join(f"{i},{s}\n" for i, s in enumerate(secs)))
-    _, _, cells, _ = collect(catalog, "tab")
-    assert cells[("m", "nat")].ours == pytest.approx(85.0)
-    assert cells[("m", "nat")].ours_std == pytest.approx(5.0)  # ddof 0
-    assert cells[("m", "pgd20")].ours == pytest.approx(50.0)
-    assert cells[("m", "mean")].ours == pytest.approx((50.0 + 60.0) / 2)  # robust columns only, not nat
-    assert cells[("m", "minutes")].ours == pytest.approx((1.0 + 3.0) / 2)
-    text = render_markdown(catalog, "tab")
-    assert "85.00±5.00" in text and "2 seeds" in text and "training time in minutes" in text
+            write_measurement(catalog, run, attack, outcomes(round(acc * n), n))
+        write_curves(catalog, run, [{"epoch": i, "seconds": s} for i, s in enumerate(secs)])
+    table = build(catalog, "tab")
+    cell = lambda column: table.ours[(STRONG, "m", column)]  # noqa: E731
+    assert cell("nat").value == pytest.approx(100 * (58 + 51) / 2 / n)
+    assert cell("nat").std == pytest.approx(100 * (58 - 51) / 2 / n)  # ddof 0
+    assert cell("nat").lo is None  # several seeds: mean and std, no single-seed interval
+    assert cell("pgd20").value == pytest.approx(100 * (26 + 38) / 2 / n)
+    assert cell("mean").value == pytest.approx((cell("pgd20").value + cell("mim").value) / 2)  # robust only, not nat
+    assert cell("minutes").value == pytest.approx((1.0 + 3.0) / 2)
+    assert ("proto", "m", "minutes") not in table.bold and not any(c == "minutes" for _, _, c in table.bold)
+    text = render_markdown(table)
+    assert "85.2±5.5" in text and "2 seeds" in text and "training time in minutes" in text
 
 
 def test_smaller_scale_keeps_a_runs_learning_rate_ratio_to_its_preset(tmp_path):

@@ -23,6 +23,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .errors import UserError
+
 log = logging.getLogger(__name__)
 
 STATE_PATTERN = re.compile(r"^epoch-(\d{4,})-([0-9a-f]{16})\.pt$")
@@ -30,11 +32,11 @@ TEMP_PATTERN = re.compile(r"^\.epoch-.*\.tmp$")  # a state write that was killed
 KEEP_STATES = 2
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(UserError, RuntimeError):
     pass
 
 
-class WriteError(OSError):
+class WriteError(UserError, OSError):
     """A file could not be written (disk full, read-only or unwritable folder); the previous file is unchanged."""
 
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from . import config as cfg
+from .errors import UserError
 from .results import ready_marker
 
 log = logging.getLogger("tradeoff")
@@ -88,7 +89,7 @@ def _evaluate_attacks(catalog: cfg.Catalog, run_id: str, specs: dict[str, dict],
 def _evaluation_settings(catalog: cfg.Catalog, run_id: str, runtime, seed: int) -> dict:
     return dict(data_root=catalog.data_root, device=runtime.device.type,
                 batch_size=catalog.config["runtime"]["eval_batch_size"], seed=seed,
-                test_examples=catalog.runs[run_id].get("test_examples"))
+                test_examples=catalog.runs[run_id].get("test_examples"), scale=catalog.scale)
 
 
 def cmd_evaluate(args, catalog: cfg.Catalog) -> int:
@@ -398,18 +399,9 @@ def main(argv: list[str] | None = None) -> int:
     except cfg.ConfigError as exc:
         print(f"tradeoff: configuration error: {exc}", file=sys.stderr)
         return 2
-    except _expected_errors() as exc:  # problems of the input or the machine: one clear line, no traceback
+    except UserError as exc:  # problems of the input or the machine: one clear line, no traceback
         print(f"tradeoff: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-
-
-def _expected_errors() -> tuple[type[BaseException], ...]:
-    from .checkpoint import CheckpointError, WriteError
-    from .data import DatasetError
-    from .models.adapters import PretrainedError
-    from .train import NonFiniteLoss
-
-    return (CheckpointError, WriteError, DatasetError, NonFiniteLoss, PretrainedError)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from .results import Layout
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+REFERENCE_DIR = ROOT / "config" / "reference"  # the papers' numbers, one CSV per table (`reference:`)
 DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
 
 # The attack types that run AutoAttack's code (tradeoff.attacks.autoattack: its COMPONENTS and the ensemble), named
@@ -173,6 +174,9 @@ class Catalog:
     targets: dict[str, dict]
     train_id: dict[str, str] = field(default_factory=dict)  # run id -> id of the job that trains it
     seed_runs: dict[str, list[str]] = field(default_factory=dict)  # run with `seeds` -> its run per seed
+    # the papers' numbers (a table's `reference:` is <reference_dir>/<reference>.csv): the folder `reference/` beside
+    # the first config file
+    reference_dir: str = str(REFERENCE_DIR)
 
     def row_runs(self, run_id: str) -> list[str]:
         """The runs a table row or figure point averages: one per seed of a run with `seeds`, else the run."""
@@ -294,10 +298,25 @@ class Catalog:
                 for column in t.get("columns", {}).values():
                     if column in PSEUDO_COLUMNS:
                         continue
-                    for attack in self.column_jobs(column):
+                    jobs = self.column_jobs(column)
+                    jobs += [p for p in (self.protocol_attack(leaf, j) for j in jobs) if p is not None]
+                    for attack in jobs:
                         for run in self.row_runs(row["run"]):
                             pairs[(self.train_id[run], attack)] = None
         return list(pairs)
+
+    def protocol_attack(self, target: str, attack: str) -> str | None:
+        """The evaluation that the authors' protocol of a table (its ``protocol:``) runs in place of ``attack`` (a
+        budget sweep's budget kept: ``caat_pgd@16_255`` -> ``caatcode_pgd@16_255``), or None when the table has no
+        protocol or the protocol runs the column's own attack."""
+        name = self.targets[target].get("protocol")
+        if name is None:
+            return None
+        base, label = split_budget(attack)
+        mapped = self.config["protocols"][name]["attacks"].get(base)
+        if mapped is None:
+            return None
+        return mapped if label is None else f"{mapped}@{label}"
 
     def column_jobs(self, column: str) -> list[str]:
         """The evaluation jobs of a target column: the attack job itself, or every budget of a budget sweep named
@@ -408,8 +427,8 @@ def load_catalog(paths: Iterable[str | Path] | None = None, *, write_cache: bool
         except (OSError, ValueError):
             kept = None  # none yet, or damaged: resolved below
         if isinstance(kept, dict) and kept.get("config") == config:
-            return Catalog(**kept)
-    catalog = resolve(config)
+            return Catalog(**kept, reference_dir=str(reference_dir(paths)))
+    catalog = resolve(config, reference_dir(paths))
     if write_cache:
         _save_catalog_cache(paths, catalog)
     return catalog
@@ -466,7 +485,12 @@ def _source_digest() -> bytes:
     return digest.digest()
 
 
-def resolve(config: dict) -> Catalog:
+def reference_dir(paths: list[Path]) -> Path:
+    """Where the papers' numbers of these config files are: ``reference/`` beside the first of them."""
+    return paths[0].absolute().parent / "reference"
+
+
+def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
     """Validate a merged config and resolve it. Raises ConfigError naming the first bad key."""
     validate_schema(config)
     from . import data, models
@@ -515,9 +539,10 @@ def resolve(config: dict) -> Catalog:
     targets = config["targets"]
     for name, target in targets.items():
         _check_target(name, target, targets, runs, config["attacks"])
+        _check_comparison(name, target, config, references)
     _check_eval_per_run(config)
     catalog = Catalog(config=config, runs=runs, attacks=config["attacks"], targets=targets, train_id=train_id,
-                      seed_runs=seed_runs)
+                      seed_runs=seed_runs, reference_dir=str(references))
     # every evaluation the targets need, resolved for its run now: a budget that a scale maps out of range (a
     # sweep's largest on a dataset with a larger standard budget) stops the config, not an evaluation job
     for run_id, attack in {pair for name in targets for pair in catalog.evaluations(name)}:
@@ -704,8 +729,13 @@ def resolve_attack(spec: dict, run: dict, config: dict, key: str, *, training: b
         out["eps"] = 0.0
         return out
     paper_std = _standard_budget(config, run["paper_dataset"], norm, key)
-    factor = _standard_budget(config, run["dataset"], norm, key) / paper_std
     raw = spec.get("eps")
+    # scale_map.sweep_unit: a budget sweep (eps a list) at a smaller scale keeps its budgets' ratios to the standard
+    # budget, in this unit instead of the run's dataset's standard budget (a sweep of 1-4 standard budgets spans
+    # 0-100% accuracy on CIFAR but ends at 0% from 2 on digits: the demo maps it where the digits models still differ)
+    unit = (config["scale_map"].get("sweep_unit") or {}).get(norm) if isinstance(raw, list) else None
+    factor = (parse_budget(unit, f"scale_map.sweep_unit.{norm}") if unit is not None
+              else _standard_budget(config, run["dataset"], norm, key)) / paper_std
     eps_list = raw if isinstance(raw, list) else [raw]
     resolved = [paper_std if e is None else parse_budget(e, f"{key}.eps") for e in eps_list]
     eps_scaled = [e * factor for e in resolved]
@@ -917,6 +947,43 @@ def _rescale_epochs(value: Any, factor: float) -> Any:
     return value
 
 
+def _check_comparison(name: str, target: dict, config: dict, references: Path) -> None:
+    """A table's ``reference`` file, ``compare`` row and ``protocol``, and every attack a protocol names."""
+    key = f"targets.{name}"
+    if target["kind"] != "table":
+        for field_name in ("compare", "protocol"):
+            if field_name in target:
+                raise ConfigError(f"{key}.{field_name}: only a table has `{field_name}`")
+        return
+    reference = target.get("reference")
+    if reference is not None and not (references / f"{reference}.csv").is_file():
+        known = sorted(p.stem for p in references.glob("*.csv"))
+        raise ConfigError(f"{key}.reference: no file {references / reference}.csv; allowed: {known}")
+    keys = [row["key"] for row in target["rows"]]
+    if len(set(keys)) != len(keys):
+        raise ConfigError(f"{key}.rows: row keys repeat: {sorted({k for k in keys if keys.count(k) > 1})}")
+    compare = target.get("compare", [])
+    for row_key in [compare] if isinstance(compare, str) else compare:
+        if row_key not in keys:
+            raise ConfigError(f"{key}.compare: {row_key!r} is not a row key of the table; allowed: {keys}")
+    protocols = config.get("protocols") or {}
+    if "protocol" in target and target["protocol"] not in protocols:
+        raise ConfigError(f"{key}.protocol: unknown protocol {target['protocol']!r}; allowed: {sorted(protocols)}")
+    if "protocol" in target:
+        mapping = protocols[target["protocol"]]["attacks"]
+        for column, attack in target["columns"].items():
+            base, _ = split_budget(attack)
+            mapped = mapping.get(base)
+            if mapped is None:
+                continue
+            where = f"protocols.{target['protocol']}.attacks.{base}"
+            if mapped not in config["attacks"]:
+                raise ConfigError(f"{where}: unknown attack {mapped!r}; allowed: {sorted(config['attacks'])}")
+            if sweep_labels(config["attacks"][mapped], f"attacks.{mapped}") != \
+                    sweep_labels(config["attacks"][base], f"attacks.{base}"):
+                raise ConfigError(f"{where}: {mapped!r} must run the budgets of {base!r} (the same eps list)")
+
+
 def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: dict) -> None:
     key = f"targets.{name}"
     if target["kind"] == "group":
@@ -927,7 +994,7 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
     if target.get("plot") == "tsne" and target.get("analysis", {}).get("name") != "learner_tsne":
         raise ConfigError(f"{key}.analysis: a `tsne` figure reads a learner_tsne analysis; add "
                           "`analysis: {name: learner_tsne, attack: pgd20, examples: ...}`")
-    needed = {"table": ("rows", "columns", "reference"),
+    needed = {"table": ("rows", "columns"),
               "figure": ("rows", "plot") + (("curve_columns",) if target.get("plot") == "curves"
                                             else () if "analysis" in target else ("columns",))}
     for field_name in needed[target["kind"]]:

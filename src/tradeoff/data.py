@@ -34,6 +34,8 @@ import numpy as np
 import torch
 from PIL import Image
 
+from .errors import UserError
+
 
 class _LazyModule:
     """A module imported on first use. torchvision (which pulls in torch._dynamo), scikit-learn and SciPy
@@ -60,7 +62,7 @@ _DIGIT_CLASSES = tuple(str(digit) for digit in range(10))
 _RETRIES = 1
 
 
-class DatasetError(Exception):
+class DatasetError(UserError):
     """A dataset is unknown, missing, corrupt or could not be downloaded."""
 
 

@@ -30,7 +30,8 @@ import torch
 from torch import nn
 
 from . import attacks
-from .config import CORRUPTIONS_TYPE, rel_step
+from .config import CORRUPTIONS_TYPE, rel_step, spec_digest
+from .results import METRICS_FORMAT
 
 log = logging.getLogger(__name__)
 
@@ -230,14 +231,16 @@ def state_key(digest: str, spec: dict, seed: int, batch_size: int, n: int, first
 
 
 def _load(checkpoint_path, data_root, device: str, test_examples: int | None):
-    from .train import load_model, load_run_data
+    from . import data
+    from .train import load_model, subset
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     model, meta = load_model(checkpoint_path, device)
-    ds = load_run_data({**meta["spec"], "test_examples": test_examples}, data_root)
-    model, x = channels_last(model, ds.x_test.to(device))
-    return model, meta, x, ds.y_test.to(device), device
+    ds = data.load(meta["spec"]["dataset"], data_root)
+    x, y = subset(ds.x_test, ds.y_test, test_examples)
+    model, x = channels_last(model, x.to(device))
+    return model, meta, x, y.to(device), device, len(ds.y_test)
 
 
 def channels_last(model: nn.Module, x: torch.Tensor) -> tuple[nn.Module, torch.Tensor]:
@@ -256,16 +259,29 @@ def _library_versions(spec: dict) -> dict:
     return {}
 
 
+def record(meta: dict, attack_name: str, spec: dict, context: dict) -> dict:
+    """How a measurement was made, first in its metrics file: what a report checks against the config of the cell
+    it fills (tradeoff.report.records) before it shows the number. ``context``: the scale, the model file's
+    digest, the test examples setting and the test set's size."""
+    run_spec = meta["spec"]
+    return {"format": METRICS_FORMAT, "run": meta["run"], "attack": attack_name, "scale": context["scale"],
+            "dataset": run_spec["dataset"], "arch": run_spec["arch"], "paper_dataset": run_spec.get("paper_dataset"),
+            "paper_arch": run_spec.get("paper_arch"), "spec_digest": spec_digest(run_spec), "model": context["model"],
+            "spec": spec, "test_examples": context["test_examples"], "test_size": context["test_size"],
+            "selected_epoch": meta["selected_epoch"]}
+
+
 def _metrics(meta: dict, attack_name: str, spec: dict, out: Outcome, *, seed: int, batch_size: int,
-             provenance: dict, extra: dict | None = None) -> dict:
+             provenance: dict, context: dict, extra: dict | None = None) -> dict:
     n = len(out.labels)
     metrics = {
-        "run": meta["run"], "attack": attack_name, "type": spec["type"], "norm": spec.get("norm", "linf"),
+        **record(meta, attack_name, spec, context),
+        "type": spec["type"], "norm": spec.get("norm", "linf"),
         "eps": float(spec["eps"]), "params": {k: v for k, v in spec.items() if k not in ("type", "norm", "eps")},
         "accuracy": out.accuracy, "clean_accuracy": out.clean_accuracy, "examples": n,
-        "robust_examples": int(out.robust_correct.sum()), "seed": seed, "batch_size": batch_size,
+        "robust_examples": int(out.robust_correct.sum()), "clean_examples": int(out.clean_correct.sum()),
+        "seed": seed, "batch_size": batch_size,
         "seconds": out.seconds, "images_per_s": n / out.seconds if out.seconds else None,
-        "dataset": meta["spec"]["dataset"], "selected_epoch": meta["selected_epoch"],
         "precision": "fp32",
     }
     if out.breakdown:
@@ -301,35 +317,44 @@ class AttackJob:
 def evaluate_run(checkpoint_path, spec: dict, *, attack_name: str, data_root, device: str = "auto",
                  batch_size: int = 500, seed: int = 0, metrics_out=None, predictions_out=None,
                  test_examples: int | None = None, state_path=None, shard: tuple[int, int] | None = None,
-                 shard_out=None) -> dict:
+                 shard_out=None, scale: str | None = None) -> dict:
     """Evaluate a trained run's selected model on its test set.
 
     Unsharded: write the metrics JSON (scalars) and the predictions JSON (per-example correctness), atomically,
     and return the metrics. With ``shard=(k, n)``: evaluate only shard k of n (whole batches of the global
     grid) and write its partial result to ``shard_out`` for :func:`merge_shards`; return that partial result.
-    ``state_path``: the resume file (see the module docstring)."""
-    loaded = _Loaded(checkpoint_path, data_root, device, test_examples)
+    ``state_path``: the resume file (see the module docstring). ``scale``: the scale the metrics record."""
+    loaded = _Loaded(checkpoint_path, data_root, device, test_examples, scale)
     job = AttackJob(attack_name, spec, metrics_out, predictions_out, state_path)
     return loaded.evaluate(job, batch_size=batch_size, seed=seed, shard=shard, shard_out=shard_out)
 
 
 def evaluate_attacks(checkpoint_path, jobs: list[AttackJob], *, data_root, device: str = "auto",
-                     batch_size: int = 500, seed: int = 0, test_examples: int | None = None) -> list[dict]:
+                     batch_size: int = 500, seed: int = 0, test_examples: int | None = None,
+                     scale: str | None = None) -> list[dict]:
     """Evaluate one trained run under several attacks in turn, loading the model and the test set once.
 
     Every attack writes the same files, with the same numbers, as its own :func:`evaluate_run` call: batches are
     seeded by (seed, global batch index), never by what ran before in the process. Returns the metrics, in order."""
-    loaded = _Loaded(checkpoint_path, data_root, device, test_examples)
+    loaded = _Loaded(checkpoint_path, data_root, device, test_examples, scale)
     return [loaded.evaluate(job, batch_size=batch_size, seed=seed) for job in jobs]
 
 
 class _Loaded:
     """A checkpoint's model and its run's test set, on the device, ready for any number of attacks."""
 
-    def __init__(self, checkpoint_path, data_root, device: str, test_examples: int | None):
+    def __init__(self, checkpoint_path, data_root, device: str, test_examples: int | None, scale: str | None):
         self.checkpoint_path, self.data_root, self.test_examples = checkpoint_path, data_root, test_examples
-        self.model, self.meta, self.x, self.y, self.device = _load(checkpoint_path, data_root, device, test_examples)
+        self.model, self.meta, self.x, self.y, self.device, self.test_size = _load(checkpoint_path, data_root, device,
+                                                                                   test_examples)
+        self.scale = scale
         self._digest: str | None = None
+
+    @property
+    def context(self) -> dict:
+        """What a metrics record says of where its numbers come from besides the model's own metadata."""
+        return {"scale": self.scale, "model": self.digest, "test_examples": self.test_examples,
+                "test_size": self.test_size}
 
     @property
     def digest(self) -> str:
@@ -356,17 +381,17 @@ class _Loaded:
         out = run_attack(model, x[start:stop], y[start:stop], spec, seed=seed, batch_size=batch_size,
                          first_batch=first_batch, state=state)
         if shard is not None:
-            partial = {"format": "tradeoff-eval-shard/1", "run": meta["run"], "attack": attack_name, "spec": spec,
+            partial = {"format": "tradeoff-eval-shard/2", "run": meta["run"], "attack": attack_name, "spec": spec,
                        "seed": seed, "batch_size": batch_size, "examples_total": n, "shard": shard[0],
                        "shards": shard[1], "first_batch": first_batch, "start": start, "stop": stop,
-                       "seconds": out.seconds, "breakdown": out.breakdown, "meta": meta_summary(meta),
+                       "seconds": out.seconds, "breakdown": out.breakdown, "meta": meta, "context": self.context,
                        "provenance": provenance(device), **_predictions(meta["run"], attack_name, out)}
             if shard_out is not None:
                 _write_json(shard_out, partial)
             result = partial
         else:
             result = _metrics(meta, attack_name, spec, out, seed=seed, batch_size=batch_size,
-                              provenance=provenance(device),
+                              provenance=provenance(device), context=self.context,
                               extra={"resumed_batches": state.resumed_batches if state is not None else 0})
             if job.metrics_out is not None:
                 _write_json(job.metrics_out, result, indent=1)
@@ -399,13 +424,12 @@ class _Loaded:
         n = len(result["labels"])
         images = n * sum(len(accs) for accs in result["severities"].values())
         metrics = {
-            "run": meta["run"], "attack": job.attack_name, "type": spec["type"],
+            **record(meta, job.attack_name, spec, self.context), "type": spec["type"],
             "params": {k: v for k, v in spec.items() if k != "type"},
             "accuracy": result["nrob"], "clean_accuracy": int(clean.sum()) / len(clean), "examples": n,
             "corrupted_images": images, "corruptions": result["corruptions"], "severities": result["severities"],
             "batch_size": batch_size, "seconds": seconds, "images_per_s": images / seconds if seconds else None,
-            "dataset": meta["spec"]["dataset"], "corruption_dataset": spec["dataset"],
-            "selected_epoch": meta["selected_epoch"], "precision": "fp32", "libraries": {},
+            "corruption_dataset": spec["dataset"], "precision": "fp32", "libraries": {},
             "provenance": provenance(self.device),
         }
         if job.metrics_out is not None:
@@ -414,10 +438,6 @@ class _Loaded:
             _write_json(job.predictions_out, {"run": meta["run"], "attack": job.attack_name,
                                               "labels": result["labels"], "corrupted_correct": result["correct"]})
         return metrics
-
-
-def meta_summary(meta: dict) -> dict:
-    return {"run": meta["run"], "spec": {"dataset": meta["spec"]["dataset"]}, "selected_epoch": meta["selected_epoch"]}
 
 
 class MergeError(ValueError):
@@ -431,7 +451,7 @@ def merge_shards(paths: list[str | Path], *, metrics_out=None, predictions_out=N
     if not parts:
         raise MergeError("no shard files to merge")
     first = parts[0]
-    same = ("run", "attack", "spec", "seed", "batch_size", "examples_total", "shards")
+    same = ("run", "attack", "spec", "seed", "batch_size", "examples_total", "shards", "context")
     for part in parts[1:]:
         for k in same:
             if json.dumps(part[k], sort_keys=True) != json.dumps(first[k], sort_keys=True):
@@ -453,7 +473,7 @@ def merge_shards(paths: list[str | Path], *, metrics_out=None, predictions_out=N
     out = Outcome(labels, unbits("".join(p["clean_correct"] for p in parts)),
                   unbits("".join(p["robust_correct"] for p in parts)), sum(p["seconds"] for p in parts), breakdown)
     metrics = _metrics(first["meta"], first["attack"], first["spec"], out, seed=first["seed"],
-                       batch_size=first["batch_size"], provenance=first["provenance"],
+                       batch_size=first["batch_size"], provenance=first["provenance"], context=first["context"],
                        extra={"shards": first["shards"], "shard_seconds": [p["seconds"] for p in parts]})
     if metrics_out is not None:
         _write_json(metrics_out, metrics, indent=1)

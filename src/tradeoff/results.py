@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TABLE_FORMATS = ("md", "csv", "tex", "html")
+# The version of a metrics file's record (tradeoff.evaluate writes it, tradeoff.report.records checks it)
+METRICS_FORMAT = "tradeoff-metrics/2"
 FIGURE_FORMATS = ("png", "pdf")
 
 

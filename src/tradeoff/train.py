@@ -30,6 +30,7 @@ from torch import nn
 
 from . import checkpoint, data, learners, models
 from .config import spec_digest
+from .errors import UserError
 from .evaluate import accuracy_under
 from .methods import METHODS
 from .provenance import provenance
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 CURVE_FIELDS = ("epoch", "lr", "train_loss", "train_acc", "eval_clean", "eval_robust", "seconds", "images_per_s")
 
 
-class NonFiniteLoss(FloatingPointError):
+class NonFiniteLoss(UserError, FloatingPointError):
     pass
 
 

@@ -1,7 +1,9 @@
 # Validate the configuration before anything else, resolve the catalog, and hold the input functions.
 import json
+import os
 import re
 import shlex
+from pathlib import Path
 from types import SimpleNamespace
 
 from snakemake.exceptions import WorkflowError
@@ -81,18 +83,26 @@ def attack_spec_json(wildcards):
 
 
 def target_inputs(name):
-    """What a target reads: metrics (predictions for per-class figures, curves for curve figures), or the
-    outputs of a group's members."""
+    """What a target reads: metrics and predictions (a table's intervals and tests, a per-class figure), curves,
+    analyses, its paper numbers, or the outputs of a group's members."""
     target = CATALOG.targets[name]
     if target["kind"] == "group":
         return [p for member in target["targets"] for p in target_outputs(member)]
     pairs = CATALOG.evaluations(name)
     files = [str(LAYOUT.metrics(run, attack)) for run, attack in pairs]
-    if target.get("plot") == "per_class":
+    if target["kind"] == "table" or target.get("plot") == "per_class":
         files += [str(LAYOUT.predictions(run, attack)) for run, attack in pairs]
+    if target.get("reference"):
+        files.append(os.path.relpath(Path(CATALOG.reference_dir) / f"{target['reference']}.csv"))
     files += [str(LAYOUT.curves(run)) for run in CATALOG.curve_runs(name)]
     files += [str(LAYOUT.analysis(t)) for t in CATALOG.analysis_targets(name)]
     return files
+
+
+def target_settings(name):
+    """A target's settings as the report job sees them (a group's with its members'): a change re-runs that report
+    job alone (Snakemake's params rerun trigger), e.g. a new title, rows, labels or plot options."""
+    return json.dumps({t: CATALOG.targets[t] for t in [name, *CATALOG.leaf_targets(name)]}, sort_keys=True)
 
 
 def target_outputs(name):

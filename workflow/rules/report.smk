@@ -12,6 +12,7 @@ for _name in CATALOG.targets:
              for p in target_outputs(_name)],
         params:
             target=_name,
+            settings=target_settings(_name),
         log:
             str(LAYOUT.log("report", _name)),
         localrule: True

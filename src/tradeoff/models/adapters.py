@@ -46,6 +46,8 @@ from pathlib import Path
 
 import torch
 from torch import nn
+
+from ..errors import UserError
 from torch.nn import functional as F
 
 # torchvision's model zoo is imported where a network is built, not here: the configuration reads this module's
@@ -62,7 +64,7 @@ PRETRAINED_KEY = "pretrained"
 ARES_URL = "https://ml.cs.tsinghua.edu.cn/~xiaoyang/aresbench/ckpt-imagenet/"
 
 
-class PretrainedError(ValueError):
+class PretrainedError(UserError, ValueError):
     """A pretrained checkpoint is not configured, not found, or does not fit the backbone."""
 
 

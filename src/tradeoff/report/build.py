@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..checkpoint import atomic_write_text
 from ..config import Catalog
-from .tables import RENDERERS, html_page
+from . import tables
 
 
 def target_outputs(catalog: Catalog, name: str) -> list[Path]:
@@ -21,20 +21,20 @@ def target_outputs(catalog: Catalog, name: str) -> list[Path]:
 
 
 def build_target(catalog: Catalog, name: str) -> list[Path]:
-    """Write a target's files. A group's files hold its member tables one after the other, and list its
-    figures."""
+    """Write a target's files. A group's files hold its member tables one after the other, and list its figures.
+    Every table is read and checked before any file is written (tradeoff.report.records.ReportError otherwise)."""
     target = catalog.targets[name]
     if target["kind"] == "figure":
         from .figures import build_figure
 
         return list(build_figure(catalog, name).values())
-    paths = catalog.layout.tables(name)
-    tables = catalog.table_targets(name)
+    rendered = [tables.render(catalog, member) for member in catalog.table_targets(name)]
     figures = [t for t in catalog.leaf_targets(name) if catalog.targets[t]["kind"] == "figure"]
-    for kind, render in RENDERERS.items():
-        if kind not in ("md", "html") and not tables:
+    paths = catalog.layout.tables(name)
+    for kind in ("md", "csv", "tex", "html"):
+        if kind not in ("md", "html") and not rendered:
             continue
-        parts = [render(catalog, member) for member in tables]
+        parts = [texts[kind] for texts in rendered]
         if kind == "csv":  # one header for the whole group
             parts = parts[:1] + [p.split("\n", 1)[1] for p in parts[1:]]
         if kind == "md" and figures:
@@ -45,6 +45,6 @@ def build_target(catalog: Catalog, name: str) -> list[Path]:
                                  f"alt='{f}' style='max-width: 100%'>" for f in figures))
         text = ("" if kind == "csv" else "\n").join(parts)
         if kind == "html":
-            text = html_page(target.get("title", name), text)
+            text = tables.html_page(target.get("title", name), text)
         atomic_write_text(paths[kind], text)
     return target_outputs(catalog, name)

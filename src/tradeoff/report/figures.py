@@ -58,7 +58,7 @@ def _finish(fig, catalog: Catalog, name: str, target: dict) -> dict[str, Path]:
 
 def plot_scatter(catalog: Catalog, name: str, target: dict, ax) -> None:
     (xcol, xattack), (ycol, yattack) = list(target["columns"].items())[:2]
-    reference = load_reference(target["reference"]) if target.get("reference") else {}
+    reference = load_reference(catalog, target["reference"]) if target.get("reference") else {}
     for i, row in enumerate(target["rows"]):
         color = COLORS[i % len(COLORS)]
         ours = read_metric(catalog, row["run"], xattack), read_metric(catalog, row["run"], yattack)
@@ -74,7 +74,7 @@ def plot_scatter(catalog: Catalog, name: str, target: dict, ax) -> None:
 
 
 def plot_bars(catalog: Catalog, name: str, target: dict, ax) -> None:
-    reference = load_reference(target["reference"]) if target.get("reference") else {}
+    reference = load_reference(catalog, target["reference"]) if target.get("reference") else {}
     rows, columns = target["rows"], list(target["columns"].items())
     width = 0.8 / max(len(columns), 1)
     xs = np.arange(len(rows))

@@ -1,5 +1,7 @@
-"""The summary page: every target, whether it is built or which runs and measurements it still misses, and
-its largest differences from the paper. It reads whatever metrics exist, so it can be made at any time."""
+"""The summary page: every target, whether it is built, which runs and measurements it still misses, the cells where
+the paper's number lies outside our 95% interval, and where the authors' own evaluation overstates robustness. It
+reads whatever metrics exist, so it can be made at any time; a target whose files cannot be vouched for is listed
+as refused, with the reason."""
 
 from __future__ import annotations
 
@@ -8,8 +10,43 @@ from pathlib import Path
 
 from ..checkpoint import atomic_write_text
 from ..config import Catalog
+from . import tables
 from .build import target_outputs
-from .tables import collect, html_page
+from .records import ReportError
+
+SHOWN = 3  # cells listed per target and list
+
+
+def _outside(table: tables.Table) -> list[tuple[float, str]]:
+    """Cells whose paper number lies outside our interval: (distance, text), farthest first."""
+    found = []
+    for row in table.rows:
+        for member in table.paper_rows(row):
+            for c in table.columns:
+                for proto, _ in table.protocols:
+                    o = table.ours[(proto, row.key, c.key)]
+                    paper = table.paper.get((member["key"], c.key))
+                    if paper is None or o.lo is None or o.same_as_strong or o.lo <= paper[0] <= o.hi:
+                        continue
+                    gap = paper[0] - o.hi if paper[0] > o.hi else o.lo - paper[0]
+                    where = "" if proto == tables.STRONG else f", {proto}"
+                    found.append((gap, f"{member['label']} {c.label}{where}: paper {paper[0]:.2f} outside "
+                                       f"[{o.lo:.1f}, {o.hi:.1f}]"))
+    return sorted(found, key=lambda f: -f[0])
+
+
+def _overstated(table: tables.Table) -> list[tuple[float, str]]:
+    """Cells where ours under the authors' protocol is above ours under the strong attacks: (points, text)."""
+    found = []
+    for proto, _ in table.protocols[1:]:
+        for row in table.rows:
+            for c in table.columns:
+                code, strong = table.ours[(proto, row.key, c.key)], table.ours[(tables.STRONG, row.key, c.key)]
+                if code.same_as_strong or code.value is None or strong.value is None or code.value <= strong.value:
+                    continue
+                found.append((code.value - strong.value, f"{row.label} {c.label}: {code.value:.1f} under {proto} vs "
+                                                         f"{strong.value:.1f} strong (+{code.value - strong.value:.1f})"))
+    return sorted(found, key=lambda f: -f[0])
 
 
 def target_status(catalog: Catalog, name: str) -> dict:
@@ -19,35 +56,50 @@ def target_status(catalog: Catalog, name: str) -> dict:
     missing_runs = [r for r in runs if not catalog.layout.model(r).exists()]
     missing_analyses = [t for t in catalog.analysis_targets(name) if not catalog.layout.analysis(t).exists()]
     built = all(p.exists() for p in target_outputs(catalog, name)) and not missing_metrics and not missing_analyses
-    diffs = []
-    for table in catalog.table_targets(name) if catalog.targets[name]["kind"] == "table" else []:
-        rows, columns, cells, labels = collect(catalog, table)
-        diffs += [(abs(c.diff), labels[r], col, c) for (r, col), c in cells.items() if c.diff is not None]
-    diffs.sort(key=lambda d: -d[0])
-    return {"built": built, "measured": len(pairs) - len(missing_metrics), "measurements": len(pairs),
-            "missing_runs": missing_runs, "largest": diffs[:3]}
+    outside, overstated, refused, cells = [], [], None, 0
+    if catalog.targets[name]["kind"] == "table" and len(missing_metrics) < len(pairs):
+        try:
+            table = tables.build(catalog, name)
+        except ReportError as exc:
+            refused = str(exc)
+        else:
+            outside, overstated = _outside(table), _overstated(table)
+            cells = sum(1 for o in table.ours.values() if o.lo is not None and not o.same_as_strong)
+    return {"built": built and refused is None, "measured": len(pairs) - len(missing_metrics),
+            "measurements": len(pairs), "missing_runs": missing_runs, "refused": refused, "outside": outside,
+            "with_interval": cells, "overstated": overstated}
 
 
 def build_summary(catalog: Catalog) -> dict[str, Path]:
+    header = ("target", "kind", "status", "measured", "missing runs",
+              "paper outside our 95% interval (farthest first)")
     md = [f"# Summary ({catalog.scale} scale)", "",
-          "| target | kind | status | measured | missing runs | largest differences (ours − paper) |",
-          "|---|---|---|---|---|---|"]
-    rows_html = []
+          "Scale: results/" + catalog.scale + "/. A cell's interval is its 95% Wilson interval over the test "
+          "examples; a paper number outside it differs from ours by more than the test set's sampling explains.", "",
+          "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows_html, overstated = [], []
     for name, target in catalog.targets.items():
         st = target_status(catalog, name)
-        status = "built" if st["built"] else "missing"
-        largest = "; ".join(f"{label} {col.upper()}: {c.ours:.1f} vs {c.paper:.1f} ({c.diff:+.1f})"
-                            for _, label, col, c in st["largest"]) or "—"
+        status = "refused: " + st["refused"] if st["refused"] else ("built" if st["built"] else "missing")
+        outside = (f"{len(st['outside'])} of {st['with_interval']}: " +
+                   "; ".join(text for _, text in st["outside"][:SHOWN])) if st["outside"] else "—"
         missing = ", ".join(st["missing_runs"]) or "—"
-        md.append(f"| {name} | {target['kind']} | {status} | {st['measured']}/{st['measurements']} | {missing} | {largest} |")
-        rows_html.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in
-                                          (name, target["kind"], status, f"{st['measured']}/{st['measurements']}",
-                                           missing, largest)) + "</tr>")
+        values = (name, target["kind"], status, f"{st['measured']}/{st['measurements']}", missing, outside)
+        md.append("| " + " | ".join(values) + " |")
+        rows_html.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in values) + "</tr>")
+        overstated += [(name, gap, text) for gap, text in st["overstated"][:SHOWN]]
+    if overstated:
+        md += ["", "## Where the authors' evaluation overstates robustness", "",
+               "Ours under the authors' own evaluation protocol against ours under the strong attacks, same model "
+               "(largest per table):", ""]
+        md += [f"- {name}: {text}" for name, _, text in overstated]
     paths = catalog.layout.summary()
     atomic_write_text(paths["md"], "\n".join(md) + "\n")
     body = (f"<h1>Summary ({html.escape(catalog.scale)} scale)</h1><table class='tradeoff'><thead><tr>"
-            + "".join(f"<th>{h}</th>" for h in ("target", "kind", "status", "measured", "missing runs",
-                                                  "largest differences (ours − paper)"))
-            + "</tr></thead><tbody>" + "".join(rows_html) + "</tbody></table>")
-    atomic_write_text(paths["html"], html_page("tradeoff summary", body))
+            + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr></thead><tbody>" + "".join(rows_html)
+            + "</tbody></table>"
+            + ("<h2>Where the authors' evaluation overstates robustness</h2><ul>"
+               + "".join(f"<li>{html.escape(name)}: {html.escape(text)}</li>" for name, _, text in overstated)
+               + "</ul>" if overstated else ""))
+    atomic_write_text(paths["html"], tables.html_page("tradeoff summary", body))
     return paths

@@ -1,40 +1,96 @@
-"""Tables as Markdown, CSV and LaTeX, from metrics files only, with the paper's number beside ours.
+"""Tables as Markdown, CSV, LaTeX and HTML, from metrics and predictions files only, with the paper's numbers.
 
-Layout follows the papers: one row per method, one column per measurement, the top two of our numbers per
-column in bold. Every cell shows ours, the paper's, and the difference (ours - paper), in percent.
+A table is built once (:func:`build`) into a :class:`Table` and rendered into each format from it. Every number of
+ours has been vouched for first (:mod:`tradeoff.report.records`: its files agree with the config of the cell it
+fills, or the report stops naming the file), and carries its uncertainty:
+
+- an accuracy measured on n test examples: its 95% Wilson interval; a run with seeds: mean ± standard deviation;
+- each row against the paper's own method (the table's ``compare`` row): the exact McNemar test on the per-example
+  predictions, a dagger where they differ at 5%;
+- bold: the best of ours in a column and every row not significantly worse than it (exact McNemar, p ≥ 0.05), ties
+  included; never a zero, never a time.
+
+Degenerate comparisons are merged and said, not shown as results: rows that are one training job at this scale
+(identical resolved settings) are one row, labelled with every member; a column where every row is at 0% (or
+100%) is named in the notes. A table whose paper numbers came from the authors' own evaluation (``protocol``) shows
+ours under that protocol as a second line of every row, beside ours under the strong attacks of its columns.
 """
 
 from __future__ import annotations
 
 import csv
+import html
 import io
-import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..checkpoint import atomic_write_text
-from ..config import CORRUPTIONS_TYPE, ROOT, Catalog
+from ..config import CORRUPTIONS_TYPE, PSEUDO_COLUMNS, Catalog
+from . import stats
+from .records import Measurement, ReportError, measurement, training_minutes
 
-REFERENCE_DIR = ROOT / "config" / "reference"
+STRONG = "strong"
+MARK = "†"  # differs significantly from the table's compare row
 
 
 @dataclass
-class Cell:
-    ours: float | None    # percent (minutes for train:minutes); the mean over seeds for a run with `seeds`
-    paper: float | None   # percent
-    paper_std: float | None
-    ours_std: float | None = None  # standard deviation over seeds (ddof 0, as numpy's default), if any
+class Ours:
+    """Our number in one cell (percent; minutes for a training time)."""
 
-    @property
-    def diff(self) -> float | None:
-        return None if self.ours is None or self.paper is None else self.ours - self.paper
+    value: float | None
+    kind: str                          # accuracy | nrob | minutes | mean
+    std: float | None = None           # over seeds (ddof 0), with more than one seed
+    lo: float | None = None            # 95% Wilson interval, one seed
+    hi: float | None = None
+    examples: int | None = None
+    bits: list[str] = field(default_factory=list)   # per seed: per-example correctness (accuracies only)
+    files: list[str] = field(default_factory=list)
+    same_as_strong: bool = False       # the protocol runs the column's own attack: nothing new to show
 
 
-def load_reference(name: str, directory: Path = REFERENCE_DIR) -> dict[tuple[str, str], tuple[float, float | None, str]]:
-    """(row, column) -> (value in percent, std in percent, label). CA-AT prints accuracies as fractions; a
-    file whose values are all at most 1 is read as fractions and scaled to percent."""
-    path = directory / f"{name}.csv"
+@dataclass
+class Row:
+    key: str
+    label: str
+    runs: list[str]                    # training job per seed
+    members: list[dict]                # the catalog rows merged into this one (one unless degenerate)
+    group: str                         # the paper's dataset: rows are compared only with rows of the same one
+
+
+@dataclass
+class Column:
+    key: str
+    attack: str
+    label: str
+
+
+@dataclass
+class Table:
+    name: str
+    title: str
+    scale: str
+    rows: list[Row]
+    columns: list[Column]
+    protocols: list[tuple[str, str]]   # (name, what it is): the strong attacks first, then the table's protocol
+    ours: dict[tuple[str, str, str], Ours]          # (protocol, row key, column key)
+    paper: dict[tuple[str, str], tuple[float, float | None]]   # (member row key, column key) -> value, std in %
+    compare: dict[str, str]            # group -> row key of the paper's method in it (after merging)
+    pvalues: dict[tuple[str, str, str], float]      # against the compare row
+    bold: set[tuple[str, str, str]]
+    notes: list[str]
+
+    def paper_rows(self, row: Row) -> list[dict]:
+        """The members of a row that have paper numbers (each gets its own paper line)."""
+        return [m for m in row.members if any((m["key"], c.key) in self.paper for c in self.columns)]
+
+
+# ------------------------------------------------------------------------------------------------- reading
+
+
+def load_reference(catalog: Catalog, name: str) -> dict[tuple[str, str], tuple[float, float | None, str]]:
+    """(row, column) -> (value in percent, std in percent, label). CA-AT prints accuracies as fractions; a file whose
+    values are all at most 1 is read as fractions and scaled to percent."""
+    path = Path(catalog.reference_dir) / f"{name}.csv"
     if not path.exists():
         return {}
     with open(path, newline="") as f:
@@ -44,186 +100,384 @@ def load_reference(name: str, directory: Path = REFERENCE_DIR) -> dict[tuple[str
                                       float(r["std"]) * scale if r["std"] else None, r["label"]) for r in rows}
 
 
-def _one_metric(catalog: Catalog, run_id: str, attack: str) -> float | None:
+def _kind(catalog: Catalog, attack: str) -> str:
     if attack == "train:minutes":
-        path = catalog.layout.curves(catalog.train_id[run_id])
-        if not path.exists():
-            return None
-        with open(path, newline="") as f:
-            return sum(float(r["seconds"]) for r in csv.DictReader(f)) / 60.0
-    path = catalog.layout.metrics(catalog.train_id[run_id], attack)
-    if not path.exists():
-        return None
-    return 100.0 * json.loads(path.read_text())["accuracy"]
+        return "minutes"
+    if attack == "mean":
+        return "mean"
+    base = attack.partition("@")[0]
+    return "nrob" if catalog.attacks.get(base, {}).get("type") == CORRUPTIONS_TYPE else "accuracy"
 
 
-def metric_stats(catalog: Catalog, run_id: str, attack: str) -> tuple[float | None, float | None]:
-    """Mean and standard deviation (None for one seed) of a measurement over a run's seeds; (None, None)
-    until every seed is measured."""
-    values = [_one_metric(catalog, r, attack) for r in catalog.row_runs(run_id)]
+def measure(catalog: Catalog, run_id: str, attack: str) -> Ours:
+    """Our number of a row (a run, averaged over its seeds) under one evaluation; value None until every seed is
+    measured. ReportError for a file that cannot be vouched for."""
+    kind = _kind(catalog, attack)
+    runs = catalog.row_runs(run_id)
+    if kind == "minutes":
+        values = [training_minutes(catalog, r) for r in runs]
+        found: list[Measurement] = []
+    else:
+        found = [m for m in (measurement(catalog, r, attack) for r in runs) if m is not None]
+        values = [100.0 * m.accuracy for m in found] if len(found) == len(runs) else [None]
     if not values or any(v is None for v in values):
-        return None, None
+        return Ours(None, kind)
     mean = sum(values) / len(values)
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) if len(values) > 1 else None
-    return mean, std
-
-
-def read_metric(catalog: Catalog, run_id: str, attack: str) -> float | None:
-    """A measurement of a run in percent (its mean over the run's seeds), or None if not measured yet."""
-    return metric_stats(catalog, run_id, attack)[0]
-
-
-def collect(catalog: Catalog, name: str) -> tuple[list[str], list[str], dict[tuple[str, str], Cell], dict[str, str]]:
-    target = catalog.targets[name]
-    reference = load_reference(target["reference"])
-    rows = [r["key"] for r in target["rows"]]
-    columns = list(target["columns"])
-    labels = {}
-    cells: dict[tuple[str, str], Cell] = {}
-    for row in target["rows"]:
-        key = row["key"]
-        labels[key] = next((lab for (r, _), (_, _, lab) in reference.items() if r == key), key)
-        for column, attack in target["columns"].items():
-            value, std, _ = reference.get((key, column), (None, None, None))
-            if attack == "mean":
-                continue
-            cells[(key, column)] = Cell(*metric_stats(catalog, row["run"], attack)[:1], value, std,
-                                        metric_stats(catalog, row["run"], attack)[1])
-        for column, attack in target["columns"].items():
-            if attack == "mean":  # the mean of the row's robust columns (all but the clean and time ones)
-                value, std, _ = reference.get((key, column), (None, None, None))
-                others = [cells[(key, c)].ours for c, a in target["columns"].items()
-                          if a not in ("mean", "train:minutes") and catalog.attacks.get(a, {}).get("type") != "clean"]
-                ours = None if not others or None in others else sum(others) / len(others)
-                cells[(key, column)] = Cell(ours, value, std)
-    return rows, columns, cells, labels
-
-
-def _top_two(rows: list[str], column: str, cells: dict, columns: dict | None = None) -> set[str]:
-    if columns is not None and columns.get(column) == "train:minutes":
-        return set()  # a time, not an accuracy: nothing to mark
-    values = sorted({cells[(r, column)].ours for r in rows if cells[(r, column)].ours is not None}, reverse=True)
-    keep = set(values[:2])
-    return {r for r in rows if cells[(r, column)].ours in keep}
-
-
-def _ours(cell: Cell, is_top: bool, bold: str) -> str:
-    """Our number, wrapped in the format's bold markup (``bold`` has one ``{}``) when it is a top-two."""
-    text = _fmt(cell.ours) + (f"±{cell.ours_std:.2f}" if cell.ours_std is not None else "")
-    return bold.format(text) if is_top and cell.ours is not None else text
-
-
-def _fmt(x: float | None, signed: bool = False) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "—"
-    return f"{x:+.2f}" if signed else f"{x:.2f}"
-
-
-def notes(catalog: Catalog, name: str) -> list[str]:
-    target = catalog.targets[name]
-    first_run = target["rows"][0]["run"]
-    out = [f"Scale: **{catalog.scale}**. Cells: ours / paper (ours − paper), accuracy in %. "
-           "Top two of ours per column in bold. — : not measured (yet) or not in the paper."]
-    seeds = {len(catalog.row_runs(r["run"])) for r in target["rows"]} - {1}
-    if seeds:
-        out.append(f"Ours: mean ± standard deviation over {'/'.join(map(str, sorted(seeds)))} seeds (ddof 0).")
-    for column, attack in target["columns"].items():
-        if attack in ("train:minutes", "mean"):
-            out.append(f"- {column}: " + ("training time in minutes (sum of the epochs' wall-clock seconds on "
-                                          "the machine that trained it, the per-epoch selection evaluation "
-                                          "included and Generalist's learner tracking not; not a percentage)"
-                                          if attack != "mean"
-                                          else "mean of the row's robust columns"))
-            continue
-        spec = catalog.attack_for(attack, first_run)
-        if spec["type"] == "clean":
-            desc = "clean test accuracy"
-        elif spec["type"] == CORRUPTIONS_TYPE:
-            from ..data import corruption_dataset
-
-            count = len(corruption_dataset(spec["dataset"]).corruptions)
-            desc = (f"NROB on {spec['dataset']}: the mean over its {count} corruptions of the mean accuracy over 5 "
-                    "severities (Hendrycks & Dietterich)")
-        else:
-            params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                               for k, v in spec.items() if k not in ("type", "norm", "eps"))
-            desc = f"{spec['type']} {spec['norm']} eps={spec['eps']:.4g}" + (f" ({params})" if params else "")
-        out.append(f"- {column}: {desc}")
+    out = Ours(mean, kind, files=[str(m.metrics_path) for m in found])
+    if len(values) > 1:
+        out.std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    if kind == "accuracy":
+        out.examples = found[0].examples
+        out.bits = [m.robust_bits for m in found]
+        if len(found) == 1:
+            lo, hi = stats.wilson(found[0].correct, found[0].examples)
+            out.lo, out.hi = 100.0 * lo, 100.0 * hi
+    elif kind == "nrob":
+        out.examples = found[0].examples
     return out
 
 
-def render_markdown(catalog: Catalog, name: str) -> str:
-    rows, columns, cells, labels = collect(catalog, name)
-    bold = {c: _top_two(rows, c, cells, catalog.targets[name]['columns']) for c in columns}
-    lines = [f"# {catalog.targets[name].get('title', name)}", "",
-             "| Method | " + " | ".join(c.upper() for c in columns) + " |",
-             "|---|" + "---|" * len(columns)]
-    for r in rows:
-        parts = []
-        for c in columns:
-            cell = cells[(r, c)]
-            ours = _ours(cell, r in bold[c], "**{}**")
-            paper = _fmt(cell.paper) + (f"±{cell.paper_std:.2f}" if cell.paper_std is not None else "")
-            parts.append(f"{ours} / {paper} ({_fmt(cell.diff, signed=True)})")
-        lines.append(f"| {labels[r]} | " + " | ".join(parts) + " |")
-    return "\n".join(lines + [""] + notes(catalog, name)) + "\n"
+def read_metric(catalog: Catalog, run_id: str, attack: str) -> float | None:
+    """A measurement of a run in percent (its mean over the run's seeds), or None if not measured yet; ReportError
+    for a file that cannot be vouched for."""
+    return measure(catalog, run_id, attack).value
 
 
-def render_csv(catalog: Catalog, name: str) -> str:
-    rows, columns, cells, labels = collect(catalog, name)
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["target", "row", "label", "column", "ours", "paper", "paper_std", "diff", "scale", "ours_std"])
-    for r in rows:
-        for c in columns:
-            cell = cells[(r, c)]
-            writer.writerow([name, r, labels[r], c, *("" if v is None else f"{v:.4f}"
-                                                      for v in (cell.ours, cell.paper, cell.paper_std, cell.diff)),
-                             catalog.scale, "" if cell.ours_std is None else f"{cell.ours_std:.4f}"])
-    return buffer.getvalue()
+# ------------------------------------------------------------------------------------------------ building
 
 
-def _tex_escape(text: str) -> str:
-    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"),
-                 ("β", r"$\beta$"), ("λ", r"$\lambda$"), ("γ", r"$\gamma$")):
-        text = text.replace(a, b)
+def _column_label(key: str) -> str:
+    return key.upper()
+
+
+def _merged_rows(catalog: Catalog, target: dict, reference: dict) -> list[Row]:
+    """The table's rows, those that are one training job at this scale merged into one."""
+    rows: dict[tuple[str, ...], Row] = {}
+    for row in target["rows"]:
+        label = row.get("label") or next((lab for (r, _), (_, _, lab) in reference.items() if r == row["key"]),
+                                         row["key"])
+        jobs = tuple(catalog.train_id[r] for r in catalog.row_runs(row["run"]))
+        if jobs in rows:
+            rows[jobs].members.append({**row, "label": label})
+            rows[jobs].label += f" = {label}"
+        else:
+            rows[jobs] = Row(row["key"], label, list(jobs), [{**row, "label": label}],
+                             catalog.runs[row["run"]].get("paper_dataset", ""))
+    return list(rows.values())
+
+
+def _is_clean(catalog: Catalog, attack: str) -> bool:
+    return catalog.attacks.get(attack.partition("@")[0], {}).get("type") == "clean"
+
+
+def _mean_cell(ours: dict, proto: str, row: Row, columns: list[Column], catalog: Catalog) -> Ours:
+    """The mean of a row's robust columns (all but the clean ones, times and other means); a column the protocol
+    does not change counts with its strong value."""
+    values = []
+    for c in columns:
+        if c.attack in PSEUDO_COLUMNS or _is_clean(catalog, c.attack):
+            continue
+        cell = ours[(proto, row.key, c.key)]
+        values.append((ours[(STRONG, row.key, c.key)] if cell.same_as_strong else cell).value)
+    if not values or None in values:
+        return Ours(None, "mean")
+    return Ours(sum(values) / len(values), "mean")
+
+
+def build(catalog: Catalog, name: str) -> Table:
+    """Read, check and compare everything a table shows. ReportError (naming the file) for a file that cannot be
+    vouched for, or when nothing of the table is measured yet."""
+    target = catalog.targets[name]
+    reference = load_reference(catalog, target["reference"]) if target.get("reference") else {}
+    rows = _merged_rows(catalog, target, reference)
+    columns = [Column(key, attack, _column_label(key)) for key, attack in target["columns"].items()]
+    protocols = [(STRONG, "the strong attacks named by the columns")]
+    if target.get("protocol"):
+        protocols.append((target["protocol"], catalog.config["protocols"][target["protocol"]]["title"]))
+    ours: dict[tuple[str, str, str], Ours] = {}
+    for proto, _ in protocols:
+        for row in rows:
+            run = row.members[0]["run"]
+            for c in columns:
+                if c.attack == "mean":
+                    continue
+                attack = c.attack if proto == STRONG else catalog.protocol_attack(name, c.attack)
+                if attack is None:  # the protocol runs the column's own attack
+                    ours[(proto, row.key, c.key)] = Ours(None, _kind(catalog, c.attack), same_as_strong=True)
+                else:
+                    ours[(proto, row.key, c.key)] = measure(catalog, run, attack)
+            for c in columns:
+                if c.attack == "mean":
+                    ours[(proto, row.key, c.key)] = _mean_cell(ours, proto, row, columns, catalog)
+    if all(o.value is None for o in ours.values()):
+        raise ReportError(f"{name}: nothing measured yet under {catalog.layout.root / 'metrics'} (scale "
+                          f"{catalog.scale}); build it first: snakemake {name} (with this scale's --configfile)")
+    paper = {(r, c): (v, s) for (r, c), (v, s, _) in reference.items()}
+    wanted = target.get("compare") or []
+    wanted = [wanted] if isinstance(wanted, str) else wanted
+    compare = {row.group: row.key for row in rows if any(m["key"] in wanted for m in row.members)}
+    table = Table(name, target.get("title", name), catalog.scale, rows, columns, protocols, ours, paper, compare,
+                  {}, set(), [])
+    _compare(table)
+    table.notes = _notes(catalog, table)
+    return table
+
+
+def _pairs(a: Ours, b: Ours) -> list[tuple[str, str]]:
+    return list(zip(a.bits, b.bits))
+
+
+def _compare(table: Table) -> None:
+    """McNemar against the compare row, and the bold cells, per protocol and column, among the rows on the same
+    test set (the same paper dataset: Table 2's MNIST rows are never compared with its SVHN rows)."""
+    for group in dict.fromkeys(row.group for row in table.rows):
+        _compare_group(table, group, [row for row in table.rows if row.group == group])
+
+
+def _compare_group(table: Table, group: str, rows: list[Row]) -> None:
+    compare = table.compare.get(group)
+    for proto, _ in table.protocols:
+        for c in table.columns:
+            cells = {row.key: table.ours[(proto, row.key, c.key)] for row in rows}
+            measured = {k: o for k, o in cells.items() if o.value is not None}
+            if not measured or next(iter(measured.values())).kind == "minutes":
+                continue
+            best_key = max(measured, key=lambda k: measured[k].value)
+            best = measured[best_key]
+            if best.value <= 0.0:
+                continue  # never a bold zero
+            for key, o in measured.items():
+                if o.value == best.value:
+                    table.bold.add((proto, key, c.key))
+                elif o.kind == "accuracy" and o.bits and best.bits and o.value > 0.0 \
+                        and stats.mcnemar(_pairs(o, best)) >= stats.ALPHA:
+                    table.bold.add((proto, key, c.key))
+            ref = measured.get(compare) if compare else None
+            if ref is None or ref.kind != "accuracy" or not ref.bits:
+                continue
+            for key, o in measured.items():
+                if key != compare and o.bits:
+                    table.pvalues[(proto, key, c.key)] = stats.mcnemar(_pairs(o, ref))
+
+
+def _compare_label(table: Table) -> str:
+    keys = set(table.compare.values())
+    return " / ".join(row.label for row in table.rows if row.key in keys)
+
+
+def _notes(catalog: Catalog, table: Table) -> list[str]:
+    target = catalog.targets[table.name]
+    examples = sorted({o.examples for o in table.ours.values() if o.examples})
+    seeds = sorted({len(row.runs) for row in table.rows} - {1})
+    out = [f"Scale: **{table.scale}** (results/{table.scale}/); accuracies in %, on "
+           f"{'/'.join(map(str, examples)) or 'no'} test examples."]
+    how = ("How to read a cell: ours [95% Wilson interval] for one seed" +
+           (f"; ours ± standard deviation over {'/'.join(map(str, seeds))} seeds (ddof 0)" if seeds else "") +
+           ". The paper's number is on its own line below ours. **Bold**: the best of ours in the column and every "
+           "row not significantly worse than it (exact McNemar test on the per-example predictions, p ≥ 0.05); "
+           "never a 0.")
+    if table.compare:
+        how += (f" {MARK}: differs from {_compare_label(table)} (the paper's method) at p < 0.05, exact McNemar "
+                "test.")
+    out.append(how + " —: not measured (yet), or not in the paper.")
+    if len(table.protocols) > 1:
+        proto, title = table.protocols[1]
+        out.append(f"Each row shows ours twice: under the strong attacks of the columns, and under **{proto}**, "
+                   f"{title} (the like-for-like comparison with the paper's numbers); = : that protocol runs the "
+                   "column's own attack.")
+    for row in table.rows:
+        if len(row.members) > 1:
+            labels = " and ".join(m["label"] for m in row.members)
+            out.append(f"{labels} are one training job at this scale (identical resolved settings, job "
+                       f"`{row.runs[0]}`): one model, one row, not a comparison.")
+    for proto, _ in table.protocols:
+        for c in table.columns:
+            values = [table.ours[(proto, row.key, c.key)].value for row in table.rows]
+            if len(table.rows) > 1 and None not in values and table.ours[(proto, table.rows[0].key, c.key)].kind in (
+                    "accuracy", "mean"):
+                for level in (0.0, 100.0):
+                    if all(v == level for v in values):
+                        out.append(f"{c.label}{'' if proto == STRONG else f' ({proto})'}: every row at "
+                                   f"{level:.0f}% at this scale; the column does not separate the methods.")
+    out.append("Training jobs: " + "; ".join(f"{row.label}: `{', '.join(row.runs)}`" for row in table.rows) +
+               f" (metrics in results/{table.scale}/metrics/<job>/<evaluation>.json).")
+    first_run = target["rows"][0]["run"]
+    for c in table.columns:
+        out.append(f"- {c.label}: {_describe(catalog, c.attack, first_run)}")
+        for proto, _ in table.protocols[1:]:
+            attack = catalog.protocol_attack(table.name, c.attack)
+            if attack is not None:
+                out.append(f"  - {proto}: {_describe(catalog, attack, first_run)}")
+    return out
+
+
+def _describe(catalog: Catalog, attack: str, run_id: str) -> str:
+    if attack == "train:minutes":
+        return ("training time in minutes (the sum of the epochs' wall-clock seconds on the machine that trained it, "
+                "the per-epoch selection evaluation included and Generalist's learner tracking not; not a percentage)")
+    if attack == "mean":
+        return "mean of the row's robust columns"
+    spec = catalog.attack_for(attack, run_id)
+    if spec["type"] == "clean":
+        return f"`{attack}`: clean test accuracy"
+    if spec["type"] == CORRUPTIONS_TYPE:
+        return (f"`{attack}`: NROB on {spec['dataset']}: the mean over its corruptions of the mean accuracy over 5 "
+                "severities (Hendrycks & Dietterich); no binomial interval (a mean over many corrupted sets)")
+    params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                       for k, v in spec.items() if k not in ("type", "norm", "eps") and v is not None)
+    return f"`{attack}`: {spec['type']} {spec['norm']} eps={spec['eps']:.4g}" + (f" ({params})" if params else "")
+
+
+# ----------------------------------------------------------------------------------------------- rendering
+
+
+def _num(x: float | None, digits: int = 1) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def ours_text(table: Table, proto: str, row: Row, c: Column, *, bold: str = "**{}**", mark: str = MARK,
+              pm: str = "±") -> str:
+    o = table.ours[(proto, row.key, c.key)]
+    if o.same_as_strong:
+        return "="
+    if o.value is None:
+        return "—"
+    text = _num(o.value) + (f"{pm}{_num(o.std)}" if o.std is not None else "")
+    if (proto, row.key, c.key) in table.bold:
+        text = bold.format(text)
+    p = table.pvalues.get((proto, row.key, c.key))
+    if p is not None and p < stats.ALPHA:
+        text += mark
+    if o.lo is not None:
+        text += f" [{_num(o.lo)}, {_num(o.hi)}]"
     return text
 
 
-def render_latex(catalog: Catalog, name: str) -> str:
-    rows, columns, cells, labels = collect(catalog, name)
-    bold = {c: _top_two(rows, c, cells, catalog.targets[name]['columns']) for c in columns}
-    title = _tex_escape(catalog.targets[name].get("title", name))
-    out = [r"\begin{table}[t]", r"\centering", rf"\caption{{{title} (scale: {catalog.scale}). "
-           r"Ours (paper); top two of ours in bold.}}", r"\begin{tabular}{l" + "c" * len(columns) + "}",
-           r"\toprule", "Method & " + " & ".join(_tex_escape(c.upper()) for c in columns) + r" \\", r"\midrule"]
-    for r in rows:
-        parts = []
-        for c in columns:
-            cell = cells[(r, c)]
-            ours = _ours(cell, r in bold[c], r"\textbf{{{}}}").replace("—", "--")
-            parts.append(f"{ours} ({_fmt(cell.paper).replace('—', '--')})")
-        out.append(_tex_escape(labels[r]) + " & " + " & ".join(parts) + r" \\")
-    out += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+def paper_text(table: Table, member: dict, c: Column, pm: str = "±") -> str:
+    value = table.paper.get((member["key"], c.key))
+    if value is None:
+        return "—"
+    return _num(value[0], 2) + (f"{pm}{_num(value[1], 2)}" if value[1] is not None else "")
+
+
+def _lines(table: Table, row: Row) -> list[tuple[str, str, list[str] | None, dict | None]]:
+    """The lines of a row: (row label or '', line label, protocol, member): ours per protocol, then the paper's."""
+    lines = []
+    for i, (proto, _) in enumerate(table.protocols):
+        what = "ours" if len(table.protocols) == 1 else ("ours, strong" if proto == STRONG else f"ours, {proto}")
+        lines.append((row.label if i == 0 else "", what, proto, None))
+    for member in table.paper_rows(row):
+        what = "paper" if len(row.members) == 1 else f"paper ({member['label']})"
+        lines.append(("", what, None, member))
+    return lines
+
+
+def render_markdown(table: Table) -> str:
+    out = [f"# {table.title}", "", "| Method | | " + " | ".join(c.label for c in table.columns) + " |",
+           "|---|---|" + "---|" * len(table.columns)]
+    for row in table.rows:
+        for label, what, proto, member in _lines(table, row):
+            cells = [ours_text(table, proto, row, c) if member is None else paper_text(table, member, c)
+                     for c in table.columns]
+            out.append(f"| {label} | {what} | " + " | ".join(cells) + " |")
+    return "\n".join(out + [""] + table.notes) + "\n"
+
+
+CSV_FIELDS = ("target", "row", "label", "column", "column_label", "protocol", "attack", "ours", "ci_low", "ci_high",
+              "ours_std", "seeds", "examples", "paper", "paper_std", "diff", "p_vs_compare", "significant", "bold",
+              "jobs", "metrics", "scale")
+
+
+def render_csv(table: Table, catalog: Catalog) -> str:
+    """One line per (row, column, protocol): every number with where it comes from."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_FIELDS)
+    fmt = lambda v: "" if v is None else f"{v:.4f}"  # noqa: E731
+    for row in table.rows:
+        for c in table.columns:
+            for proto, _ in table.protocols:
+                o = table.ours[(proto, row.key, c.key)]
+                if o.same_as_strong:
+                    continue
+                attack = c.attack if proto == STRONG else catalog.protocol_attack(table.name, c.attack)
+                for member in row.members:
+                    paper = table.paper.get((member["key"], c.key), (None, None))
+                    p = table.pvalues.get((proto, row.key, c.key))
+                    diff = None if o.value is None or paper[0] is None else o.value - paper[0]
+                    writer.writerow([table.name, member["key"], member["label"], c.key, c.label, proto, attack,
+                                     fmt(o.value), fmt(o.lo), fmt(o.hi), fmt(o.std), len(row.runs),
+                                     o.examples or "", fmt(paper[0]), fmt(paper[1]), fmt(diff),
+                                     "" if p is None else f"{p:.4g}",
+                                     "" if p is None else int(p < stats.ALPHA),
+                                     int((proto, row.key, c.key) in table.bold), " ".join(row.runs),
+                                     " ".join(o.files), table.scale])
+    return buffer.getvalue()
+
+
+# LaTeX: every character outside ASCII that a label or note may hold, as text-mode LaTeX (pdflatex, no packages)
+TEX_CHARS = {"β": r"$\beta$", "λ": r"$\lambda$", "γ": r"$\gamma$", "δ": r"$\delta$", "ε": r"$\varepsilon$",
+             "μ": r"$\mu$", "τ": r"$\tau$", "ω": r"$\omega$", "α": r"$\alpha$", "∞": r"$\infty$", "—": "---",
+             "–": "--", "−": "$-$", "±": r"$\pm$", "×": r"$\times$", "½": r"$\frac{1}{2}$", "†": r"$^\dagger$",
+             "‖": r"$\|$", "≥": r"$\geq$", "≤": r"$\leq$", "→": r"$\rightarrow$", "·": r"$\cdot$", "’": "'",
+             "é": r"\'e", "ü": r"\"u"}
+TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{",
+               "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def tex(text: str) -> str:
+    """Text as LaTeX source for pdflatex: special characters escaped, Greek and symbols as math. A character it does
+    not know is an error (a table must compile), not a silent '?'."""
+    out = []
+    for ch in text:
+        if ch in TEX_SPECIAL:
+            out.append(TEX_SPECIAL[ch])
+        elif ch in TEX_CHARS:
+            out.append(TEX_CHARS[ch])
+        elif ord(ch) < 128:
+            out.append(ch)
+        else:
+            raise ValueError(f"no LaTeX for {ch!r} in {text!r}: add it to tradeoff.report.tables.TEX_CHARS")
+    return "".join(out)
+
+
+def render_latex(table: Table) -> str:
+    """A table environment (booktabs, graphicx) that compiles with pdflatex."""
+    def cell(proto, row, c, member):
+        if member is not None:
+            return tex(paper_text(table, member, c))
+        text = ours_text(table, proto, row, c, bold="\x00{}\x01", mark="\x02")
+        return tex(text).replace("\x00", r"\textbf{").replace("\x01", "}").replace("\x02", r"$^\dagger$")
+
+    notes = " ".join(n.replace("**", "") for n in table.notes[:2])
+    out = [r"\begin{table}[t]", r"\centering",
+           r"\caption{" + tex(f"{table.title} (scale: {table.scale}). {notes}") + "}",
+           r"\resizebox{\linewidth}{!}{%", r"\begin{tabular}{ll" + "c" * len(table.columns) + "}", r"\toprule",
+           "Method & & " + " & ".join(tex(c.label) for c in table.columns) + r" \\", r"\midrule"]
+    for i, row in enumerate(table.rows):
+        if i:
+            out.append(r"\midrule")
+        for label, what, proto, member in _lines(table, row):
+            cells = [cell(proto, row, c, member) for c in table.columns]
+            out.append(f"{tex(label)} & {tex(what)} & " + " & ".join(cells) + r" \\")
+    out += [r"\bottomrule", r"\end{tabular}}", r"\end{table}"]
     return "\n".join(out) + "\n"
 
 
-def render_html(catalog: Catalog, name: str) -> str:
+def render_html(table: Table) -> str:
     """An HTML fragment (for the Snakemake report and the summary page)."""
-    import html
-
-    rows, columns, cells, labels = collect(catalog, name)
-    bold = {c: _top_two(rows, c, cells, catalog.targets[name]['columns']) for c in columns}
-    out = [f"<h2>{html.escape(catalog.targets[name].get('title', name))}</h2>", "<table class='tradeoff'>",
-           "<thead><tr><th>Method</th>" + "".join(f"<th>{html.escape(c.upper())}</th>" for c in columns) + "</tr></thead><tbody>"]
-    for r in rows:
-        tds = []
-        for c in columns:
-            cell = cells[(r, c)]
-            ours = _ours(cell, r in bold[c], "<b>{}</b>")
-            tds.append(f"<td>{ours}<br><small>paper {_fmt(cell.paper)} ({_fmt(cell.diff, signed=True)})</small></td>")
-        out.append(f"<tr><th>{html.escape(labels[r])}</th>{''.join(tds)}</tr>")
-    notes_html = "".join(f"<li>{html.escape(n.lstrip('- ').replace('**', ''))}</li>" for n in notes(catalog, name))
+    out = [f"<h2>{html.escape(table.title)}</h2>", "<table class='tradeoff'>",
+           "<thead><tr><th>Method</th><th></th>" + "".join(f"<th>{html.escape(c.label)}</th>" for c in table.columns)
+           + "</tr></thead><tbody>"]
+    for row in table.rows:
+        for label, what, proto, member in _lines(table, row):
+            cells = [html.escape(paper_text(table, member, c)) if member is not None else
+                     html.escape(ours_text(table, proto, row, c, bold="\x00{}\x01")).replace(
+                         "\x00", "<b>").replace("\x01", "</b>") for c in table.columns]
+            cls = " class='paper'" if member is not None else ""
+            out.append(f"<tr{cls}><th>{html.escape(label)}</th><td>{html.escape(what)}</td>"
+                       + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    notes_html = "".join(f"<li>{html.escape(n.lstrip('- ').replace('**', ''))}</li>" for n in table.notes)
     out += ["</tbody></table>", f"<ul class='notes'>{notes_html}</ul>"]
     return "\n".join(out) + "\n"
 
@@ -233,7 +487,7 @@ HTML_PAGE = """<!DOCTYPE html>
 body {{ font-family: sans-serif; margin: 1.5em; }}
 table.tradeoff {{ border-collapse: collapse; font-size: 0.9em; }}
 table.tradeoff th, table.tradeoff td {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: center; }}
-table.tradeoff small {{ color: #666; }}
+table.tradeoff tr.paper td {{ color: #666; font-style: italic; }}
 ul.notes {{ color: #444; font-size: 0.85em; }}
 </style></head><body>
 {body}
@@ -242,9 +496,12 @@ ul.notes {{ color: #444; font-size: 0.85em; }}
 
 
 def html_page(title: str, body: str) -> str:
-    import html
-
     return HTML_PAGE.format(title=html.escape(title), body=body)
 
 
-RENDERERS = {"md": render_markdown, "csv": render_csv, "tex": render_latex, "html": render_html}
+def render(catalog: Catalog, name: str) -> dict[str, str]:
+    """Every format of one table, from one reading of its files."""
+    table = build(catalog, name)
+    return {"md": render_markdown(table), "csv": render_csv(table, catalog), "tex": render_latex(table),
+            "html": render_html(table)}
+

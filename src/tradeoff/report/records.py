@@ -1,0 +1,197 @@
+"""Reading a measurement for a report, and vouching for it: a table or figure shows a number only after its
+metrics file (and, for an accuracy, its predictions file) has been checked against the resolved configuration of
+the cell it fills. Anything else stops the report with one line naming the file and what is wrong.
+
+A metrics file records how it was made (``tradeoff.evaluate``): the run (the training job) and the scale, the
+dataset and architecture, the digest of the run's resolved settings, the attack's resolved settings, the test
+examples, the counts. Each must agree with what the catalog resolves for the cell now: a file of another scale,
+another run, other attack settings or another test set is refused, never shown.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UserError
+from ..config import CORRUPTIONS_TYPE, Catalog, spec_digest
+from ..results import METRICS_FORMAT
+# every metrics file has these; an accuracy's file also the counts
+REQUIRED = ("format", "run", "attack", "scale", "dataset", "arch", "spec_digest", "spec", "test_examples",
+            "test_size", "examples", "accuracy")
+COUNTED = ("robust_examples", "clean_accuracy", "clean_examples")
+
+
+class ReportError(UserError, ValueError):
+    """A file a report would read cannot be vouched for; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One verified measurement of one training job under one evaluation."""
+
+    metrics_path: Path
+    accuracy: float              # fraction (NROB: the mean over corruptions)
+    examples: int
+    correct: int | None          # examples robust (correct under the attack); None for NROB
+    robust_bits: str | None      # per-example correctness ('0'/'1'), from the predictions file; None for NROB
+    record: dict
+
+
+def _fail(path: Path, what: str) -> ReportError:
+    return ReportError(f"{path}: {what}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _read_json(path: Path, mtime_ns: int) -> dict:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise _fail(path, f"cannot be read ({exc.strerror or exc})") from None
+    if not text.strip():
+        raise _fail(path, "is empty (a truncated write?); re-run its evaluation")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise _fail(path, f"is not valid JSON ({exc}); re-run its evaluation") from None
+    if not isinstance(data, dict):
+        raise _fail(path, "is not a JSON object")
+    return data
+
+
+def read_json(path: Path) -> dict:
+    """A JSON object from a file, or ReportError naming the file (missing, empty, truncated, not JSON)."""
+    try:
+        mtime = path.stat().st_mtime_ns
+    except FileNotFoundError:
+        raise _fail(path, "does not exist") from None
+    return _read_json(path, mtime)
+
+
+def _number(path: Path, record: dict, key: str, *, integer: bool = False) -> float:
+    value = record.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _fail(path, f"field {key!r} is {value!r}, not a finite number")
+    if integer and value != int(value):
+        raise _fail(path, f"field {key!r} is {value!r}, not a whole count")
+    return value
+
+
+def _fraction(path: Path, record: dict, key: str) -> float:
+    value = _number(path, record, key)
+    if not 0.0 <= value <= 1.0:
+        raise _fail(path, f"field {key!r} is {value!r}, outside [0, 1] (an accuracy is a fraction)")
+    return value
+
+
+def _agree(path: Path, field_name: str, found, expected, what: str) -> None:
+    if found != expected:
+        raise _fail(path, f"field {field_name!r} is {found!r} but the config gives {expected!r} ({what}); the file "
+                          "was made by another run, scale or setting: re-run its evaluation")
+
+
+def _spec_difference(found, expected) -> str:
+    if not isinstance(found, dict):
+        return f"{found!r} instead of {expected!r}"
+    keys = sorted(set(found) | set(expected))
+    diffs = [f"{k} {found.get(k)!r} in the file, {expected.get(k)!r} in the config"
+             for k in keys if found.get(k) != expected.get(k)]
+    return "; ".join(diffs)
+
+
+def expected_examples(record_size: int, setting: int | None) -> int:
+    return record_size if setting is None else min(int(setting), record_size)
+
+
+def verify(catalog: Catalog, run_id: str, attack: str, path: Path, record: dict) -> Measurement:
+    """Check a metrics record against the resolved config of the cell (run ``run_id``, evaluation ``attack``)."""
+    train_id = catalog.train_id[run_id]
+    missing = [k for k in REQUIRED if k not in record]
+    if missing:
+        hint = ("written by an older tradeoff: re-run its evaluation" if record.get("format") != METRICS_FORMAT
+                else "re-run its evaluation")
+        raise _fail(path, f"missing field(s) {missing} ({hint})")
+    _agree(path, "format", record["format"], METRICS_FORMAT, "the metrics format this report reads")
+    run = catalog.runs[train_id]
+    _agree(path, "scale", record["scale"], catalog.scale, "the scale this report is made at")
+    _agree(path, "run", record["run"], train_id, "the training job of this cell")
+    _agree(path, "attack", record["attack"], attack, "the evaluation of this column")
+    _agree(path, "dataset", record["dataset"], run["dataset"], "the run's dataset at this scale")
+    _agree(path, "arch", record["arch"], run["arch"], "the run's architecture at this scale")
+    _agree(path, "spec_digest", record["spec_digest"], spec_digest(run), "the digest of the run's resolved settings")
+    expected_spec = json.loads(json.dumps(catalog.attack_for(attack, run_id)))
+    if record["spec"] != expected_spec:
+        raise _fail(path, f"field 'spec' (the attack's settings) disagrees with the config: "
+                          f"{_spec_difference(record['spec'], expected_spec)}; re-run its evaluation")
+    _agree(path, "test_examples", record["test_examples"], run.get("test_examples"), "the test examples setting")
+    size = int(_number(path, record, "test_size", integer=True))
+    examples = int(_number(path, record, "examples", integer=True))
+    if examples <= 0:
+        raise _fail(path, f"field 'examples' is {examples}: no test example was evaluated")
+    _agree(path, "examples", examples, expected_examples(size, run.get("test_examples")),
+           "the number of test examples of this scale")
+    accuracy = _fraction(path, record, "accuracy")
+    if expected_spec.get("type") == CORRUPTIONS_TYPE:
+        return _verify_corruptions(path, record, accuracy, examples)
+    missing = [k for k in COUNTED if k not in record]
+    if missing:
+        raise _fail(path, f"missing field(s) {missing}")
+    robust = int(_number(path, record, "robust_examples", integer=True))
+    clean = int(_number(path, record, "clean_examples", integer=True))
+    clean_accuracy = _fraction(path, record, "clean_accuracy")
+    for name, count, fraction in (("robust_examples", robust, accuracy), ("clean_examples", clean, clean_accuracy)):
+        if not 0 <= count <= examples:
+            raise _fail(path, f"field {name!r} is {count}, outside 0..{examples}")
+        if abs(fraction * examples - count) > 1e-6 * examples:
+            raise _fail(path, f"field {name!r} ({count} of {examples}) disagrees with the accuracy {fraction!r}")
+    if robust > clean:
+        raise _fail(path, f"{robust} examples robust but only {clean} correct without attack")
+    predictions_path = catalog.layout.predictions(train_id, attack)
+    predictions = read_json(predictions_path)
+    bits = predictions.get("robust_correct")
+    if not isinstance(bits, str) or set(bits) - {"0", "1"} or len(bits) != examples:
+        raise _fail(predictions_path, f"field 'robust_correct' is not a string of {examples} '0'/'1' per-example "
+                                      "outcomes")
+    if bits.count("1") != robust or predictions.get("run") != train_id or predictions.get("attack") != attack:
+        raise _fail(predictions_path, f"does not belong to {path} (its run, attack or robust count differ); re-run "
+                                      "the evaluation")
+    return Measurement(path, accuracy, examples, robust, bits, record)
+
+
+def _verify_corruptions(path: Path, record: dict, accuracy: float, examples: int) -> Measurement:
+    per = record.get("corruptions")
+    if not isinstance(per, dict) or not per:
+        raise _fail(path, "field 'corruptions' (accuracy per corruption) is missing or empty")
+    values = [_fraction(path, per, name) for name in per]
+    if abs(sum(values) / len(values) - accuracy) > 1e-9:
+        raise _fail(path, "field 'accuracy' is not the mean of field 'corruptions'")
+    return Measurement(path, accuracy, examples, None, None, record)
+
+
+def measurement(catalog: Catalog, run_id: str, attack: str) -> Measurement | None:
+    """The verified measurement of a run (its training job) under an evaluation, or None while its metrics file
+    does not exist. ReportError for a file that exists but cannot be vouched for."""
+    path = catalog.layout.metrics(catalog.train_id[run_id], attack)
+    if not path.exists():
+        return None
+    return verify(catalog, run_id, attack, path, read_json(path))
+
+
+def training_minutes(catalog: Catalog, run_id: str) -> float | None:
+    """A training job's wall-clock minutes: the sum of its epochs' seconds in its curves, or None before it has
+    curves. ReportError for unreadable curves."""
+    path = catalog.layout.curves(catalog.train_id[run_id])
+    if not path.exists():
+        return None
+    try:
+        with open(path, newline="") as f:
+            seconds = [float(r["seconds"]) for r in csv.DictReader(f)]
+    except (OSError, KeyError, ValueError, TypeError) as exc:
+        raise _fail(path, f"unreadable training curves ({exc}); re-run its training") from None
+    if not seconds or not all(math.isfinite(s) and s >= 0 for s in seconds):
+        raise _fail(path, "field 'seconds' must be finite and non-negative on every epoch")
+    return sum(seconds) / 60.0
