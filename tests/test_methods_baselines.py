@@ -57,7 +57,8 @@ def test_fat_stops_tau_steps_after_first_misclassification(tau):
 
 def test_fat_tau_schedule_and_start():
     method = build("fat", tau_epochs=[5, 9])
-    for epoch, tau in ((0, 0), (4.9, 0), (5, 1), (8, 1), (9, 2), (100, 2)):
+    # the 1-based epoch t: tau 0 for t <= 5, 1 for 5 < t <= 9, then 2 (FAT's code: epoch <= 50, <= 90)
+    for epoch, tau in ((0, 0), (4.9, 0), (5, 0), (5.1, 1), (6, 1), (9, 1), (10, 2), (100, 2)):
         method.set_epoch(epoch)
         assert method.tau == tau
     model, x, y = _linear_model_and_batch(8)

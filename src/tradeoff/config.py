@@ -839,6 +839,8 @@ def resolve_run(rid: str, raw: dict, config: dict, methods: dict, datasets: list
         factor = smap["epochs"] / spec["epochs"]
         spec["epochs"] = smap["epochs"]
         spec["lr"]["epochs"] = [_scaled_epoch(e, factor) for e in spec["lr"]["epochs"]]
+        if spec["selection"].get("every") is not None:  # best_robust's measurement period (tradeoff.train)
+            spec["selection"]["every"] = _scaled_epoch(spec["selection"]["every"], factor)
         for pname in cls.epoch_params:
             if pname in method:  # an optional parameter the run does not set is absent
                 method[pname] = _rescale_epochs(method[pname], factor)
