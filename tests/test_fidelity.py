@@ -226,6 +226,21 @@ def test_generalist_at_learner_attacks_in_eval_mode(paper):
     assert generalists and all(spec["method"]["attack_mode"] == "eval" for spec in generalists)
 
 
+def test_caat_training_attack_in_eval_mode(paper):
+    """The CA-AT code makes its training examples under ctx_noparamgrad_and_eval (the paper does not say): vanilla
+    AT and CA-AT attack in eval mode, so BatchNorms with running statistics see only the two training passes."""
+    x, y = digits(32)
+    for name, params in (("vanilla", {"lam": 0.5}), ("caat", {"gamma": 0.8})):
+        for mode, forwards in (("eval", 2), ("train", 2 + 3)):
+            extra = {} if mode == "eval" else {"attack_mode": mode}
+            method = build(name, model=TinyBN, steps=3, **params, **extra)
+            method.set_epoch(1)
+            method.train_step(x, y)
+            assert int(method.model.bn.num_batches_tracked) == forwards, (name, mode)
+    caat = [s for s in paper.runs.values() if s["method"]["name"] in ("caat", "vanilla") and s["method"].get("lam") != 0]
+    assert caat and all(s["method"]["attack_mode"] == "eval" for s in caat)
+
+
 # ------------------------------------------------------------------ 6. CA-AT's stem BatchNorm
 
 
