@@ -241,6 +241,41 @@ def test_caat_training_attack_in_eval_mode(paper):
     assert caat and all(s["method"]["attack_mode"] == "eval" for s in caat)
 
 
+def test_pgd_at_and_iat_attack_in_train_mode():
+    """PGD-AT (as Madry's and Rice's code) and IAT make their examples in train mode: BatchNorm sees the attack's
+    3 steps; `attack_mode: eval` hides them. AT(beta = 1/2) takes two training passes (clean and adversarial, each
+    normalised with its own batch statistics), AT(beta = 1) one; IAT two (the mixed clean and adversarial batches)."""
+    x, y = digits(32)
+    for name, params, passes in (("pgd_at", {"beta": 1.0}, 1), ("pgd_at", {"beta": 0.5}, 2), ("iat", {}, 2)):
+        for mode, attack_passes in (("train", 3), ("eval", 0)):
+            extra = {} if mode == "train" else {"attack_mode": mode}
+            method = build(name, model=TinyBN, steps=3, **params, **extra)
+            method.set_epoch(1)
+            method.train_step(x, y)
+            assert int(method.model.bn.num_batches_tracked) == passes + attack_passes, (name, params, mode)
+
+
+def test_caat_adversarial_losses_are_the_regularisers_alone():
+    """With adv_loss trades or clp, vanilla AT's and CA-AT's L_adv is the regulariser alone (KL / batch, or the mean
+    softmax L2 distance), as the CA-AT code; the CE of the clean batch is L_clean."""
+    from tradeoff.methods.clp import softmax_distance
+    from tradeoff.methods.trades import kl_divergence
+
+    x, y = digits(32)
+    for loss, term in (("trades", lambda a, c: kl_divergence(a, c) / len(a)), ("clp", softmax_distance)):
+        method = build("vanilla", lam=0.5, adv_loss=loss, steps=2)
+        torch.manual_seed(5)
+        l_clean, l_adv, _ = method.losses(x, y)
+        torch.manual_seed(5)
+        x_adv = method.adversarial(x, y)
+        with torch.no_grad():
+            method.model.train()
+            expected = term(method.model(x_adv), method.model(x))
+            clean = torch.nn.functional.cross_entropy(method.model(x), y)
+        assert l_adv.item() == pytest.approx(expected.item(), rel=1e-5), loss
+        assert l_clean.item() == pytest.approx(clean.item(), rel=1e-5), loss
+
+
 # ------------------------------------------------------------------ 6. CA-AT's stem BatchNorm
 
 
