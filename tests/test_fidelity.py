@@ -405,6 +405,28 @@ def test_last_epoch_trains_at_the_last_breakpoint(tmp_path, lr_update):
         assert gamma[-1] < 0.5 and gamma[0] == 1.0
 
 
+def test_states_of_the_older_trainer_are_discarded_not_resumed(tmp_path, caplog):
+    """Reading schedules at the 1-based epoch changes what a run computes for unchanged settings: an epoch state
+    written by the older trainer (its identity the settings' digest alone) is discarded, not resumed."""
+    from tradeoff import checkpoint
+    from tradeoff.train import RunPaths
+
+    spec, root = _smoke_spec(mode="last")
+    spec["epochs"] = 2
+    _train(spec, root, tmp_path)
+    state_dir = RunPaths.for_run(tmp_path, "sel").state
+    epoch, state = checkpoint.latest_state(state_dir)
+    assert epoch == 2
+    with caplog.at_level("INFO", logger="tradeoff.train"):
+        _train(spec, root, tmp_path)  # a state this trainer wrote is resumed (nothing left to train)
+    assert "resuming after epoch 2" in caplog.text and "discarding" not in caplog.text
+    caplog.clear()
+    checkpoint.save_state(state_dir, epoch, {**state, "spec": cfg.spec_digest(spec)})  # as the older trainer wrote
+    with caplog.at_level("INFO", logger="tradeoff.train"):
+        rows, _ = _train(spec, root, tmp_path)
+    assert "discarding them" in caplog.text and "resuming" not in caplog.text and len(rows) == 2
+
+
 # ------------------------------------------------------------------ 10. gradient normalisation's floor
 
 

@@ -45,6 +45,16 @@ class NonFiniteLoss(FloatingPointError):
     pass
 
 
+# What an epoch state must have been written with besides the run's settings: the version of the trainer's own maths,
+# bumped when it changes what a run computes for the same settings (2: schedules read at the 1-based epoch), so that
+# states of an older trainer are discarded, not resumed into a mixture.
+TRAINER_VERSION = 2
+
+
+def state_identity(spec: dict) -> str:
+    return f"{spec_digest(spec)}/trainer{TRAINER_VERSION}"
+
+
 # Selection modes that keep one epoch's model (``last`` keeps the final one):
 # - ``best``: the best clean + robust accuracy over the epochs with clean >= ``min_clean`` (the Generalist paper: best
 #   clean + PGD20 on the test set; its code also requires clean >= 88%, ``min_clean: 0.88``);
@@ -156,8 +166,9 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
 
     start_epoch, rows, best = 0, [], None
     resumed = checkpoint.latest_state(paths.state)
-    if resumed is not None and resumed[1].get("spec") != spec_digest(spec):
-        # states of the same run id with other settings (the config changed): resuming them would mix the two
+    if resumed is not None and resumed[1].get("spec") != state_identity(spec):
+        # states of the same run id with other settings (the config changed) or written by an older trainer: resuming
+        # them would mix the two
         log.warning("%s: the epoch states in %s were written with other settings; discarding them and starting "
                     "from epoch 0", run_id, paths.state)
         checkpoint.clear_states(paths.state)
@@ -248,7 +259,7 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
                  row["images_per_s"], _duration(eta))
         checkpoint.save_state(paths.state, epoch + 1, {
             "method": method.state_dict(), "data_rng": data_gen.get_state(), "rng": _rng_state(),
-            "rows": json.dumps(rows), "best": best, "spec": spec_digest(spec)})
+            "rows": json.dumps(rows), "best": best, "spec": state_identity(spec)})
 
     _write_outputs(run_id, spec, method, ds, rows, best, paths)
     return paths
