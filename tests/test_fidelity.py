@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from methods_support import CPU, SMOKE, TinyBN, build, digits, method_spec
+from methods_support import SMOKE, TinyBN, build, digits
 from tradeoff import attacks
 from tradeoff import config as cfg
 from tradeoff.attacks.base import random_start
@@ -137,7 +137,8 @@ def test_caat_code_mifgsm_path_is_ten_steps_of_2_255(paper):
     """MIFGSM(eps, steps=10, alpha=2/255, decay=1.0) from x: its path never leaves the 20/255 box, so at 24/255 and
     32/255 it finds the same images (the paper's MIFGSM accuracies are equal there)."""
     model, (x, y) = _resnet(), _cifar_batch()
-    out = {label: _attack(paper, f"caatcode_mim@{label}", CAAT_RUN, model).perturb(x, y) for label in ("24_255", "32_255")}
+    out = {label: _attack(paper, f"caatcode_mim@{label}", CAAT_RUN, model).perturb(x, y)
+           for label in ("24_255", "32_255")}
     assert torch.equal(out["24_255"], out["32_255"])
     assert (out["24_255"] - x).abs().max() <= 20 / 255 + 1e-6
     assert (out["24_255"] - x).abs().max() > 19 / 255
@@ -237,7 +238,8 @@ def test_caat_training_attack_in_eval_mode(paper):
             method.set_epoch(1)
             method.train_step(x, y)
             assert int(method.model.bn.num_batches_tracked) == forwards, (name, mode)
-    caat = [s for s in paper.runs.values() if s["method"]["name"] in ("caat", "vanilla") and s["method"].get("lam") != 0]
+    caat = [s for s in paper.runs.values()
+            if s["method"]["name"] in ("caat", "vanilla") and s["method"].get("lam") != 0]
     assert caat and all(s["method"]["attack_mode"] == "eval" for s in caat)
 
 
@@ -283,7 +285,8 @@ def test_caat_resnet_keeps_running_statistics_in_the_stem_only(paper):
     """`bn_running_stats: blocks` (CA-AT's presets): the residual blocks' BatchNorms normalise with the batch's
     statistics, the stem's keeps running statistics, as the authors' ResNet. In train mode the model computes what
     the all-off variant computes; in eval mode the stem's running statistics make it differ."""
-    specs = [s for s in paper.runs.values() if s["method"]["name"] in ("caat", "vanilla") and "adapter" not in s["arch"]]
+    specs = [s for s in paper.runs.values()
+             if s["method"]["name"] in ("caat", "vanilla") and "adapter" not in s["arch"]]
     assert specs and all(s["bn_running_stats"] == "blocks" for s in specs)
     blocks, off = _resnet(bn="blocks"), _resnet(bn=False)
     assert blocks.bn1.track_running_stats and not off.bn1.track_running_stats

@@ -7,7 +7,6 @@ that exists."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
