@@ -45,11 +45,27 @@ def method_spec(name: str, *, eps: float = 0.1, steps: int = 3, lr: float = 0.1,
     return spec
 
 
-def build(name: str, *, seed: int = 0, model: type[nn.Module] | None = None, spec: dict | None = None, **params):
+class PlainCNN(nn.Module):
+    """conv - ReLU - conv - ReLU - pool - linear on 8x8 digits, without BatchNorm: the methods' algebra (which loss,
+    which gradient, which update) is tested on it, where a model's train and eval modes compute the same function
+    (tests that need BatchNorm pass ``model=TinyBN`` or ``model="small_cnn"``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 16, 3, padding=1),
+                                      nn.ReLU(), nn.MaxPool2d(2))
+        self.fc = nn.Linear(16 * 16, 10)
+
+    def forward(self, x):
+        return self.fc(self.features(x).flatten(1))
+
+
+def build(name: str, *, seed: int = 0, model: type[nn.Module] | str | None = None, spec: dict | None = None,
+          **params):
     """Method ``name`` on ``spec`` (default: method_spec(name, **params)), its model(s) initialised from
-    ``seed``; ``model`` replaces the small CNN (a class taking no arguments)."""
+    ``seed``: PlainCNN, or ``model`` (a class taking no arguments, or "small_cnn" for the run's own model)."""
     spec = spec if spec is not None else method_spec(name, **params)
-    factory = model if model is not None else model_factory(spec, _base()[1])
+    factory = model_factory(spec, _base()[1]) if model == "small_cnn" else (model or PlainCNN)
     torch.manual_seed(seed)
     return METHODS[name](spec, factory, CPU)
 

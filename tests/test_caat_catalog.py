@@ -113,7 +113,7 @@ def test_runs_carry_the_papers_hyperparameters(paper):
         assert spec["epochs"] == 200 and spec["batch_size"] == 1024, rid          # Sec. 5.1, authors' script
         assert max(spec["lr"]["values"]) == pytest.approx(0.4), rid               # one-cycle peak 0.4
         assert spec["optimizer"]["name"] == "sgd" and spec["optimizer"]["momentum"] == 0.9, rid
-        assert spec["bn_running_stats"] is False, rid                             # BN without running stats
+        assert spec["bn_running_stats"] == "blocks", rid                          # none in the residual blocks
         attack = spec["method"]["attack"]
         assert attack["norm"] == "linf" and attack["steps"] == 10, rid
         eps = 12 / 255 if rid.endswith("-train_eps12") else 8 / 255

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -57,7 +59,8 @@ def test_fat_stops_tau_steps_after_first_misclassification(tau):
 
 def test_fat_tau_schedule_and_start():
     method = build("fat", tau_epochs=[5, 9])
-    for epoch, tau in ((0, 0), (4.9, 0), (5, 1), (8, 1), (9, 2), (100, 2)):
+    # the 1-based epoch t: tau 0 for t <= 5, 1 for 5 < t <= 9, then 2 (FAT's code: epoch <= 50, <= 90)
+    for epoch, tau in ((0, 0), (4.9, 0), (5, 0), (5.1, 1), (6, 1), (9, 1), (10, 2), (100, 2)):
         method.set_epoch(epoch)
         assert method.tau == tau
     model, x, y = _linear_model_and_batch(8)
@@ -103,9 +106,13 @@ def test_rst_objective_and_unlabeled_data(tmp_path):
     x, y = digits(16)
     method = build("rst")
     assert method.p["beta"] == 0.5 and method.p["attack_mode"] == "eval"
+    before = copy.deepcopy(method.model.state_dict())  # train-mode passes move BatchNorm's running statistics
     torch.manual_seed(1)
+    method.model.eval()  # RST's attack runs in eval mode (Raghunathan et al.'s code)
     x_adv = method.attack.perturb(x, y)
+    method.model.train()
     expected = 0.5 * F.cross_entropy(method.model(x), y) + 0.5 * F.cross_entropy(method.model(x_adv), y)
+    method.model.load_state_dict(before)
     torch.manual_seed(1)
     assert method.loss(x, y)[0].item() == pytest.approx(expected.item(), rel=1e-6)
 

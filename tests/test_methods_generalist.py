@@ -71,7 +71,7 @@ def test_after_communication_all_three_learners_are_equal(mode):
     method = build("generalist", model=TinyBN, t_prime=2, c=1, communication=mode, ema_decay=0.5,
                    gamma={"epochs": [0], "values": [0.5]})
     for epoch in range(3):
-        method.set_epoch(epoch)
+        method.set_epoch(epoch + 1)  # the trainer reads schedules at the 1-based epoch
         for i in range(2):
             method.train_step(x[32 * i:32 * (i + 1)], y[32 * i:32 * (i + 1)])
             if mode == "iteration":  # in communication epochs, after every iteration
@@ -87,7 +87,8 @@ def test_communication_epochs():
     # demo scale: t' = 75/120*20 = 12.5, c = 5/120*20 = 0.83 -> every epoch from 13 on
     demo = [e for e in range(1, 21) if communication_epoch(e, 12.5, 5 / 6)]
     assert demo == list(range(13, 21))
-    assert [e for e in range(1, 61) if communication_epoch(e, 37.5, 2.5)] == list(range(38, 61, 3))
+    # t mod c == 0 from t' on (Algorithm 1), c rounded half up: 2.5 -> 3
+    assert [e for e in range(1, 61) if communication_epoch(e, 37.5, 2.5)] == list(range(39, 61, 3))
 
 
 def test_schedules_hit_their_breakpoints():

@@ -878,6 +878,8 @@ def resolve_run(rid: str, raw: dict, config: dict, methods: dict, datasets: list
         factor = smap["epochs"] / spec["epochs"]
         spec["epochs"] = smap["epochs"]
         spec["lr"]["epochs"] = [_scaled_epoch(e, factor) for e in spec["lr"]["epochs"]]
+        if spec["selection"].get("every") is not None:  # best_robust's measurement period (tradeoff.train)
+            spec["selection"]["every"] = _scaled_epoch(spec["selection"]["every"], factor)
         for pname in cls.epoch_params:
             if pname in method:  # an optional parameter the run does not set is absent
                 method[pname] = _rescale_epochs(method[pname], factor)
@@ -918,6 +920,7 @@ def resolve_run(rid: str, raw: dict, config: dict, methods: dict, datasets: list
         cls.check_params(spec)
     except ValueError as exc:
         raise ConfigError(f"{key}.method: {exc}") from None
+    spec["method"] = cls.canonical(method)
     return spec
 
 

@@ -46,6 +46,37 @@ class NonFiniteLoss(UserError, FloatingPointError):
     pass
 
 
+# What an epoch state must have been written with besides the run's settings: the version of the trainer's own maths,
+# bumped when it changes what a run computes for the same settings (2: schedules read at the 1-based epoch), so that
+# states of an older trainer are discarded, not resumed into a mixture.
+TRAINER_VERSION = 2
+
+
+def state_identity(spec: dict) -> str:
+    return f"{spec_digest(spec)}/trainer{TRAINER_VERSION}"
+
+
+# Selection modes that keep one epoch's model (``last`` keeps the final one):
+# - ``best``: the best clean + robust accuracy over the epochs with clean >= ``min_clean`` (the Generalist paper: best
+#   clean + PGD20 on the test set; its code also requires clean >= 88%, ``min_clean: 0.88``);
+# - ``best_robust``: the best robust accuracy, measured only after every ``every``-th epoch and the last (the CA-AT
+#   code: PGD-20 every 25 epochs). ``every`` is epoch-valued (rescaled with the run), rounded to whole epochs, >= 1.
+SELECTED = ("best", "best_robust")
+
+
+def measurement_period(selection: dict) -> int:
+    """The whole epochs between the robust measurements of ``best_robust`` (``every`` rounded half up, >= 1)."""
+    return max(1, math.floor(float(selection.get("every") or 1) + 0.5))
+
+
+def robust_measured(selection: dict, epoch: int, epochs: int) -> bool:
+    """Whether the robust accuracy is measured after (1-based) ``epoch``: every epoch, except under ``best_robust``,
+    which measures after every ``every``-th epoch and the last."""
+    if selection["mode"] != "best_robust":
+        return True
+    return epoch % measurement_period(selection) == 0 or epoch == epochs
+
+
 def subset(x: torch.Tensor, y: torch.Tensor, n: int | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The first n examples of a fixed permutation (seed 0, independent of the run's seed)."""
     if n is None or n >= len(x):
@@ -136,8 +167,9 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
 
     start_epoch, rows, best = 0, [], None
     resumed = checkpoint.latest_state(paths.state)
-    if resumed is not None and resumed[1].get("spec") != spec_digest(spec):
-        # states of the same run id with other settings (the config changed): resuming them would mix the two
+    if resumed is not None and resumed[1].get("spec") != state_identity(spec):
+        # states of the same run id with other settings (the config changed) or written by an older trainer: resuming
+        # them would mix the two
         log.warning("%s: the epoch states in %s were written with other settings; discarding them and starting "
                     "from epoch 0", run_id, paths.state)
         checkpoint.clear_states(paths.state)
@@ -157,7 +189,9 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
     for epoch in range(start_epoch, epochs):
         t0 = time.perf_counter()
         if spec["lr_update"] == "epoch":
-            method.set_epoch(epoch)
+            # schedules (learning rate, Generalist's gamma) are read at the 1-based epoch, as the Generalist code
+            # interpolates them: the first epoch trains at the value at 1, the last at the last breakpoint's
+            method.set_epoch(epoch + 1)
         order = torch.randperm(n, generator=data_gen).to(runtime.device)
         loss_sum = torch.zeros((), device=runtime.device)
         correct = torch.zeros((), device=runtime.device, dtype=torch.long)
@@ -167,8 +201,8 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
         for step in range(steps_per_epoch):
             idx = order[step * batch:(step + 1) * batch]
             xb = augment(x_train[idx], spec["augment"]["crop_padding"], spec["augment"]["flip"], data_gen)
-            if spec["lr_update"] == "step":
-                method.set_epoch(epoch + step / steps_per_epoch)
+            if spec["lr_update"] == "step":  # the same convention per step: the time in epochs at the step's end
+                method.set_epoch(epoch + (step + 1) / steps_per_epoch)
             if spec.get("eps_warmup"):  # training budgets grow linearly from 0 over the first eps_warmup epochs
                 method.set_budget_scale(min(1.0, (epoch + step / steps_per_epoch) / spec["eps_warmup"]))
             before = copy.deepcopy(method.state_dict()) if skip else None  # the update of a skipped step is undone
@@ -201,8 +235,9 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
         model = method.eval_model()
         clean = accuracy_under(model, x_eval, y_eval, {"type": "clean", "eps": 0.0}, seed=0,
                                batch_size=eval_batch_size)
+        measured = robust_measured(selection, epoch + 1, epochs)
         robust = (accuracy_under(model, x_eval, y_eval, eval_attack, seed=0, batch_size=eval_batch_size)
-                  if eval_attack else float("nan"))
+                  if eval_attack and measured else float("nan"))
         seconds = time.perf_counter() - t0 - t_track
         row = {"epoch": epoch + 1, "lr": _current_lr(method), "train_loss": (loss_sum / n).item(),
                "train_acc": (correct.float() / n).item(), "eval_clean": clean, "eval_robust": robust,
@@ -212,9 +247,11 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
         rows.append(row)
         if not all(math.isfinite(p.float().sum().item()) for p in model.state_dict().values() if p.is_floating_point()):
             raise NonFiniteLoss(f"run {run_id}: non-finite weights after epoch {epoch + 1}; not checkpointing them")
-        if selection["mode"] == "best" and clean >= selection["min_clean"]:
-            score = clean + robust
-            if best is None or score > best["score"]:
+        if selection["mode"] in SELECTED and measured and clean >= selection["min_clean"]:
+            score = clean + robust if selection["mode"] == "best" else robust
+            # best: the first epoch of the best score; best_robust: the last (the CA-AT code keeps a tie, >=)
+            if best is None or score > best["score"] or (selection["mode"] == "best_robust" and
+                                                          score == best["score"]):
                 best = {"score": score, "epoch": epoch + 1,
                         "model": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}}
         eta = (epochs - epoch - 1) * seconds
@@ -223,7 +260,7 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
                  row["images_per_s"], _duration(eta))
         checkpoint.save_state(paths.state, epoch + 1, {
             "method": method.state_dict(), "data_rng": data_gen.get_state(), "rng": _rng_state(),
-            "rows": json.dumps(rows), "best": best, "spec": spec_digest(spec)})
+            "rows": json.dumps(rows), "best": best, "spec": state_identity(spec)})
 
     _write_outputs(run_id, spec, method, ds, rows, best, paths)
     return paths
@@ -237,11 +274,11 @@ def _current_lr(method) -> float:
 def _write_outputs(run_id: str, spec: dict, method, ds: data.Data, rows: list[dict], best: dict | None,
                    paths: RunPaths) -> None:
     selection = spec["selection"]
-    if selection["mode"] == "best" and best is None:
+    if selection["mode"] in SELECTED and best is None:
         raise RuntimeError(f"run {run_id}: no epoch reached selection.min_clean = {selection['min_clean']}; "
                            "no model selected (lower min_clean or use mode: last)")
-    state = best["model"] if selection["mode"] == "best" else method.eval_model().state_dict()
-    selected_epoch = best["epoch"] if selection["mode"] == "best" else rows[-1]["epoch"]
+    state = best["model"] if selection["mode"] in SELECTED else method.eval_model().state_dict()
+    selected_epoch = best["epoch"] if selection["mode"] in SELECTED else rows[-1]["epoch"]
     _, channels, size, _ = ds.x_train.shape
     meta = {"run": run_id, "spec": spec, "selected_epoch": selected_epoch, "num_classes": ds.num_classes,
             "in_channels": channels, "image_size": size, "classes": list(ds.classes),

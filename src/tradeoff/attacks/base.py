@@ -128,12 +128,29 @@ def steepest_step(grad: torch.Tensor, norm: str) -> torch.Tensor:
     return grad / flat.view(-1, *([1] * (grad.dim() - 1)))
 
 
-def random_start(x: torch.Tensor, eps: float, norm: str, gen: torch.Generator | None) -> torch.Tensor:
-    """A uniform random point of the eps-ball (L-inf: uniform per coordinate; L2: uniform in the ball)."""
+#: the random starts an attack may draw (``start``): ``uniform`` a uniform point of the eps-ball; ``uniform_radius``
+#: (L2 only) a Gaussian direction at a radius uniform in [0, eps], as torchattacks' PGDL2 starts; ``normal``
+#: x + 0.001 N(0, 1) whatever eps is, as the training attacks of TRADES', FAT's and RST's code start
+STARTS = ("uniform", "uniform_radius", "normal")
+NORMAL_START_STD = 0.001
+
+
+def random_start(x: torch.Tensor, eps: float, norm: str, gen: torch.Generator | None,
+                 kind: str = "uniform") -> torch.Tensor:
+    """A random starting perturbation (see STARTS). ``uniform``: L-inf uniform per coordinate, L2 uniform in the
+    ball; ``uniform_radius``: L2 only, the radius uniform in [0, eps] (most starts then lie well inside the ball);
+    ``normal``: 0.001 N(0, 1) per coordinate."""
+    if kind not in STARTS:
+        raise AttackError(f"unknown random start {kind!r}; allowed: {list(STARTS)}")
+    if kind == "normal":
+        return NORMAL_START_STD * torch.randn(x.shape, generator=gen, device=x.device, dtype=x.dtype)
+    if kind == "uniform_radius" and norm != "l2":
+        raise AttackError(f"random start 'uniform_radius' is an L2 start (torchattacks' PGDL2), not for {norm!r}")
     if norm == "linf":
         u = torch.rand(x.shape, generator=gen, device=x.device, dtype=x.dtype)
         return (2 * u - 1) * eps
     direction = torch.randn(x.shape, generator=gen, device=x.device, dtype=x.dtype)
     direction = steepest_step(direction, "l2")
-    radius = torch.rand(x.shape[0], generator=gen, device=x.device, dtype=x.dtype) ** (1.0 / x[0].numel())
+    u = torch.rand(x.shape[0], generator=gen, device=x.device, dtype=x.dtype)
+    radius = u if kind == "uniform_radius" else u ** (1.0 / x[0].numel())
     return direction * (eps * radius).view(-1, *([1] * (x.dim() - 1)))

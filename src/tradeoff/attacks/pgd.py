@@ -15,7 +15,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from .base import Attack, AttackError, project, random_start, register, steepest_step
+from .base import STARTS, Attack, AttackError, project, random_start, register, steepest_step
 
 Objective = Callable[[torch.Tensor], torch.Tensor]  # logits -> per-example loss to maximise
 
@@ -66,20 +66,29 @@ TARGETED_LOSSES = {
 @register
 class PGD(Attack):
     """PGD-k: k steps of size ``step_size`` along the steepest ascent direction of ``loss`` (ce, cw, dlr),
-    projected onto the eps-ball and [0, 1], from a uniform random start (``random_start``). ``momentum`` > 0
-    gives MI-FGSM's accumulated, L1-normalised gradient (momentum 1.0 is MIM)."""
+    projected onto the eps-ball and [0, 1], from a random start (``random_start``) of the kind ``start`` names
+    (base.STARTS: ``uniform`` in the eps-ball, ``uniform_radius`` as torchattacks' PGDL2, ``normal`` as TRADES' and
+    RST's x + 0.001 N(0, 1)), clipped to [0, 1] unless ``clip_start: false`` (the Generalist code's CW: its first
+    gradient is then taken outside the image range; every later point is in [0, 1]). ``momentum`` > 0 gives
+    MI-FGSM's accumulated gradient, each gradient divided by its mean absolute value (momentum 1.0 is MIM).
+    Gradient normalisations (that mean, the L2 norm of a step, the L2 projection) floor their divisor at 1e-12,
+    so a zero gradient gives a zero step (torchattacks adds 1e-10 to PGD-L2's norm and divides MIM's by the bare
+    mean, NaN for a zero gradient)."""
 
     name = "pgd"
     defaults = {
         "steps": 10,
         "step_size": None,  # None: eps / 4
         "random_start": True,
+        "start": "uniform",
+        "clip_start": True,
         "restarts": 1,
         "loss": "ce",
         "kappa": float("inf"),
         "momentum": 0.0,
         "seed": None,
     }
+    start, clip_start = "uniform", True  # for the subclasses that do not take them as parameters
 
     def default_step(self) -> float:
         return self.eps / 4
@@ -109,10 +118,19 @@ class PGD(Attack):
             broken |= fooled
         return best
 
+    def start_point(self, x: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
+        """The perturbation the steps start from: zero, or a random start (``start``), clipped so that x + delta
+        is in [0, 1] unless ``clip_start`` is false."""
+        if not self.random_start:
+            return torch.zeros_like(x)
+        if self.start not in STARTS:
+            raise AttackError(f"{self.name}: unknown start {self.start!r}; allowed: {list(STARTS)}")
+        delta = random_start(x, self.eps, self.norm, gen, self.start)
+        return (x + delta).clamp(0, 1) - x if self.clip_start else delta
+
     def _one_run(self, x: torch.Tensor, objective: Objective, gen: torch.Generator | None) -> torch.Tensor:
         step = self.step()
-        delta = random_start(x, self.eps, self.norm, gen) if self.random_start else torch.zeros_like(x)
-        delta = (x + delta).clamp(0, 1) - x
+        delta = self.start_point(x, gen)
         velocity = torch.zeros_like(x)
         for _ in range(int(self.steps)):
             delta.requires_grad_(True)
@@ -161,12 +179,13 @@ class MIM(PGD):
 @register
 class CW(PGD):
     """CW-inf as TRADES, FAT and the Generalist code evaluate it: PGD on the margin loss
-    max_{j != y} z_j - z_y clipped at ``kappa`` (default 50), from a uniform random start.
-    Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]. (Not the L2 Carlini-Wagner optimisation attack.)"""
+    max_{j != y} z_j - z_y clipped at ``kappa`` (default 50), from a uniform random start, clipped to [0, 1]
+    unless ``clip_start: false`` (the Generalist code's). Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1].
+    (Not the L2 Carlini-Wagner optimisation attack.)"""
 
     name = "cw"
-    defaults = {"steps": 20, "step_size": None, "random_start": True, "restarts": 1, "kappa": 50.0,
-                "seed": None}
+    defaults = {"steps": 20, "step_size": None, "random_start": True, "clip_start": True, "restarts": 1,
+                "kappa": 50.0, "seed": None}
     loss, momentum = "cw", 0.0
 
 

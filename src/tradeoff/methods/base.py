@@ -59,7 +59,10 @@ class Method:
                     value.step_size = full[1] * scale
 
     def set_epoch(self, epoch: float) -> None:
-        """Called before every step (lr_update: step) or epoch (lr_update: epoch) with the fractional epoch."""
+        """Called before every epoch (lr_update: epoch) with its 1-based number t, or before every step (lr_update:
+        step) with the time in epochs at that step's end (in (t - 1, t] during epoch t): schedules are read there, so
+        epoch t trains at their value at t (as the Generalist code interpolates them) and the last epoch at the last
+        breakpoint's value."""
 
     def train_step(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
         """Update the learner(s) on one batch. Returns at least ``loss`` (scalar) and ``correct`` (count of
@@ -92,6 +95,13 @@ class Method:
     def check_params(cls, spec: dict) -> None:
         """Check the method's parameters in a resolved run spec (raise ValueError naming the parameter and what
         is allowed). Called when the config is resolved, before any job starts."""
+
+    @classmethod
+    def canonical(cls, method: dict) -> dict:
+        """The resolved parameters as the method uses them: a value it rounds, rounded (Generalist's communication
+        period in whole epochs). Runs that compute the same thing then have the same settings, share one training
+        job, and a table says they are one model, instead of showing copies as a sweep."""
+        return method
 
     def state_dict(self) -> dict:
         raise NotImplementedError

@@ -5,8 +5,8 @@ times: every example still searching is checked first; one that is misclassified
 tau is used up, and otherwise spends one unit of it; then every example still searching takes a PGD step on
 the cross-entropy (sign / normalised gradient, projected onto the eps-ball and [0, 1]). So an example that
 stays misclassified stops tau steps after it was first misclassified; one never misclassified takes all K
-steps. tau is a step function of the epoch: ``tau_values[i]`` from epoch ``tau_epochs[i-1]`` on (FAT: 0 until
-epoch 50, 1 until 90, then 2; the breakpoints are epoch-valued, so smaller scales rescale them).
+steps. tau is a step function of the (1-based) epoch t: ``tau_values[i]`` once t passes ``tau_epochs[i-1]`` (FAT's
+code: tau 0 for epochs 1-50, 1 for 51-90, then 2; the breakpoints are epoch-valued, so smaller scales rescale them).
 
 Budget, norm, K and step size come from the run's training-attack spec. The authors' code starts uniformly in
 the eps-ball and adds omega N(0, 1) after every step: ``random_start: uniform`` and ``step_noise: true``.
@@ -86,7 +86,8 @@ class FAT(SingleLearner):
 
     def set_epoch(self, epoch):
         super().set_epoch(epoch)
-        self.tau = int(self.p["tau_values"][bisect.bisect_right(self.p["tau_epochs"], epoch)])
+        # epoch is the 1-based epoch (or the time at a step's end): tau_values[i] for tau_epochs[i-1] < t <= tau_epochs[i]
+        self.tau = int(self.p["tau_values"][bisect.bisect_left(self.p["tau_epochs"], epoch)])
 
     def loss(self, x, y):
         eps, norm, steps, step_size = attack_budget(self.p["attack"], self.budget_scale)

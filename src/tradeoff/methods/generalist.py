@@ -12,9 +12,10 @@ learner). Every iteration, on the same batch:
   (Zipper's Table 8). gamma is piecewise-linear through its values at the given epochs.
 
 From epoch t' (``t_prime``) on, every c epochs, both learners restart from theta_g at the epoch boundary:
-after completed epoch e when e >= t' and (e - ceil(t')) mod c == 0 (75, 80, ..., 120 in the paper); their
-optimizers keep their momentum. t', c and gamma's breakpoints are epoch-valued, so smaller scales rescale them;
-c is then rounded to whole epochs, at least 1.
+after completed (1-based) epoch t when t >= t' and t mod c == 0 (Algorithm 1, Eq. 7 and the authors' code: 75,
+80, ..., 120 in the paper; with c = 2, 76, 78, ...); their optimizers keep their momentum. t', c and gamma's
+breakpoints are epoch-valued, so smaller scales rescale them; c is then rounded to whole epochs, at least 1.
+Schedules (gamma, the learning rates) are read at the 1-based epoch, as the authors' code interpolates them.
 
 ``nt_lr_schedule``: ``scaled`` (default) gives the NT learner the run's schedule rescaled to start at nt_lr
 ("initial learning rate 0.1" with the same piecewise-linear strategy, Appendix A.1); ``constant`` keeps nt_lr;
@@ -68,9 +69,12 @@ TRAIN_SIZES = {name: sizes[0] for name, sizes in SPLIT_SIZES.items()}
 
 
 def communication_epoch(epoch: int, t_prime: float, c: float) -> bool:
-    """Whether the learners restart from theta_g at the end of (1-based) epoch ``epoch``."""
+    """Whether the learners restart from theta_g at the end of (1-based) epoch ``epoch``: Algorithm 1's and Eq. 7's
+    B(t, t', c), t >= t' and t mod c == 0 (the authors' code too), with c rounded half up to whole epochs, at least 1
+    (t' and c are rescaled at smaller scales). With t' = 75: c = 5 gives 75, 80, ..., 120; c = 2 gives 76, 78, ...;
+    c = 9 gives 81, 90, 99, 108, 117."""
     period = max(1, math.floor(c + 0.5))
-    return epoch >= t_prime and (epoch - math.ceil(t_prime - 1e-9)) % period == 0
+    return epoch >= t_prime - 1e-9 and epoch % period == 0
 
 
 def snapshot_epochs(epochs: list[float] | None) -> list[int]:
@@ -87,7 +91,9 @@ class Generalist(Method):
     name = "generalist"
     params = {
         "attack": "pgd10",
-        "attack_mode": "train",
+        # the AT learner's attack runs with the model in eval mode, as the authors' PGD (model.eval() before the
+        # attack); the paper does not say. "train" lets BatchNorm see the attack's batches (Madry's, Rice's code)
+        "attack_mode": "eval",
         "gamma": {"epochs": [0, 40, 80, 120], "values": [1.0, 1.0, 1.0, 0.0]},
         "t_prime": 75,
         "c": 5,
@@ -170,7 +176,8 @@ class Generalist(Method):
         return base * self.at.lr_at(epoch) / first
 
     def set_epoch(self, epoch):
-        self.epoch = math.floor(epoch + 1e-9)
+        # epoch is the 1-based epoch, or within a step-updated epoch t the time at the step's end, in (t - 1, t]
+        self.epoch = max(0, math.ceil(epoch - 1e-9) - 1)  # the 0-based index of the epoch under way
         self.gamma = self._gamma_at(epoch)
         self.at.set_epoch(epoch)
         set_lr(self.nt.optimizer, self.nt_lr_at(epoch))
@@ -256,6 +263,15 @@ class Generalist(Method):
 
     def snapshots(self):
         return dict(sorted(self.kept.items()))
+
+    @classmethod
+    def canonical(cls, method):
+        """c and the snapshot epochs as whole epochs, as training uses them (a smaller scale rescales them: at 10
+        epochs every c of 1..17 is one epoch)."""
+        out = {**method, "c": max(1, math.floor(float(method["c"]) + 0.5))}
+        if out.get("snapshot_epochs") is not None:
+            out["snapshot_epochs"] = snapshot_epochs(out["snapshot_epochs"])
+        return out
 
     @classmethod
     def check_params(cls, spec):

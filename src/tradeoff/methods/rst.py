@@ -1,9 +1,14 @@
-"""Robust self-training (RST, Carmon et al., 2019) as the Generalist tables compare it, on labeled data only:
+"""RST as the Generalist paper compares it (its ref. [26]: Raghunathan, Xie, Yang, Duchi and Liang, "Understanding and
+mitigating the tradeoff between robustness and accuracy", ICML 2020; code p-lambda/robust_tradeoff), on labeled data
+only ("labeled data for fair comparison"):
 
     loss = (1 - beta) CE(f(x), y) + beta CE(f(x'), y),   beta = 1/2,
 
-with the training attack run with the model in eval mode, as RST's code does ("to freeze batchnorm stats");
-this is what sets it apart from AT(beta = 1/2), whose attack runs in train mode.
+which is that code's adversarial-training loss (``madry_loss``, separate clean and adversarial passes), with the
+training attack run with the model in eval mode, as that code does; its attack starts at x + 0.001 N(0, 1) (the
+catalog's training attack ``pgd10-rst``: ``start: normal``, not clipped before the first step). The eval-mode
+attack is what sets it apart from AT(beta = 1/2), whose attack runs in train mode. (Carmon et al.'s RST, 2019, is
+another method of the same name, trained with TRADES' loss.)
 
 ``unlabeled`` optionally names a user-supplied ``.pt`` file holding ``{"x": images, "y": pseudo_labels}``
 (images N x C x H x W in [0, 1] like the run's dataset, integer labels): every step then appends as many
@@ -42,7 +47,7 @@ def load_unlabeled(path: str | Path) -> tuple[torch.Tensor, torch.Tensor]:
 @register
 class RST(PGDAT):
     name = "rst"
-    params = {**PGDAT.params, "beta": 0.5, "attack_mode": "eval", "unlabeled": None}
+    params = {**PGDAT.params, "beta": 0.5, "attack": "pgd10-rst", "attack_mode": "eval", "unlabeled": None}
 
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)

@@ -39,7 +39,9 @@ def gradient_conflict(g_adv: torch.Tensor, g_clean: torch.Tensor) -> dict[str, t
 class TwoLosses(AdversarialLearner):
     """A clean and an adversarial loss on the same batch, combined per step (vanilla AT, CA-AT)."""
 
-    params = {**AdversarialLearner.params, "adv_loss": "ce"}
+    # the training attack runs with the model in eval mode, as the CA-AT code's (ctx_noparamgrad_and_eval; the paper
+    # does not say): only BatchNorms that keep running statistics (the ResNet stem's) tell the modes apart
+    params = {**AdversarialLearner.params, "adv_loss": "ce", "attack_mode": "eval"}
 
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)

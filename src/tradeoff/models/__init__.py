@@ -35,7 +35,8 @@ PRETRAINED_MODELS: dict[str, Callable[..., nn.Module]] = {
                                               "vit_tiny_adapter")
 }
 
-# Every builder takes (num_classes, in_channels=3, image_size=32, *, bn_running_stats=True).
+# Every builder takes (num_classes, in_channels=3, image_size=32, *, bn_running_stats=True), the last True, False or
+# "blocks" (tradeoff.models.resnet).
 MODELS: dict[str, Callable[..., nn.Module]] = {
     "linear": linear,
     "small_cnn": small_cnn,
@@ -60,13 +61,15 @@ def build_model(
     in_channels: int = 3,
     image_size: int = 32,
     *,
-    bn_running_stats: bool = True,
+    bn_running_stats: bool | str = True,
     pretrained: str | None = None,
 ) -> nn.Module:
     """Build architecture ``name``.
 
     ``bn_running_stats=False`` makes every BatchNorm normalise with the current batch's statistics in
-    training and evaluation alike (``track_running_stats=False``); models without BatchNorm ignore it.
+    training and evaluation alike (``track_running_stats=False``); ``"blocks"`` does so only inside the residual
+    blocks (the ResNets' stem and the WRNs' last BatchNorm keep running statistics, as CA-AT's code); models
+    without BatchNorm ignore it.
 
     ``pretrained`` is the checkpoint file of the models in ``PRETRAINED_MODELS`` (the config's
     ``pretrained.<name>``), which they require; the other models take no checkpoint and refuse one.
@@ -85,7 +88,7 @@ def build_model(
 
 
 def build_architecture(
-    name: str, num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: bool = True
+    name: str, num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: bool | str = True
 ) -> nn.Module:
     """Architecture ``name`` with random weights, to load a complete saved state into (``strict``): a run's
     model.pt. Unlike ``build_model`` it builds the models of ``PRETRAINED_MODELS`` without their checkpoint, whose

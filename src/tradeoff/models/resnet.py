@@ -2,6 +2,11 @@
 
 A 3x3 stride-1 stem and no max-pool keep 32x32 inputs at full resolution in the first stage. Module names
 follow kuangliu/pytorch-cifar, the code most of these papers build on, so its checkpoints load unchanged.
+
+``bn_running_stats``: True (every BatchNorm keeps running statistics), False (none does: each normalises with the
+batch's statistics in training and evaluation alike), or ``"blocks"``: the BatchNorms inside the residual blocks
+(shortcut included) keep none while the stem's keeps them, as CA-AT's code builds its ResNet and as we read its
+paper ("running mean and running variance in each Batch Normalization block" set to false).
 """
 
 from __future__ import annotations
@@ -40,11 +45,12 @@ class ResNet(nn.Module):
     """Four stages of basic blocks, widths 64-128-256-512, global average pooling and a linear classifier."""
 
     def __init__(
-        self, blocks_per_stage: Sequence[int], num_classes: int, in_channels: int, norm: Norm
+        self, blocks_per_stage: Sequence[int], num_classes: int, in_channels: int, norm: Norm,
+        stem_norm: Norm | None = None,
     ) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(in_channels, 64, 3, stride=1, padding=1, bias=False)
-        self.bn1 = norm(64)
+        self.bn1 = (stem_norm or norm)(64)
         in_planes = 64
         stages = []
         for stage, (planes, blocks) in enumerate(zip((64, 128, 256, 512), blocks_per_stage, strict=True)):
@@ -64,17 +70,29 @@ class ResNet(nn.Module):
         return self.linear(torch.flatten(F.adaptive_avg_pool2d(out, 1), 1))
 
 
+BnRunningStats = bool | str  # True, False or "blocks"
+
+
+def norms(bn_running_stats: BnRunningStats) -> tuple[Norm, Norm]:
+    """(the residual blocks' BatchNorm, the BatchNorm outside them) for a ``bn_running_stats`` setting."""
+    if bn_running_stats not in (True, False, "blocks"):
+        raise ValueError(f"bn_running_stats must be true, false or 'blocks', got {bn_running_stats!r}")
+    blocks = partial(nn.BatchNorm2d, track_running_stats=bn_running_stats is True)
+    outside = partial(nn.BatchNorm2d, track_running_stats=bn_running_stats is not False)
+    return blocks, outside
+
+
 def resnet18(
-    num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: bool = True
+    num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: BnRunningStats = True
 ) -> ResNet:
     """CIFAR ResNet-18; ``image_size`` is not needed (global pooling)."""
-    norm = partial(nn.BatchNorm2d, track_running_stats=bn_running_stats)
-    return ResNet((2, 2, 2, 2), num_classes, in_channels, norm)
+    block_norm, stem_norm = norms(bn_running_stats)
+    return ResNet((2, 2, 2, 2), num_classes, in_channels, block_norm, stem_norm)
 
 
 def resnet34(
-    num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: bool = True
+    num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: BnRunningStats = True
 ) -> ResNet:
     """CIFAR ResNet-34; ``image_size`` is not needed (global pooling)."""
-    norm = partial(nn.BatchNorm2d, track_running_stats=bn_running_stats)
-    return ResNet((3, 4, 6, 3), num_classes, in_channels, norm)
+    block_norm, stem_norm = norms(bn_running_stats)
+    return ResNet((3, 4, 6, 3), num_classes, in_channels, block_norm, stem_norm)

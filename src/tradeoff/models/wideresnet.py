@@ -13,17 +13,21 @@ TRADES' network line for line. Madry's original TensorFlow model differs from bo
 PyTorch ports keep: parameter-free shortcuts (strided average pooling and zero-padded channels, hence
 45,901,914 parameters) that in stages 2 and 3 take the un-activated input, leaky ReLU (slope 0.1), and
 per-image standardisation of the input inside the model.
+
+``bn_running_stats: "blocks"`` keeps running statistics only in the BatchNorm outside the residual blocks (the one
+before the classifier), as tradeoff.models.resnet reads CA-AT's "each Batch Normalization block".
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .resnet import norms
 
 Norm = Callable[[int], nn.Module]
 
@@ -65,7 +69,8 @@ class NetworkBlock(nn.Module):
 
 class WideResNet(nn.Module):
     def __init__(
-        self, blocks_per_stage: int, widen_factor: int, num_classes: int, in_channels: int, norm: Norm
+        self, blocks_per_stage: int, widen_factor: int, num_classes: int, in_channels: int, norm: Norm,
+        head_norm: Norm | None = None,
     ) -> None:
         super().__init__()
         widths = (16, 16 * widen_factor, 32 * widen_factor, 64 * widen_factor)
@@ -73,7 +78,7 @@ class WideResNet(nn.Module):
         self.block1 = NetworkBlock(blocks_per_stage, widths[0], widths[1], 1, norm)
         self.block2 = NetworkBlock(blocks_per_stage, widths[1], widths[2], 2, norm)
         self.block3 = NetworkBlock(blocks_per_stage, widths[2], widths[3], 2, norm)
-        self.bn1 = norm(widths[3])
+        self.bn1 = (head_norm or norm)(widths[3])
         self.fc = nn.Linear(widths[3], num_classes)
 
         for module in self.modules():
@@ -94,21 +99,21 @@ class WideResNet(nn.Module):
 
 
 def _wide_resnet(
-    blocks_per_stage: int, num_classes: int, in_channels: int, bn_running_stats: bool
+    blocks_per_stage: int, num_classes: int, in_channels: int, bn_running_stats: bool | str
 ) -> WideResNet:
-    norm = partial(nn.BatchNorm2d, track_running_stats=bn_running_stats)
-    return WideResNet(blocks_per_stage, 10, num_classes, in_channels, norm)
+    block_norm, head_norm = norms(bn_running_stats)
+    return WideResNet(blocks_per_stage, 10, num_classes, in_channels, block_norm, head_norm)
 
 
 def wrn_28_10(
-    num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: bool = True
+    num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: bool | str = True
 ) -> WideResNet:
     """WRN-28-10 (4 blocks per stage); ``image_size`` is not needed (global pooling)."""
     return _wide_resnet(4, num_classes, in_channels, bn_running_stats)
 
 
 def wrn_34_10(
-    num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: bool = True
+    num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: bool | str = True
 ) -> WideResNet:
     """WRN-34-10 (5 blocks per stage), also registered as wrn-32-10; ``image_size`` is not needed."""
     return _wide_resnet(5, num_classes, in_channels, bn_running_stats)
