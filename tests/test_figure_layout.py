@@ -234,3 +234,37 @@ def test_building_twice_writes_identical_files(catalog, case):
     assert first.keys() == {"png", "pdf"}
     assert first == second
     assert b"CreationDate" not in first["pdf"]
+
+
+def _analysis_for(catalog, name):
+    kind = catalog.targets[name]["plot"]
+    if kind == "grid":
+        return grid_analysis(catalog, name)
+    if kind == "tsne":
+        return tsne_analysis(catalog, name)
+    return caat_synthetic_analysis()
+
+
+@pytest.mark.parametrize("state", ["measured", "nothing yet"])
+def test_every_figure_of_the_catalog_is_laid_out_cleanly(tmp_path, state):
+    """Every figure target of the paper-scale catalog (their titles, rows and columns), with its files faked, and
+    before any of them exists (legends say "no metrics", figures say the analysis has not run)."""
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text(yaml.safe_dump({"paths": {"results": str(tmp_path / "results"), "data": "data"}}))
+    catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", overlay])
+    names = [n for n, t in catalog.targets.items() if t["kind"] == "figure"]
+    found = {}
+    for name in names:
+        if state == "measured":
+            fill_target(catalog, name)
+            if "analysis" in catalog.targets[name]:
+                write_analysis(catalog, name, _analysis_for(catalog, name))
+        fig = figures.make_figure(catalog, name)
+        try:
+            problems = layout_problems(fig)
+        finally:
+            plt.close(fig)
+        if problems:
+            found[name] = problems
+    assert not found
+    assert {catalog.targets[n]["plot"] for n in names} == set(figures.FIGURE_KINDS)

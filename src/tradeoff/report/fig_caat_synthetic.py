@@ -20,6 +20,12 @@ CLEAN, ADV, BOUND, BOUND_EPS, COS = "tab:blue", "tab:orange", "tab:red", "tab:pu
 PANELS = 4
 
 
+def caat_panels(catalog: Catalog, name: str, target: dict) -> int:
+    """Four panels, or one for the note that the analysis has not run."""
+    data = read_analysis(catalog, name)
+    return PANELS if data and data.get("per_delta") else 1
+
+
 def plot_caat_synthetic(catalog: Catalog, name: str, target: dict, axes) -> None:
     """Draw the four panels into ``axes`` (two by two, each with its legend on its right; or a note when the
     analysis has not run)."""
@@ -27,9 +33,9 @@ def plot_caat_synthetic(catalog: Catalog, name: str, target: dict, axes) -> None
 
     data = read_analysis(catalog, name)
     if not data or not data.get("per_delta"):
-        for ax in axes:
-            ax.axis("off")
-        axes[0].text(0.0, 0.5, f"no analysis yet: run `tradeoff analyze {name}`", transform=axes[0].transAxes)
+        axes[0].axis("off")
+        axes[0].text(0.5, 0.5, f"no analysis yet: run `tradeoff analyze {name}`", ha="center", va="center",
+                     transform=axes[0].transAxes)
         return
     rows = data["per_delta"]
     deltas = [r["delta"] for r in rows]

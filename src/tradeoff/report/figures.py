@@ -108,9 +108,7 @@ def percent_limits(ax, values, axis: str = "y", margin: float = 0.08, room: floa
     below 0 or above 100 by ``room`` (a share) at most, and a readable range when every value is the same (an
     axis of all-zero accuracies is 0 to 10, not -0.05 to 0.05). Ticks only from 0 to 100 %."""
     vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-    if not vals:
-        return
-    lo, hi = min(vals), max(vals)
+    lo, hi = (min(vals), max(vals)) if vals else (0.0, 100.0)  # nothing measured yet: the whole range
     if hi - lo < 5.0:
         lo, hi = max(0.0, lo - 5.0), min(100.0, max(hi + 5.0, lo + 10.0))
     span = hi - lo
@@ -211,7 +209,7 @@ def _budget_sweeps(catalog: Catalog, target: dict) -> list[str]:
             if "@" not in a and isinstance(catalog.attacks.get(a, {}).get("eps"), list)]
 
 
-def lines_panels(catalog: Catalog, target: dict) -> int:
+def lines_panels(catalog: Catalog, name: str, target: dict) -> int:
     """One panel, or one per budget-sweep column of a `lines` figure over attack budgets."""
     return max(len(_budget_sweeps(catalog, target)), 1)
 
@@ -466,7 +464,7 @@ def make_figure(catalog: Catalog, name: str):
             fig = OWN[kind](catalog, name, target)
         else:
             plot, panels = KINDS[kind]
-            fig, axes = panel_figure(panels(catalog, target))
+            fig, axes = panel_figure(panels(catalog, name, target))
             plot(catalog, name, target, axes)
         _finish(fig, catalog, name, target)
     return fig
@@ -559,16 +557,16 @@ def _place_point_labels(fig, renderer) -> None:
 from .fig_front import front_panels, plot_front  # noqa: E402  (kinds in their own modules)
 from .fig_grid import make_grid  # noqa: E402
 from .fig_tsne import make_tsne  # noqa: E402
-from .fig_caat_synthetic import PANELS as CAAT_PANELS, plot_caat_synthetic  # noqa: E402
+from .fig_caat_synthetic import caat_panels, plot_caat_synthetic  # noqa: E402
 
-# kind -> (plot(catalog, name, target, axes), panels(catalog, target) -> how many)
-KINDS = {"scatter": (plot_scatter, lambda c, t: 1),
-         "bars": (plot_bars, lambda c, t: 1),
+# kind -> (plot(catalog, name, target, axes), panels(catalog, name, target) -> how many)
+KINDS = {"scatter": (plot_scatter, lambda c, n, t: 1),
+         "bars": (plot_bars, lambda c, n, t: 1),
          "lines": (plot_lines, lines_panels),
-         "per_class": (plot_per_class, lambda c, t: len(t["columns"])),
-         "curves": (plot_curves, lambda c, t: curve_panels(t)),
-         "front": (plot_front, lambda c, t: front_panels(t)),
-         "caat_synthetic": (plot_caat_synthetic, lambda c, t: CAAT_PANELS)}
+         "per_class": (plot_per_class, lambda c, n, t: len(t["columns"])),
+         "curves": (plot_curves, lambda c, n, t: curve_panels(t)),
+         "front": (plot_front, lambda c, n, t: front_panels(t)),
+         "caat_synthetic": (plot_caat_synthetic, caat_panels)}
 OWN = {"grid": make_grid, "tsne": make_tsne}  # kinds that lay out their own figure: fn(catalog, name, target) -> figure
 
 FIGURE_KINDS = sorted([*KINDS, *OWN])
