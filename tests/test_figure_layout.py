@@ -162,27 +162,19 @@ def test_every_figure_kind_has_a_case():
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_layout_has_nothing_cut_covered_or_overlapping(catalog, case):
+def test_layout_has_nothing_cut_covered_or_overlapping_and_distinct_colours(catalog, case):
     name, _ = CASES[case]
     assert catalog.targets[name]["plot"] == case.split("-")[0]
     fig = figures.make_figure(catalog, name)
     try:
         problems = layout_problems(fig)
+        for i, ax in enumerate(fig.axes):
+            colours = _series_colours(ax)
+            if len(colours) != len(set(colours)):
+                problems.append(f"axes {i}: a colour is used by two series")
     finally:
         plt.close(fig)
     assert not problems, f"{name}:\n" + "\n".join(problems)
-
-
-@pytest.mark.parametrize("case", list(CASES))
-def test_series_have_distinct_colours(catalog, case):
-    name, _ = CASES[case]
-    fig = figures.make_figure(catalog, name)
-    try:
-        for i, ax in enumerate(fig.axes):
-            colours = _series_colours(ax)
-            assert len(colours) == len(set(colours)), f"{name}, axes {i}: a colour is used by two series"
-    finally:
-        plt.close(fig)
 
 
 @pytest.mark.parametrize("case", ["curves", "curves-series", "lines-budget-sweep", "bars", "front"])
@@ -226,7 +218,7 @@ def test_the_check_finds_cut_titles_covering_legends_and_overlapping_labels():
     assert any("tick labels" in p for p in problems)
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", [case for case in CASES if "-" not in case or case == "lines-budget-sweep"])
 def test_building_twice_writes_identical_files(catalog, case):
     name, _ = CASES[case]
     first = {kind: path.read_bytes() for kind, path in figures.build_figure(catalog, name).items()}
@@ -253,6 +245,9 @@ def test_every_figure_of_the_catalog_is_laid_out_cleanly(tmp_path, state):
     overlay.write_text(yaml.safe_dump({"paths": {"results": str(tmp_path / "results"), "data": "data"}}))
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", overlay])
     names = [n for n, t in catalog.targets.items() if t["kind"] == "figure"]
+    assert {catalog.targets[n]["plot"] for n in names} == set(figures.FIGURE_KINDS)
+    if state == "measured":  # the cases above are measured already
+        names = [n for n in names if n not in {name for name, _ in CASES.values()}]
     found = {}
     for name in names:
         if state == "measured":
@@ -267,4 +262,3 @@ def test_every_figure_of_the_catalog_is_laid_out_cleanly(tmp_path, state):
         if problems:
             found[name] = problems
     assert not found
-    assert {catalog.targets[n]["plot"] for n in names} == set(figures.FIGURE_KINDS)
