@@ -28,6 +28,8 @@ FIGURES = {
                   "columns": {"nat": "clean", "pgd20": "pgd20"}},
     "fig_classes": {"kind": "figure", "plot": "per_class", "rows": [{"key": "a", "run": r} for r in RUNS],
                     "columns": {"natural": "clean", "pgd20": "pgd20"}},
+    "fig_bars_labelled": {"kind": "figure", "plot": "bars", "rows": [{"key": "a", "run": RUNS[0], "label": "Mine"}],
+                          "columns": {"nat": "clean", "pgd20": "pgd20"}, "column_labels": {"nat": "SA"}},
     "fig_curves": {"kind": "figure", "plot": "curves", "rows": [{"key": r, "run": r} for r in RUNS],
                    "curve_columns": ["eval_clean", "eval_robust"]},
     "figs": {"kind": "group", "targets": ["fig_scatter", "fig_bars", "table1a"]},
@@ -108,6 +110,16 @@ def test_bars_and_lines_name_their_columns(catalog):
             assert fig.axes[0].get_ylabel() == "accuracy (%)"
         finally:
             figures.plt.close(fig)
+
+
+def test_a_targets_own_labels_win_in_the_figure(catalog):
+    fig = figures.make_figure(catalog, "fig_bars_labelled")
+    try:
+        ax = fig.axes[0]
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == ["SA", "PGD-20"]
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["Mine"]
+    finally:
+        figures.plt.close(fig)
 
 
 @pytest.mark.parametrize("column, label", [
