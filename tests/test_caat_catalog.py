@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import csv
-import json
 import re
 from pathlib import Path
 
@@ -21,7 +20,8 @@ import yaml  # noqa: E402
 from tradeoff import config as cfg  # noqa: E402
 from tradeoff.models import PRETRAINED_MODELS  # noqa: E402
 from tradeoff.report.build import build_target  # noqa: E402
-from tradeoff.report.figures import curve_panels, plot_curves, plot_lines  # noqa: E402
+from report_fixtures import write_curves, write_metrics  # noqa: E402
+from tradeoff.report.figures import curve_panels, make_figure  # noqa: E402
 
 ROOT = cfg.ROOT
 PAPER = [ROOT / "config" / "config.yaml"]
@@ -246,14 +246,9 @@ def test_lines_over_budgets_refuse_other_columns_and_tables_refuse_a_bare_sweep(
 @pytest.fixture()
 def smoke(tmp_path):
     overlay = tmp_path / "results.yaml"
-    overlay.write_text(yaml.safe_dump({"paths": {"results": str(tmp_path / "results"), "data": "data"}}))
+    overlay.write_text(yaml.safe_dump({"paths": {"results": str(tmp_path / "results"), "data": "data"},
+                                       "scale_map": {"test_examples": None}}))  # exact fixture accuracies
     return cfg.load_catalog(SMOKE + [overlay])
-
-
-def _metric(catalog, run, attack, accuracy):
-    path = catalog.results / "metrics" / catalog.train_id[run] / f"{attack}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"accuracy": accuracy}))
 
 
 def test_figure8_draws_accuracy_over_attack_budgets_from_metrics(smoke):
@@ -261,18 +256,20 @@ def test_figure8_draws_accuracy_over_attack_budgets_from_metrics(smoke):
     assert {job for _, job in smoke.evaluations("caat_figure8")} == {
         "clean", *(f"caat_{a}@{b}_255" for a in ("pgd", "fgsm") for b in (8, 16, 24, 32))}
     for i, row in enumerate(target["rows"]):
-        _metric(smoke, row["run"], "clean", 0.9)
+        write_metrics(smoke, row["run"], "clean", 0.9)
         for k, b in enumerate((8, 16, 24, 32)):
-            _metric(smoke, row["run"], f"caat_pgd@{b}_255", 0.5 - 0.1 * k)
-            _metric(smoke, row["run"], f"caat_fgsm@{b}_255", 0.6 - 0.1 * k)
-    fig, ax = plt.subplots()
-    plot_lines(smoke, "caat_figure8", target, ax)
-    lines = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
-    assert len(lines) == 2 * len(target["rows"])  # FGSM and PGD per trained model
-    pgd = next(line for line in lines if line.get_label().endswith(", PGD"))
+            write_metrics(smoke, row["run"], f"caat_pgd@{b}_255", 0.5 - 0.1 * k)
+            write_metrics(smoke, row["run"], f"caat_fgsm@{b}_255", 0.6 - 0.1 * k)
+    fig = make_figure(smoke, "caat_figure8")  # a panel per attack (FGSM, PGD), a line per trained model
+    assert [ax.get_title() for ax in fig.axes] == ["FGSM", "PGD"]
+    for ax in fig.axes:
+        lines = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
+        assert [line.get_label() for line in lines] == [row["series"] for row in target["rows"]]
+        assert len({line.get_color() for line in lines}) == len(lines)
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "8/255", "16/255", "24/255", "32/255"]
+    pgd = next(line for line in fig.axes[1].get_lines() if line.get_label() == target["rows"][0]["series"])
     assert list(pgd.get_xdata()) == pytest.approx([0, 8 / 255, 16 / 255, 24 / 255, 32 / 255])
     assert list(pgd.get_ydata()) == pytest.approx([90, 50, 40, 30, 20])
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "8/255", "16/255", "24/255", "32/255"]
     plt.close(fig)
     paths = build_target(smoke, "caat_figure8")
     assert all(p.stat().st_size > 1000 for p in paths)
@@ -284,16 +281,14 @@ def test_figure3_draws_a_panel_per_series_from_curves(tmp_path):
     paper = cfg.load_catalog(PAPER + [overlay])
     target = paper.targets["caat_figure3a"]
     for row in target["rows"]:
-        path = paper.results / "curves" / f"{paper.train_id[row['run']]}.csv"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("epoch,train_mu\n1,0.5\n2,0.7\n")
+        write_curves(paper, row["run"], [{"epoch": 1, "train_mu": 0.5}, {"epoch": 2, "train_mu": 0.7}])
     assert curve_panels(target) == 4
-    fig, axes = plt.subplots(1, 4)
-    plot_curves(paper, "caat_figure3a", target, list(axes))
-    assert [ax.get_title() for ax in axes] == [f"train_mu — {s}" for s in (
-        "CIFAR-10, ResNet-18", "CIFAR-10, ResNet-34", "CIFAR-100, ResNet-18", "CIFAR-100, ResNet-34")]
+    fig = make_figure(paper, "caat_figure3a")
+    assert [ax.get_title() for ax in fig.axes] == [
+        "CIFAR-10, ResNet-18", "CIFAR-10, ResNet-34", "CIFAR-100, ResNet-18", "CIFAR-100, ResNet-34"]
+    assert all(ax.get_ylabel() == "μ (gradient conflict)" for ax in fig.axes)
     assert all([line.get_label() for line in ax.get_lines()] == ["vanilla λ=0.5", "vanilla λ=1", "CA-AT γ=0.8",
-                                                                 "CA-AT γ=0.9"] for ax in axes)
+                                                                 "CA-AT γ=0.9"] for ax in fig.axes)
     plt.close(fig)
     # rows without series: one panel per curve column, as before
     assert curve_panels({"curve_columns": ["a", "b"], "rows": [{"key": "k", "run": "r"}]}) == 2

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from metrics_fixtures import outcomes, write_measurement
+from report_fixtures import outcomes, write_measurement
 from tradeoff import config as cfg
 
 ROOT = cfg.ROOT

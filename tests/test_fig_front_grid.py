@@ -17,6 +17,7 @@ import yaml
 from PIL import Image
 from torch import nn
 
+from report_fixtures import metrics_path, write_analysis, write_metrics
 from tradeoff import analysis, config as cfg
 from tradeoff.analysis import disagreement
 from tradeoff.evaluate import build_attack
@@ -50,6 +51,7 @@ TARGETS = {
 def _overlay_catalog(tmp_path, targets: dict):
     overlay = tmp_path / "overlay.yaml"
     overlay.write_text(yaml.safe_dump({"paths": {"results": str(tmp_path / "results"), "data": "data"},
+                                       "scale_map": {"test_examples": None},  # exact fixture accuracies
                                        "targets": targets}, allow_unicode=True, sort_keys=False))
     return cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml", overlay])
 
@@ -59,9 +61,7 @@ def catalog(tmp_path):
     catalog = _overlay_catalog(tmp_path, TARGETS)
     for run, values in METRICS.items():
         for attack, acc in zip(("clean", "pgd20", "aa"), values):
-            path = catalog.results / "metrics" / catalog.train_id[run] / f"{attack}.json"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"accuracy": acc}))
+            write_metrics(catalog, run, attack, acc)
     return catalog
 
 
@@ -102,7 +102,7 @@ def test_front_connects_each_series_in_row_order_one_panel_per_robust_column(cat
 
 
 def test_front_points_skip_a_missing_row_and_keep_the_order(catalog):
-    (catalog.results / "metrics" / catalog.train_id[RUNS[1]] / "aa.json").unlink()
+    metrics_path(catalog, RUNS[1], "aa").unlink()
     points = front_points(catalog, catalog.targets["fig_front"], "aa")
     assert [p[2] for p in points["vanilla"]] == ["λ=0", "λ=1"]
     assert points["CA-AT"] == [(pytest.approx(85.0), pytest.approx(35.0), "γ=0.8"),
@@ -321,21 +321,18 @@ def test_grid_figure_draws_empty_panels_and_colour_images_from_the_json(catalog)
             "attack": "pgd20", "condition": disagreement.condition(TARGETS["fig_grid"]["analysis"]),
             "panels": {"natural": {"matches": 0, "shown": []},
                        "adversarial": {"matches": 1, "shown": [{**item, "adversarial_image": rgb}]}}}
-    path = catalog.layout.analysis("fig_grid")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data))
+    path = write_analysis(catalog, "fig_grid", data)
     _assert_image_files(build_target(catalog, "fig_grid"))
     data["panels"]["adversarial"] = {"matches": 0, "shown": []}  # nothing at all: still a figure, with notes
-    path.write_text(json.dumps(data))
+    write_analysis(catalog, "fig_grid", data)
     _assert_image_files(build_target(catalog, "fig_grid"))
     path.unlink()  # no analysis yet: a figure saying so, not a crash
     assert all(p.exists() for p in build_target(catalog, "fig_grid"))
 
 
 def test_grid_titles_do_not_overlap_the_row_above(catalog):
-    """tight_layout alone misplaces rows of aspect-locked images; make_grid settles the layout first."""
-    from tradeoff.report.fig_grid import make_grid
-    from tradeoff.report.figures import STYLE
+    """Rows of aspect-locked images under constrained layout: no image title runs into the row above."""
+    from tradeoff.report.figures import make_figure
 
     rgb = np.random.default_rng(1).random((32, 32, 3)).round(4).tolist()
     item = {"index": 7, "label": 1, "class": "car", "predictions": {"low": 2, "high": 1, "good": 1}, "image": rgb,
@@ -344,17 +341,14 @@ def test_grid_titles_do_not_overlap_the_row_above(catalog):
         data = {"classes": ["plane", "car", "bird"], "examples": 50, "attack": "pgd20",
                 "condition": disagreement.condition(TARGETS["fig_grid"]["analysis"]),
                 "panels": {p: {"matches": n, "shown": [item] * n} for p in ("natural", "adversarial")}}
-        path = catalog.layout.analysis("fig_grid")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data))
-        with plt.rc_context(STYLE):
-            fig = make_grid(catalog, "fig_grid", catalog.targets["fig_grid"])
-            fig.tight_layout(rect=(0, 0.02, 1, 0.97))  # as _finish does
-            fig.canvas.draw()
-            top_row, bottom_row = fig.axes[:n], fig.axes[n:]
-            assert max(a.title.get_window_extent().y1 for a in bottom_row) <= min(
-                a.get_window_extent().y0 for a in top_row)
-            plt.close(fig)
+        write_analysis(catalog, "fig_grid", data)
+        fig = make_figure(catalog, "fig_grid")
+        fig.canvas.draw()
+        top_row, bottom_row = fig.axes[:n], fig.axes[n:]
+        assert max(a.title.get_window_extent().y1 for a in bottom_row) <= min(
+            a.get_window_extent().y0 for a in top_row)
+        assert fig._suptitle.get_window_extent().y0 >= max(a.title.get_window_extent().y1 for a in top_row)
+        plt.close(fig)
 
 
 # --------------------------------------------------------------------------------- end to end, smoke scale
@@ -369,7 +363,7 @@ def test_snakemake_builds_figure5b_at_smoke_scale(tmp_path):
     smoke = ["--configfile", "config/smoke.yaml"]
     run(["snakemake", "figure5b", "zipper_figure7", "--cores", "2", *smoke], work, timeout=300)
     for name in ("figure5b", "zipper_figure7"):
-        data = json.loads((work / "results" / "smoke" / "analysis" / f"{name}.json").read_text())
+        data = json.loads((work / "results" / "analysis" / f"{name}.json").read_text())
         assert data["scale"] == "smoke" and data["dataset"] == "digits" and data["examples"] == 64
         assert data["attack_spec"]["steps"] == 3  # the smoke scale caps attack steps
         cond = data["condition"]
@@ -382,10 +376,10 @@ def test_snakemake_builds_figure5b_at_smoke_scale(tmp_path):
                 assert (any(right) if cond["any_right"] else all(right))
                 assert (any(wrong) if cond["any_wrong"] else all(wrong))
                 assert np.asarray(item["image"]).shape == (8, 8)
-    figures = work / "results" / "smoke" / "figures"
+    figures = work / "results" / "figures"
     _assert_image_files([figures / "figure5b.png", figures / "figure5b.pdf"])
     # the figure needs only the JSON: rebuild it with the checkpoints gone
-    shutil.rmtree(work / "results" / "smoke" / "checkpoints")
+    shutil.rmtree(work / "results" / "checkpoints")
     for p in figures.glob("figure5b.*"):
         p.unlink()
     run(["tradeoff", "--config", "config/config.yaml", "--config", "config/smoke.yaml", "report", "figure5b"], work)

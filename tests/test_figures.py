@@ -1,14 +1,18 @@
-"""Figures: every kind builds from metrics/predictions/curves files alone into a valid PNG and PDF."""
+"""Figures: every kind builds from metrics/predictions/curves files alone into a valid PNG and PDF, drawing
+accuracies in % under the measurements' human names (tradeoff.report.labels)."""
 
 from __future__ import annotations
 
-import json
+import subprocess
+import sys
 
 import pytest
 import yaml
 from PIL import Image
 
+from report_fixtures import write_curves, write_metrics, write_predictions
 from tradeoff import config as cfg
+from tradeoff.report import figures, labels
 from tradeoff.report.build import build_target, target_outputs
 
 ROOT = cfg.ROOT
@@ -24,10 +28,12 @@ FIGURES = {
                   "columns": {"nat": "clean", "pgd20": "pgd20"}},
     "fig_classes": {"kind": "figure", "plot": "per_class", "rows": [{"key": "a", "run": r} for r in RUNS],
                     "columns": {"natural": "clean", "pgd20": "pgd20"}},
-    "fig_curves": {"kind": "figure", "plot": "curves", "rows": [{"key": "a", "run": r} for r in RUNS],
+    "fig_bars_labelled": {"kind": "figure", "plot": "bars", "rows": [{"key": "a", "run": RUNS[0], "label": "Mine"}],
+                          "columns": {"nat": "clean", "pgd20": "pgd20"}, "column_labels": {"nat": "SA"}},
+    "fig_curves": {"kind": "figure", "plot": "curves", "rows": [{"key": r, "run": r} for r in RUNS],
                    "curve_columns": ["eval_clean", "eval_robust"]},
     "figs": {"kind": "group", "targets": ["fig_scatter", "fig_bars", "table1a"]},
-    "table1a": {"kind": "table", "title": "Table 1(a)", "reference": "table1a",
+    "table1a": {"kind": "table", "title": "Table 1(a)", "reference": "table1a", "compare": "at_beta1",
                 "rows": [{"key": k, "run": r} for k, r in zip(["nt", "at_beta1", "at_beta0.5"], RUNS)],
                 "columns": {"nat": "clean", "pgd20": "pgd20"}},
 }
@@ -39,19 +45,13 @@ def catalog(tmp_path):
     overlay.write_text(yaml.safe_dump({"paths": {"results": str(tmp_path / "results"), "data": "data"},
                                        "targets": FIGURES}))
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml", overlay])
-    results = tmp_path / "results"
     for i, run in enumerate(RUNS):
         for attack, acc in (("clean", 0.9 - 0.05 * i), ("pgd20", 0.1 + 0.2 * i)):
-            path = results / "metrics" / run / f"{attack}.json"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"accuracy": acc}))
-            pred = results / "predictions" / run / f"{attack}.json"
-            pred.parent.mkdir(parents=True, exist_ok=True)
-            labels = [k % 10 for k in range(50)]
-            pred.write_text(json.dumps({"labels": labels, "robust_correct": "".join("1" if (k + i) % 3 else "0" for k in range(50))}))
-        curve = results / "curves" / f"{run}.csv"
-        curve.parent.mkdir(parents=True, exist_ok=True)
-        curve.write_text("epoch,eval_clean,eval_robust\n1,0.5,0.1\n2,0.7,0.2\n3,0.8,0.25\n")
+            write_metrics(catalog, run, attack, acc)
+            write_predictions(catalog, run, attack, [k % 10 for k in range(64)], [(k + i) % 3 != 0 for k in range(64)])
+        write_curves(catalog, run, [{"epoch": 1, "eval_clean": 0.5, "eval_robust": 0.1},
+                                    {"epoch": 2, "eval_clean": 0.7, "eval_robust": 0.2},
+                                    {"epoch": 3, "eval_clean": 0.8, "eval_robust": 0.25}])
     return catalog
 
 
@@ -73,3 +73,90 @@ def test_group_lists_tables_and_figures(catalog):
     build_target(catalog, "figs")
     md = (catalog.results / "tables" / "figs.md").read_text()
     assert "Table 1(a)" in md and "fig_scatter.png" in md
+
+
+def test_curves_are_drawn_in_percent_under_human_names(catalog):
+    """The curves files hold fractions: the figure draws 50, 70, 80 % and names the columns."""
+    fig = figures.make_figure(catalog, "fig_curves")
+    try:
+        clean, robust = fig.axes
+        assert clean.get_title() == "clean accuracy" and robust.get_title() == "robust accuracy"
+        assert clean.get_ylabel() == "accuracy (%)"
+        assert list(clean.get_lines()[0].get_ydata()) == pytest.approx([50, 70, 80])
+        assert [t.get_text() for t in fig.axes[-1].get_legend().get_texts()] == RUNS
+    finally:
+        figures.plt.close(fig)
+
+
+def test_bars_and_lines_name_their_columns(catalog):
+    for name in ("fig_bars", "fig_lines"):
+        fig = figures.make_figure(catalog, name)
+        try:
+            legend = fig.axes[0].get_legend()
+            assert [t.get_text() for t in legend.get_texts()] == ["Natural", "PGD-20"]
+            assert fig.axes[0].get_ylabel() == "accuracy (%)"
+        finally:
+            figures.plt.close(fig)
+
+
+def test_a_targets_own_labels_win_in_the_figure(catalog):
+    fig = figures.make_figure(catalog, "fig_bars_labelled")
+    try:
+        ax = fig.axes[0]
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == ["SA", "PGD-20"]
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["Mine"]
+    finally:
+        figures.plt.close(fig)
+
+
+@pytest.mark.parametrize("column, label", [
+    ("nat", "Natural"), ("natural", "Natural"), ("clean", "Clean"), ("pgd20", "PGD-20"), ("pgd100", "PGD-100"),
+    ("apgd_ce", "APGD-CE"), ("apgd_t", "APGD-T"), ("fab_t", "FAB-T"), ("t_fab", "T-FAB"), ("aa", "AutoAttack"),
+    ("cw", "CW"), ("mim", "MIM"), ("square", "Square"), ("nrob", "NROB"), ("train_minutes", "Training time (min)"),
+    ("pgd@16/255", "PGD, ε = 16/255"), ("pgd_l2@0.5", "PGD-L2, ε = 0.5"), ("t_apgd_l2@1.5", "T-APGD-L2, ε = 1.5"),
+    ("caat_fgsm@8_255", "FGSM, ε = 8/255"), ("pgd20_l2", "PGD-20 (L2)"),
+    ("SA", "SA"), ("AA", "AA"), ("T-FAB", "T-FAB"), ("AutoAttack", "AutoAttack"),  # the catalog's own labels
+])
+def test_column_labels(column, label):
+    assert labels.column_label({}, column) == label
+
+
+def test_a_targets_column_labels_win():
+    assert labels.column_label({"column_labels": {"nat": "SA"}}, "nat") == "SA"
+    assert labels.row_label({"key": "k", "label": "Mine"}, "Reference's") == "Mine"
+    assert labels.row_label({"key": "k"}, "Reference's") == "Reference's"
+    assert labels.row_label({"key": "k"}) == "k"
+
+
+@pytest.mark.parametrize("column, label, unit", [
+    ("train_mu", "μ (gradient conflict)", ""), ("eval_clean", "clean accuracy (%)", "%"),
+    ("eval_robust", "robust accuracy (%)", "%"), ("train_acc", "training accuracy (%)", "%"),
+    ("learner_at_clean", "AT learner, clean accuracy (%)", "%"),
+    ("learner_nt_pgd_self", "NT learner, PGD accuracy, attack made against itself (%)", "%"),
+    ("learner_nt_pgd_from_at", "NT learner, PGD accuracy, attack made against the AT learner (%)", "%"),
+    ("seconds", "epoch time (s)", "s"), ("track_seconds", "learner tracking time (s)", "s"),
+    ("images_per_s", "throughput (images/s)", "images/s"), ("train_gamma", "γ (mixing weight of the AT learner)", ""),
+    ("train_nt_acc", "NT learner, training accuracy (%)", "%"), ("train_cos", "cos(g_c, g_a)", ""),
+    ("train_tau", "τ (FAT early-stopping threshold)", ""), ("train_pgd_steps", "PGD steps per example", ""),
+])
+def test_curve_labels_and_units(column, label, unit):
+    assert labels.curve_label(column) == label
+    assert labels.curve_unit(column) == unit
+    assert labels.curve_scale(column) == (100.0 if unit == "%" else 1.0)
+    assert "accuracy" not in labels.curve_axis_label(column) or unit == "%"  # time is never an accuracy
+
+
+def test_every_curve_column_training_writes_has_a_label():
+    """The columns of tradeoff.train and of every method's per-step report have their own name here."""
+    from tradeoff.train import CURVE_FIELDS
+
+    for column in CURVE_FIELDS:
+        assert column in labels.CURVES
+    for key in ("mu", "cos", "norm_gc", "norm_ga", "clean_loss", "adv_loss", "gamma", "nt_acc", "nt_loss", "tau",
+                "pgd_steps"):
+        assert f"train_{key}" in labels.CURVES
+
+
+def test_labels_import_without_matplotlib():
+    code = "import sys; import tradeoff.report.labels; assert 'matplotlib' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)

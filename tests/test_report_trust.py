@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from helpers import ROOT, workflow_copy
-from metrics_fixtures import outcomes, write_measurement
+from report_fixtures import outcomes, write_measurement
 from tradeoff import cli
 from tradeoff import config as cfg
 from tradeoff.report import records, stats, tables

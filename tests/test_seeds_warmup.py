@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from metrics_fixtures import outcomes, write_curves, write_measurement
+from report_fixtures import outcomes, write_curves, write_measurement
 from tradeoff import config as cfg
 from tradeoff.methods import METHODS
 from tradeoff.report.tables import STRONG, build, render_markdown

@@ -16,17 +16,26 @@ import numpy as np
 from ..analysis import read_analysis
 from ..config import Catalog
 
-CLEAN, ADV, BOUND = "tab:blue", "tab:orange", "tab:red"
+CLEAN, ADV, BOUND, BOUND_EPS, COS = "tab:blue", "tab:orange", "tab:red", "tab:purple", "tab:green"
 PANELS = 4
 
 
+def caat_panels(catalog: Catalog, name: str, target: dict) -> int:
+    """Four panels, or one for the note that the analysis has not run."""
+    data = read_analysis(catalog, name)
+    return PANELS if data and data.get("per_delta") else 1
+
+
 def plot_caat_synthetic(catalog: Catalog, name: str, target: dict, axes) -> None:
-    """Draw the four panels into ``axes`` (or a note in each when the analysis has not run)."""
+    """Draw the four panels into ``axes`` (two by two, each with its legend on its right; or a note when the
+    analysis has not run)."""
+    from .figures import FOOTNOTE, axes_legend
+
     data = read_analysis(catalog, name)
     if not data or not data.get("per_delta"):
-        for ax in axes:
-            ax.axis("off")
-        axes[0].text(0.0, 0.5, f"no analysis yet: run `tradeoff analyze {name}`", transform=axes[0].transAxes)
+        axes[0].axis("off")
+        axes[0].text(0.5, 0.5, f"no analysis yet: run `tradeoff analyze {name}`", ha="center", va="center",
+                     transform=axes[0].transAxes)
         return
     rows = data["per_delta"]
     deltas = [r["delta"] for r in rows]
@@ -42,7 +51,7 @@ def plot_caat_synthetic(catalog: Catalog, name: str, target: dict, axes) -> None
     ax_tsne.set_xticks([])
     ax_tsne.set_yticks([])
     ax_tsne.set_title(f"(a) t-SNE of per-example gradients, δ = {tsne['delta']:g}", fontsize=9)
-    ax_tsne.legend(loc="best", markerscale=2.5, frameon=True, framealpha=0.8)
+    axes_legend(ax_tsne, markerscale=2.5)
 
     xs = np.arange(len(rows))
     width = 0.38
@@ -51,27 +60,28 @@ def plot_caat_synthetic(catalog: Catalog, name: str, target: dict, axes) -> None
     ax_acc.set_xticks(xs, ticks)
     ax_acc.set_xlabel("δ (L∞ budget)")
     ax_acc.set_ylabel("test accuracy (%)")
-    ax_acc.set_ylim(0, 119)
-    ax_acc.set_yticks(range(0, 101, 20))
+    ax_acc.set_ylim(0, 100)
+    ax_acc.grid(axis="x", visible=False)
     ax_acc.set_title("(b) accuracy", fontsize=9)
-    ax_acc.legend(loc="upper center", ncol=2)
+    axes_legend(ax_acc)
 
     ax_mu.plot(deltas, [r["mu"] for r in rows], marker="o", color="0.15", label="μ (measured)")
     ax_mu.plot(deltas, [r["bound"] for r in rows], color=BOUND, label="Theorem 1: ½λ$_{max}$d²δ²")
-    ax_mu.plot(deltas, [r["bound_eps"] for r in rows], color=BOUND, linestyle="--", label="½λ$_{max}$‖ε*‖²")
+    ax_mu.plot(deltas, [r["bound_eps"] for r in rows], color=BOUND_EPS, linestyle="--", label="½λ$_{max}$‖ε*‖²")
     ax_mu.set_yscale("log")
     ax_mu.set_xlabel("δ (L∞ budget)")
     ax_mu.set_ylabel("μ")
     ax_mu.set_title(f"(c) gradient conflict μ (d = {data['input_dim']})", fontsize=9)
-    ax_mu.legend(loc="best")
+    axes_legend(ax_mu)
 
     for key, color, marker, label in (("norm_gc", CLEAN, "o", "‖$g_c$‖"), ("norm_ga", ADV, "s", "‖$g_a$‖"),
-                                      ("one_minus_cos", "tab:green", "^", "1 − cos($g_c$, $g_a$)")):
+                                      ("one_minus_cos", COS, "^", "1 − cos($g_c$, $g_a$)")):
         ax_parts.plot(deltas, [r[key] for r in rows], marker=marker, color=color, label=label)
     ax_parts.set_xlabel("δ (L∞ budget)")
+    ax_parts.set_ylabel("value")
     ax_parts.set_title("(d) factors of μ (full-batch gradients)", fontsize=9)
-    ax_parts.legend(loc="best")
+    axes_legend(ax_parts)
     ax_parts.figure.text(
-        0.01, 0.005, f"{data.get('dataset')} {data.get('classes')} ({data.get('train_examples')} train, "
+        0, 0, f"{data.get('dataset')} {data.get('classes')} ({data.get('train_examples')} train, "
         f"{data.get('test_examples')} test, d = {data['input_dim']}), logistic regression, vanilla AT "
-        f"λ = {data.get('lam')}, {data.get('epochs')} epochs, exact inner maximum", fontsize=7, color="0.4")
+        f"λ = {data.get('lam')}, {data.get('epochs')} epochs, exact inner maximum", gid=FOOTNOTE)

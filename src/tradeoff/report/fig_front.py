@@ -1,17 +1,20 @@
 """The ``front`` figure kind: SA–AA fronts (CA-AT Figures 4–7, 9–11), from metrics files only.
 
 Each row is one trained model, drawn as the point (clean accuracy, robust accuracy). Rows carry a ``series``
-("vanilla", "CA-AT", "vanilla CE", ...) and may carry a ``label`` (λ=0.5, γ=0.8) written next to the point;
-the points of a series are connected in the order of the rows. The target's first column is the clean one
-(the x axis of every panel); each further column is one panel, with that column's robust accuracy as y.
+("vanilla", "CA-AT", "vanilla CE", ...) and may carry a ``label`` (λ=0.5, γ=0.8) written next to the point, in
+its series' colour, where it overlaps no other label and no point (placed once the layout is done, see
+figures._place_point_labels); the points of a series are connected in the order of the rows. The target's
+first column is the clean one (the x axis of every panel); each further column is one panel, with that
+column's robust accuracy as y. One legend (the series) right of the panels.
 """
 
 from __future__ import annotations
 
 from ..config import Catalog
+from .labels import column_label
 from .tables import read_metric
 
-MARKERS = "osD^v<>px*"
+MARKERS = "osD^v<>pXh*"
 
 
 def front_panels(target: dict) -> int:
@@ -33,26 +36,34 @@ def front_points(catalog: Catalog, target: dict, robust_attack: str) -> dict[str
 
 
 def plot_front(catalog: Catalog, name: str, target: dict, axes) -> None:
-    from .figures import COLORS
+    from .figures import POINT_LABEL, figure_legend, palette, percent_limits
 
+    clean_column = next(iter(target["columns"]))
     robust = list(target["columns"].items())[1:]
+    names = list(dict.fromkeys(row.get("series", "") for row in target["rows"]))
+    colours = dict(zip(names, palette(len(names))))
     for ax, (column, attack) in zip(axes, robust):
+        xs, ys = [], []
         for i, (series, points) in enumerate(front_points(catalog, target, attack).items()):
-            color = COLORS[i % len(COLORS)]
+            color, marker = colours[series], MARKERS[i % len(MARKERS)]
             if points:
-                xs, ys, labels = zip(*points)
-                ax.plot(xs, ys, marker=MARKERS[i % len(MARKERS)], color=color, markersize=5, linewidth=1.4,
-                        label=series or None)
+                px, py, labels = zip(*points)
+                ax.plot(px, py, marker=marker, color=color, markersize=5, linewidth=1.4, label=series or None)
+                xs += px
+                ys += py
                 for x, y, label in points:
                     if label:
-                        ax.annotate(label, (x, y), xytext=(4, 3), textcoords="offset points", fontsize=7,
-                                    color=color)
+                        ax.annotate(label, (x, y), xytext=(5, 2), textcoords="offset points", fontsize=7,
+                                    color=color, gid=POINT_LABEL, annotation_clip=False,
+                                    arrowprops={"arrowstyle": "-", "color": color, "lw": 0.6, "alpha": 0.7,
+                                                "shrinkA": 1, "shrinkB": 3})
             else:  # keep the series in the legend, saying it has no measurement yet
-                ax.plot([], [], marker=MARKERS[i % len(MARKERS)], color=color,
+                ax.plot([], [], marker=marker, color=color,
                         label=f"{series} (no metrics)" if series else "(no metrics)")
-        ax.set_xlabel("SA (%)")
-        ax.set_ylabel(f"{column} (%)")
+        ax.set_xlabel(f"{column_label(target, clean_column)} (%)")
+        ax.set_ylabel(f"{column_label(target, column)} (%)")
         if len(robust) > 1:
-            ax.set_title(f"SA–{column}")
-        if any(line.get_label() and not line.get_label().startswith("_") for line in ax.get_lines()):
-            ax.legend(loc="best")
+            ax.set_title(f"{column_label(target, clean_column)}–{column_label(target, column)}")
+        percent_limits(ax, xs, "x", margin=0.14, room=0.14)  # room for the labels of the points at the edges
+        percent_limits(ax, ys, "y", margin=0.14, room=0.14)
+    figure_legend(axes[0].figure)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..analysis import read_analysis
 from ..config import Catalog
+from .labels import attack_label
 
 def _rule(data: dict, labels: dict[str, str]) -> str:
     cond = data["condition"]
@@ -37,10 +38,13 @@ def _show(ax, image: list) -> None:
 
 
 def make_grid(catalog: Catalog, name: str, target: dict):
-    """The figure (not yet saved): one row per panel of the analysis, or a note when there is nothing."""
+    """The figure (not yet saved, laid out by figures._finish): one row per panel of the analysis, or a note when
+    there is nothing."""
+    from .figures import FOOTNOTE
+
     data = read_analysis(catalog, name)
     if data is None:
-        fig, ax = plt.subplots(figsize=(6, 2.5))
+        fig, ax = plt.subplots(figsize=(6, 2.5), layout="constrained")
         ax.axis("off")
         ax.text(0.5, 0.5, f"no analysis yet: run `tradeoff analyze {name}`", ha="center", va="center",
                 transform=ax.transAxes)
@@ -52,10 +56,12 @@ def make_grid(catalog: Catalog, name: str, target: dict):
     ncols = max([len(panel["shown"]) for _, panel in panels] + [1])
     lines = 1 + len(labels)
     width = max(1.55 * ncols, 8.0)
-    # rows a little shorter than an image is wide plus its title: the square images then fill their row's
-    # height (no vertical centring that would push a title into the row above)
-    row_height = min(0.8 * width / ncols, 1.6) + 0.14 * lines + 0.5
-    fig, axes = plt.subplots(len(panels), ncols, figsize=(width, row_height * len(panels)), squeeze=False)
+    # a row: an image a little narrower than its column, its title's lines above it
+    row_height = min(0.8 * width / ncols, 1.6) + 0.14 * lines + 0.3
+    # a row without images holds only its note: a third of the height
+    ratios = [1.0 if panel["shown"] else 0.35 for _, panel in panels]
+    fig, axes = plt.subplots(len(panels), ncols, figsize=(width, row_height * sum(ratios)), squeeze=False,
+                             layout="constrained", gridspec_kw={"height_ratios": ratios})
     for r, (panel_name, panel) in enumerate(panels):
         row = axes[r]
         for ax in row:
@@ -63,7 +69,7 @@ def make_grid(catalog: Catalog, name: str, target: dict):
         if not panel["shown"]:
             row[0].text(0.0, 0.5, f"{panel_name}: no test image satisfies the condition\n({_rule(data, labels)}; "
                         f"{data['examples']} test images)", ha="left", va="center", fontsize=9,
-                        transform=row[0].transAxes, clip_on=False)
+                        transform=row[0].transAxes, clip_on=False, in_layout=False)  # across the row, not one cell
             continue
         for ax, item in zip(row, panel["shown"]):
             ax.axis("on")
@@ -74,12 +80,7 @@ def make_grid(catalog: Catalog, name: str, target: dict):
         row[0].set_ylabel(f"{panel_name}\n{panel['matches']} of {data['examples']}", fontsize=9)
     note = f"shown: {_rule(data, labels)}"
     if "adversarial" in data["panels"]:
-        note += (f"; adversarial: {data.get('attack', '?')} against each model, image against "
+        note += (f"; adversarial: {attack_label(data.get('attack', '?'))} against each model, image against "
                  f"{labels.get(data['condition']['show'], data['condition']['show'])}")
-    fig.text(0.01, 0.005, note, ha="left", va="bottom", fontsize=7, color="0.4")
-    # around aspect-locked images tight_layout needs a few passes to settle (one alone can let titles overlap
-    # the row above): settle it here with _finish's title and margins, so that _finish's own pass keeps it
-    fig.suptitle(target.get("title", name), fontsize=11)
-    for _ in range(3):
-        fig.tight_layout(rect=(0, 0.02, 1, 0.97))
+    fig.text(0, 0, note, gid=FOOTNOTE)
     return fig

@@ -14,16 +14,20 @@ import matplotlib.pyplot as plt
 
 from ..analysis import read_analysis
 from ..config import Catalog
+from .labels import attack_label
 
-SOURCES = {"nt": ("NT learner (clean)", "tab:orange"), "at": ("AT learner (adversarial)", "tab:blue")}
+SOURCES = {"nt": ("made against the NT learner", "tab:orange"), "at": ("made against the AT learner", "tab:blue")}
 
 
 def make_tsne(catalog: Catalog, name: str, target: dict):
-    """The figure (not yet saved): rows x epochs panels, or a note when the analysis has not run."""
+    """The figure (not yet saved, laid out by figures._finish): rows x epochs panels, one legend right of them,
+    or a note when the analysis has not run."""
+    from .figures import FOOTNOTE, figure_legend
+
     data = read_analysis(catalog, name)
     panels = (data or {}).get("panels") or []
     if not panels:
-        fig, ax = plt.subplots(figsize=(6, 2.5))
+        fig, ax = plt.subplots(figsize=(6, 2.5), layout="constrained")
         ax.axis("off")
         note = (f"no analysis yet: run `tradeoff analyze {name}`" if data is None
                 else "the analysis has no snapshot epochs")
@@ -32,8 +36,8 @@ def make_tsne(catalog: Catalog, name: str, target: dict):
     keys = list(dict.fromkeys(p["key"] for p in panels))
     epochs = sorted({p["epoch"] for p in panels})
     labels = {r["key"]: r.get("label", r["key"]) for r in target.get("rows", [])}
-    fig, axes = plt.subplots(len(keys), len(epochs), figsize=(max(2.9 * len(epochs) + 0.4, 8.0), 2.9 * len(keys) + 0.5),
-                             squeeze=False)
+    fig, axes = plt.subplots(len(keys), len(epochs), figsize=(max(2.9 * len(epochs), 6.0), 2.9 * len(keys) + 0.4),
+                             squeeze=False, layout="constrained")
     for ax in axes.flat:
         ax.axis("off")
     for p in panels:
@@ -45,11 +49,10 @@ def make_tsne(catalog: Catalog, name: str, target: dict):
         title = f"epoch {p['epoch']}"
         if len(keys) > 1:
             title = f"{labels.get(p['key'], p['key'])}, {title}"
-        ax.set_title(f"{title}\nsame-learner NN: {p['same_source_nn']:.2f}", fontsize=9)
+        ax.set_title(f"{title}\nsame-learner nearest neighbour: {p['same_source_nn']:.2f}", fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
-    first = next(ax for ax in axes.flat if ax.collections)
-    first.legend(loc="best", markerscale=3, fontsize=7, frameon=True, framealpha=0.8)
-    fig.text(0.01, 0.005, f"{data.get('attack', '')} adversarial {data.get('embed', 'images')} of "
-             f"{data.get('examples', '?')} test images per learner", fontsize=7, color="0.4")
+    figure_legend(fig, markerscale=3)
+    fig.text(0, 0, f"{attack_label(data.get('attack', ''))} adversarial {data.get('embed', 'images')} of "
+             f"{data.get('examples', '?')} test images per learner; t-SNE axes have no units", gid=FOOTNOTE)
     return fig
