@@ -298,17 +298,17 @@ class Catalog:
                 for column in t.get("columns", {}).values():
                     if column in PSEUDO_COLUMNS:
                         continue
-                    jobs = self.column_jobs(column)
-                    jobs += [p for p in (self.protocol_attack(leaf, j) for j in jobs) if p is not None]
-                    for attack in jobs:
-                        for run in self.row_runs(row["run"]):
+                    for run in self.row_runs(row["run"]):
+                        jobs = self.column_jobs(column)
+                        jobs += [p for p in (self.protocol_attack(leaf, j, run) for j in jobs) if p is not None]
+                        for attack in jobs:
                             pairs[(self.train_id[run], attack)] = None
         return list(pairs)
 
-    def protocol_attack(self, target: str, attack: str) -> str | None:
-        """The evaluation that the authors' protocol of a table (its ``protocol:``) runs in place of ``attack`` (a
-        budget sweep's budget kept: ``caat_pgd@16_255`` -> ``caatcode_pgd@16_255``), or None when the table has no
-        protocol or the protocol runs the column's own attack."""
+    def protocol_attack(self, target: str, attack: str, run_id: str) -> str | None:
+        """The evaluation that the authors' protocol of a table (its ``protocol:``) runs in place of ``attack`` for a
+        run (a budget sweep's budget kept: ``caat_pgd@16_255`` -> ``caatcode_pgd@16_255``), or None when the table
+        has no protocol or the protocol runs the column's own attack (mapped to the same resolved settings)."""
         name = self.targets[target].get("protocol")
         if name is None:
             return None
@@ -316,7 +316,8 @@ class Catalog:
         mapped = self.config["protocols"][name]["attacks"].get(base)
         if mapped is None:
             return None
-        return mapped if label is None else f"{mapped}@{label}"
+        mapped = mapped if label is None else f"{mapped}@{label}"
+        return None if self.attack_for(mapped, run_id) == self.attack_for(attack, run_id) else mapped
 
     def column_jobs(self, column: str) -> list[str]:
         """The evaluation jobs of a target column: the attack job itself, or every budget of a budget sweep named

@@ -25,8 +25,9 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import CORRUPTIONS_TYPE, PSEUDO_COLUMNS, Catalog
+from ..config import CORRUPTIONS_TYPE, PSEUDO_COLUMNS, Catalog, parse_budget, split_budget
 from . import stats
+from .labels import column_label
 from .records import Measurement, ReportError, measurement, training_minutes
 
 STRONG = "strong"
@@ -54,7 +55,7 @@ class Row:
     label: str
     runs: list[str]                    # training job per seed
     members: list[dict]                # the catalog rows merged into this one (one unless degenerate)
-    group: str                         # the paper's dataset: rows are compared only with rows of the same one
+    group: str                         # the paper's dataset and architecture: rows are compared within a group
 
 
 @dataclass
@@ -146,8 +147,15 @@ def read_metric(catalog: Catalog, run_id: str, attack: str) -> float | None:
 # ------------------------------------------------------------------------------------------------ building
 
 
-def _column_label(key: str) -> str:
-    return key.upper()
+def _column_label(catalog: Catalog, target: dict, key: str, attack: str) -> str:
+    """A column's human name; a budget that this scale maps to another one says the budget that ran."""
+    label = column_label(target, key)
+    base, budget = split_budget(attack)
+    if budget is None or base not in catalog.attacks:
+        return label
+    ran = catalog.attack_for(attack, target["rows"][0]["run"])["eps"]
+    written = next(e for e, job in zip(catalog.attacks[base]["eps"], catalog.attack_jobs(base)) if job == attack)
+    return label if abs(ran - parse_budget(written, "eps")) < 1e-9 else f"{label} (here {ran:.3g})"
 
 
 def _merged_rows(catalog: Catalog, target: dict, reference: dict) -> list[Row]:
@@ -161,8 +169,9 @@ def _merged_rows(catalog: Catalog, target: dict, reference: dict) -> list[Row]:
             rows[jobs].members.append({**row, "label": label})
             rows[jobs].label += f" = {label}"
         else:
+            spec = catalog.runs[row["run"]]
             rows[jobs] = Row(row["key"], label, list(jobs), [{**row, "label": label}],
-                             catalog.runs[row["run"]].get("paper_dataset", ""))
+                             f"{spec.get('paper_dataset', '')}/{spec.get('paper_arch', '')}")
     return list(rows.values())
 
 
@@ -190,7 +199,8 @@ def build(catalog: Catalog, name: str) -> Table:
     target = catalog.targets[name]
     reference = load_reference(catalog, target["reference"]) if target.get("reference") else {}
     rows = _merged_rows(catalog, target, reference)
-    columns = [Column(key, attack, _column_label(key)) for key, attack in target["columns"].items()]
+    columns = [Column(key, attack, _column_label(catalog, target, key, attack)) for key, attack in
+               target["columns"].items()]
     protocols = [(STRONG, "the strong attacks named by the columns")]
     if target.get("protocol"):
         protocols.append((target["protocol"], catalog.config["protocols"][target["protocol"]]["title"]))
@@ -201,7 +211,7 @@ def build(catalog: Catalog, name: str) -> Table:
             for c in columns:
                 if c.attack == "mean":
                     continue
-                attack = c.attack if proto == STRONG else catalog.protocol_attack(name, c.attack)
+                attack = c.attack if proto == STRONG else catalog.protocol_attack(name, c.attack, run)
                 if attack is None:  # the protocol runs the column's own attack
                     ours[(proto, row.key, c.key)] = Ours(None, _kind(catalog, c.attack), same_as_strong=True)
                 else:
@@ -228,8 +238,9 @@ def _pairs(a: Ours, b: Ours) -> list[tuple[str, str]]:
 
 
 def _compare(table: Table) -> None:
-    """McNemar against the compare row, and the bold cells, per protocol and column, among the rows on the same
-    test set (the same paper dataset: Table 2's MNIST rows are never compared with its SVHN rows)."""
+    """McNemar against the compare row, and the bold cells, per protocol and column, among the rows of one paper
+    dataset and architecture (Table 2's MNIST rows are never compared with its SVHN rows, nor CA-AT Table 1's
+    ResNet-34 rows with its ResNet-18 ones)."""
     for group in dict.fromkeys(row.group for row in table.rows):
         _compare_group(table, group, [row for row in table.rows if row.group == group])
 
@@ -305,7 +316,7 @@ def _notes(catalog: Catalog, table: Table) -> list[str]:
     for c in table.columns:
         out.append(f"- {c.label}: {_describe(catalog, c.attack, first_run)}")
         for proto, _ in table.protocols[1:]:
-            attack = catalog.protocol_attack(table.name, c.attack)
+            attack = catalog.protocol_attack(table.name, c.attack, first_run)
             if attack is not None:
                 out.append(f"  - {proto}: {_describe(catalog, attack, first_run)}")
     return out
@@ -400,7 +411,8 @@ def render_csv(table: Table, catalog: Catalog) -> str:
                 o = table.ours[(proto, row.key, c.key)]
                 if o.same_as_strong:
                     continue
-                attack = c.attack if proto == STRONG else catalog.protocol_attack(table.name, c.attack)
+                attack = (c.attack if proto == STRONG
+                          else catalog.protocol_attack(table.name, c.attack, row.members[0]["run"]))
                 for member in row.members:
                     paper = table.paper.get((member["key"], c.key), (None, None))
                     p = table.pvalues.get((proto, row.key, c.key))
