@@ -32,7 +32,8 @@ TRUST = {"kind": "table", "title": "Trust: β, λ, γ, δ, ε, ∞, ½ & 100% _s
 def _catalog(tmp_path, targets=None, **overlay):
     path = tmp_path / "overlay.yaml"
     path.write_text(yaml.safe_dump({"paths": {"results": str(tmp_path / "results"), "data": str(tmp_path / "data")},
-                                    "targets": targets or {"trust": TRUST}, **overlay}, allow_unicode=True))
+                                    "targets": targets or {"trust": TRUST}, **overlay}, allow_unicode=True,
+                                   sort_keys=False))
     return cfg.load_catalog(FILES + [path])
 
 
@@ -291,3 +292,27 @@ def test_summary_lists_paper_numbers_outside_our_interval(tmp_path):
     md = build_summary(catalog)["md"].read_text()
     line = next(ln for ln in md.splitlines() if ln.startswith("| trust |"))
     assert "1 of 6: NT Natural: paper 93.04 outside [50.3, 73.3]" in line
+
+
+def test_a_figure_says_what_its_points_cannot_show(tmp_path):
+    """Points of one training job are said to be one model; a column under which the highest and the lowest point
+    do not differ significantly (exact McNemar) is said to separate nothing."""
+    front = {"kind": "figure", "plot": "front", "title": "front",
+             "rows": [{"key": "a", "run": AT, "series": "s", "label": "λ=1"},
+                      {"key": "b", "run": AT, "series": "t", "label": "γ=1"},
+                      {"key": "c", "run": NT, "series": "s", "label": "λ=0"}],
+             "columns": {"SA": "clean", "AA": "pgd20"}}
+    catalog = _catalog(tmp_path, {"front": front})
+    _fill(catalog, {NT: (60, 29), AT: (50, 30)})  # 29 vs 30 robust of 64: not significantly apart
+    notes = tables.degenerate_notes(catalog, "front")
+    assert "λ=1 = γ=1: one training job at this scale" in notes
+    assert any(n.startswith("under AA no two points differ significantly") for n in notes)
+    _fill(catalog, {NT: (60, 0), AT: (50, 30)})
+    assert not any("differ significantly" in n for n in tables.degenerate_notes(catalog, "front"))
+    from tradeoff.report.figures import make_figure, plt
+
+    fig = make_figure(catalog, "front")
+    try:
+        assert "λ=1 = γ=1: one training job at this scale" in " ".join(t.get_text() for t in fig.texts)
+    finally:
+        plt.close(fig)

@@ -37,7 +37,7 @@ from matplotlib.text import Annotation, Text  # noqa: E402
 from ..config import Catalog  # noqa: E402
 from .labels import (column_label, curve_axis_label, curve_label, curve_scale, curve_title, curve_unit,  # noqa: E402
                      row_label)
-from .tables import load_reference, read_metric  # noqa: E402
+from .tables import degenerate_notes, load_reference, read_metric  # noqa: E402
 
 STYLE = {
     "figure.dpi": 110, "savefig.dpi": 150, "font.size": 10, "axes.titlesize": 10.5, "axes.labelsize": 10,
@@ -465,6 +465,9 @@ def make_figure(catalog: Catalog, name: str):
             plot, panels = KINDS[kind]
             fig, axes = panel_figure(panels(catalog, name, target))
             plot(catalog, name, target, axes)
+        if "rows" in target and "analysis" not in target:
+            for note in degenerate_notes(catalog, name):
+                fig.text(0, 0, note, gid=FOOTNOTE)
         _finish(fig, catalog, name, target)
     return fig
 

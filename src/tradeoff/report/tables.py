@@ -339,6 +339,34 @@ def _describe(catalog: Catalog, attack: str, run_id: str) -> str:
     return f"`{attack}`: {spec['type']} {spec['norm']} eps={spec['eps']:.4g}" + (f" ({params})" if params else "")
 
 
+def degenerate_notes(catalog: Catalog, name: str) -> list[str]:
+    """What a figure's points cannot show at this scale, said under it: rows that are one training job (one model
+    drawn as several points), and columns under which no two rows differ significantly (exact McNemar between the
+    highest and the lowest point; every row at 0% included)."""
+    target = catalog.targets[name]
+    notes, jobs = [], {}
+    for row in target["rows"]:
+        label = row.get("label") or row["key"]
+        jobs.setdefault(tuple(catalog.train_id[r] for r in catalog.row_runs(row["run"])), []).append(label)
+    notes += [f"{' = '.join(labels)}: one training job at this scale" for labels in jobs.values() if len(labels) > 1]
+    for column, attack in (target.get("columns") or {}).items():
+        if attack in PSEUDO_COLUMNS or _is_clean(catalog, attack) or _kind(catalog, attack) != "accuracy":
+            continue
+        for job in catalog.column_jobs(attack):
+            cells = [measure(catalog, rows[0], job) for rows in
+                     ([row["run"] for row in target["rows"] if (row.get("label") or row["key"]) == labels[0]]
+                      for labels in jobs.values())]
+            cells = [c for c in cells if c.value is not None and c.bits]
+            if len(cells) < 2:
+                continue
+            low, high = min(cells, key=lambda c: c.value), max(cells, key=lambda c: c.value)
+            if high.value == low.value or stats.mcnemar(list(zip(high.bits, low.bits))) >= stats.ALPHA:
+                what = column_label(target, column) + ("" if job == attack else f" ({job})")
+                notes.append(f"under {what} no two points differ significantly at this scale "
+                             f"({low.value:.1f}–{high.value:.1f}%)")
+    return notes
+
+
 # ----------------------------------------------------------------------------------------------- rendering
 
 
