@@ -490,30 +490,40 @@ def _wait_for_epoch(proc, state_dir, epoch, log, timeout=180):
         time.sleep(0.1)
 
 
-SLOW_EPOCHS = 120
+SLOW_EPOCHS = 40
 SLOW = f"scale_map: {{epochs: {SLOW_EPOCHS}, lr: {{epochs: [0, {SLOW_EPOCHS}], values: [0.1, 0.1]}}}}\n"
+
+
+def _pause(proc: subprocess.Popen) -> None:
+    """SIGSTOP a whole pipeline (its session's process group: Snakemake or DVC and the job it runs): it keeps every
+    lock it holds and cannot finish, however long the next step of the test takes on a loaded machine."""
+    os.killpg(proc.pid, signal.SIGSTOP)
 
 
 def test_second_snakemake_in_the_same_folder_is_refused_and_a_killed_one_needs_unlock(tmp_path):
     work = _copy(tmp_path, overlay=SLOW)
     target = str(Layout.of("results", "smoke").run(AT).model)
+    # the plain command of README (no --profile): the workflow's default profile (profiles/default) reruns what
+    # the killed run left incomplete
     cmd = ["snakemake", target, "--cores", "1", "--configfile", "config/smoke.yaml", "config/fault.yaml"]
     first = _start(cmd, work, tmp_path / "first.log")
     try:
         _wait_for_epoch(first, work / "results" / "smoke" / "work" / AT, 1, tmp_path / "first.log")
+        _pause(first)  # mid-training, holding Snakemake's lock and the run's training lock
         # a second Snakemake, and a second trainer of the same run (whoever starts it: DVC, by hand), at once
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
             second, other = pool.map(lambda c: run(c, work, check=False), [cmd, _cmd(work, "train", "--run", AT)])
-        assert first.poll() is None, "the first one ended too early for the test; raise SLOW_EPOCHS"
+        assert first.poll() is None
         assert second.returncode != 0 and "Directory cannot be locked" in second.stdout + second.stderr
         assert other.returncode != 0 and "is locked by pid" in other.stderr and "already being trained" in other.stderr
-    finally:  # then kill -9 the first Snakemake and its job
+    finally:  # then kill -9 the first Snakemake and its job (mid-job: its outputs are marked incomplete)
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
     stale = run(cmd, work, check=False)  # its lock stayed behind
     assert stale.returncode != 0 and "Directory cannot be locked" in stale.stdout + stale.stderr
     run(cmd + ["--unlock"], work)
-    run(cmd, work)
+    again = run(cmd, work)  # not IncompleteFilesException: the incomplete outputs are made again
+    assert "workflow specific profile profiles/default" in again.stderr
     assert "resuming after epoch" in (work / "results" / "smoke" / "logs" / "train" / f"{AT}.log").read_text()
     curves = results_of(work).run(AT).curves.read_text().splitlines()
     assert len(curves) == SLOW_EPOCHS + 1 and checkpoint.load(work / target)["model"]
@@ -529,12 +539,14 @@ def test_second_dvc_repro_in_the_same_folder_is_refused(tmp_path):
     first = _start(["dvc", "repro", stage], work, tmp_path / "first.log")
     try:
         _wait_for_epoch(first, work / "results" / "smoke" / "work" / AT, 1, tmp_path / "first.log")
+        _pause(first)  # mid-training, holding DVC's lock: it cannot finish while the second one starts
         second = run(["dvc", "repro", stage], work, check=False)
         message = second.stdout + second.stderr  # DVC's lock on the stage's files: it names the holder
         assert second.returncode != 0 and "it is being blocked by" in message and "rwlock" in message, message
-        assert first.poll() is None, "the first one ended too early for the test; raise SLOW_EPOCHS"
+        assert first.poll() is None
     finally:
-        os.killpg(first.pid, signal.SIGINT)  # DVC stops and releases its lock (kill -9 would leave it behind)
+        os.killpg(first.pid, signal.SIGINT)  # DVC stops and releases its lock (kill -9 would leave it behind),
+        os.killpg(first.pid, signal.SIGCONT)  # once it runs again
         first.wait(timeout=120)
     assert not results_of(work).run(AT).model.exists()  # nothing half-made became an output
 
