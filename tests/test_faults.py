@@ -180,6 +180,123 @@ def test_kill9_evaluation_at_random_moments_then_rerun_gives_the_same_metrics(tm
     assert not list(metrics.parent.glob(".*.tmp")) and not list(predictions.parent.glob(".*.tmp"))
 
 
+# ------------------------------------------------------------------------------------------- SIGTERM / SIGUSR1
+
+# SLURM sends SIGTERM at a time limit or a preemption, and (the profile's --signal) SIGUSR1 ahead of the time limit:
+# the trainer writes the state of the step it reached, exits non-zero, and the same command resumes mid-epoch.
+STOP_RUNS = {  # run -> what it exercises besides the model, the optimizer's momentum and the global RNG
+    AT: {},                                                             # PGD's random starts (global RNG)
+    "cifar10-resnet18-generalist": {"lr_update": "step"},               # EMA, two optimizers, gamma per step
+    "cifar10-resnet18-trades-lambda6": {},
+    "cifar10-resnet18-fat": {},                                         # per-epoch extras (tau, PGD steps)
+    "cifar10-resnet18-caat-ce-gamma0_8-train_apgd": {},                 # APGD's seeds (global RNG), CA-AT's mu
+}
+
+
+def _curves_without_times(path: Path) -> list[dict]:
+    import csv
+
+    with open(path) as f:
+        return [{k: v for k, v in row.items() if k not in ("seconds", "images_per_s", "track_seconds")}
+                for row in csv.DictReader(f)]
+
+
+@pytest.mark.parametrize("run_id", list(STOP_RUNS))
+def test_sigterm_or_sigusr1_mid_epoch_then_resume_is_bit_identical(run_id, tmp_path, monkeypatch, caplog):
+    """The signal arrives during a random step (from a seeded generator); the trainer finishes that step, writes
+    its state and raises Stopped; a second call resumes there. Weights (the model, the learners) and every curve
+    value (the loss and accuracy sums, the method's extras) equal an uninterrupted run's, bit for bit."""
+    import tradeoff.train as ttrain
+
+    caplog.set_level(logging.INFO)
+    catalog = _spec(epochs=3, train_examples=256)  # 4 steps per epoch
+    spec = dict(catalog.runs[run_id], augment={"crop_padding": 1, "flip": True}, **STOP_RUNS[run_id])  # data RNG
+    kw = dict(data_root=catalog.data_root, runtime=Runtime(torch.device("cpu")), progress=False)
+    reference = train(run_id, spec, results=tmp_path / "reference", **kw)
+
+    rng = random.Random(SEED + sum(map(ord, run_id)))
+    stops = sorted(rng.sample(range(1, 11), 2))  # 0-based global steps, never the last
+    real, calls = ttrain.augment, {"n": 0}
+
+    def augment(x, *args, **kwargs):  # called once per step, before the step: a signal "during" the step
+        if calls["n"] in stops:
+            os.kill(os.getpid(), signal.SIGTERM if calls["n"] == stops[0] else signal.SIGUSR1)
+        calls["n"] += 1
+        return real(x, *args, **kwargs)
+
+    monkeypatch.setattr(ttrain, "augment", augment)
+    handlers = {sig: signal.getsignal(sig) for sig in ttrain.STOP_SIGNALS}
+    info = f"seed {SEED}, stops after global steps {[k + 1 for k in stops]}"
+    for k, name in zip(stops, ("SIGTERM", "SIGUSR1")):
+        with pytest.raises(ttrain.Stopped, match=rf"stopped by {name} (in epoch \d+ after step \d+ of 4|after "
+                                                 rf"epoch \d+); ") as stopped:
+            train(run_id, spec, results=tmp_path / "stopped", **kw)
+        assert stopped.value.signum == getattr(signal, name), info
+        epoch, step = divmod(k + 1, 4)
+        newest = checkpoint.list_states(Layout(tmp_path / "stopped").states(run_id))[-1]
+        assert checkpoint.state_position(newest) == (epoch, step), f"{info}: {newest.name}"
+        calls["n"] = k + 1  # the resumed call does not repeat the steps before
+    paths = train(run_id, spec, results=tmp_path / "stopped", **kw)
+    for k in stops:
+        epoch, step = divmod(k + 1, 4)
+        assert f"resuming after epoch {epoch}" + (f", step {step}" if step else "") in caplog.text, info
+    a, b = checkpoint.load(paths.model), checkpoint.load(reference.model)
+    for part in ("model", "learners"):
+        flat_a = {(n, k): v for n, sd in (a[part].items() if part == "learners" else [("", a[part])]) for k, v in sd.items()}
+        flat_b = {(n, k): v for n, sd in (b[part].items() if part == "learners" else [("", b[part])]) for k, v in sd.items()}
+        assert flat_a.keys() == flat_b.keys() and all(torch.equal(flat_a[k], flat_b[k]) for k in flat_a), info
+    assert _curves_without_times(paths.curves) == _curves_without_times(reference.curves), info
+    assert {sig: signal.getsignal(sig) for sig in handlers} == handlers  # ours were there only while training
+
+
+def _wait_for_line(proc, log: Path, pattern: re.Pattern, timeout: float = 300) -> re.Match:
+    end = time.monotonic() + timeout
+    while True:
+        found = pattern.search(log.read_text()) if log.exists() else None
+        if found:
+            return found
+        assert proc.poll() is None, f"ended before {pattern.pattern!r}:\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < end, f"no {pattern.pattern!r} in time:\n{log.read_text()[-3000:]}"
+        time.sleep(0.02)
+
+
+def test_signals_through_tradeoff_train_at_random_steps_then_rerun_is_bit_identical(tmp_path, monkeypatch):
+    """`tradeoff -v train` as SLURM runs it: SIGTERM, then (started again) SIGUSR1, each sent once the process has
+    logged a randomly chosen step (an event, not a delay); each time it exits with 128 + the signal and one line
+    naming the state it saved; the third start finishes bit-identical to an uninterrupted run."""
+    overlay = "scale_map: {epochs: 4, train_examples: 512}\n"  # 8 steps per epoch
+    reference, stopped = _copy(tmp_path, "reference", overlay), _copy(tmp_path, "stopped", overlay)
+    assert _cli(reference, monkeypatch, "train", "--run", AT) == 0
+    rng = random.Random(SEED + 2)
+    state_dir = results_of(stopped).states(AT)
+    cmd = ["tradeoff", "-v", *_cmd(stopped, "train", "--run", AT)[1:]]
+    moments, done = [], 0  # steps done so far (the position of the newest state)
+    for sig in (signal.SIGTERM, signal.SIGUSR1):
+        g = rng.randint(done, 20 if sig == signal.SIGTERM else 29)  # a step (0-based, of 32) that this start runs
+        epoch, step = g // 8 + 1, g % 8 + 1
+        log = tmp_path / f"{sig.name}.log"
+        proc = _start(cmd, stopped, log)
+        _wait_for_line(proc, log, re.compile(rf"{AT} epoch {epoch}/4 step {step}/8 done"))
+        proc.send_signal(sig)
+        assert proc.wait(timeout=120) == 128 + sig, log.read_text()[-3000:]
+        text = log.read_text()
+        last = text.strip().splitlines()[-1]
+        assert re.match(rf"tradeoff: run {AT}: stopped by {sig.name} (in epoch \d after step \d of 8|after epoch \d); "
+                        rf"its state is saved in \S+: the same command resumes it there$", last), last
+        assert "Traceback" not in text
+        position = checkpoint.state_position(checkpoint.list_states(state_dir)[-1])
+        assert position >= (epoch - 1, step), (position, epoch, step, SEED)  # the step it reached, not the epoch
+        moments.append((sig.name, epoch, step, position))
+        done = position[0] * 8 + position[1]
+    out = run(cmd, stopped)
+    epochs_done, steps_done = moments[-1][3]
+    assert f"resuming after epoch {epochs_done}" + (f", step {steps_done}" if steps_done else "") in out.stderr
+    info = f"seed {SEED}: {moments}"
+    assert _same_weights(results_of(stopped).run(AT).model, results_of(reference).run(AT).model), info
+    assert _curves_without_times(results_of(stopped).run(AT).curves) == \
+        _curves_without_times(results_of(reference).run(AT).curves), info
+
+
 # ------------------------------------------------------------------------------------------- checkpoints
 
 

@@ -25,7 +25,9 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-STATE_PATTERN = re.compile(r"^epoch-(\d{4,})-([0-9a-f]{16})\.pt$")
+#: ``epoch-0007-<sha>.pt``: the state after 7 finished epochs; ``epoch-0007-step-000012-<sha>.pt``: after 7 finished
+#: epochs and 12 steps of the 8th (written when a signal stops training mid-epoch: SLURM's time limit or preemption)
+STATE_PATTERN = re.compile(r"^epoch-(?P<epoch>\d{4,})(?:-step-(?P<step>\d{6,}))?-(?P<sha>[0-9a-f]{16})\.pt$")
 TEMP_PATTERN = re.compile(r"^\.epoch-.*\.tmp$")  # a state write that was killed before its rename
 KEEP_STATES = 2
 
@@ -110,19 +112,28 @@ def load(path: str | Path, map_location: Any = "cpu") -> Any:
         raise CheckpointError(f"cannot load checkpoint {path}: {exc}") from exc
 
 
-def save_state(state_dir: str | Path, epoch: int, obj: Any, keep: int = KEEP_STATES) -> Path:
-    """Write the state after ``epoch`` (1-based count of finished epochs) and prune all but the newest ``keep``."""
+def state_position(path: str | Path) -> tuple[int, int]:
+    """(finished epochs, steps of the next epoch) of a state file's name: the order in which states were made."""
+    m = STATE_PATTERN.match(Path(path).name)
+    return int(m.group("epoch")), int(m.group("step") or 0)
+
+
+def save_state(state_dir: str | Path, epoch: int, obj: Any, keep: int = KEEP_STATES, *, step: int = 0) -> Path:
+    """Write the state after ``epoch`` (1-based count of finished epochs) and, with ``step``, that many steps of the
+    next epoch; prune all but the newest ``keep``."""
     payload = to_bytes(obj)
     digest = hashlib.sha256(payload).hexdigest()[:16]
-    path = Path(state_dir) / f"epoch-{epoch:04d}-{digest}.pt"
+    path = Path(state_dir) / (f"epoch-{epoch:04d}-step-{step:06d}-{digest}.pt" if step else
+                              f"epoch-{epoch:04d}-{digest}.pt")
     try:
         atomic_write_bytes(path, payload)
     except WriteError as exc:
         raise WriteError(exc.errno, f"{exc.strerror}; the states already in {state_dir} are intact and "
                                     "training resumes from the newest when started again") from exc
-    for other in list_states(state_dir):  # states of this or a later epoch from an abandoned try: training
-        if other != path and int(STATE_PATTERN.match(other.name).group(1)) >= epoch:  # resumed before them,
-            other.unlink(missing_ok=True)  # so they failed their checksum; they must not outlive good ones
+    here = (epoch, step)
+    for other in list_states(state_dir):  # states of this or a later point from an abandoned try: training
+        if other != path and state_position(other) >= here:  # resumed before them, so they failed their
+            other.unlink(missing_ok=True)  # checksum; they must not outlive good ones
     for old in list_states(state_dir)[:-keep]:
         old.unlink(missing_ok=True)
     for stale in Path(state_dir).iterdir():  # temporary files of writes that were killed (kill -9, node failure)
@@ -177,7 +188,7 @@ def list_states(state_dir: str | Path) -> list[Path]:
     state_dir = Path(state_dir)
     if not state_dir.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in state_dir.iterdir() if (m := STATE_PATTERN.match(p.name))]
+    found = [(state_position(p), p) for p in state_dir.iterdir() if STATE_PATTERN.match(p.name)]
     return [p for _, p in sorted(found)]
 
 
@@ -185,11 +196,12 @@ def verify(path: str | Path) -> bool:
     m = STATE_PATTERN.match(Path(path).name)
     if not m:
         return False
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16] == m.group(2)
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16] == m.group("sha")
 
 
 def latest_state(state_dir: str | Path, map_location: Any = "cpu") -> tuple[int, Any] | None:
-    """The newest intact state as (epoch, object); corrupt or unloadable ones are reported and skipped."""
+    """The newest intact state as (finished epochs, object); corrupt or unloadable ones are reported and skipped. A
+    state written mid-epoch holds its position in the object (``partial``, see tradeoff.train)."""
     for path in reversed(list_states(state_dir)):
         if not verify(path):
             log.warning("checkpoint %s does not match its checksum (truncated or corrupted); skipping it", path)
@@ -199,5 +211,5 @@ def latest_state(state_dir: str | Path, map_location: Any = "cpu") -> tuple[int,
         except CheckpointError as exc:
             log.warning("%s; skipping it", exc)
             continue
-        return int(STATE_PATTERN.match(path.name).group(1)), obj
+        return state_position(path)[0], obj
     return None

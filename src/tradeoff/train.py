@@ -20,7 +20,10 @@ import functools
 import json
 import logging
 import math
+import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -43,6 +46,64 @@ CURVE_FIELDS = ("epoch", "lr", "train_loss", "train_acc", "eval_clean", "eval_ro
 
 class NonFiniteLoss(FloatingPointError):
     pass
+
+
+class Stopped(RuntimeError):
+    """Training was stopped by a signal (SIGTERM, SIGUSR1) after writing the state of the step it had reached; the
+    same command resumes it there."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum
+
+
+#: SLURM sends SIGTERM at a time limit or a preemption (SIGKILL follows KillWait seconds later), and the signal
+#: that ``sbatch --signal`` names (the SLURM profile asks for USR1 ahead of the time limit)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+
+class _StopRequest:
+    """The signal that asked training to stop, set by the handler; the trainer checks it between steps."""
+
+    signum: int | None = None
+    handled: bool = False
+
+
+_stop = _StopRequest()
+
+
+def _stop_on_signals(fn):
+    """Catch STOP_SIGNALS while ``fn`` trains: the handler only records the signal (no work happens inside it); the
+    trainer checks it between steps, writes its state and raises Stopped. A signal that came too late to stop
+    training (after its last step) is raised again once the previous handlers are back, so it acts as it would
+    have without them."""
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        if threading.current_thread() is not threading.main_thread():  # signal handlers: main thread only
+            return fn(*args, **kwargs)
+
+        def handler(signum, frame):
+            _stop.signum = signum
+
+        _stop.signum, _stop.handled = None, False
+        previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+            pending = _stop.signum if not _stop.handled else None
+            _stop.signum, _stop.handled = None, False
+            if pending is not None:
+                os.kill(os.getpid(), pending)
+    return wrapped
+
+
+def _stopped(run_id: str, where: str, signum: int, saved: Path | None) -> Stopped:
+    _stop.handled = True
+    kept = f"its state is saved in {saved}" if saved is not None else "nothing new to save"
+    return Stopped(f"run {run_id}: stopped by {signal.Signals(signum).name} {where}; {kept}: the same command "
+                   "resumes it there", signum)
 
 
 def subset(x: torch.Tensor, y: torch.Tensor, n: int | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -114,9 +175,14 @@ def _one_trainer_per_run(fn):
 
 
 @_one_trainer_per_run
+@_stop_on_signals
 def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path, runtime: Runtime,
           eval_batch_size: int = 500, progress: bool | None = None) -> RunPaths:
-    """Train (or resume) a run; write its selected model and per-epoch curves. Returns their paths."""
+    """Train (or resume) a run; write its selected model and per-epoch curves. Returns their paths.
+
+    SIGTERM or SIGUSR1 stops it between two steps: the state of that step is written (``partial``: the epoch's data
+    order, its loss and accuracy sums, besides what every epoch state holds) and Stopped is raised; the same call
+    resumes from there and ends as an uninterrupted run would (bit-identical on the CPU)."""
     paths = Layout(Path(results)).run(run_id)
     ds = load_run_data(spec, data_root)
     x_train, y_train = runtime.place_batch(ds.x_train), ds.y_train.to(runtime.device)
@@ -133,7 +199,7 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
         x_track, y_track = subset(ds.x_test, ds.y_test, track["examples"])
         x_track, y_track = x_track.to(runtime.device), y_track.to(runtime.device)
 
-    start_epoch, rows, best = 0, [], None
+    start_epoch, rows, best, partial = 0, [], None, None
     resumed = checkpoint.latest_state(paths.state)
     if resumed is not None and resumed[1].get("spec") != spec_digest(spec):
         # states of the same run id with other settings (the config changed): resuming them would mix the two
@@ -147,7 +213,9 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
         data_gen.set_state(state["data_rng"])
         _set_rng_state(state["rng"])
         rows, best = json.loads(state["rows"]), state["best"]
-        log.info("%s: resuming after epoch %d from %s", run_id, start_epoch, paths.state)
+        partial = state.get("partial")  # stopped mid-epoch by a signal: where it was in the epoch
+        log.info("%s: resuming after epoch %d%s from %s", run_id, start_epoch,
+                 f", step {partial['step']}" if partial else "", paths.state)
 
     epochs, batch = spec["epochs"], spec["batch_size"]
     n = len(x_train)
@@ -157,13 +225,30 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
         t0 = time.perf_counter()
         if spec["lr_update"] == "epoch":
             method.set_epoch(epoch)
-        order = torch.randperm(n, generator=data_gen).to(runtime.device)
-        loss_sum = torch.zeros((), device=runtime.device)
-        correct = torch.zeros((), device=runtime.device, dtype=torch.long)
-        extras: dict[str, torch.Tensor] = {}  # other per-step quantities a method reports, averaged per epoch
-        counted = 0
+        if partial is None:
+            order = torch.randperm(n, generator=data_gen).to(runtime.device)
+            loss_sum = torch.zeros((), device=runtime.device)
+            correct = torch.zeros((), device=runtime.device, dtype=torch.long)
+            extras: dict[str, torch.Tensor] = {}  # other per-step quantities a method reports, averaged per epoch
+            counted, first_step = 0, 0
+        else:  # resumed mid-epoch: the epoch's order and what its steps so far summed
+            order, loss_sum, correct = (partial[k].to(runtime.device) for k in ("order", "loss_sum", "correct"))
+            extras = {k: v.to(runtime.device) for k, v in partial["extras"].items()}
+            counted, first_step, t0 = partial["counted"], partial["step"], t0 - partial["seconds"]
+            partial = None
         skip = spec["nonfinite"] == "skip"
-        for step in range(steps_per_epoch):
+        for step in range(first_step, steps_per_epoch):
+            if _stop.signum is not None:  # SIGTERM / SIGUSR1: keep this step's state, then stop
+                saved = None
+                if step > 0:  # at step 0 the state of the previous epoch is this very point
+                    saved = checkpoint.save_state(paths.state, epoch, {
+                        "method": method.state_dict(), "data_rng": data_gen.get_state(), "rng": _rng_state(),
+                        "rows": json.dumps(rows), "best": best, "spec": spec_digest(spec),
+                        "partial": {"step": step, "order": order.cpu(), "loss_sum": loss_sum.cpu(),
+                                    "correct": correct.cpu(), "extras": {k: v.cpu() for k, v in extras.items()},
+                                    "counted": counted, "seconds": time.perf_counter() - t0}}, step=step)
+                raise _stopped(run_id, f"in epoch {epoch + 1} after step {step} of {steps_per_epoch}", _stop.signum,
+                               saved)
             idx = order[step * batch:(step + 1) * batch]
             xb = augment(x_train[idx], spec["augment"]["crop_padding"], spec["augment"]["flip"], data_gen)
             if spec["lr_update"] == "step":
@@ -188,6 +273,7 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
                     extras[key] = extras.get(key, 0.0) + torch.as_tensor(value, dtype=torch.float64).detach()
             if show:
                 _progress(run_id, epoch, epochs, step + 1, steps_per_epoch, t0)
+            log.debug("%s epoch %d/%d step %d/%d done", run_id, epoch + 1, epochs, step + 1, steps_per_epoch)
         if counted == 0:
             raise NonFiniteLoss(f"run {run_id}: every step of epoch {epoch + 1} had a non-finite loss; stopping")
         # the learners as this epoch trained them, before end_epoch (Generalist's communication) changes them; the
@@ -220,9 +306,11 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
         log.info("%s epoch %d/%d loss %.4f acc %.3f | eval clean %.3f robust %.3f | %.0f img/s | ETA %s",
                  run_id, epoch + 1, epochs, row["train_loss"], row["train_acc"], clean, robust,
                  row["images_per_s"], _duration(eta))
-        checkpoint.save_state(paths.state, epoch + 1, {
+        saved = checkpoint.save_state(paths.state, epoch + 1, {
             "method": method.state_dict(), "data_rng": data_gen.get_state(), "rng": _rng_state(),
             "rows": json.dumps(rows), "best": best, "spec": spec_digest(spec)})
+        if _stop.signum is not None and epoch + 1 < epochs:
+            raise _stopped(run_id, f"after epoch {epoch + 1}", _stop.signum, saved)
 
     _write_outputs(run_id, spec, method, ds, rows, best, paths)
     return paths
