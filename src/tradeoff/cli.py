@@ -383,33 +383,62 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: the subcommands that the pipeline's jobs run: they keep the resolved catalog for the next job
+#: (tradeoff.config.load_catalog); the others (check-config, list, export-dvc, plan, ...) only read it
+JOB_COMMANDS = frozenset({"download", "train", "evaluate", "merge-shards", "report", "analyze", "summary"})
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
     args.config_given = args.config is not None
+    cwd = os.getcwd()
     try:
         args.config = _enter_workflow(args.config or [str(cfg.DEFAULT_CONFIG)])
-        catalog = cfg.load_catalog(args.config, write_cache=True)
+        catalog = cfg.load_catalog(args.config, write_cache=args.command in JOB_COMMANDS)
         if args.command != "check-config" and getattr(args, "target", None) is not None \
                 and args.target not in catalog.targets:
             raise cfg.ConfigError(f"unknown target {args.target!r}; allowed: {sorted(catalog.targets)}")
-        return args.func(args, catalog)
+        status = args.func(args, catalog)
+        sys.stdout.flush()  # here, so that a reader that went away (`| head`) is seen now, not at exit
+        return status
     except cfg.ConfigError as exc:
         print(f"tradeoff: configuration error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line in the log, the shell's status for SIGINT
+        print("tradeoff: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `tradeoff list runs | head`: the reader has what it wanted
+        _discard_stdout()
+        return 141
     except _expected_errors() as exc:  # problems of the input or the machine: one clear line, no traceback
+        signum = getattr(exc, "signum", None)
+        if signum is not None:  # stopped by SIGTERM / SIGUSR1 after saving its state (tradeoff.train.Stopped)
+            print(f"tradeoff: {exc}", file=sys.stderr)
+            return 128 + signum
         print(f"tradeoff: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        os.chdir(cwd)  # a caller in the same process (a test, a notebook) keeps its folder
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush at exit does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a caller's in-memory stdout)
+        pass
 
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
     from .checkpoint import CheckpointError, WriteError
     from .data import DatasetError
     from .models.adapters import PretrainedError
-    from .train import NonFiniteLoss
+    from .train import NonFiniteLoss, Stopped
 
-    return (CheckpointError, WriteError, DatasetError, NonFiniteLoss, PretrainedError)
+    return (CheckpointError, WriteError, DatasetError, NonFiniteLoss, PretrainedError, Stopped)
 
 
 if __name__ == "__main__":
