@@ -208,6 +208,37 @@ def test_digits_fixed_stratified_split(tmp_path):
     assert torch.equal(again.x_train, digits.x_train) and torch.equal(again.y_test, digits.y_test)
 
 
+def _change_a_label(cache: Path) -> None:
+    """Rewrite the kept split as a valid .npz (the zip container intact) with one test label changed."""
+    with np.load(cache) as kept:
+        arrays = {key: kept[key] for key in kept.files}
+    arrays["y_test"] = arrays["y_test"].copy()
+    arrays["y_test"][0] = (arrays["y_test"][0] + 1) % 10
+    np.savez(cache, **arrays)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupted", "label changed", "no checksum"])
+def test_a_damaged_digits_cache_is_reported_and_made_again(damage, tmp_path, caplog):
+    digits = data.load("digits", tmp_path)
+    cache = tmp_path / "digits" / "split.npz"
+    if damage == "truncated":
+        os.truncate(cache, cache.stat().st_size // 2)
+    elif damage == "corrupted":
+        flip_byte(cache)
+    elif damage == "label changed":
+        _change_a_label(cache)
+    else:  # a cache written before checksums were kept
+        with np.load(cache) as kept:
+            np.savez(cache, **{key: kept[key] for key in kept.files if key != "sha256"})
+    damaged = cache.read_bytes()
+    again = data.load("digits", tmp_path)  # no zipfile.BadZipFile, no silently changed label
+    assert torch.equal(again.y_test, digits.y_test) and torch.equal(again.x_train, digits.x_train), damage
+    assert str(cache) in caplog.text and "making it again" in caplog.text, caplog.text
+    assert cache.read_bytes() != damaged  # replaced by a good one, which the next job reads without a word
+    caplog.clear()
+    assert torch.equal(data.load("digits", tmp_path).y_test, digits.y_test) and "making it again" not in caplog.text
+
+
 def test_digits_needs_no_download(tmp_path):
     assert not data.DATASETS["digits"].needs_download
     assert data.download("digits", tmp_path) == tmp_path / "digits"

@@ -390,6 +390,19 @@ def test_a_stale_cache_from_another_preprocessing_is_not_used(tmp_path, monkeypa
     assert torch.equal(data.load("cub200", tmp_path).x_train, first.x_train)
 
 
+def test_a_cache_whose_arrays_were_changed_is_not_used(tmp_path, monkeypatch, caplog):
+    written("cub200", tmp_path, monkeypatch)
+    first = data.load("cub200", tmp_path)
+    cache = tmp_path / "cub200" / f"cub200-{SMALL}x{SMALL}-uint8.npz"
+    with np.load(cache) as stored:
+        arrays = {key: stored[key] for key in stored.files}
+    arrays["y_test"] = arrays["y_test"].copy()
+    arrays["y_test"][0] += 1  # a valid file, the fingerprint of its sources intact: only the checksum tells
+    np.savez(cache, **arrays)
+    assert torch.equal(data.load("cub200", tmp_path).y_test, first.y_test)
+    assert f"{cache} does not match its checksum" in caplog.text
+
+
 @pytest.mark.parametrize("name", NEW_DATASETS)
 def test_missing_dataset_names_the_download_command(name, tmp_path):
     assert not data.is_downloaded(name, tmp_path)

@@ -176,12 +176,19 @@ class _Digits(DatasetSpec):
         from .checkpoint import WriteError, atomic_write_bytes
 
         cache, sklearn_version = folder / "split.npz", version("scikit-learn")
+        names = ("x_train", "y_train", "x_test", "y_test")
         try:
-            with np.load(cache) as kept:
+            with np.load(cache, allow_pickle=False) as kept:
                 if str(kept["sklearn"]) == sklearn_version:
-                    return {key: kept[key] for key in ("x_train", "y_train", "x_test", "y_test")}
-        except (OSError, KeyError, ValueError):
-            pass  # missing, damaged or of another layout: made again below
+                    arrays = {key: kept[key] for key in names}
+                    if str(kept["sha256"]) == arrays_digest(arrays):
+                        return arrays
+                    _log.warning("digits: %s does not match the checksum kept with it (its arrays were changed); "
+                                 "making it again", cache)
+        except FileNotFoundError:
+            pass  # not made yet
+        except _UNREADABLE_CACHE as err:  # truncated, corrupted (zip CRC), or of an older layout (no checksum)
+            _log.warning("digits: %s cannot be read (%s: %s); making it again", cache, type(err).__name__, err)
         bunch = _sk_datasets.load_digits()
         x_train, x_test, y_train, y_test = _sk_model_selection.train_test_split(
             bunch.images.astype(np.uint8)[:, None], bunch.target, test_size=0.2, stratify=bunch.target,
@@ -189,7 +196,7 @@ class _Digits(DatasetSpec):
         arrays = {"x_train": np.ascontiguousarray(x_train), "y_train": y_train,
                   "x_test": np.ascontiguousarray(x_test), "y_test": y_test}
         buffer = io.BytesIO()
-        np.savez(buffer, sklearn=np.array(sklearn_version), **arrays)
+        np.savez(buffer, sklearn=np.array(sklearn_version), sha256=np.array(arrays_digest(arrays)), **arrays)
         try:
             atomic_write_bytes(cache, buffer.getvalue())  # concurrent jobs write the same bytes; the rename is atomic
         except WriteError as err:
@@ -423,6 +430,17 @@ def _fingerprint(folder: Path, names: Iterable[str], params: str) -> str:
 _UNREADABLE_CACHE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
 
 
+def arrays_digest(arrays: Mapping[str, np.ndarray]) -> str:
+    """SHA-256 of named arrays (names, dtypes, shapes and bytes, in name order): kept with a cache of arrays, so that
+    a cache whose zip container is intact but whose values were changed (an edited label) is not used."""
+    digest = hashlib.sha256()
+    for name in sorted(arrays):
+        array = np.ascontiguousarray(arrays[name])
+        digest.update(f"{name}|{array.dtype.str}|{array.shape}\n".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
 def _cache_fingerprint(path: Path) -> str | None:
     """The fingerprint stored in a cache written by ``_cached``; None when there is none or it cannot be read."""
     try:
@@ -442,15 +460,20 @@ def _cached(path: Path, fingerprint: str, build: Callable[[], dict[str, np.ndarr
         try:
             with np.load(path, allow_pickle=False) as stored:
                 if str(stored["fingerprint"]) == fingerprint:
-                    return {key: stored[key] for key in stored.files if key != "fingerprint"}
-        except _UNREADABLE_CACHE:
-            pass
+                    arrays = {key: stored[key] for key in stored.files if key not in ("fingerprint", "sha256")}
+                    if str(stored["sha256"]) == arrays_digest(arrays):
+                        return arrays
+                    _log.warning("the decoded-image cache %s does not match its checksum (its arrays were "
+                                 "changed); decoding the images again", path)
+        except _UNREADABLE_CACHE as err:
+            _log.warning("the decoded-image cache %s cannot be read (%s: %s); decoding the images again", path,
+                         type(err).__name__, err)
     arrays = build()
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as stream:
-            np.savez(stream, fingerprint=np.array(fingerprint), **arrays)
+            np.savez(stream, fingerprint=np.array(fingerprint), sha256=np.array(arrays_digest(arrays)), **arrays)
         os.replace(tmp, path)
     except OSError as err:
         tmp.unlink(missing_ok=True)
