@@ -347,10 +347,60 @@ def test_checkpoint_with_a_pickle_payload_is_refused_by_tradeoff_evaluate(tmp_pa
     model.parent.mkdir(parents=True)
     torch.save({"model": {}, "meta": Payload()}, model)
     out = run(_cmd(work, "evaluate", "--run", NT, "--attack", "clean"), work, check=False)
-    assert out.returncode != 0
-    assert "cannot load checkpoint" in out.stderr and "Weights only load failed" in out.stderr
+    assert out.returncode == 1
+    lines = [line for line in out.stderr.splitlines() if line.startswith("tradeoff:")]
+    assert lines == [line for line in out.stderr.splitlines() if line.strip()][-1:], out.stderr  # one line, last
+    assert f"cannot load checkpoint {Path('results/smoke/checkpoints') / NT / 'model.pt'}: it carries pickled " \
+           "Python objects (posix.system), not only tensors: refused, nothing in it was run" in lines[0], lines
+    assert "weights_only" not in out.stderr and "Traceback" not in out.stderr  # never PyTorch's advice to run it
     assert not marker.exists(), "the payload ran"
     assert not results_of(work).metrics(NT, "clean").exists()
+
+
+def _bad_model(kind: str, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "truncated":
+        torch.save({"model": {"w": torch.zeros(1000)}, "meta": "{}"}, path)
+        os.truncate(path, path.stat().st_size // 2)
+    elif kind == "not a checkpoint":
+        path.write_text("model weights, honest\n" * 10)
+    elif kind == "other keys":
+        torch.save({"state_dict": {"w": torch.zeros(3)}}, path)
+    elif kind == "not a dict":
+        torch.save([torch.zeros(3)], path)
+    elif kind == "bad meta":
+        torch.save({"model": {}, "meta": "{not json"}, path)
+    elif kind == "other weights":
+        torch.save({"model": {"w": torch.zeros(3)}, "meta": json.dumps({
+            "run": NT, "spec": {"arch": "small_cnn", "bn_running_stats": True, "dataset": "digits"},
+            "num_classes": 10, "in_channels": 1, "image_size": 8, "selected_epoch": 1})}, path)
+
+
+BAD_MODELS = {  # what the one line must say after the file's name
+    "empty": ": the file is empty (0 bytes)",
+    "truncated": ": it is not a complete PyTorch checkpoint (truncated or corrupted)",
+    "not a checkpoint": ": it is not a PyTorch checkpoint of tensors (unreadable, or corrupted)",
+    "other keys": " is not a model written by `tradeoff train`: it holds keys ['state_dict']; a model.pt holds 'model' "
+                  "and 'meta'",
+    "not a dict": " is not a model written by `tradeoff train`: it holds a list",
+    "bad meta": ": its metadata ('meta') is not that of a model written by `tradeoff train` (JSONDecodeError",
+    "other weights": ": its weights do not fit its architecture 'small_cnn': missing [",
+}
+
+
+@pytest.mark.parametrize("kind", list(BAD_MODELS))
+def test_a_bad_model_file_is_one_clear_line_naming_it(kind, tmp_path, monkeypatch, capsys):
+    work = _copy(tmp_path)
+    model = results_of(work).model(NT)
+    _bad_model(kind, model)
+    assert _cli(work, monkeypatch, "evaluate", "--run", NT, "--attack", "clean") == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    shown = str(model.relative_to(work))
+    assert len(err) == 1 and err[0].startswith("tradeoff: CheckpointError: "), err
+    assert f"{shown}{BAD_MODELS[kind]}" in err[0], err
+    assert "weights_only" not in err[0] and not err[0].rstrip().endswith(":"), err
 
 
 def test_outputs_get_the_usual_file_permissions(tmp_path):

@@ -103,13 +103,40 @@ def save(obj: Any, path: str | Path) -> None:
 
 
 def load(path: str | Path, map_location: Any = "cpu") -> Any:
-    """Load without executing code: anything but tensors and plain containers is refused."""
+    """Load without executing code: anything but tensors and plain containers is refused. Every failure is one
+    CheckpointError line naming the file and what is wrong with it."""
     import torch
 
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch raises several types for bad files
-        raise CheckpointError(f"cannot load checkpoint {path}: {exc}") from exc
+        raise CheckpointError(f"cannot load checkpoint {path}: {_load_problem(Path(path), exc)}") from None
+
+
+def _load_problem(path: Path, exc: Exception) -> str:
+    """What is wrong with a file that torch.load (weights only) refused, in a few words: never PyTorch's advice to load
+    it with weights_only=False, which would run whatever code the file carries."""
+    text = str(exc)
+    if isinstance(exc, FileNotFoundError):
+        return "no such file"
+    if isinstance(exc, IsADirectoryError):
+        return "it is a folder"
+    if isinstance(exc, EOFError):
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = None
+        return "the file is empty (0 bytes)" if size == 0 else "the file ends too early (truncated)"
+    if "Weights only load failed" in text:
+        found = re.search(r"GLOBAL (\S+)", text)
+        if found:
+            return (f"it carries pickled Python objects ({found.group(1)}), not only tensors: refused, nothing in it "
+                    "was run (a checkpoint of this pipeline holds tensors and plain containers only)")
+        return "it is not a PyTorch checkpoint of tensors (unreadable, or corrupted)"
+    if "PytorchStreamReader" in text or "zip archive" in text:
+        return "it is not a complete PyTorch checkpoint (truncated or corrupted)"
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def state_position(path: str | Path) -> tuple[int, int]:
