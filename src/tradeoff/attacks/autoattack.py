@@ -32,6 +32,7 @@ from typing import Any, Iterator, Protocol
 
 import torch
 
+from ..ranges import between, count
 from .base import Attack, AttackError, frozen, register
 
 log = logging.getLogger("tradeoff.autoattack")
@@ -126,6 +127,8 @@ class _Component(_AutoAttackBase):
 
 class _APGD(_Component):
     defaults = {"steps": 100, "restarts": 1, "rho": 0.75, "best_loss": False, "seed": None}
+    ranges = {"steps": count(), "restarts": count(),
+              "rho": between(0, 1, low_open=True, high_open=True, meaning="APGD's step-size checkpoint ratio")}
 
     def _settings(self) -> dict:
         return {"steps": self.steps, "restarts": self.restarts, "rho": self.rho}
@@ -172,6 +175,7 @@ class APGDT(_Component):
     name = "apgd-t"
     kind = "apgd-t"
     defaults = {"steps": 100, "restarts": 1, "target_classes": 9, "rho": 0.75, "seed": None}
+    ranges = {**_APGD.ranges, "target_classes": count()}
 
     def _settings(self) -> dict:
         return {"steps": self.steps, "restarts": self.restarts, "target_classes": self.target_classes,
@@ -186,6 +190,7 @@ class FAB(_Component):
     name = "fab"
     kind = "fab"
     defaults = {"steps": 100, "restarts": 1, "seed": None}
+    ranges = {"steps": count(), "restarts": count()}
 
     def _settings(self) -> dict:
         return {"steps": self.steps, "restarts": self.restarts}
@@ -199,6 +204,7 @@ class FABT(_Component):
     name = "fab-t"
     kind = "fab-t"
     defaults = {"steps": 100, "restarts": 1, "target_classes": 9, "seed": None}
+    ranges = {"steps": count(), "restarts": count(), "target_classes": count()}
 
     def _settings(self) -> dict:
         return {"steps": self.steps, "restarts": self.restarts, "target_classes": self.target_classes}
@@ -212,6 +218,8 @@ class Square(_Component):
     name = "square"
     kind = "square"
     defaults = {"queries": 5000, "p_init": 0.8, "restarts": 1, "seed": None}
+    ranges = {"queries": count(), "restarts": count(),
+              "p_init": between(0, 1, low_open=True, meaning="the initial fraction of pixels a square changes")}
 
     def _settings(self) -> dict:
         return {"queries": self.queries, "p_init": self.p_init, "restarts": self.restarts}
@@ -227,6 +235,7 @@ class AutoAttack(_AutoAttackBase):
     # steps: APGD's and FAB's iterations; queries: Square's (the standard version's 100 and 5000; smaller only
     # when the smoke scale caps attack steps)
     defaults = {"components": None, "steps": 100, "queries": 5000, "seed": None}
+    ranges = {"steps": count(), "queries": count()}
 
     def _settings(self) -> dict:
         return {"steps": self.steps, "queries": self.queries}
