@@ -641,6 +641,118 @@ def test_bad_configs_are_refused_by_every_cli_command(text, tmp_path, monkeypatc
     assert not (work / "results").exists()
 
 
+BAD_VALUES = {  # overlay -> the one line of `tradeoff check-config` (after "configuration error: "); every numeric
+    # setting is checked at config time: run settings by the schema, methods' and attacks' parameters by the ranges
+    # their classes declare (tradeoff.ranges), and no number anywhere may be NaN or infinite
+    "attacks:\n  pgd20: {eps: .nan}\n": "attacks.pgd20.eps: must be a finite number, got nan",
+    "attacks:\n  pgd20: {step_size: .inf}\n": "attacks.pgd20.step_size: must be a finite number, got inf",
+    "runs:\n  cifar10-resnet18-nt: {lr: {epochs: [0, 40], values: [-0.1, 0.01]}}\n":
+        "runs.cifar10-resnet18-nt.lr.values.0: -0.1 is less than the minimum of 0",
+    "scale_map: {lr: {epochs: [0, 10], values: [0.1, -0.01]}}\n": "scale_map.lr",
+    "runs:\n  cifar10-resnet18-nt: {optimizer: {name: sgd, weight_decay: -0.0005}}\n":
+        "runs.cifar10-resnet18-nt.optimizer.weight_decay: -0.0005 is less than the minimum of 0",
+    "runs:\n  cifar10-resnet18-nt: {optimizer: {name: adam, betas: [0.9, 1.0]}}\n": "optimizer.betas.1",
+    "runs:\n  cifar10-resnet18-generalist:\n    method: {gamma: {epochs: [0, 120], values: [1.5, 0.0]}}\n":
+        "runs.cifar10-resnet18-generalist.method.gamma.values[0]: must be a number in [0, 1], got 1.5",
+    "runs:\n  cifar10-resnet18-generalist:\n    method: {nt_optimizer: {name: sgd, weight_decay: -1}}\n":
+        "runs.cifar10-resnet18-generalist.method.nt_optimizer.weight_decay: must be a number >= 0, got -1",
+    "runs:\n  cifar10-resnet18-trades-lambda6:\n    method: {lam: -6}\n":
+        "runs.cifar10-resnet18-trades-lambda6.method.lam: must be a number >= 0, got -6",
+    "runs:\n  cifar10-resnet18-caat-gamma1:\n    method: {gamma: 1.5}\n":
+        "runs.cifar10-resnet18-caat-gamma1.method.gamma: must be a number in [-1, 1], got 1.5",
+    "runs:\n  cifar10-resnet18-vanilla-lambda0:\n    method: {lam: 2}\n":
+        "runs.cifar10-resnet18-vanilla-lambda0.method.lam: must be a number in [0, 1], got 2",
+    "runs:\n  cifar10-resnet18-at-beta1:\n    method: {beta: -0.5}\n":
+        "runs.cifar10-resnet18-at-beta1.method.beta: must be a number in [0, 1], got -0.5",
+    "runs:\n  cifar10-resnet18-iat:\n    method: {alpha: 0}\n":
+        "runs.cifar10-resnet18-iat.method.alpha: must be a number > 0, got 0",
+    "runs:\n  cifar10-resnet18-fat:\n    method: {tau_values: [0, 1.5, 2]}\n":
+        "runs.cifar10-resnet18-fat.method.tau_values[1]: must be an integer >= 0, got 1.5",
+    "attacks:\n  pgd20: {steps: 0}\n": "attacks.pgd20.steps: 0 is less than the minimum of 1",
+    "attacks:\n  mim: {momentum: -1}\n": "attacks.mim.momentum: must be a number >= 0, got -1",
+    "attacks:\n  apgd_ce: {rho: 1.5}\n": "attacks.apgd_ce.rho: must be a number in (0, 1), got 1.5",
+    "attacks:\n  square: {p_init: 0}\n": "attacks.square.p_init: must be a number in (0, 1], got 0",
+    "attacks:\n  apgd_t: {target_classes: 0}\n": "attacks.apgd_t.target_classes: must be an integer >= 1, got 0",
+    "train_attacks:\n  pgd10: {type: pgd, restarts: 0}\n": "train_attacks.pgd10.restarts: 0 is less than the minimum of 1",
+    # a YAML syntax error: the file, the line and the column
+    "runs:\n  cifar10-resnet18-nt: {seed: 1\n  cifar10-resnet18-at-beta1: {seed: 2}\n":
+        "config/fault.yaml:3:28: YAML syntax error: while parsing a flow mapping: did not find expected ',' or '}'",
+    # an unknown id: the closest few, not all of them
+    "targets:\n  table1a:\n    rows: [{key: at, run: cifar10-resnet18-at-bta1}]\n":
+        "targets.table1a.rows[0].run: unknown run 'cifar10-resnet18-at-bta1'; did you mean 'cifar10-resnet18-at-beta1'",
+    "targets:\n  table1a:\n    columns: {pgd: pgd2O}\n":
+        "targets.table1a.columns.pgd: unknown attack 'pgd2O'; did you mean 'pgd20'",
+    "targets:\n  table1:\n    targets: [table1a, table1bb]\n":
+        "targets.table1.targets: unknown target 'table1bb'; did you mean 'table1b'",
+}
+
+
+@pytest.mark.parametrize("text", list(BAD_VALUES))
+def test_every_bad_value_is_one_line_of_check_config(text, tmp_path, monkeypatch, capsys):
+    work = _copy(tmp_path, overlay=text)
+    assert _cli(work, monkeypatch, "check-config") == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and err[0].startswith("tradeoff: configuration error: "), err
+    assert BAD_VALUES[text] in err[0], err
+    assert len(err[0]) < 400, err  # the closest names, not the catalog's 264 runs
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["train", "--run", "cifar10-resnet18-at-beta11"], "--run: unknown run 'cifar10-resnet18-at-beta11'; did you mean "
+                                                       "'cifar10-resnet18-at-beta1'"),
+    (["evaluate", "--run", NT, "--attack", "pgd2O"], "unknown attack 'pgd2O'; did you mean 'pgd20'"),
+    (["report", "table1c"], "unknown target 'table1c'; did you mean 'table1"),
+    (["plan", "tabel1"], "unknown target 'tabel1'; did you mean 'table1'"),
+    (["train", "--run", "zzz"], "--run: unknown run 'zzz'; nothing with a similar name ({runs} runs; `tradeoff list "
+                                "runs` lists them)"),
+])
+def test_unknown_ids_name_the_closest_few(args, expected, tmp_path, monkeypatch, capsys):
+    work = _copy(tmp_path)
+    assert _cli(work, monkeypatch, *args) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    expected = expected.replace("{runs}", str(len(tcfg.load_catalog([work / f for f in SMOKE]).runs)))
+    assert len(err) == 1 and expected in err[0] and len(err[0]) < 400, err
+
+
+def test_a_key_value_config_override_points_to_an_overlay(tmp_path, monkeypatch, capsys):
+    work = _copy(tmp_path)
+    monkeypatch.chdir(work)
+    assert tcli.main(["--config", "config/config.yaml", "--config", "runtime={threads: 2}", "check-config"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--config takes a YAML file, not a key=value override ('runtime={threads: 2}'): put " \
+        "`runtime: {threads: 2}` in an overlay file" in err[0], err
+    # Snakemake's --config, likewise: not the schema's type error on the override's strings
+    out = run(["snakemake", "-n", "--cores", "1", "--configfile", "config/smoke.yaml", "--config",
+               "runtime={threads: 2}"], work, check=False)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0 and "--config key=value overrides are not supported" in text \
+        and "put the values in a YAML overlay" in text and "is not of type" not in text, text[-3000:]
+
+
+def test_list_into_a_closed_pipe_ends_quietly(tmp_path):
+    """`tradeoff list runs | head`: the reader goes away; no BrokenPipeError traceback."""
+    work = _copy(tmp_path)
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    try:
+        proc = subprocess.run(_cmd(work, "list", "runs"), cwd=work, env=env(), stdout=write, stderr=subprocess.PIPE,
+                              text=True, timeout=300)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141 and proc.stderr == "", proc.stderr
+
+
+def test_ctrl_c_is_one_line_interrupted(tmp_path):
+    work = _copy(tmp_path, overlay=SLOW)
+    log = tmp_path / "train.log"
+    proc = _start(["tradeoff", "-v", *_cmd(work, "train", "--run", NT)[1:]], work, log)
+    _wait_for_line(proc, log, re.compile(rf"{NT} epoch 1/\d+ step 2/\d+ done"))
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the foreground process group
+    assert proc.wait(timeout=120) == 130
+    text = log.read_text()
+    assert text.strip().splitlines()[-1] == "tradeoff: interrupted" and "Traceback" not in text, text[-3000:]
+
+
 # ------------------------------------------------------------------------------------------- concurrency
 
 
@@ -742,8 +854,7 @@ def test_interrupted_then_corrupted_download_through_tradeoff_download(tmp_path,
     import torchvision.datasets.utils as tv_utils
 
     monkeypatch.setattr(tv_utils, "download_url", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        _cli(work, monkeypatch, "download", "mnist")
+    assert _cli(work, monkeypatch, "download", "mnist") == 130  # "tradeoff: interrupted", as after Ctrl-C
     assert not marker.exists()  # Snakemake's `download` output: nothing downstream starts
     monkeypatch.setattr(tv_utils, "download_url", downloads)
     assert _cli(work, monkeypatch, "download", "mnist") == 0  # the partial file fails its checksum: fetched again

@@ -198,7 +198,7 @@ def cmd_export_dvc(args, catalog: cfg.Catalog) -> int:
     chosen = catalog if args.config_given else cfg.load_catalog(config_files)
     for name in args.targets:
         if name not in chosen.targets:
-            raise cfg.ConfigError(f"export-dvc: unknown target {name!r}; allowed: {sorted(chosen.targets)}")
+            raise cfg.ConfigError("export-dvc: " + cfg.unknown("target", name, chosen.targets, LIST_TARGETS))
     files = render_dvc(chosen, config_files, args.targets)
     stale = []
     for path, text in files.items():
@@ -222,6 +222,11 @@ def cmd_list(args, catalog: cfg.Catalog) -> int:
     elif args.what == "targets":
         for name, target in catalog.targets.items():
             print(f"{name} ({target['kind']}): {target.get('title', ', '.join(target.get('targets', [])))}")
+    elif args.what == "attacks":
+        for name in catalog.attack_jobs():
+            spec = catalog.attacks[cfg.split_budget(name)[0]]
+            print(f"{name}: {spec['type']} {spec.get('norm', '') if spec['type'] != cfg.CORRUPTIONS_TYPE else spec['dataset']}"
+                  .rstrip())
     return 0
 
 
@@ -269,6 +274,12 @@ def _enter_workflow(config_files: list[str]) -> list[str]:
     DVC do, whatever folder the command was started in: the config's relative paths (``results``, ``data``) then
     mean the same folders for every job and every user. Returns the config files relative to it. Without such a
     folder (a config file outside any workflow), the current folder stays."""
+    for given in config_files:
+        if "=" in given and not Path(given).exists():  # `--config runtime='{threads: 2}'`, as for Snakemake
+            key, _, value = given.partition("=")
+            raise cfg.ConfigError(f"--config takes a YAML file, not a key=value override ({given!r}): put "
+                                  f"`{key}: {value}` in an overlay file (e.g. config/mine.yaml) and pass "
+                                  "--config config/config.yaml --config config/mine.yaml")
     files = [Path(f).absolute() for f in config_files]
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
@@ -280,9 +291,12 @@ def _enter_workflow(config_files: list[str]) -> list[str]:
     return [os.path.relpath(f, root) if f.is_relative_to(root) else str(f) for f in files]
 
 
+LIST_TARGETS = "`tradeoff list targets` lists them"
+
+
 def _run(catalog: cfg.Catalog, run_id: str) -> str:
     if run_id not in catalog.runs:
-        raise cfg.ConfigError(f"--run: unknown run {run_id!r}; allowed: {sorted(catalog.runs)}")
+        raise cfg.ConfigError("--run: " + cfg.unknown("run", run_id, catalog.runs, "`tradeoff list runs` lists them"))
     return run_id
 
 
@@ -377,8 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="h100", choices=["h100", "h200", "a100", "rtx3090", "v100"])
     p.set_defaults(func=cmd_plan)
 
-    p = sub.add_parser("list", help="list runs or targets")
-    p.add_argument("what", choices=["runs", "targets"])
+    p = sub.add_parser("list", help="list runs, targets or attacks (evaluation jobs)")
+    p.add_argument("what", choices=["runs", "targets", "attacks"])
     p.set_defaults(func=cmd_list)
     return parser
 
@@ -397,9 +411,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.config = _enter_workflow(args.config or [str(cfg.DEFAULT_CONFIG)])
         catalog = cfg.load_catalog(args.config, write_cache=args.command in JOB_COMMANDS)
-        if args.command != "check-config" and getattr(args, "target", None) is not None \
-                and args.target not in catalog.targets:
-            raise cfg.ConfigError(f"unknown target {args.target!r}; allowed: {sorted(catalog.targets)}")
+        named = [args.target] if getattr(args, "target", None) is not None else list(getattr(args, "targets", []))
+        for name in named if args.command not in ("check-config", "export-dvc") else []:
+            if name not in catalog.targets:
+                raise cfg.ConfigError(cfg.unknown("target", name, catalog.targets, LIST_TARGETS))
         status = args.func(args, catalog)
         sys.stdout.flush()  # here, so that a reader that went away (`| head`) is seen now, not at exit
         return status
