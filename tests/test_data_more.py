@@ -406,7 +406,8 @@ def test_a_cache_whose_arrays_were_changed_is_not_used(tmp_path, monkeypatch, ca
 @pytest.mark.parametrize("name", NEW_DATASETS)
 def test_missing_dataset_names_the_download_command(name, tmp_path):
     assert not data.is_downloaded(name, tmp_path)
-    with pytest.raises(DatasetError, match=re.escape(f"run `tradeoff download {name} --root {tmp_path}`")):
+    with pytest.raises(DatasetError, match=re.escape(f"run `tradeoff download {name}` (with the same --config files; "
+                                                     f"it fetches into paths.data, here {tmp_path})")):
         data.load(name, tmp_path)
 
 
@@ -432,7 +433,7 @@ def test_damaged_extracted_file_is_refused_and_repaired(name, victim, damage, tm
     with pytest.raises(DatasetError) as info:
         data.load(name, tmp_path)
     message = str(info.value)
-    assert f"tradeoff download {name} --root {tmp_path}" in message and victim in message
+    assert f"run `tradeoff download {name}` (with" in message and victim in message
     # The verified archive is still there: download extracts it again without fetching anything.
     assert_loads_as(data.load(name, tmp_path, download=True), expected, name)
 
@@ -501,7 +502,8 @@ def test_load_corruptions_aligns_labels_with_tinyimagenet(tmp_path, monkeypatch)
 def test_load_corruptions_needs_tinyimagenet_and_checks_its_arguments(tmp_path, monkeypatch):
     write_tinyimagenet_c(tmp_path / "tinyimagenet-c", np.random.default_rng(0), monkeypatch, per_class=1)
     data.download("tinyimagenet-c", tmp_path)
-    with pytest.raises(DatasetError, match=re.escape(f"tradeoff download tinyimagenet --root {tmp_path}")):
+    with pytest.raises(DatasetError, match=re.escape(f"run `tradeoff download tinyimagenet` (with the same --config "
+                                                     f"files; it fetches into paths.data, here {tmp_path})")):
         data.load_corruptions(tmp_path)
     with pytest.raises(DatasetError, match="unknown corruptions"):
         data.load_corruptions(tmp_path, corruptions=["gaussian_blur"])

@@ -19,7 +19,6 @@ import hashlib
 import io
 import logging
 import os
-import shlex
 import tarfile
 import zipfile
 from abc import ABC, abstractmethod
@@ -518,10 +517,10 @@ def _decode(paths: Sequence[Path], shape: tuple[int, int, int], resize: int | No
                     image = _resize_center_crop(image, resize)
                 pixels = np.asarray(image)
         except (OSError, ValueError) as err:  # PIL's UnidentifiedImageError and truncated files are OSErrors
-            raise DatasetError(f"cannot decode {path}: {err}; run `{command}` to fetch it again") from err
+            raise DatasetError(f"cannot decode {path}: {err}; {command} to fetch it again") from err
         if pixels.shape != (height, width, channels):
             raise DatasetError(f"{path} is {pixels.shape[1]}x{pixels.shape[0]}, expected {width}x{height}; "
-                               f"run `{command}` to fetch it again")
+                               f"{command} to fetch it again")
         out[index] = pixels.transpose(2, 0, 1)
 
     with ThreadPoolExecutor(max_workers=_DECODE_WORKERS) as pool:
@@ -699,7 +698,7 @@ class CorruptionSets(Mapping):
             found = [entry for entry in self._files[corruption] if entry[0] == severity]
             if not found:
                 raise DatasetError(f"{spec.name}: no images for {corruption} at severity {severity} in {folder}; "
-                                   f"run `{command}` to fetch it")
+                                   f"{command} to fetch it")
             unknown = {wnid for _, _, wnid, _ in found} - set(index)
             if unknown:
                 raise DatasetError(f"{spec.name}: {corruption}/{severity} has classes that Tiny ImageNet lacks: "
@@ -970,7 +969,8 @@ def _spec(name: str) -> DatasetSpec:
 
 
 def _download_command(name: str, root: str | Path) -> str:
-    return f"tradeoff download {name} --root {shlex.quote(str(root))}"
+    """How to fetch a dataset: the CLI downloads into the configuration's ``paths.data`` (here ``root``)."""
+    return f"run `tradeoff download {name}` (with the same --config files; it fetches into paths.data, here {root})"
 
 
 def _remove(paths: Iterable[Path]) -> None:
@@ -1031,8 +1031,7 @@ def _verified_folder(spec: DatasetSpec, root: str | Path) -> Path:
     folder = spec.folder(root)
     bad = spec.problems(folder)
     if bad:
-        raise DatasetError(
-            f"dataset {spec.name!r} is missing or corrupt in {folder} (missing or failing the md5 checksum: "
-            f"{_names(bad)}); run `{_download_command(spec.name, root)}` to fetch it"
-        )
+        shown = _names(bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
+        raise DatasetError(f"dataset {spec.name!r} is not ready in {folder}: {shown} missing or failing the md5 "
+                           f"checksum; {_download_command(spec.name, root)}")
     return folder
