@@ -59,7 +59,7 @@ def cmd_train(args, catalog: cfg.Catalog) -> int:
     catalog.pretrained_checkpoint(run_id, must_exist=True)  # an adapter model's backbone: refused before any work
     names = catalog.run_attacks(run_id) if args.evaluate else []
     specs = {name: catalog.attack_for(name, run_id) for name in names}  # every name checked before any work
-    runtime = Runtime.from_config(catalog.config["runtime"])
+    runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
     paths = train(run_id, catalog.runs[run_id], results=catalog.results, data_root=catalog.data_root,
                   runtime=runtime, eval_batch_size=catalog.config["runtime"]["eval_batch_size"])
     print(f"{run_id}: model {paths.model}, curves {paths.curves}")
@@ -99,7 +99,7 @@ def cmd_evaluate(args, catalog: cfg.Catalog) -> int:
     names = list(dict.fromkeys(args.attack))  # repeated --attack: evaluated in turn, in this order
     specs = {name: catalog.attack_for(name, run_id) for name in names}  # every name checked before any work
     train_id = catalog.train_id[run_id]
-    runtime = Runtime.from_config(catalog.config["runtime"])  # device and CPU threads; evaluation stays fp32
+    runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)  # device, CPU threads; always fp32
     common = _evaluation_settings(catalog, run_id, runtime, args.seed)
     checkpoint = catalog.layout.model(train_id)
     shard = None
@@ -308,6 +308,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", action="append", metavar="FILE",
                         help="configuration file; repeat to overlay (default: config/config.yaml)")
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--log", metavar="FILE",
+                        help="the job's log file (Snakemake's `log:`, deleted whenever Snakemake starts the job): "
+                             "also append everything written to stderr to its history, <name>.history.log, after a "
+                             "header line per start, so a restarted job keeps the lines of its earlier tries")
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("check-config", help="validate the configuration and summarise it").set_defaults(func=cmd_check_config)
@@ -402,8 +406,66 @@ def build_parser() -> argparse.ArgumentParser:
 JOB_COMMANDS = frozenset({"download", "train", "evaluate", "merge-shards", "report", "analyze", "summary"})
 
 
+class _Tee:
+    """stderr that also appends to a file (the job's log history): Python-level, so no extra process stands between
+    the job and the signals SLURM sends it."""
+
+    def __init__(self, stream, copy):
+        self.stream, self.copy = stream, copy
+
+    def write(self, text: str) -> int:
+        try:
+            self.copy.write(text)
+        except (OSError, ValueError):  # the history is a convenience: a full disk must not stop the job here
+            pass
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        for stream in (self.copy, self.stream):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def _open_history(log: str, argv: list[str]):
+    """Append a header line for this start to the log's history and return the open file (None if it cannot be)."""
+    import datetime
+    import socket
+
+    from .results import log_history
+
+    path = log_history(Path(log).absolute())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        history = open(path, "a", buffering=1)
+    except OSError as exc:
+        print(f"tradeoff: cannot append to the log history {path}: {exc.strerror or exc}", file=sys.stderr)
+        return None
+    slurm = f", SLURM job {os.environ['SLURM_JOB_ID']}" if os.environ.get("SLURM_JOB_ID") else ""
+    history.write(f"=== {datetime.datetime.now():%Y-%m-%d %H:%M:%S} start: tradeoff {' '.join(argv)} "
+                  f"(pid {os.getpid()} on {socket.gethostname()}{slurm}) ===\n")
+    return history
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    history, stderr = (_open_history(args.log, argv) if args.log else None), sys.stderr
+    if history is not None:
+        sys.stderr = _Tee(stderr, history)
+    try:
+        return _main(args)
+    finally:
+        if history is not None:
+            sys.stderr = stderr
+            history.close()
+
+
+def _main(args) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
     args.config_given = args.config is not None
