@@ -32,7 +32,7 @@ import torch
 
 from helpers import env, results_of, run, workflow_copy
 from tradeoff import checkpoint
-from tradeoff.results import Layout
+from tradeoff.results import Layout, log_history
 from tradeoff import cli as tcli
 from tradeoff import config as tcfg
 from tradeoff.runtime import Runtime
@@ -729,6 +729,21 @@ def test_a_key_value_config_override_points_to_an_overlay(tmp_path, monkeypatch,
         and "put the values in a YAML overlay" in text and "is not of type" not in text, text[-3000:]
 
 
+def test_paper_scale_without_a_gpu_stops_unless_the_cpu_is_asked_for(tmp_path, monkeypatch, capsys):
+    """`device: auto` would train a paper-scale run on the CPU for weeks on a node without a GPU: it stops at once."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    work = _copy(tmp_path)
+    monkeypatch.chdir(work)
+    assert tcli.main(["--config", "config/config.yaml", "train", "--run", NT]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "runtime.device is 'auto' and no CUDA device is visible" in err[0] \
+        and "`runtime: {device: cpu}`" in err[0], err
+    assert not results_of(work, "paper").states(NT).exists()  # nothing started
+    (work / "config" / "cpu.yaml").write_text("runtime: {device: cpu}\n")  # asked for: it goes on (to the data)
+    assert tcli.main(["--config", "config/config.yaml", "--config", "config/cpu.yaml", "train", "--run", NT]) == 1
+    assert "dataset 'cifar10' is not ready" in capsys.readouterr().err
+
+
 def test_list_into_a_closed_pipe_ends_quietly(tmp_path):
     """`tradeoff list runs | head`: the reader goes away; no BrokenPipeError traceback."""
     work = _copy(tmp_path)
@@ -803,7 +818,15 @@ def test_second_snakemake_in_the_same_folder_is_refused_and_a_killed_one_needs_u
     run(cmd + ["--unlock"], work)
     again = run(cmd, work)  # not IncompleteFilesException: the incomplete outputs are made again
     assert "workflow specific profile profiles/default" in again.stderr
-    assert "resuming after epoch" in (work / "results" / "smoke" / "logs" / "train" / f"{AT}.log").read_text()
+    log = results_of(work).log("train", AT)
+    assert "resuming after epoch" in log.read_text()  # Snakemake's log: the last start (it deletes the file first)
+    # the history keeps the killed try: a header line per start, the first try's epochs before the resume
+    lines = log_history(log).read_text().splitlines()
+    starts = [i for i, line in enumerate(lines) if re.match(rf"=== \S+ \S+ start: tradeoff --log {log.relative_to(work)} "
+                                                          rf".* train --run {AT}( --evaluate)? \(pid \d+ on \S+\) ===$", line)]
+    assert len(starts) == 2, lines
+    assert f"{AT} epoch 1/{SLOW_EPOCHS}" in "\n".join(lines[starts[0]:starts[1]]), lines
+    assert "resuming after epoch" in "\n".join(lines[starts[1]:]), lines
     curves = results_of(work).run(AT).curves.read_text().splitlines()
     assert len(curves) == SLOW_EPOCHS + 1 and checkpoint.load(work / target)["model"]
 

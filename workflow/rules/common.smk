@@ -107,5 +107,15 @@ def all_target_outputs():
     return [p for name in CATALOG.targets for p in target_outputs(name)]
 
 
+def job_shell(args):
+    """A job's shell command: `tradeoff <args>`, its output in the job's log. Snakemake deletes a job's `log:` file
+    whenever it starts the job (again: after a kill, a requeue, a resubmission by `retries`), so `--log` makes
+    tradeoff also append everything it writes to the log's history (tradeoff.results.log_history:
+    `<name>.history.log`), after a header line per start: the lines before a resume are kept there. `exec` makes
+    tradeoff the job's process itself, so the signals SLURM sends a job (SIGTERM at a time limit or a preemption,
+    the profile's --signal=USR1 ahead of the time limit) reach it: training then saves the step it reached."""
+    return f"exec tradeoff --log {{log}} {args} > {{log}} 2>&1"
+
+
 def resource(stage, key, default):
     return RES.get(stage, {}).get(key, default)
