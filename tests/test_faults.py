@@ -768,6 +768,65 @@ def test_ctrl_c_is_one_line_interrupted(tmp_path):
     assert text.strip().splitlines()[-1] == "tradeoff: interrupted" and "Traceback" not in text, text[-3000:]
 
 
+# ------------------------------------------------------------------------------------------- long evaluations
+
+
+class _Noisy(torch.nn.Module):
+    """A randomised defence: noise on the logits at every call, even in eval mode."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        logits = self.model(x)
+        return logits + 0.5 * torch.randn_like(logits)
+
+
+@pytest.fixture(scope="module")
+def trained_nt(tmp_path_factory):
+    """A workflow copy whose NT run trained 2 epochs; evaluations in 3 batches of 40 of 120 test digits."""
+    work = workflow_copy(tmp_path_factory.mktemp("eval") / "w")
+    (work / "config" / "fault.yaml").write_text("scale_map: {epochs: 2, test_examples: 120}\n"
+                                                "runtime: {eval_batch_size: 40}\n")
+    mp = pytest.MonkeyPatch()
+    try:
+        assert _cli(work, mp, "train", "--run", NT) == 0
+    finally:
+        mp.undo()
+    return work
+
+
+def test_evaluation_logs_its_progress_per_batch_and_per_autoattack_component(trained_nt, monkeypatch, caplog):
+    caplog.set_level(logging.INFO)
+    assert _cli(trained_nt, monkeypatch, "evaluate", "--run", NT, "--attack", "pgd20", "--attack", "aa") == 0
+    text = caplog.text
+    for b in (1, 2, 3):  # done/total, robust so far, images/s, ETA
+        assert re.search(rf"pgd20: batch {b}/3 done, \d+ of {40 * b} images robust so far \(\d+\.\d%\), "
+                         rf"\d+\.\d images/s, ETA \d+m\d\ds", text), text[-3000:]
+        assert f"aa: batch {b}/3 done" in text
+    for i, component in enumerate(("apgd-ce", "apgd-t", "fab-t", "square"), 1):
+        assert re.search(rf"autoattack: {component} \({i} of 4\) on \d+ points: \d+ of \d+ still robust, \d+\.\d s "
+                         rf"\(\d+\.\d images/s\)", text), component
+    metrics = json.loads(results_of(trained_nt).metrics(NT, "aa").read_text())
+    assert metrics["checks"] == [], metrics["checks"]  # a deterministic model: AutoAttack's checks pass
+    assert "checks" not in json.loads(results_of(trained_nt).metrics(NT, "pgd20").read_text())
+
+
+def test_autoattack_checks_flag_a_randomised_defence_in_the_log_and_the_metrics(trained_nt, monkeypatch, caplog):
+    import tradeoff.train as ttrain
+
+    real = ttrain.load_model
+    monkeypatch.setattr(ttrain, "load_model", lambda *a, **k: (lambda m, meta: (_Noisy(m).eval(), meta))(*real(*a, **k)))
+    metrics = results_of(trained_nt).metrics(NT, "apgd_ce")
+    assert _cli(trained_nt, monkeypatch, "evaluate", "--run", NT, "--attack", "apgd_ce", "--attack", "aa") == 0
+    for name in ("apgd_ce", "aa"):
+        checks = json.loads(results_of(trained_nt).metrics(NT, name).read_text())["checks"]
+        assert any("it seems to be a randomized defense" in c for c in checks), (name, checks)
+    assert "AutoAttack check: it seems to be a randomized defense" in caplog.text
+    assert metrics.exists()
+
+
 # ------------------------------------------------------------------------------------------- concurrency
 
 
