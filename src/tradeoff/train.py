@@ -221,6 +221,8 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
     n = len(x_train)
     steps_per_epoch = math.ceil(n / batch)
     show = sys.stderr.isatty() if progress is None else progress
+    # without a terminal (a job's log) a progress line at most every PROGRESS_SECONDS (environment; default 60 s)
+    every, last_line = float(os.environ.get("TRADEOFF_PROGRESS_SECONDS", 60)), time.monotonic()
     for epoch in range(start_epoch, epochs):
         t0 = time.perf_counter()
         if spec["lr_update"] == "epoch":
@@ -274,6 +276,10 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
             if show:
                 _progress(run_id, epoch, epochs, step + 1, steps_per_epoch, t0)
             log.debug("%s epoch %d/%d step %d/%d done", run_id, epoch + 1, epochs, step + 1, steps_per_epoch)
+            if not show and time.monotonic() - last_line >= every:  # a log file: a line now and then within epochs
+                last_line = time.monotonic()
+                log.info("%s epoch %d/%d: step %d/%d, %.1f it/s", run_id, epoch + 1, epochs, step + 1, steps_per_epoch,
+                         (step + 1) / max(time.perf_counter() - t0, 1e-9))
         if counted == 0:
             raise NonFiniteLoss(f"run {run_id}: every step of epoch {epoch + 1} had a non-finite loss; stopping")
         # the learners as this epoch trained them, before end_epoch (Generalist's communication) changes them; the
