@@ -379,11 +379,13 @@ def test_requeued_signalled_and_killed_training_resumes_bit_identically(cluster,
 def test_dvc_records_pushes_and_pulls_the_cluster_run(cluster, cluster_run, tmp_path):
     work = cluster_run["work"]
     shutil.copytree(ROOT / "src", work / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    (work / ".gitignore").write_text(".snakemake/\nresults/work/\nresults/logs/\n")
+    layout = results_of(Path("."))  # paths relative to a clone's root
+    (work / ".gitignore").write_text(f".snakemake/\n{layout.root / 'work'}/\n{layout.root / 'logs'}/\n")
     run(["git", "init", "-q"], work)
     run(["dvc", "init", "-q"], work)
     run(["tradeoff", *[a for f in CONFIGS for a in ("--config", f)], "export-dvc"], work)
-    models = sorted(work.glob("results/checkpoints/*/model.pt"))
+    models = sorted(work.glob(str(layout.model("*"))))
+    assert models, "no model.pt of the cluster run"
     before = {p: p.read_bytes() for p in models}
     commit = run(["dvc", "commit", "-f"], work)
     assert "Running stage" not in commit.stdout + commit.stderr
@@ -395,7 +397,7 @@ def test_dvc_records_pushes_and_pulls_the_cluster_run(cluster, cluster_run, tmp_
         assert stage["outs"][0]["path"] == str(model.relative_to(work))
         assert stage["outs"][0]["md5"] == hashlib.md5(model.read_bytes()).hexdigest()
     metrics = [m for name, s in lock.items() if name.startswith("evaluate-") for m in s["outs"]]
-    assert any(m["path"].startswith("results/metrics/") and m.get("md5") for m in metrics)
+    assert any(m["path"].startswith(f"{layout.root / 'metrics'}/") and m.get("md5") for m in metrics)
     assert {p: p.read_bytes() for p in models} == before
     assert "up to date" in run(["dvc", "status"], work).stdout
     assert "Running stage" not in run(["dvc", "repro", "--dry"], work).stdout
@@ -414,7 +416,7 @@ def test_dvc_records_pushes_and_pulls_the_cluster_run(cluster, cluster_run, tmp_
 
     clone = tmp_path / "clone"
     run(["git", "clone", "-q", str(work), str(clone)], tmp_path)
-    assert not list(clone.glob("results/checkpoints/*/model.pt"))
+    assert not list(clone.glob(str(layout.model("*"))))
     run(["dvc", "pull"], clone)
     for model in models:
         assert (clone / model.relative_to(work)).read_bytes() == model.read_bytes()
