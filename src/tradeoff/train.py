@@ -57,8 +57,8 @@ class Stopped(RuntimeError):
         self.signum = signum
 
 
-#: SLURM sends SIGTERM at a time limit or a preemption (SIGKILL follows KillWait seconds later), and the signal
-#: that ``sbatch --signal`` names (the SLURM profile asks for USR1 ahead of the time limit)
+#: SLURM sends SIGTERM at a time limit or a preemption (SIGKILL follows KillWait seconds later) and the signal that
+#: ``sbatch --signal`` names ahead of the time limit (the SLURM profile asks for TERM; sites often use USR1)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
