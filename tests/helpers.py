@@ -12,7 +12,13 @@ from tradeoff.results import Layout
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-WORKFLOW_FILES = ("Snakefile", "workflow", "config", "slurm", ".dvcignore")
+WORKFLOW_FILES = ("Snakefile", "workflow", "config", "slurm", "profiles", ".dvcignore")
+
+
+def data_root() -> Path:
+    """The session's data folder (tests/conftest.py: in a temporary folder, shared by every test, never the
+    checkout's ``data/``): the digits split is made there once."""
+    return Path(os.environ.get("TRADEOFF_TEST_DATA") or Path("data").resolve())
 
 
 def env() -> dict:

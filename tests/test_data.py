@@ -208,6 +208,37 @@ def test_digits_fixed_stratified_split(tmp_path):
     assert torch.equal(again.x_train, digits.x_train) and torch.equal(again.y_test, digits.y_test)
 
 
+def _change_a_label(cache: Path) -> None:
+    """Rewrite the kept split as a valid .npz (the zip container intact) with one test label changed."""
+    with np.load(cache) as kept:
+        arrays = {key: kept[key] for key in kept.files}
+    arrays["y_test"] = arrays["y_test"].copy()
+    arrays["y_test"][0] = (arrays["y_test"][0] + 1) % 10
+    np.savez(cache, **arrays)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupted", "label changed", "no checksum"])
+def test_a_damaged_digits_cache_is_reported_and_made_again(damage, tmp_path, caplog):
+    digits = data.load("digits", tmp_path)
+    cache = tmp_path / "digits" / "split.npz"
+    if damage == "truncated":
+        os.truncate(cache, cache.stat().st_size // 2)
+    elif damage == "corrupted":
+        flip_byte(cache)
+    elif damage == "label changed":
+        _change_a_label(cache)
+    else:  # a cache written before checksums were kept
+        with np.load(cache) as kept:
+            np.savez(cache, **{key: kept[key] for key in kept.files if key != "sha256"})
+    damaged = cache.read_bytes()
+    again = data.load("digits", tmp_path)  # no zipfile.BadZipFile, no silently changed label
+    assert torch.equal(again.y_test, digits.y_test) and torch.equal(again.x_train, digits.x_train), damage
+    assert str(cache) in caplog.text and "making it again" in caplog.text, caplog.text
+    assert cache.read_bytes() != damaged  # replaced by a good one, which the next job reads without a word
+    caplog.clear()
+    assert torch.equal(data.load("digits", tmp_path).y_test, digits.y_test) and "making it again" not in caplog.text
+
+
 def test_digits_needs_no_download(tmp_path):
     assert not data.DATASETS["digits"].needs_download
     assert data.download("digits", tmp_path) == tmp_path / "digits"
@@ -248,13 +279,20 @@ def test_corrupt_file_is_refused(name, victim, tmp_path, monkeypatch):
     with pytest.raises(DatasetError) as info:
         data.load(name, tmp_path)
     message = str(info.value)
-    assert f"tradeoff download {name} --root {tmp_path}" in message
+    assert f"run `tradeoff download {name}` (with the same --config files; it fetches into paths.data, here " \
+           f"{tmp_path})" in message
     assert victim in message
 
 
 def test_missing_dataset_names_the_download_command(tmp_path):
-    with pytest.raises(DatasetError, match=re.escape(f"run `tradeoff download cifar10 --root {tmp_path}`")):
+    """One sentence naming the folder, a few of the files and the command as it exists (no --root flag)."""
+    with pytest.raises(DatasetError) as info:
         data.load("cifar10", tmp_path)
+    assert str(info.value) == (
+        f"dataset 'cifar10' is not ready in {tmp_path / 'cifar10'}: data_batch_1, data_batch_2, data_batch_3, "
+        "data_batch_4 and 3 more missing or failing the md5 checksum; run `tradeoff download cifar10` (with the same "
+        f"--config files; it fetches into paths.data, here {tmp_path})")
+    assert "--root" not in str(info.value)
 
 
 class FakeDownloads:

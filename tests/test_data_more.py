@@ -390,10 +390,24 @@ def test_a_stale_cache_from_another_preprocessing_is_not_used(tmp_path, monkeypa
     assert torch.equal(data.load("cub200", tmp_path).x_train, first.x_train)
 
 
+def test_a_cache_whose_arrays_were_changed_is_not_used(tmp_path, monkeypatch, caplog):
+    written("cub200", tmp_path, monkeypatch)
+    first = data.load("cub200", tmp_path)
+    cache = tmp_path / "cub200" / f"cub200-{SMALL}x{SMALL}-uint8.npz"
+    with np.load(cache) as stored:
+        arrays = {key: stored[key] for key in stored.files}
+    arrays["y_test"] = arrays["y_test"].copy()
+    arrays["y_test"][0] += 1  # a valid file, the fingerprint of its sources intact: only the checksum tells
+    np.savez(cache, **arrays)
+    assert torch.equal(data.load("cub200", tmp_path).y_test, first.y_test)
+    assert f"{cache} does not match its checksum" in caplog.text
+
+
 @pytest.mark.parametrize("name", NEW_DATASETS)
 def test_missing_dataset_names_the_download_command(name, tmp_path):
     assert not data.is_downloaded(name, tmp_path)
-    with pytest.raises(DatasetError, match=re.escape(f"run `tradeoff download {name} --root {tmp_path}`")):
+    with pytest.raises(DatasetError, match=re.escape(f"run `tradeoff download {name}` (with the same --config files; "
+                                                     f"it fetches into paths.data, here {tmp_path})")):
         data.load(name, tmp_path)
 
 
@@ -419,7 +433,7 @@ def test_damaged_extracted_file_is_refused_and_repaired(name, victim, damage, tm
     with pytest.raises(DatasetError) as info:
         data.load(name, tmp_path)
     message = str(info.value)
-    assert f"tradeoff download {name} --root {tmp_path}" in message and victim in message
+    assert f"run `tradeoff download {name}` (with" in message and victim in message
     # The verified archive is still there: download extracts it again without fetching anything.
     assert_loads_as(data.load(name, tmp_path, download=True), expected, name)
 
@@ -488,7 +502,8 @@ def test_load_corruptions_aligns_labels_with_tinyimagenet(tmp_path, monkeypatch)
 def test_load_corruptions_needs_tinyimagenet_and_checks_its_arguments(tmp_path, monkeypatch):
     write_tinyimagenet_c(tmp_path / "tinyimagenet-c", np.random.default_rng(0), monkeypatch, per_class=1)
     data.download("tinyimagenet-c", tmp_path)
-    with pytest.raises(DatasetError, match=re.escape(f"tradeoff download tinyimagenet --root {tmp_path}")):
+    with pytest.raises(DatasetError, match=re.escape(f"run `tradeoff download tinyimagenet` (with the same --config "
+                                                     f"files; it fetches into paths.data, here {tmp_path})")):
         data.load_corruptions(tmp_path)
     with pytest.raises(DatasetError, match="unknown corruptions"):
         data.load_corruptions(tmp_path, corruptions=["gaussian_blur"])

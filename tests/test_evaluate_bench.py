@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from helpers import data_root
 from tradeoff import config as cfg
 from tradeoff.eval_bench import bench_eval, format_bench_eval, lpt_makespan
 from tradeoff.runtime import Runtime
@@ -17,7 +18,7 @@ ROOT = cfg.ROOT
 
 def test_bench_eval_times_each_attack_of_a_table(tmp_path):
     overlay = tmp_path / "paths.yaml"
-    overlay.write_text(f"paths: {{results: {tmp_path / 'results'}, data: {(ROOT / 'data').resolve()}}}\n")
+    overlay.write_text(f"paths: {{results: {tmp_path / 'results'}, data: {data_root()}}}\n")
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml", overlay])
     run = "cifar10-resnet18-nt"
     train(run, copy.deepcopy(catalog.runs[run]), results=catalog.results, data_root=catalog.data_root,

@@ -136,7 +136,7 @@ def test_autoattack_killed_midway_resumes_from_its_state_file(models, aa_referen
            "evaluate", "--run", AT, "--attack", "aa"]
     state = results / "work" / "eval" / AT / "aa.state"
     metrics = results / "metrics" / AT / "aa.json"
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
     deadline = time.time() + 300
     progress = None
@@ -155,7 +155,7 @@ def test_autoattack_killed_midway_resumes_from_its_state_file(models, aa_referen
     saved = json.loads(state.read_text())
     assert saved["partial"] is not None and len(saved["batches"]) < SUBSET // BATCH
 
-    again = subprocess.run(cmd, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=600)
+    again = subprocess.run(cmd, cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-4000:]
     assert "resuming from" in again.stderr and "resuming a batch after apgd-ce" in again.stderr
     predictions = json.loads((results / "predictions" / AT / "aa.json").read_text())

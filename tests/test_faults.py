@@ -32,7 +32,7 @@ import torch
 
 from helpers import env, results_of, run, workflow_copy
 from tradeoff import checkpoint
-from tradeoff.results import Layout
+from tradeoff.results import Layout, log_history
 from tradeoff import cli as tcli
 from tradeoff import config as tcfg
 from tradeoff.runtime import Runtime
@@ -180,6 +180,123 @@ def test_kill9_evaluation_at_random_moments_then_rerun_gives_the_same_metrics(tm
     assert not list(metrics.parent.glob(".*.tmp")) and not list(predictions.parent.glob(".*.tmp"))
 
 
+# ------------------------------------------------------------------------------------------- SIGTERM / SIGUSR1
+
+# SLURM sends SIGTERM at a time limit or a preemption, and (the profile's --signal) SIGUSR1 ahead of the time limit:
+# the trainer writes the state of the step it reached, exits non-zero, and the same command resumes mid-epoch.
+STOP_RUNS = {  # run -> what it exercises besides the model, the optimizer's momentum and the global RNG
+    AT: {},                                                             # PGD's random starts (global RNG)
+    "cifar10-resnet18-generalist": {"lr_update": "step"},               # EMA, two optimizers, gamma per step
+    "cifar10-resnet18-trades-lambda6": {},
+    "cifar10-resnet18-fat": {},                                         # per-epoch extras (tau, PGD steps)
+    "cifar10-resnet18-caat-ce-gamma0_8-train_apgd": {},                 # APGD's seeds (global RNG), CA-AT's mu
+}
+
+
+def _curves_without_times(path: Path) -> list[dict]:
+    import csv
+
+    with open(path) as f:
+        return [{k: v for k, v in row.items() if k not in ("seconds", "images_per_s", "track_seconds")}
+                for row in csv.DictReader(f)]
+
+
+@pytest.mark.parametrize("run_id", list(STOP_RUNS))
+def test_sigterm_or_sigusr1_mid_epoch_then_resume_is_bit_identical(run_id, tmp_path, monkeypatch, caplog):
+    """The signal arrives during a random step (from a seeded generator); the trainer finishes that step, writes
+    its state and raises Stopped; a second call resumes there. Weights (the model, the learners) and every curve
+    value (the loss and accuracy sums, the method's extras) equal an uninterrupted run's, bit for bit."""
+    import tradeoff.train as ttrain
+
+    caplog.set_level(logging.INFO)
+    catalog = _spec(epochs=3, train_examples=256)  # 4 steps per epoch
+    spec = dict(catalog.runs[run_id], augment={"crop_padding": 1, "flip": True}, **STOP_RUNS[run_id])  # data RNG
+    kw = dict(data_root=catalog.data_root, runtime=Runtime(torch.device("cpu")), progress=False)
+    reference = train(run_id, spec, results=tmp_path / "reference", **kw)
+
+    rng = random.Random(SEED + sum(map(ord, run_id)))
+    stops = sorted(rng.sample(range(1, 11), 2))  # 0-based global steps, never the last
+    real, calls = ttrain.augment, {"n": 0}
+
+    def augment(x, *args, **kwargs):  # called once per step, before the step: a signal "during" the step
+        if calls["n"] in stops:
+            os.kill(os.getpid(), signal.SIGTERM if calls["n"] == stops[0] else signal.SIGUSR1)
+        calls["n"] += 1
+        return real(x, *args, **kwargs)
+
+    monkeypatch.setattr(ttrain, "augment", augment)
+    handlers = {sig: signal.getsignal(sig) for sig in ttrain.STOP_SIGNALS}
+    info = f"seed {SEED}, stops after global steps {[k + 1 for k in stops]}"
+    for k, name in zip(stops, ("SIGTERM", "SIGUSR1")):
+        with pytest.raises(ttrain.Stopped, match=rf"stopped by {name} (in epoch \d+ after step \d+ of 4|after "
+                                                 rf"epoch \d+); ") as stopped:
+            train(run_id, spec, results=tmp_path / "stopped", **kw)
+        assert stopped.value.signum == getattr(signal, name), info
+        epoch, step = divmod(k + 1, 4)
+        newest = checkpoint.list_states(Layout(tmp_path / "stopped").states(run_id))[-1]
+        assert checkpoint.state_position(newest) == (epoch, step), f"{info}: {newest.name}"
+        calls["n"] = k + 1  # the resumed call does not repeat the steps before
+    paths = train(run_id, spec, results=tmp_path / "stopped", **kw)
+    for k in stops:
+        epoch, step = divmod(k + 1, 4)
+        assert f"resuming after epoch {epoch}" + (f", step {step}" if step else "") in caplog.text, info
+    a, b = checkpoint.load(paths.model), checkpoint.load(reference.model)
+    for part in ("model", "learners"):
+        flat_a = {(n, k): v for n, sd in (a[part].items() if part == "learners" else [("", a[part])]) for k, v in sd.items()}
+        flat_b = {(n, k): v for n, sd in (b[part].items() if part == "learners" else [("", b[part])]) for k, v in sd.items()}
+        assert flat_a.keys() == flat_b.keys() and all(torch.equal(flat_a[k], flat_b[k]) for k in flat_a), info
+    assert _curves_without_times(paths.curves) == _curves_without_times(reference.curves), info
+    assert {sig: signal.getsignal(sig) for sig in handlers} == handlers  # ours were there only while training
+
+
+def _wait_for_line(proc, log: Path, pattern: re.Pattern, timeout: float = 300) -> re.Match:
+    end = time.monotonic() + timeout
+    while True:
+        found = pattern.search(log.read_text()) if log.exists() else None
+        if found:
+            return found
+        assert proc.poll() is None, f"ended before {pattern.pattern!r}:\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < end, f"no {pattern.pattern!r} in time:\n{log.read_text()[-3000:]}"
+        time.sleep(0.02)
+
+
+def test_signals_through_tradeoff_train_at_random_steps_then_rerun_is_bit_identical(tmp_path, monkeypatch):
+    """`tradeoff -v train` as SLURM runs it: SIGTERM, then (started again) SIGUSR1, each sent once the process has
+    logged a randomly chosen step (an event, not a delay); each time it exits with 128 + the signal and one line
+    naming the state it saved; the third start finishes bit-identical to an uninterrupted run."""
+    overlay = "scale_map: {epochs: 4, train_examples: 512}\n"  # 8 steps per epoch
+    reference, stopped = _copy(tmp_path, "reference", overlay), _copy(tmp_path, "stopped", overlay)
+    assert _cli(reference, monkeypatch, "train", "--run", AT) == 0
+    rng = random.Random(SEED + 2)
+    state_dir = results_of(stopped).states(AT)
+    cmd = ["tradeoff", "-v", *_cmd(stopped, "train", "--run", AT)[1:]]
+    moments, done = [], 0  # steps done so far (the position of the newest state)
+    for sig in (signal.SIGTERM, signal.SIGUSR1):
+        g = rng.randint(done, 20 if sig == signal.SIGTERM else 29)  # a step (0-based, of 32) that this start runs
+        epoch, step = g // 8 + 1, g % 8 + 1
+        log = tmp_path / f"{sig.name}.log"
+        proc = _start(cmd, stopped, log)
+        _wait_for_line(proc, log, re.compile(rf"{AT} epoch {epoch}/4 step {step}/8 done"))
+        proc.send_signal(sig)
+        assert proc.wait(timeout=120) == 128 + sig, log.read_text()[-3000:]
+        text = log.read_text()
+        last = text.strip().splitlines()[-1]
+        assert re.match(rf"tradeoff: run {AT}: stopped by {sig.name} (in epoch \d after step \d of 8|after epoch \d); "
+                        rf"its state is saved in \S+: the same command resumes it there$", last), last
+        assert "Traceback" not in text
+        position = checkpoint.state_position(checkpoint.list_states(state_dir)[-1])
+        assert position >= (epoch - 1, step), (position, epoch, step, SEED)  # the step it reached, not the epoch
+        moments.append((sig.name, epoch, step, position))
+        done = position[0] * 8 + position[1]
+    out = run(cmd, stopped)
+    epochs_done, steps_done = moments[-1][3]
+    assert f"resuming after epoch {epochs_done}" + (f", step {steps_done}" if steps_done else "") in out.stderr
+    info = f"seed {SEED}: {moments}"
+    assert _same_weights(results_of(stopped).run(AT).model, results_of(reference).run(AT).model), info
+    assert _curves_without_times(results_of(stopped).run(AT).curves) == \
+        _curves_without_times(results_of(reference).run(AT).curves), info
+
+
 # ------------------------------------------------------------------------------------------- checkpoints
 
 
@@ -230,10 +347,60 @@ def test_checkpoint_with_a_pickle_payload_is_refused_by_tradeoff_evaluate(tmp_pa
     model.parent.mkdir(parents=True)
     torch.save({"model": {}, "meta": Payload()}, model)
     out = run(_cmd(work, "evaluate", "--run", NT, "--attack", "clean"), work, check=False)
-    assert out.returncode != 0
-    assert "cannot load checkpoint" in out.stderr and "Weights only load failed" in out.stderr
+    assert out.returncode == 1
+    lines = [line for line in out.stderr.splitlines() if line.startswith("tradeoff:")]
+    assert lines == [line for line in out.stderr.splitlines() if line.strip()][-1:], out.stderr  # one line, last
+    assert f"cannot load checkpoint {Path('results/smoke/checkpoints') / NT / 'model.pt'}: it carries pickled " \
+           "Python objects (posix.system), not only tensors: refused, nothing in it was run" in lines[0], lines
+    assert "weights_only" not in out.stderr and "Traceback" not in out.stderr  # never PyTorch's advice to run it
     assert not marker.exists(), "the payload ran"
     assert not results_of(work).metrics(NT, "clean").exists()
+
+
+def _bad_model(kind: str, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "truncated":
+        torch.save({"model": {"w": torch.zeros(1000)}, "meta": "{}"}, path)
+        os.truncate(path, path.stat().st_size // 2)
+    elif kind == "not a checkpoint":
+        path.write_text("model weights, honest\n" * 10)
+    elif kind == "other keys":
+        torch.save({"state_dict": {"w": torch.zeros(3)}}, path)
+    elif kind == "not a dict":
+        torch.save([torch.zeros(3)], path)
+    elif kind == "bad meta":
+        torch.save({"model": {}, "meta": "{not json"}, path)
+    elif kind == "other weights":
+        torch.save({"model": {"w": torch.zeros(3)}, "meta": json.dumps({
+            "run": NT, "spec": {"arch": "small_cnn", "bn_running_stats": True, "dataset": "digits"},
+            "num_classes": 10, "in_channels": 1, "image_size": 8, "selected_epoch": 1})}, path)
+
+
+BAD_MODELS = {  # what the one line must say after the file's name
+    "empty": ": the file is empty (0 bytes)",
+    "truncated": ": it is not a complete PyTorch checkpoint (truncated or corrupted)",
+    "not a checkpoint": ": it is not a PyTorch checkpoint of tensors (unreadable, or corrupted)",
+    "other keys": " is not a model written by `tradeoff train`: it holds keys ['state_dict']; a model.pt holds 'model' "
+                  "and 'meta'",
+    "not a dict": " is not a model written by `tradeoff train`: it holds a list",
+    "bad meta": ": its metadata ('meta') is not that of a model written by `tradeoff train` (JSONDecodeError",
+    "other weights": ": its weights do not fit its architecture 'small_cnn': missing [",
+}
+
+
+@pytest.mark.parametrize("kind", list(BAD_MODELS))
+def test_a_bad_model_file_is_one_clear_line_naming_it(kind, tmp_path, monkeypatch, capsys):
+    work = _copy(tmp_path)
+    model = results_of(work).model(NT)
+    _bad_model(kind, model)
+    assert _cli(work, monkeypatch, "evaluate", "--run", NT, "--attack", "clean") == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    shown = str(model.relative_to(work))
+    assert len(err) == 1 and err[0].startswith("tradeoff: CheckpointError: "), err
+    assert f"{shown}{BAD_MODELS[kind]}" in err[0], err
+    assert "weights_only" not in err[0] and not err[0].rstrip().endswith(":"), err
 
 
 def test_outputs_get_the_usual_file_permissions(tmp_path):
@@ -474,6 +641,192 @@ def test_bad_configs_are_refused_by_every_cli_command(text, tmp_path, monkeypatc
     assert not (work / "results").exists()
 
 
+BAD_VALUES = {  # overlay -> the one line of `tradeoff check-config` (after "configuration error: "); every numeric
+    # setting is checked at config time: run settings by the schema, methods' and attacks' parameters by the ranges
+    # their classes declare (tradeoff.ranges), and no number anywhere may be NaN or infinite
+    "attacks:\n  pgd20: {eps: .nan}\n": "attacks.pgd20.eps: must be a finite number, got nan",
+    "attacks:\n  pgd20: {step_size: .inf}\n": "attacks.pgd20.step_size: must be a finite number, got inf",
+    "runs:\n  cifar10-resnet18-nt: {lr: {epochs: [0, 40], values: [-0.1, 0.01]}}\n":
+        "runs.cifar10-resnet18-nt.lr.values.0: -0.1 is less than the minimum of 0",
+    "scale_map: {lr: {epochs: [0, 10], values: [0.1, -0.01]}}\n": "scale_map.lr",
+    "runs:\n  cifar10-resnet18-nt: {optimizer: {name: sgd, weight_decay: -0.0005}}\n":
+        "runs.cifar10-resnet18-nt.optimizer.weight_decay: -0.0005 is less than the minimum of 0",
+    "runs:\n  cifar10-resnet18-nt: {optimizer: {name: adam, betas: [0.9, 1.0]}}\n": "optimizer.betas.1",
+    "runs:\n  cifar10-resnet18-generalist:\n    method: {gamma: {epochs: [0, 120], values: [1.5, 0.0]}}\n":
+        "runs.cifar10-resnet18-generalist.method.gamma.values[0]: must be a number in [0, 1], got 1.5",
+    "runs:\n  cifar10-resnet18-generalist:\n    method: {nt_optimizer: {name: sgd, weight_decay: -1}}\n":
+        "runs.cifar10-resnet18-generalist.method.nt_optimizer.weight_decay: must be a number >= 0, got -1",
+    "runs:\n  cifar10-resnet18-trades-lambda6:\n    method: {lam: -6}\n":
+        "runs.cifar10-resnet18-trades-lambda6.method.lam: must be a number >= 0, got -6",
+    "runs:\n  cifar10-resnet18-caat-gamma1:\n    method: {gamma: 1.5}\n":
+        "runs.cifar10-resnet18-caat-gamma1.method.gamma: must be a number in [-1, 1], got 1.5",
+    "runs:\n  cifar10-resnet18-vanilla-lambda0:\n    method: {lam: 2}\n":
+        "runs.cifar10-resnet18-vanilla-lambda0.method.lam: must be a number in [0, 1], got 2",
+    "runs:\n  cifar10-resnet18-at-beta1:\n    method: {beta: -0.5}\n":
+        "runs.cifar10-resnet18-at-beta1.method.beta: must be a number in [0, 1], got -0.5",
+    "runs:\n  cifar10-resnet18-iat:\n    method: {alpha: 0}\n":
+        "runs.cifar10-resnet18-iat.method.alpha: must be a number > 0, got 0",
+    "runs:\n  cifar10-resnet18-fat:\n    method: {tau_values: [0, 1.5, 2]}\n":
+        "runs.cifar10-resnet18-fat.method.tau_values[1]: must be an integer >= 0, got 1.5",
+    "attacks:\n  pgd20: {steps: 0}\n": "attacks.pgd20.steps: 0 is less than the minimum of 1",
+    "attacks:\n  mim: {momentum: -1}\n": "attacks.mim.momentum: must be a number >= 0, got -1",
+    "attacks:\n  apgd_ce: {rho: 1.5}\n": "attacks.apgd_ce.rho: must be a number in (0, 1), got 1.5",
+    "attacks:\n  square: {p_init: 0}\n": "attacks.square.p_init: must be a number in (0, 1], got 0",
+    "attacks:\n  apgd_t: {target_classes: 0}\n": "attacks.apgd_t.target_classes: must be an integer >= 1, got 0",
+    "train_attacks:\n  pgd10: {type: pgd, restarts: 0}\n": "train_attacks.pgd10.restarts: 0 is less than the minimum of 1",
+    # a YAML syntax error: the file, the line and the column
+    "runs:\n  cifar10-resnet18-nt: {seed: 1\n  cifar10-resnet18-at-beta1: {seed: 2}\n":
+        "config/fault.yaml:3:28: YAML syntax error: while parsing a flow mapping: did not find expected ',' or '}'",
+    # an unknown id: the closest few, not all of them
+    "targets:\n  table1a:\n    rows: [{key: at, run: cifar10-resnet18-at-bta1}]\n":
+        "targets.table1a.rows[0].run: unknown run 'cifar10-resnet18-at-bta1'; did you mean 'cifar10-resnet18-at-beta1'",
+    "targets:\n  table1a:\n    columns: {pgd: pgd2O}\n":
+        "targets.table1a.columns.pgd: unknown attack 'pgd2O'; did you mean 'pgd20'",
+    "targets:\n  table1:\n    targets: [table1a, table1bb]\n":
+        "targets.table1.targets: unknown target 'table1bb'; did you mean 'table1b'",
+}
+
+
+@pytest.mark.parametrize("text", list(BAD_VALUES))
+def test_every_bad_value_is_one_line_of_check_config(text, tmp_path, monkeypatch, capsys):
+    work = _copy(tmp_path, overlay=text)
+    assert _cli(work, monkeypatch, "check-config") == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and err[0].startswith("tradeoff: configuration error: "), err
+    assert BAD_VALUES[text] in err[0], err
+    assert len(err[0]) < 400, err  # the closest names, not the catalog's 264 runs
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["train", "--run", "cifar10-resnet18-at-beta11"], "--run: unknown run 'cifar10-resnet18-at-beta11'; did you mean "
+                                                       "'cifar10-resnet18-at-beta1'"),
+    (["evaluate", "--run", NT, "--attack", "pgd2O"], "unknown attack 'pgd2O'; did you mean 'pgd20'"),
+    (["report", "table1c"], "unknown target 'table1c'; did you mean 'table1"),
+    (["plan", "tabel1"], "unknown target 'tabel1'; did you mean 'table1'"),
+    (["train", "--run", "zzz"], "--run: unknown run 'zzz'; nothing with a similar name ({runs} runs; `tradeoff list "
+                                "runs` lists them)"),
+])
+def test_unknown_ids_name_the_closest_few(args, expected, tmp_path, monkeypatch, capsys):
+    work = _copy(tmp_path)
+    assert _cli(work, monkeypatch, *args) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    expected = expected.replace("{runs}", str(len(tcfg.load_catalog([work / f for f in SMOKE]).runs)))
+    assert len(err) == 1 and expected in err[0] and len(err[0]) < 400, err
+
+
+def test_a_key_value_config_override_points_to_an_overlay(tmp_path, monkeypatch, capsys):
+    work = _copy(tmp_path)
+    monkeypatch.chdir(work)
+    assert tcli.main(["--config", "config/config.yaml", "--config", "runtime={threads: 2}", "check-config"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--config takes a YAML file, not a key=value override ('runtime={threads: 2}'): put " \
+        "`runtime: {threads: 2}` in an overlay file" in err[0], err
+    # Snakemake's --config, likewise: not the schema's type error on the override's strings
+    out = run(["snakemake", "-n", "--cores", "1", "--configfile", "config/smoke.yaml", "--config",
+               "runtime={threads: 2}"], work, check=False)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0 and "--config key=value overrides are not supported" in text \
+        and "put the values in a YAML overlay" in text and "is not of type" not in text, text[-3000:]
+
+
+def test_paper_scale_without_a_gpu_stops_unless_the_cpu_is_asked_for(tmp_path, monkeypatch, capsys):
+    """`device: auto` would train a paper-scale run on the CPU for weeks on a node without a GPU: it stops at once."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    work = _copy(tmp_path)
+    monkeypatch.chdir(work)
+    assert tcli.main(["--config", "config/config.yaml", "train", "--run", NT]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "runtime.device is 'auto' and no CUDA device is visible" in err[0] \
+        and "`runtime: {device: cpu}`" in err[0], err
+    assert not results_of(work, "paper").states(NT).exists()  # nothing started
+    (work / "config" / "cpu.yaml").write_text("runtime: {device: cpu}\n")  # asked for: it goes on (to the data)
+    assert tcli.main(["--config", "config/config.yaml", "--config", "config/cpu.yaml", "train", "--run", NT]) == 1
+    assert "dataset 'cifar10' is not ready" in capsys.readouterr().err
+
+
+def test_list_into_a_closed_pipe_ends_quietly(tmp_path):
+    """`tradeoff list runs | head`: the reader goes away; no BrokenPipeError traceback."""
+    work = _copy(tmp_path)
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    try:
+        proc = subprocess.run(_cmd(work, "list", "runs"), cwd=work, env=env(), stdout=write, stderr=subprocess.PIPE,
+                              text=True, timeout=300)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141 and proc.stderr == "", proc.stderr
+
+
+def test_ctrl_c_is_one_line_interrupted(tmp_path):
+    work = _copy(tmp_path, overlay=SLOW)
+    log = tmp_path / "train.log"
+    proc = _start(["tradeoff", "-v", *_cmd(work, "train", "--run", NT)[1:]], work, log)
+    _wait_for_line(proc, log, re.compile(rf"{NT} epoch 1/\d+ step 2/\d+ done"))
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the foreground process group
+    assert proc.wait(timeout=120) == 130
+    text = log.read_text()
+    assert text.strip().splitlines()[-1] == "tradeoff: interrupted" and "Traceback" not in text, text[-3000:]
+
+
+# ------------------------------------------------------------------------------------------- long evaluations
+
+
+class _Noisy(torch.nn.Module):
+    """A randomised defence: noise on the logits at every call, even in eval mode."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        logits = self.model(x)
+        return logits + 0.5 * torch.randn_like(logits)
+
+
+@pytest.fixture(scope="module")
+def trained_nt(tmp_path_factory):
+    """A workflow copy whose NT run trained 2 epochs; evaluations in 3 batches of 40 of 120 test digits."""
+    work = workflow_copy(tmp_path_factory.mktemp("eval") / "w")
+    (work / "config" / "fault.yaml").write_text("scale_map: {epochs: 2, test_examples: 120}\n"
+                                                "runtime: {eval_batch_size: 40}\n")
+    mp = pytest.MonkeyPatch()
+    try:
+        assert _cli(work, mp, "train", "--run", NT) == 0
+    finally:
+        mp.undo()
+    return work
+
+
+def test_evaluation_logs_its_progress_per_batch_and_per_autoattack_component(trained_nt, monkeypatch, caplog):
+    caplog.set_level(logging.INFO)
+    assert _cli(trained_nt, monkeypatch, "evaluate", "--run", NT, "--attack", "pgd20", "--attack", "aa") == 0
+    text = caplog.text
+    for b in (1, 2, 3):  # done/total, robust so far, images/s, ETA
+        assert re.search(rf"pgd20: batch {b}/3 done, \d+ of {40 * b} images robust so far \(\d+\.\d%\), "
+                         rf"\d+\.\d images/s, ETA \d+m\d\ds", text), text[-3000:]
+        assert f"aa: batch {b}/3 done" in text
+    for i, component in enumerate(("apgd-ce", "apgd-t", "fab-t", "square"), 1):
+        assert re.search(rf"autoattack: {component} \({i} of 4\) on \d+ points: \d+ of \d+ still robust, \d+\.\d s "
+                         rf"\(\d+\.\d images/s\)", text), component
+    metrics = json.loads(results_of(trained_nt).metrics(NT, "aa").read_text())
+    assert metrics["checks"] == [], metrics["checks"]  # a deterministic model: AutoAttack's checks pass
+    assert "checks" not in json.loads(results_of(trained_nt).metrics(NT, "pgd20").read_text())
+
+
+def test_autoattack_checks_flag_a_randomised_defence_in_the_log_and_the_metrics(trained_nt, monkeypatch, caplog):
+    import tradeoff.train as ttrain
+
+    real = ttrain.load_model
+    monkeypatch.setattr(ttrain, "load_model", lambda *a, **k: (lambda m, meta: (_Noisy(m).eval(), meta))(*real(*a, **k)))
+    metrics = results_of(trained_nt).metrics(NT, "apgd_ce")
+    assert _cli(trained_nt, monkeypatch, "evaluate", "--run", NT, "--attack", "apgd_ce", "--attack", "aa") == 0
+    for name in ("apgd_ce", "aa"):
+        checks = json.loads(results_of(trained_nt).metrics(NT, name).read_text())["checks"]
+        assert any("it seems to be a randomized defense" in c for c in checks), (name, checks)
+    assert "AutoAttack check: it seems to be a randomized defense" in caplog.text
+    assert metrics.exists()
+
+
 # ------------------------------------------------------------------------------------------- concurrency
 
 
@@ -490,31 +843,49 @@ def _wait_for_epoch(proc, state_dir, epoch, log, timeout=180):
         time.sleep(0.1)
 
 
-SLOW_EPOCHS = 120
+SLOW_EPOCHS = 40
 SLOW = f"scale_map: {{epochs: {SLOW_EPOCHS}, lr: {{epochs: [0, {SLOW_EPOCHS}], values: [0.1, 0.1]}}}}\n"
+
+
+def _pause(proc: subprocess.Popen) -> None:
+    """SIGSTOP a whole pipeline (its session's process group: Snakemake or DVC and the job it runs): it keeps every
+    lock it holds and cannot finish, however long the next step of the test takes on a loaded machine."""
+    os.killpg(proc.pid, signal.SIGSTOP)
 
 
 def test_second_snakemake_in_the_same_folder_is_refused_and_a_killed_one_needs_unlock(tmp_path):
     work = _copy(tmp_path, overlay=SLOW)
     target = str(Layout.of("results", "smoke").run(AT).model)
+    # the plain command of README (no --profile): the workflow's default profile (profiles/default) reruns what
+    # the killed run left incomplete
     cmd = ["snakemake", target, "--cores", "1", "--configfile", "config/smoke.yaml", "config/fault.yaml"]
     first = _start(cmd, work, tmp_path / "first.log")
     try:
         _wait_for_epoch(first, work / "results" / "smoke" / "work" / AT, 1, tmp_path / "first.log")
+        _pause(first)  # mid-training, holding Snakemake's lock and the run's training lock
         # a second Snakemake, and a second trainer of the same run (whoever starts it: DVC, by hand), at once
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
             second, other = pool.map(lambda c: run(c, work, check=False), [cmd, _cmd(work, "train", "--run", AT)])
-        assert first.poll() is None, "the first one ended too early for the test; raise SLOW_EPOCHS"
+        assert first.poll() is None
         assert second.returncode != 0 and "Directory cannot be locked" in second.stdout + second.stderr
         assert other.returncode != 0 and "is locked by pid" in other.stderr and "already being trained" in other.stderr
-    finally:  # then kill -9 the first Snakemake and its job
+    finally:  # then kill -9 the first Snakemake and its job (mid-job: its outputs are marked incomplete)
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
     stale = run(cmd, work, check=False)  # its lock stayed behind
     assert stale.returncode != 0 and "Directory cannot be locked" in stale.stdout + stale.stderr
     run(cmd + ["--unlock"], work)
-    run(cmd, work)
-    assert "resuming after epoch" in (work / "results" / "smoke" / "logs" / "train" / f"{AT}.log").read_text()
+    again = run(cmd, work)  # not IncompleteFilesException: the incomplete outputs are made again
+    assert "workflow specific profile profiles/default" in again.stderr
+    log = results_of(work).log("train", AT)
+    assert "resuming after epoch" in log.read_text()  # Snakemake's log: the last start (it deletes the file first)
+    # the history keeps the killed try: a header line per start, the first try's epochs before the resume
+    lines = log_history(log).read_text().splitlines()
+    starts = [i for i, line in enumerate(lines) if re.match(rf"=== \S+ \S+ start: tradeoff --log {log.relative_to(work)} "
+                                                          rf".* train --run {AT}( --evaluate)? \(pid \d+ on \S+\) ===$", line)]
+    assert len(starts) == 2, lines
+    assert f"{AT} epoch 1/{SLOW_EPOCHS}" in "\n".join(lines[starts[0]:starts[1]]), lines
+    assert "resuming after epoch" in "\n".join(lines[starts[1]:]), lines
     curves = results_of(work).run(AT).curves.read_text().splitlines()
     assert len(curves) == SLOW_EPOCHS + 1 and checkpoint.load(work / target)["model"]
 
@@ -529,12 +900,14 @@ def test_second_dvc_repro_in_the_same_folder_is_refused(tmp_path):
     first = _start(["dvc", "repro", stage], work, tmp_path / "first.log")
     try:
         _wait_for_epoch(first, work / "results" / "smoke" / "work" / AT, 1, tmp_path / "first.log")
+        _pause(first)  # mid-training, holding DVC's lock: it cannot finish while the second one starts
         second = run(["dvc", "repro", stage], work, check=False)
         message = second.stdout + second.stderr  # DVC's lock on the stage's files: it names the holder
         assert second.returncode != 0 and "it is being blocked by" in message and "rwlock" in message, message
-        assert first.poll() is None, "the first one ended too early for the test; raise SLOW_EPOCHS"
+        assert first.poll() is None
     finally:
-        os.killpg(first.pid, signal.SIGINT)  # DVC stops and releases its lock (kill -9 would leave it behind)
+        os.killpg(first.pid, signal.SIGINT)  # DVC stops and releases its lock (kill -9 would leave it behind),
+        os.killpg(first.pid, signal.SIGCONT)  # once it runs again
         first.wait(timeout=120)
     assert not results_of(work).run(AT).model.exists()  # nothing half-made became an output
 
@@ -563,8 +936,7 @@ def test_interrupted_then_corrupted_download_through_tradeoff_download(tmp_path,
     import torchvision.datasets.utils as tv_utils
 
     monkeypatch.setattr(tv_utils, "download_url", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        _cli(work, monkeypatch, "download", "mnist")
+    assert _cli(work, monkeypatch, "download", "mnist") == 130  # "tradeoff: interrupted", as after Ctrl-C
     assert not marker.exists()  # Snakemake's `download` output: nothing downstream starts
     monkeypatch.setattr(tv_utils, "download_url", downloads)
     assert _cli(work, monkeypatch, "download", "mnist") == 0  # the partial file fails its checksum: fetched again

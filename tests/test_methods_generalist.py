@@ -11,6 +11,7 @@ import torch
 from methods_support import CPU, SMOKE, TinyBN, build, digits, method_spec, same_weights
 from tradeoff import checkpoint, data
 from tradeoff.results import Layout
+from helpers import data_root
 from tradeoff import config as cfg
 from tradeoff.methods.generalist import TRAIN_SIZES, Generalist, communication_epoch
 from tradeoff.train import train
@@ -185,7 +186,7 @@ def test_resume_mid_run_gives_the_same_global_learner(tmp_path):
                                       "ema_horizon": 2.5575}}
     spec = cfg.resolve(config).runs["g"]
     assert spec["method"]["t_prime"] == pytest.approx(2) and spec["method"]["c"] == pytest.approx(1)
-    kw = dict(data_root=cfg.ROOT / "data", runtime=CPU, progress=False)
+    kw = dict(data_root=data_root(), runtime=CPU, progress=False)
     whole = train("g", copy.deepcopy(spec), results=tmp_path / "a", **kw)
     paths = Layout(tmp_path / "b").run("g")
     train("g", copy.deepcopy(spec), results=tmp_path / "b", **kw)

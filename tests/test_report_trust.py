@@ -230,20 +230,17 @@ def test_nothing_measured_is_refused_not_an_empty_table(tmp_path, capsys):
     assert not catalog.layout.tables("trust")["md"].exists()
 
 
-def test_report_from_another_folder_reads_and_writes_the_workflows_results(tmp_path):
+def test_report_from_another_folder_reads_and_writes_the_workflows_results(tmp_path, monkeypatch):
     work = workflow_copy(tmp_path / "wf")
     overlay = work / "config" / "trust.yaml"
     overlay.write_text(yaml.safe_dump({"targets": {"trust": TRUST}}, allow_unicode=True))
     catalog = cfg.load_catalog([work / "config" / f for f in ("config.yaml", "smoke.yaml", "trust.yaml")])
-    os.chdir(work)  # relative paths of the config mean the workflow's folders
+    monkeypatch.chdir(work)  # relative paths of the config mean the workflow's folders
     _fill(catalog)
     elsewhere = work / "results" / "smoke" / "metrics"
-    os.chdir(elsewhere)
-    try:
-        assert cli.main(["--config", "../../../config/config.yaml", "--config", "../../../config/smoke.yaml",
-                         "--config", "../../../config/trust.yaml", "report", "trust"]) == 0
-    finally:
-        os.chdir(ROOT)
+    monkeypatch.chdir(elsewhere)
+    assert cli.main(["--config", "../../../config/config.yaml", "--config", "../../../config/smoke.yaml",
+                     "--config", "../../../config/trust.yaml", "report", "trust"]) == 0
     assert (work / "results" / "smoke" / "tables" / "trust.md").exists()
     assert not (elsewhere / "results").exists()
 

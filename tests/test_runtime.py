@@ -19,8 +19,19 @@ def test_from_config_enables_cuda_only_settings_only_on_cuda():
     rt = Runtime.from_config({"device": "cpu", "bf16": True, "channels_last": True, "compile": "off"})
     assert (rt.bf16, rt.channels_last, rt.compile) == (False, True, None)  # bf16 is CUDA-only, channels_last not
     if not torch.cuda.is_available():
-        with pytest.raises(RuntimeError, match="no CUDA device"):
+        with pytest.raises(cfg.ConfigError, match="no CUDA device"):  # one line from the CLI, exit 2
             Runtime.from_config({"device": "cuda"})
+
+
+def test_auto_falls_back_to_the_cpu_only_at_the_small_scales(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for scale in ("demo", "smoke", None):  # None: a library call that names no scale
+        assert Runtime.from_config({"device": "auto"}, scale).device == CPU
+    with pytest.raises(cfg.ConfigError, match=r"runtime.device is 'auto' and no CUDA device is visible .*: at the paper "
+                                              r"scale the CPU takes days to weeks per run; run on a GPU node, or put "
+                                              r"`runtime: \{device: cpu\}` in an overlay"):
+        Runtime.from_config({"device": "auto"}, "paper")
+    assert Runtime.from_config({"device": "cpu"}, "paper").device == CPU  # asked for: the user's choice
 
 
 def _update(run: str, rt: Runtime, x, y):

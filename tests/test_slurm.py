@@ -3,9 +3,11 @@
 One cluster run (the module fixture `cluster_run`) serves three tests:
 - table1 is built, every training and evaluation job went through sbatch with the profile's resources (one
   GPU, runtime, memory, account, partition: checked with sacct);
-- a training job is requeued by SLURM (`scontrol requeue`, as after a preemption) and later killed
-  (`scancel --batch --signal=KILL`: the job FAILS, and Snakemake's `retries` resubmit it with twice the
-  runtime, as after a time limit) while it runs: it resumes from its newest epoch state each time, and its
+- a training job is requeued by SLURM (`scontrol requeue`, as after a preemption), then signalled mid-epoch
+  (`scancel --signal=TERM`: the job's steps get SIGTERM, as the profile's `--signal=TERM@300` sends it ahead of a
+  time limit; the trainer writes the state of the step it reached and the job FAILS, so `retries` resubmit it
+  with twice the runtime) and, resubmitted, killed (`scancel --batch --signal=KILL`: FAILED again, resubmitted
+  with three times the runtime): it resumes from its newest state each time (mid-epoch after the signal), and its
   final model equals, tensor for tensor, an uninterrupted local run. (A plain `scancel` is not used: with
   snakemake-executor-plugin-slurm 2.8.0 sacct reports it as "CANCELLED by <uid>", which the plugin does not
   recognise, and Snakemake waits forever; see README "Faults".)
@@ -15,8 +17,8 @@ One cluster run (the module fixture `cluster_run`) serves three tests:
 
 The test's scratch copy of the workflow (tests/helpers.workflow_copy) differs from the repository in data only:
 its profile is the repository's workflow/profiles/slurm/config.yaml with the harness's account and partition,
-`configfile: [config/smoke.yaml, config/ci-cluster.yaml]` (the smoke scale, small job resources, 80 epochs so a
-job can be killed mid-run) and status checks from 2 s; its catalog keeps table1's NT and AT(beta=1) rows and
+`configfile: [config/smoke.yaml, config/ci-cluster.yaml]` (the smoke scale, small job resources, every training
+digit in batches of 8 for 40 epochs, so a job can be stopped mid-epoch) and status checks from 2 s; its catalog keeps table1's NT and AT(beta=1) rows and
 its NAT and PGD20 columns (the full table is ~100 jobs at smoke scale, which two CPU cores cannot run through
 SLURM in minutes; tests/test_pipeline.py builds all of it locally).
 
@@ -31,6 +33,7 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -40,14 +43,15 @@ import pytest
 import torch
 import yaml
 
-from helpers import ROOT, env, run, workflow_copy
+from helpers import ROOT, env, results_of, run, workflow_copy
 from tradeoff import checkpoint
 from tradeoff import config as tcfg
+from tradeoff.results import log_history
 
 pytestmark = pytest.mark.slow
 HARNESS = ROOT / "tests" / "slurm"
 CONFIGS = ["config/config.yaml", "config/smoke.yaml", "config/ci-cluster.yaml"]
-EPOCHS = 80  # ~0.15 s each for AT at smoke scale: room to requeue and kill mid-run
+EPOCHS = 40  # 180 steps of ~4 ms each for AT: room to requeue, signal mid-epoch and kill mid-run
 ROWS = ("nt", "at_beta1")                    # table rows kept in the cluster run
 COLUMNS = {"nat": "clean", "pgd20": "pgd20"}  # table columns kept
 OVERLAY = f"""\
@@ -59,6 +63,8 @@ resources:
   evaluate: {{gpu: 1, runtime: 10, mem_mb: 1000, cpus_per_task: 1}}
 scale_map:
   epochs: {EPOCHS}
+  train_examples: null
+  batch_size: 8
   lr: {{epochs: [0, {EPOCHS}], values: [0.1, 0.1]}}
 """
 
@@ -204,17 +210,33 @@ def _newest_epoch(state_dir: Path) -> int:
     return int(checkpoint.STATE_PATTERN.match(states[-1].name).group(1)) if states else 0
 
 
+def _trainer_pid(state_dir: Path) -> int | None:
+    """The pid of the process that trains the run now (its lock file names it)."""
+    try:
+        found = re.match(r"pid (\d+) on ", (state_dir / ".lock").read_text())
+    except OSError:
+        return None
+    return int(found.group(1)) if found else None
+
+
+def _pending(pid: int, sig: int) -> bool:
+    """Whether ``sig`` is pending for the (stopped) process ``pid``."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    masks = [int(line.split()[1], 16) for line in status.splitlines() if line.startswith(("SigPnd:", "ShdPnd:"))]
+    return any(mask & (1 << (sig - 1)) for mask in masks)
+
+
 @pytest.fixture(scope="module")
 def cluster_run(cluster, tmp_path_factory):
-    """Run `snakemake --profile slurm table1`; requeue, then kill, the AT training job while it runs."""
+    """Run `snakemake --profile slurm table1`; requeue the AT training job, signal it mid-epoch, kill it."""
     t0 = time.monotonic()
     base = tmp_path_factory.mktemp("slurm")
     work = cluster_workflow(base / "cluster", cluster)
     catalog = tcfg.load_catalog([work / f for f in CONFIGS])
     killed = catalog.train_id[next(r["run"] for r in catalog.targets["table1a"]["rows"] if r["key"] == "at_beta1")]
     comment = f"rule_train_wildcards_{killed}"
-    state_dir = work / "results" / "smoke" / "work" / killed
-    train_log = work / "results" / "smoke" / "logs" / "train" / f"{killed}.log"
+    state_dir = results_of(work).states(killed)
+    train_log = results_of(work).log("train", killed)
 
     # the uninterrupted reference: the same run, the same config files, locally, meanwhile
     reference = workflow_copy(base / "reference")
@@ -226,13 +248,15 @@ def cluster_run(cluster, tmp_path_factory):
 
     log = base / "snakemake.log"
     events: dict = {"run": killed}
+    # the jobs inherit the environment: training logs a line after every step (the test waits for these events)
     with open(log, "w") as out:
-        proc = subprocess.Popen(["snakemake", "--profile", "slurm", "table1"], cwd=work, env=env(),
+        proc = subprocess.Popen(["snakemake", "--profile", "slurm", "table1"], cwd=work,
+                                env={**env(), "TRADEOFF_PROGRESS_SECONDS": "0"},
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    running = lambda: next((i for i, s in _jobs_of(comment) if s == "RUNNING"), None)  # noqa: E731
     try:
         # 1. SLURM requeues the running job (as after a preemption or a node failure)
-        job = _wait("the training job to run", lambda: next((i for i, s in _jobs_of(comment) if s == "RUNNING"), None),
-                    300, proc, log, poll=0.5)
+        job = _wait("the training job to run", running, 300, proc, log, poll=0.5)
         _wait("its first epoch state", lambda: _newest_epoch(state_dir) >= 1, 300, proc, log)
         _sh("scontrol", "requeue", job)
         _wait("the requeued job to be pending", lambda: ("PENDING" in dict(_jobs_of(comment)).values()), 60, proc,
@@ -240,11 +264,35 @@ def cluster_run(cluster, tmp_path_factory):
         events["requeued_after"] = _newest_epoch(state_dir)
         # a requeued job waits 2 minutes before it may start again; the test does not
         _sh("scontrol", "update", f"jobid={job}", "StartTime=now")
-        # 2. the job starts again and resumes; then SLURM kills it (SIGKILL to the batch step): the job FAILS,
-        #    and Snakemake resubmits it (retries) with twice the runtime, as after a time limit
+        # 2. it starts again and resumes; early in one of its epochs it gets SIGTERM (what the profile's --signal
+        #    sends ahead of the time limit): paused at a logged step, so that the signal is pending mid-epoch when
+        #    it goes on; it writes the step's state and stops, the job FAILS, and `retries` resubmit it
         _wait("the requeued job to train again", lambda: _newest_epoch(state_dir) > events["requeued_after"], 300,
               proc, log)
         events["log_after_requeue"] = train_log.read_text()
+        early = re.compile(rf"{killed} epoch (\d+)/{EPOCHS}: step ([1-9]|1\d)/(\d+),")
+        seen = len(train_log.read_text())
+        _wait("an early step of an epoch", lambda: early.search(train_log.read_text(), seen), 300, proc, log, poll=0.01)
+        pid = _trainer_pid(state_dir)
+        os.kill(pid, signal.SIGSTOP)
+        mark = len(log_history(train_log).read_text())  # what the tries so far wrote (the requeue's SIGTERM, too)
+        try:
+            _sh("scancel", "--signal=TERM", job)  # the job's steps, not its batch shell: as --signal=TERM@300
+            _wait("SIGTERM to reach the trainer", lambda: _pending(pid, signal.SIGTERM), 60, proc, log, poll=0.05)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        _wait("the signalled job to end", lambda: job not in dict(_jobs_of(comment)), 120, proc, log)
+        history = log_history(train_log).read_text()[mark:]
+        stopped = re.search(rf"stopped by SIGTERM in epoch (\d+) after step (\d+) of \d+; its state is saved in", history)
+        assert stopped, history[-4000:]
+        mark += len(history)
+        events["signalled_at"] = (int(stopped.group(1)) - 1, int(stopped.group(2)))  # (epochs done, steps)
+        # 3. resubmitted, it resumes mid-epoch; then SLURM kills it (SIGKILL to the batch step): FAILED, resubmitted
+        #    (as after a time limit's SIGKILL, or a node failure)
+        job = _wait("the resubmitted job to run", running, 300, proc, log, poll=0.5)
+        resumed = "resuming after epoch {}, step {}".format(*events["signalled_at"])
+        _wait("it to resume mid-epoch", lambda: resumed in log_history(train_log).read_text()[mark:], 300, proc, log)
+        _wait("it to train on", lambda: _newest_epoch(state_dir) > events["signalled_at"][0], 300, proc, log)
         _sh("scancel", "--batch", "--signal=KILL", job)
         _wait("the killed job to end", lambda: job not in dict(_jobs_of(comment)), 60, proc, log)
         proc.wait(timeout=900)
@@ -263,11 +311,13 @@ def cluster_run(cluster, tmp_path_factory):
         _sh("scancel", "--name", run_id.group(1), check=False)
     assert proc.returncode == 0, f"snakemake --profile slurm table1 failed ({proc.returncode}):\n{text[-8000:]}"
     assert ref_proc.wait(timeout=600) == 0, (base / "reference.log").read_text()[-4000:]
-    resumed = re.findall(r"resuming after epoch (\d+)", train_log.read_text())
-    events["killed_after"] = int(resumed[-1]) if resumed else 0  # where the resubmitted job started from
+    history = log_history(train_log).read_text()  # every try's log (Snakemake deletes train_log at each start)
+    resumed = re.findall(r"resuming after epoch (\d+)", history)
+    events["killed_after"] = int(resumed[-1]) if resumed else 0  # where the last resubmitted job started from
+    events["history"] = history
     events["seconds"] = time.monotonic() - t0
-    print(f"\ncluster up in {cluster['up_seconds']} s; snakemake --profile slurm table1 with a requeue and a "
-          f"kill: {events['seconds']:.0f} s")
+    print(f"\ncluster up in {cluster['up_seconds']} s; snakemake --profile slurm table1 with a requeue, a signal and "
+          f"a kill: {events['seconds']:.0f} s")
     return {"work": work, "reference": reference, "log": text, "uuid": run_id.group(1), "events": events,
             "catalog": catalog, "train_log": train_log}
 
@@ -297,39 +347,45 @@ def test_table1_through_sbatch_with_profile_resources(cluster, cluster_run):
         assert rec["Partition"] == cluster["TRADEOFF_SLURM_PARTITION"], rec
         assert rec["ReqMem"] in ("1000M", "1000Mn"), rec
         assert "gres/gpu=1" in rec["AllocTRES"], rec
-        assert rec["Timelimit"] in ("00:10:00", "00:20:00"), rec
+        assert rec["Timelimit"] in ("00:10:00", "00:20:00", "00:30:00"), rec  # attempt x the runtime
     assert all(rec["State"] == "COMPLETED" for rec in evaluations), evaluations
 
 
-def test_requeued_and_killed_training_resumes_bit_identically(cluster, cluster_run):
+def test_requeued_signalled_and_killed_training_resumes_bit_identically(cluster, cluster_run):
     ev = cluster_run["events"]
     run_id = ev["run"]
-    assert 1 <= ev["requeued_after"] < ev["killed_after"] < EPOCHS, ev  # both struck mid-training
+    signalled = ev["signalled_at"]
+    assert 1 <= ev["requeued_after"] <= signalled[0] < ev["killed_after"] < EPOCHS, ev  # all struck mid-training
+    assert signalled[1] >= 1, ev  # mid-epoch: the state of the step it reached, not of the last epoch
     assert f"resuming after epoch {ev['requeued_after']}" in ev["log_after_requeue"]
+    assert "resuming after epoch {}, step {}".format(*signalled) in ev["history"]
+    starts = re.findall(r"^=== .* start: tradeoff --log .* train --run .*SLURM job \d+\) ===$", ev["history"], re.M)
+    assert len(starts) == 4, starts  # the history keeps the lines of every try
 
     jobs = [rec for rec in _sacct(cluster_run["uuid"]) if rec["Comment"] == f"rule_train_wildcards_{run_id}"]
     states = [rec["State"].split()[0] for rec in jobs]
-    assert states == ["REQUEUED", "FAILED", "COMPLETED"], jobs
-    assert jobs[0]["JobID"] == jobs[1]["JobID"] != jobs[-1]["JobID"]       # requeued in place, then resubmitted
-    assert jobs[1]["Timelimit"] == "00:10:00" and jobs[-1]["Timelimit"] == "00:20:00"  # attempt 2: twice the time
+    assert states == ["REQUEUED", "FAILED", "FAILED", "COMPLETED"], jobs
+    assert jobs[0]["JobID"] == jobs[1]["JobID"] != jobs[2]["JobID"] != jobs[3]["JobID"]  # requeued, resubmitted
+    assert [rec["Timelimit"] for rec in jobs] == ["00:10:00", "00:10:00", "00:20:00", "00:30:00"]  # attempt x time
 
     work, reference = cluster_run["work"], cluster_run["reference"]
-    model = Path("results") / "checkpoints" / run_id / "model.pt"
-    a, b = checkpoint.load(work / model), checkpoint.load(reference / model)
+    a, b = checkpoint.load(results_of(work).model(run_id)), checkpoint.load(results_of(reference).model(run_id))
     assert a["model"].keys() == b["model"].keys()
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
-    curves = (work / "results" / "smoke" / "curves" / f"{run_id}.csv").read_text().splitlines()[1:]
+    curves = results_of(work).curves(run_id).read_text().splitlines()[1:]
     assert [int(line.split(",")[0]) for line in curves] == list(range(1, EPOCHS + 1))
 
 
 def test_dvc_records_pushes_and_pulls_the_cluster_run(cluster, cluster_run, tmp_path):
     work = cluster_run["work"]
     shutil.copytree(ROOT / "src", work / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    (work / ".gitignore").write_text(".snakemake/\nresults/work/\nresults/logs/\n")
+    layout = results_of(Path("."))  # paths relative to a clone's root
+    (work / ".gitignore").write_text(f".snakemake/\n{layout.root / 'work'}/\n{layout.root / 'logs'}/\n")
     run(["git", "init", "-q"], work)
     run(["dvc", "init", "-q"], work)
     run(["tradeoff", *[a for f in CONFIGS for a in ("--config", f)], "export-dvc"], work)
-    models = sorted(work.glob("results/checkpoints/*/model.pt"))
+    models = sorted(work.glob(str(layout.model("*"))))
+    assert models, "no model.pt of the cluster run"
     before = {p: p.read_bytes() for p in models}
     commit = run(["dvc", "commit", "-f"], work)
     assert "Running stage" not in commit.stdout + commit.stderr
@@ -341,7 +397,7 @@ def test_dvc_records_pushes_and_pulls_the_cluster_run(cluster, cluster_run, tmp_
         assert stage["outs"][0]["path"] == str(model.relative_to(work))
         assert stage["outs"][0]["md5"] == hashlib.md5(model.read_bytes()).hexdigest()
     metrics = [m for name, s in lock.items() if name.startswith("evaluate-") for m in s["outs"]]
-    assert any(m["path"].startswith("results/metrics/") and m.get("md5") for m in metrics)
+    assert any(m["path"].startswith(f"{layout.root / 'metrics'}/") and m.get("md5") for m in metrics)
     assert {p: p.read_bytes() for p in models} == before
     assert "up to date" in run(["dvc", "status"], work).stdout
     assert "Running stage" not in run(["dvc", "repro", "--dry"], work).stdout
@@ -360,7 +416,7 @@ def test_dvc_records_pushes_and_pulls_the_cluster_run(cluster, cluster_run, tmp_
 
     clone = tmp_path / "clone"
     run(["git", "clone", "-q", str(work), str(clone)], tmp_path)
-    assert not list(clone.glob("results/checkpoints/*/model.pt"))
+    assert not list(clone.glob(str(layout.model("*"))))
     run(["dvc", "pull"], clone)
     for model in models:
         assert (clone / model.relative_to(work)).read_bytes() == model.read_bytes()

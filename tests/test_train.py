@@ -62,21 +62,21 @@ def test_kill_and_resume_is_bit_identical(tmp_path):
            "config/resume.yaml", "train", "--run", "cifar10-resnet18-at-beta1"]
     subprocess.run(cmd, cwd=reference, env=env(), check=True, capture_output=True)
 
-    state_dir = killed / "results" / "smoke" / "work" / "cifar10-resnet18-at-beta1"
-    kills = 0
-    for wait_states in (1, 3):
-        proc = subprocess.Popen(cmd, cwd=killed, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 120
-        while time.time() < deadline and proc.poll() is None:
-            states = checkpoint.list_states(state_dir)
-            if states and int(states[-1].name[6:10]) >= wait_states:
-                time.sleep(0.3)  # somewhere inside the next epoch
-                proc.send_signal(signal.SIGKILL)
-                kills += 1
-                break
-            time.sleep(0.05)
+    state_dir = results_of(killed).states("cifar10-resnet18-at-beta1")
+    kills = []
+    for epoch in (2, 4):  # kill -9 inside this epoch: once it has logged its second step (an event, not a delay)
+        log = killed / f"train-{epoch}.log"
+        with open(log, "w") as out:  # a progress line after every step
+            proc = subprocess.Popen(cmd, cwd=killed, env={**env(), "TRADEOFF_PROGRESS_SECONDS": "0"},
+                                    stdout=subprocess.DEVNULL, stderr=out)
+        deadline = time.monotonic() + 300
+        while proc.poll() is None and f"epoch {epoch}/5: step 2/" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
         proc.wait()
-    assert kills >= 1
+        kills.append(checkpoint.state_position(checkpoint.list_states(state_dir)[-1]))
+    assert kills[0][0] >= 1 and kills[1][0] >= 3 and kills[1][0] < 5, kills  # both mid-training
     subprocess.run(cmd, cwd=killed, env=env(), check=True, capture_output=True)
     a = _weights(results_of(reference).run("cifar10-resnet18-at-beta1").model)
     b = _weights(results_of(killed).run("cifar10-resnet18-at-beta1").model)

@@ -11,7 +11,7 @@ import pytest
 import torch
 from PIL import Image
 
-from helpers import run, workflow_copy
+from helpers import data_root, run, workflow_copy
 from methods_support import CPU, SMOKE, TinyBN, build, digits
 from tradeoff import analysis, checkpoint, learners
 from tradeoff.results import Layout
@@ -24,7 +24,7 @@ from tradeoff.train import load_model, load_run_data, subset, train
 RUN = "cifar10-resnet18-generalist"
 NEVER = 10**6  # a t' no run reaches
 COLUMNS = ["learner_at_clean", "learner_nt_clean", "learner_nt_pgd_self", "learner_nt_pgd_from_at"]
-KW = dict(data_root=cfg.ROOT / "data", runtime=CPU, progress=False, eval_batch_size=32)
+KW = dict(data_root=data_root(), runtime=CPU, progress=False, eval_batch_size=32)
 
 
 def _spec(epochs: int, *, track: bool = True, snapshots: list | None = None, **method) -> dict:
@@ -169,7 +169,7 @@ def test_tracked_numbers_equal_an_independent_evaluation_of_the_snapshots(tracke
     spec, paths = tracked
     obj = checkpoint.load(paths.model)
     model, _ = load_model(paths.model)
-    ds = load_run_data(spec, cfg.ROOT / "data")
+    ds = load_run_data(spec, data_root())
     x, y = subset(ds.x_test, ds.y_test, 40)
     attack = spec["method"]["track_learners"]["attack"]
     rows = _curves(paths.curves)
@@ -239,7 +239,7 @@ def smoke_catalog(tmp_path_factory):
     """The smoke catalog with its results in a scratch folder, the Table 1a Generalist run trained there."""
     tmp = tmp_path_factory.mktemp("zipper")
     config = cfg.load_config(SMOKE)
-    config["paths"] = {"results": str(tmp / "results"), "data": str(cfg.ROOT / "data")}
+    config["paths"] = {"results": str(tmp / "results"), "data": str(data_root())}
     catalog = cfg.resolve(config)
     train(catalog.train_id[RUN], catalog.runs[RUN], results=catalog.results, **KW)
     return catalog

@@ -27,7 +27,9 @@ from .errors import UserError
 
 log = logging.getLogger(__name__)
 
-STATE_PATTERN = re.compile(r"^epoch-(\d{4,})-([0-9a-f]{16})\.pt$")
+#: ``epoch-0007-<sha>.pt``: the state after 7 finished epochs; ``epoch-0007-step-000012-<sha>.pt``: after 7 finished
+#: epochs and 12 steps of the 8th (written when a signal stops training mid-epoch: SLURM's time limit or preemption)
+STATE_PATTERN = re.compile(r"^epoch-(?P<epoch>\d{4,})(?:-step-(?P<step>\d{6,}))?-(?P<sha>[0-9a-f]{16})\.pt$")
 TEMP_PATTERN = re.compile(r"^\.epoch-.*\.tmp$")  # a state write that was killed before its rename
 KEEP_STATES = 2
 
@@ -103,28 +105,64 @@ def save(obj: Any, path: str | Path) -> None:
 
 
 def load(path: str | Path, map_location: Any = "cpu") -> Any:
-    """Load without executing code: anything but tensors and plain containers is refused."""
+    """Load without executing code: anything but tensors and plain containers is refused. Every failure is one
+    CheckpointError line naming the file and what is wrong with it."""
     import torch
 
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch raises several types for bad files
-        raise CheckpointError(f"cannot load checkpoint {path}: {exc}") from exc
+        raise CheckpointError(f"cannot load checkpoint {path}: {_load_problem(Path(path), exc)}") from None
 
 
-def save_state(state_dir: str | Path, epoch: int, obj: Any, keep: int = KEEP_STATES) -> Path:
-    """Write the state after ``epoch`` (1-based count of finished epochs) and prune all but the newest ``keep``."""
+def _load_problem(path: Path, exc: Exception) -> str:
+    """What is wrong with a file that torch.load (weights only) refused, in a few words: never PyTorch's advice to load
+    it with weights_only=False, which would run whatever code the file carries."""
+    text = str(exc)
+    if isinstance(exc, FileNotFoundError):
+        return "no such file"
+    if isinstance(exc, IsADirectoryError):
+        return "it is a folder"
+    if isinstance(exc, EOFError):
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = None
+        return "the file is empty (0 bytes)" if size == 0 else "the file ends too early (truncated)"
+    if "Weights only load failed" in text:
+        found = re.search(r"GLOBAL (\S+)", text)
+        if found:
+            return (f"it carries pickled Python objects ({found.group(1)}), not only tensors: refused, nothing in it "
+                    "was run (a checkpoint of this pipeline holds tensors and plain containers only)")
+        return "it is not a PyTorch checkpoint of tensors (unreadable, or corrupted)"
+    if "PytorchStreamReader" in text or "zip archive" in text:
+        return "it is not a complete PyTorch checkpoint (truncated or corrupted)"
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def state_position(path: str | Path) -> tuple[int, int]:
+    """(finished epochs, steps of the next epoch) of a state file's name: the order in which states were made."""
+    m = STATE_PATTERN.match(Path(path).name)
+    return int(m.group("epoch")), int(m.group("step") or 0)
+
+
+def save_state(state_dir: str | Path, epoch: int, obj: Any, keep: int = KEEP_STATES, *, step: int = 0) -> Path:
+    """Write the state after ``epoch`` (1-based count of finished epochs) and, with ``step``, that many steps of the
+    next epoch; prune all but the newest ``keep``."""
     payload = to_bytes(obj)
     digest = hashlib.sha256(payload).hexdigest()[:16]
-    path = Path(state_dir) / f"epoch-{epoch:04d}-{digest}.pt"
+    path = Path(state_dir) / (f"epoch-{epoch:04d}-step-{step:06d}-{digest}.pt" if step else
+                              f"epoch-{epoch:04d}-{digest}.pt")
     try:
         atomic_write_bytes(path, payload)
     except WriteError as exc:
         raise WriteError(exc.errno, f"{exc.strerror}; the states already in {state_dir} are intact and "
                                     "training resumes from the newest when started again") from exc
-    for other in list_states(state_dir):  # states of this or a later epoch from an abandoned try: training
-        if other != path and int(STATE_PATTERN.match(other.name).group(1)) >= epoch:  # resumed before them,
-            other.unlink(missing_ok=True)  # so they failed their checksum; they must not outlive good ones
+    here = (epoch, step)
+    for other in list_states(state_dir):  # states of this or a later point from an abandoned try: training
+        if other != path and state_position(other) >= here:  # resumed before them, so they failed their
+            other.unlink(missing_ok=True)  # checksum; they must not outlive good ones
     for old in list_states(state_dir)[:-keep]:
         old.unlink(missing_ok=True)
     for stale in Path(state_dir).iterdir():  # temporary files of writes that were killed (kill -9, node failure)
@@ -179,7 +217,7 @@ def list_states(state_dir: str | Path) -> list[Path]:
     state_dir = Path(state_dir)
     if not state_dir.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in state_dir.iterdir() if (m := STATE_PATTERN.match(p.name))]
+    found = [(state_position(p), p) for p in state_dir.iterdir() if STATE_PATTERN.match(p.name)]
     return [p for _, p in sorted(found)]
 
 
@@ -187,11 +225,12 @@ def verify(path: str | Path) -> bool:
     m = STATE_PATTERN.match(Path(path).name)
     if not m:
         return False
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16] == m.group(2)
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16] == m.group("sha")
 
 
 def latest_state(state_dir: str | Path, map_location: Any = "cpu") -> tuple[int, Any] | None:
-    """The newest intact state as (epoch, object); corrupt or unloadable ones are reported and skipped."""
+    """The newest intact state as (finished epochs, object); corrupt or unloadable ones are reported and skipped. A
+    state written mid-epoch holds its position in the object (``partial``, see tradeoff.train)."""
     for path in reversed(list_states(state_dir)):
         if not verify(path):
             log.warning("checkpoint %s does not match its checksum (truncated or corrupted); skipping it", path)
@@ -201,5 +240,5 @@ def latest_state(state_dir: str | Path, map_location: Any = "cpu") -> tuple[int,
         except CheckpointError as exc:
             log.warning("%s; skipping it", exc)
             continue
-        return int(STATE_PATTERN.match(path.name).group(1)), obj
+        return state_position(path)[0], obj
     return None

@@ -60,7 +60,7 @@ def cmd_train(args, catalog: cfg.Catalog) -> int:
     catalog.pretrained_checkpoint(run_id, must_exist=True)  # an adapter model's backbone: refused before any work
     names = catalog.run_attacks(run_id) if args.evaluate else []
     specs = {name: catalog.attack_for(name, run_id) for name in names}  # every name checked before any work
-    runtime = Runtime.from_config(catalog.config["runtime"])
+    runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
     paths = train(run_id, catalog.runs[run_id], results=catalog.results, data_root=catalog.data_root,
                   runtime=runtime, eval_batch_size=catalog.config["runtime"]["eval_batch_size"])
     print(f"{run_id}: model {paths.model}, curves {paths.curves}")
@@ -100,7 +100,7 @@ def cmd_evaluate(args, catalog: cfg.Catalog) -> int:
     names = list(dict.fromkeys(args.attack))  # repeated --attack: evaluated in turn, in this order
     specs = {name: catalog.attack_for(name, run_id) for name in names}  # every name checked before any work
     train_id = catalog.train_id[run_id]
-    runtime = Runtime.from_config(catalog.config["runtime"])  # device and CPU threads; evaluation stays fp32
+    runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)  # device, CPU threads; always fp32
     common = _evaluation_settings(catalog, run_id, runtime, args.seed)
     checkpoint = catalog.layout.model(train_id)
     shard = None
@@ -199,7 +199,7 @@ def cmd_export_dvc(args, catalog: cfg.Catalog) -> int:
     chosen = catalog if args.config_given else cfg.load_catalog(config_files)
     for name in args.targets:
         if name not in chosen.targets:
-            raise cfg.ConfigError(f"export-dvc: unknown target {name!r}; allowed: {sorted(chosen.targets)}")
+            raise cfg.ConfigError("export-dvc: " + cfg.unknown("target", name, chosen.targets, LIST_TARGETS))
     files = render_dvc(chosen, config_files, args.targets)
     stale = []
     for path, text in files.items():
@@ -223,6 +223,11 @@ def cmd_list(args, catalog: cfg.Catalog) -> int:
     elif args.what == "targets":
         for name, target in catalog.targets.items():
             print(f"{name} ({target['kind']}): {target.get('title', ', '.join(target.get('targets', [])))}")
+    elif args.what == "attacks":
+        for name in catalog.attack_jobs():
+            spec = catalog.attacks[cfg.split_budget(name)[0]]
+            print(f"{name}: {spec['type']} {spec.get('norm', '') if spec['type'] != cfg.CORRUPTIONS_TYPE else spec['dataset']}"
+                  .rstrip())
     return 0
 
 
@@ -270,6 +275,12 @@ def _enter_workflow(config_files: list[str]) -> list[str]:
     DVC do, whatever folder the command was started in: the config's relative paths (``results``, ``data``) then
     mean the same folders for every job and every user. Returns the config files relative to it. Without such a
     folder (a config file outside any workflow), the current folder stays."""
+    for given in config_files:
+        if "=" in given and not Path(given).exists():  # `--config runtime='{threads: 2}'`, as for Snakemake
+            key, _, value = given.partition("=")
+            raise cfg.ConfigError(f"--config takes a YAML file, not a key=value override ({given!r}): put "
+                                  f"`{key}: {value}` in an overlay file (e.g. config/mine.yaml) and pass "
+                                  "--config config/config.yaml --config config/mine.yaml")
     files = [Path(f).absolute() for f in config_files]
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
@@ -281,9 +292,12 @@ def _enter_workflow(config_files: list[str]) -> list[str]:
     return [os.path.relpath(f, root) if f.is_relative_to(root) else str(f) for f in files]
 
 
+LIST_TARGETS = "`tradeoff list targets` lists them"
+
+
 def _run(catalog: cfg.Catalog, run_id: str) -> str:
     if run_id not in catalog.runs:
-        raise cfg.ConfigError(f"--run: unknown run {run_id!r}; allowed: {sorted(catalog.runs)}")
+        raise cfg.ConfigError("--run: " + cfg.unknown("run", run_id, catalog.runs, "`tradeoff list runs` lists them"))
     return run_id
 
 
@@ -295,6 +309,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", action="append", metavar="FILE",
                         help="configuration file; repeat to overlay (default: config/config.yaml)")
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--log", metavar="FILE",
+                        help="the job's log file (Snakemake's `log:`, deleted whenever Snakemake starts the job): "
+                             "also append everything written to stderr to its history, <name>.history.log, after a "
+                             "header line per start, so a restarted job keeps the lines of its earlier tries")
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("check-config", help="validate the configuration and summarise it").set_defaults(func=cmd_check_config)
@@ -378,30 +396,118 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="h100", choices=["h100", "h200", "a100", "rtx3090", "v100"])
     p.set_defaults(func=cmd_plan)
 
-    p = sub.add_parser("list", help="list runs or targets")
-    p.add_argument("what", choices=["runs", "targets"])
+    p = sub.add_parser("list", help="list runs, targets or attacks (evaluation jobs)")
+    p.add_argument("what", choices=["runs", "targets", "attacks"])
     p.set_defaults(func=cmd_list)
     return parser
 
 
+#: the subcommands that the pipeline's jobs run: they keep the resolved catalog for the next job
+#: (tradeoff.config.load_catalog); the others (check-config, list, export-dvc, plan, ...) only read it
+JOB_COMMANDS = frozenset({"download", "train", "evaluate", "merge-shards", "report", "analyze", "summary"})
+
+
+class _Tee:
+    """stderr that also appends to a file (the job's log history): Python-level, so no extra process stands between
+    the job and the signals SLURM sends it."""
+
+    def __init__(self, stream, copy):
+        self.stream, self.copy = stream, copy
+
+    def write(self, text: str) -> int:
+        try:
+            self.copy.write(text)
+        except (OSError, ValueError):  # the history is a convenience: a full disk must not stop the job here
+            pass
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        for stream in (self.copy, self.stream):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def _open_history(log: str, argv: list[str]):
+    """Append a header line for this start to the log's history and return the open file (None if it cannot be)."""
+    import datetime
+    import socket
+
+    from .results import log_history
+
+    path = log_history(Path(log).absolute())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        history = open(path, "a", buffering=1)
+    except OSError as exc:
+        print(f"tradeoff: cannot append to the log history {path}: {exc.strerror or exc}", file=sys.stderr)
+        return None
+    slurm = f", SLURM job {os.environ['SLURM_JOB_ID']}" if os.environ.get("SLURM_JOB_ID") else ""
+    history.write(f"=== {datetime.datetime.now():%Y-%m-%d %H:%M:%S} start: tradeoff {' '.join(argv)} "
+                  f"(pid {os.getpid()} on {socket.gethostname()}{slurm}) ===\n")
+    return history
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    history, stderr = (_open_history(args.log, argv) if args.log else None), sys.stderr
+    if history is not None:
+        sys.stderr = _Tee(stderr, history)
+    try:
+        return _main(args)
+    finally:
+        if history is not None:
+            sys.stderr = stderr
+            history.close()
+
+
+def _main(args) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
     args.config_given = args.config is not None
+    cwd = os.getcwd()
     try:
         args.config = _enter_workflow(args.config or [str(cfg.DEFAULT_CONFIG)])
-        catalog = cfg.load_catalog(args.config, write_cache=True)
-        if args.command != "check-config" and getattr(args, "target", None) is not None \
-                and args.target not in catalog.targets:
-            raise cfg.ConfigError(f"unknown target {args.target!r}; allowed: {sorted(catalog.targets)}")
-        return args.func(args, catalog)
+        catalog = cfg.load_catalog(args.config, write_cache=args.command in JOB_COMMANDS)
+        named = [args.target] if getattr(args, "target", None) is not None else list(getattr(args, "targets", []))
+        for name in named if args.command not in ("check-config", "export-dvc") else []:
+            if name not in catalog.targets:
+                raise cfg.ConfigError(cfg.unknown("target", name, catalog.targets, LIST_TARGETS))
+        status = args.func(args, catalog)
+        sys.stdout.flush()  # here, so that a reader that went away (`| head`) is seen now, not at exit
+        return status
     except cfg.ConfigError as exc:
         print(f"tradeoff: configuration error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line in the log, the shell's status for SIGINT
+        print("tradeoff: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `tradeoff list runs | head`: the reader has what it wanted
+        _discard_stdout()
+        return 141
     except UserError as exc:  # problems of the input or the machine: one clear line, no traceback
+        signum = getattr(exc, "signum", None)
+        if signum is not None:  # stopped by SIGTERM / SIGUSR1 after saving its state (tradeoff.train.Stopped)
+            print(f"tradeoff: {exc}", file=sys.stderr)
+            return 128 + signum
         print(f"tradeoff: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        os.chdir(cwd)  # a caller in the same process (a test, a notebook) keeps its folder
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush at exit does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a caller's in-memory stdout)
+        pass
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ Every error names the key it is about and what is allowed, and is raised before 
 from __future__ import annotations
 
 import copy
+import difflib
 import functools
 import hashlib
 import json
@@ -18,6 +19,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from . import ranges
 from .results import Layout
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,6 +38,23 @@ MAX_EPS = {"linf": 1.0, "l2": 64.0}
 
 class ConfigError(ValueError):
     """A configuration problem; the message names the key and the allowed values."""
+
+
+#: a list of allowed names longer than this is not printed whole: the closest few are, and the count
+LISTED = 12
+
+
+def unknown(what: str, name: Any, choices: Iterable[Any], listing: str = "") -> str:
+    """``unknown <what> <name>; did you mean ...?`` with the closest few of ``choices`` (difflib), and the whole list
+    only when it is short; ``listing`` says where the whole list is (a command)."""
+    choices = [str(c) for c in dict.fromkeys(choices)]
+    close = difflib.get_close_matches(str(name), choices, n=3, cutoff=0.6)
+    guess = ("did you mean " + (", ".join(map(repr, close[:-1])) + " or " if len(close) > 1 else "")
+             + f"{close[-1]!r}?") if close else ""
+    if len(choices) <= LISTED:
+        return f"unknown {what} {name!r}; " + (f"{guess} " if guess else "") + f"allowed: {sorted(choices)}"
+    where = f"; {listing}" if listing else ""
+    return f"unknown {what} {name!r}; {guess or 'nothing with a similar name'} ({len(choices)} {what}s{where})"
 
 
 # ---------------------------------------------------------------------------------------------- loading
@@ -63,8 +82,17 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 
 
 def load_yaml(path: str | Path) -> dict:
-    with open(path) as f:
-        data = yaml.load(f, Loader=_UniqueKeyLoader)
+    try:
+        with open(path) as f:
+            data = yaml.load(f, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as exc:  # one line: the file, line and column, and what the parser expected
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        what = ": ".join(str(p) for p in (getattr(exc, "context", None), getattr(exc, "problem", None)) if p) \
+            or str(exc).splitlines()[0]
+        raise ConfigError(f"{where}: YAML syntax error: {what}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return data
@@ -96,8 +124,9 @@ def validate_schema(config: dict) -> None:
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
-        lines = [f"  {_key(e.absolute_path) or '(top level)'}: {_explain(e)}" for e in errors[:10]]
-        raise ConfigError("invalid configuration:\n" + "\n".join(lines))
+        found = [f"{_key(e.absolute_path) or '(top level)'}: {_explain(e)}" for e in errors[:10]]
+        more = f" (and {len(errors) - 10} more)" if len(errors) > 10 else ""
+        raise ConfigError("invalid configuration: " + "; ".join(found) + more)  # one line
 
 
 def _key(path: Iterable[Any]) -> str:
@@ -225,14 +254,14 @@ class Catalog:
         list (a budget sweep) is one evaluation per budget, named ``<attack>@<label>`` (see attack_jobs)."""
         base, label = split_budget(name)
         if base not in self.attacks:
-            raise ConfigError(f"unknown attack {name!r}; allowed: {self.attack_jobs()}")
+            raise ConfigError(unknown("attack", name, self.attack_jobs(), "`tradeoff list attacks` lists them"))
         key = f"attacks.{base}"
         spec = resolve_attack(self.attacks[base], self.runs[run_id], self.config, key)
         labels = sweep_labels(self.attacks[base], key)
         if labels is None and label is None:
             return spec
         if labels is None or label not in labels:
-            raise ConfigError(f"unknown attack {name!r}; allowed: {self.attack_jobs(base)}")
+            raise ConfigError(unknown("attack", name, self.attack_jobs(base)))
         eps = spec["eps"][labels.index(label)]
         return {**spec, "eps": eps, "step_size": rel_step(spec.get("step_size"), eps, key)}
 
@@ -493,6 +522,10 @@ def reference_dir(paths: list[Path]) -> Path:
 
 def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
     """Validate a merged config and resolve it. Raises ConfigError naming the first bad key."""
+    bad = ranges.nonfinite(config)  # before the schema, whose minimum and maximum let NaN through
+    if bad:
+        raise ConfigError(f"{bad}: must be a finite number, got {_lookup(config, bad)!r} (leave a parameter out to "
+                          "take its default)")
     validate_schema(config)
     from . import data, models
     from .attacks import ATTACKS
@@ -686,10 +719,36 @@ def _check_attack(spec: dict, key: str, registry: dict) -> None:
     norm = spec.get("norm", "linf")
     if norm not in cls.norms:
         raise ConfigError(f"{key}.norm: attack {kind!r} supports {list(cls.norms)}, got {norm!r}")
+    check_ranges(cls.ranges, spec, key)
     eps_values = spec.get("eps")
     for i, value in enumerate(eps_values if isinstance(eps_values, list) else [eps_values]):
         if value is not None:
             _check_eps(parse_budget(value, f"{key}.eps"), norm, f"{key}.eps" + (f"[{i}]" if isinstance(eps_values, list) else ""))
+
+
+def check_ranges(declared: dict[str, "ranges.Range"], values: dict, key: str) -> None:
+    """Check the parameters of a method or an attack against its declared ranges (tradeoff.ranges): the one place
+    where every numeric parameter's range is checked. ``"a.b"`` declares key b of the mapping parameter a."""
+    for name, rng in declared.items():
+        head, _, inner = name.partition(".")
+        value = values.get(head)
+        if inner:
+            if not isinstance(value, dict) or inner not in value:
+                continue
+            value = value[inner]
+        elif head not in values:
+            continue
+        try:
+            ranges.check(value, rng, f"{key}.{name}")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+def _lookup(config: Any, dotted: str) -> Any:
+    """The value at a key written as ranges.nonfinite writes it (``a.b[2].c``)."""
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", dotted):
+        config = config[int(part[1:-1])] if part.startswith("[") else config[part]
+    return config
 
 
 def _check_eval_per_run(config: dict) -> None:
@@ -711,7 +770,7 @@ def _attack_ref(config: dict, name: Any, key: str) -> dict:
     if isinstance(name, dict):
         return name
     if name not in pool:
-        raise ConfigError(f"{key}: unknown attack {name!r}; allowed: {sorted(pool)}")
+        raise ConfigError(f"{key}: " + unknown("attack", name, sorted(pool)))
     if pool[name]["type"] == CORRUPTIONS_TYPE:
         raise ConfigError(f"{key}: {name!r} measures accuracy on corrupted images, it is not an attack; allowed: "
                           f"{sorted(n for n, a in pool.items() if a['type'] != CORRUPTIONS_TYPE)}")
@@ -917,6 +976,7 @@ def resolve_run(rid: str, raw: dict, config: dict, methods: dict, datasets: list
             method[pname] = {**block, inner: resolve_attack(_attack_ref(config, block[inner], f"{key}.method.{path}"),
                                                             spec, config, f"{key}.method.{path}")}
     spec["method"] = method
+    check_ranges(cls.ranges, method, f"{key}.method")
     try:
         cls.check_params(spec)
     except ValueError as exc:
@@ -993,7 +1053,7 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
     if target["kind"] == "group":
         for member in target.get("targets", []):
             if member not in targets:
-                raise ConfigError(f"{key}.targets: unknown target {member!r}; allowed: {sorted(targets)}")
+                raise ConfigError(f"{key}.targets: " + unknown("target", member, targets))
         return
     if target.get("plot") == "tsne" and target.get("analysis", {}).get("name") != "learner_tsne":
         raise ConfigError(f"{key}.analysis: a `tsne` figure reads a learner_tsne analysis; add "
@@ -1042,7 +1102,7 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
         raise ConfigError(f"{key}.rows: a `lines` figure needs an `x` value on every row (or budget-sweep columns)")
     for i, row in enumerate(target["rows"]):
         if row["run"] not in runs:
-            raise ConfigError(f"{key}.rows[{i}].run: unknown run {row['run']!r}; allowed: {sorted(runs)}")
+            raise ConfigError(f"{key}.rows[{i}].run: " + unknown("run", row["run"], runs))
     for column, attack in target.get("columns", {}).items():
         if attack in PSEUDO_COLUMNS:
             if target["kind"] != "table":
@@ -1058,5 +1118,5 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
         if base not in attacks or (label is None) != (labels is None) or (label is not None and label not in labels):
             allowed = [n for a in attacks for n in ([a] if sweep_labels(attacks[a], a) is None
                                                     else [f"{a}@{lab}" for lab in sweep_labels(attacks[a], a)])]
-            raise ConfigError(f"{key}.columns.{column}: unknown attack {attack!r}; allowed: {allowed} "
-                              "(a budget sweep is named <attack>@<budget label>)")
+            raise ConfigError(f"{key}.columns.{column}: " + unknown("attack", attack, allowed)
+                              + " (a budget sweep is named <attack>@<budget label>)")

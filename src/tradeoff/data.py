@@ -19,7 +19,6 @@ import hashlib
 import io
 import logging
 import os
-import shlex
 import tarfile
 import zipfile
 from abc import ABC, abstractmethod
@@ -178,12 +177,19 @@ class _Digits(DatasetSpec):
         from .checkpoint import WriteError, atomic_write_bytes
 
         cache, sklearn_version = folder / "split.npz", version("scikit-learn")
+        names = ("x_train", "y_train", "x_test", "y_test")
         try:
-            with np.load(cache) as kept:
+            with np.load(cache, allow_pickle=False) as kept:
                 if str(kept["sklearn"]) == sklearn_version:
-                    return {key: kept[key] for key in ("x_train", "y_train", "x_test", "y_test")}
-        except (OSError, KeyError, ValueError):
-            pass  # missing, damaged or of another layout: made again below
+                    arrays = {key: kept[key] for key in names}
+                    if str(kept["sha256"]) == arrays_digest(arrays):
+                        return arrays
+                    _log.warning("digits: %s does not match the checksum kept with it (its arrays were changed); "
+                                 "making it again", cache)
+        except FileNotFoundError:
+            pass  # not made yet
+        except _UNREADABLE_CACHE as err:  # truncated, corrupted (zip CRC), or of an older layout (no checksum)
+            _log.warning("digits: %s cannot be read (%s: %s); making it again", cache, type(err).__name__, err)
         bunch = _sk_datasets.load_digits()
         x_train, x_test, y_train, y_test = _sk_model_selection.train_test_split(
             bunch.images.astype(np.uint8)[:, None], bunch.target, test_size=0.2, stratify=bunch.target,
@@ -191,7 +197,7 @@ class _Digits(DatasetSpec):
         arrays = {"x_train": np.ascontiguousarray(x_train), "y_train": y_train,
                   "x_test": np.ascontiguousarray(x_test), "y_test": y_test}
         buffer = io.BytesIO()
-        np.savez(buffer, sklearn=np.array(sklearn_version), **arrays)
+        np.savez(buffer, sklearn=np.array(sklearn_version), sha256=np.array(arrays_digest(arrays)), **arrays)
         try:
             atomic_write_bytes(cache, buffer.getvalue())  # concurrent jobs write the same bytes; the rename is atomic
         except WriteError as err:
@@ -425,6 +431,17 @@ def _fingerprint(folder: Path, names: Iterable[str], params: str) -> str:
 _UNREADABLE_CACHE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
 
 
+def arrays_digest(arrays: Mapping[str, np.ndarray]) -> str:
+    """SHA-256 of named arrays (names, dtypes, shapes and bytes, in name order): kept with a cache of arrays, so that
+    a cache whose zip container is intact but whose values were changed (an edited label) is not used."""
+    digest = hashlib.sha256()
+    for name in sorted(arrays):
+        array = np.ascontiguousarray(arrays[name])
+        digest.update(f"{name}|{array.dtype.str}|{array.shape}\n".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
 def _cache_fingerprint(path: Path) -> str | None:
     """The fingerprint stored in a cache written by ``_cached``; None when there is none or it cannot be read."""
     try:
@@ -444,15 +461,20 @@ def _cached(path: Path, fingerprint: str, build: Callable[[], dict[str, np.ndarr
         try:
             with np.load(path, allow_pickle=False) as stored:
                 if str(stored["fingerprint"]) == fingerprint:
-                    return {key: stored[key] for key in stored.files if key != "fingerprint"}
-        except _UNREADABLE_CACHE:
-            pass
+                    arrays = {key: stored[key] for key in stored.files if key not in ("fingerprint", "sha256")}
+                    if str(stored["sha256"]) == arrays_digest(arrays):
+                        return arrays
+                    _log.warning("the decoded-image cache %s does not match its checksum (its arrays were "
+                                 "changed); decoding the images again", path)
+        except _UNREADABLE_CACHE as err:
+            _log.warning("the decoded-image cache %s cannot be read (%s: %s); decoding the images again", path,
+                         type(err).__name__, err)
     arrays = build()
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as stream:
-            np.savez(stream, fingerprint=np.array(fingerprint), **arrays)
+            np.savez(stream, fingerprint=np.array(fingerprint), sha256=np.array(arrays_digest(arrays)), **arrays)
         os.replace(tmp, path)
     except OSError as err:
         tmp.unlink(missing_ok=True)
@@ -497,10 +519,10 @@ def _decode(paths: Sequence[Path], shape: tuple[int, int, int], resize: int | No
                     image = _resize_center_crop(image, resize)
                 pixels = np.asarray(image)
         except (OSError, ValueError) as err:  # PIL's UnidentifiedImageError and truncated files are OSErrors
-            raise DatasetError(f"cannot decode {path}: {err}; run `{command}` to fetch it again") from err
+            raise DatasetError(f"cannot decode {path}: {err}; {command} to fetch it again") from err
         if pixels.shape != (height, width, channels):
             raise DatasetError(f"{path} is {pixels.shape[1]}x{pixels.shape[0]}, expected {width}x{height}; "
-                               f"run `{command}` to fetch it again")
+                               f"{command} to fetch it again")
         out[index] = pixels.transpose(2, 0, 1)
 
     with ThreadPoolExecutor(max_workers=_DECODE_WORKERS) as pool:
@@ -678,7 +700,7 @@ class CorruptionSets(Mapping):
             found = [entry for entry in self._files[corruption] if entry[0] == severity]
             if not found:
                 raise DatasetError(f"{spec.name}: no images for {corruption} at severity {severity} in {folder}; "
-                                   f"run `{command}` to fetch it")
+                                   f"{command} to fetch it")
             unknown = {wnid for _, _, wnid, _ in found} - set(index)
             if unknown:
                 raise DatasetError(f"{spec.name}: {corruption}/{severity} has classes that Tiny ImageNet lacks: "
@@ -949,7 +971,8 @@ def _spec(name: str) -> DatasetSpec:
 
 
 def _download_command(name: str, root: str | Path) -> str:
-    return f"tradeoff download {name} --root {shlex.quote(str(root))}"
+    """How to fetch a dataset: the CLI downloads into the configuration's ``paths.data`` (here ``root``)."""
+    return f"run `tradeoff download {name}` (with the same --config files; it fetches into paths.data, here {root})"
 
 
 def _remove(paths: Iterable[Path]) -> None:
@@ -1010,8 +1033,7 @@ def _verified_folder(spec: DatasetSpec, root: str | Path) -> Path:
     folder = spec.folder(root)
     bad = spec.problems(folder)
     if bad:
-        raise DatasetError(
-            f"dataset {spec.name!r} is missing or corrupt in {folder} (missing or failing the md5 checksum: "
-            f"{_names(bad)}); run `{_download_command(spec.name, root)}` to fetch it"
-        )
+        shown = _names(bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
+        raise DatasetError(f"dataset {spec.name!r} is not ready in {folder}: {shown} missing or failing the md5 "
+                           f"checksum; {_download_command(spec.name, root)}")
     return folder

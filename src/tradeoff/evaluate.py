@@ -30,7 +30,8 @@ import torch
 from torch import nn
 
 from . import attacks
-from .config import CORRUPTIONS_TYPE, rel_step, spec_digest
+from .errors import UserError
+from .config import AUTOATTACK_FAMILY, CORRUPTIONS_TYPE, rel_step, spec_digest
 from .results import METRICS_FORMAT
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,8 @@ class Outcome:
     seconds: float
     #: for ensembles: examples still robust after each component (AutoAttack's trace), summed over batches
     breakdown: dict[str, int] = field(default_factory=dict)
+    #: for AutoAttack and its components: the warnings of its sanity checks (attacks.autoattack.CheckLog)
+    checks: list[str] = field(default_factory=list)
 
     @property
     def accuracy(self) -> float:
@@ -113,9 +116,9 @@ class EvalState:
         return self.data["batches"].get(str(batch))
 
     def finish(self, batch: int, clean: torch.Tensor, robust: torch.Tensor, seconds: float,
-               breakdown: dict[str, int]) -> None:
+               breakdown: dict[str, int], checks: list[str] | None = None) -> None:
         self.data["batches"][str(batch)] = {"clean": bits(clean), "robust": bits(robust), "seconds": seconds,
-                                            "breakdown": breakdown}
+                                            "breakdown": breakdown, **({"checks": checks} if checks else {})}
         self.data["partial"] = None
         self._write()
 
@@ -149,9 +152,14 @@ class _BatchProgress:
 
 
 def run_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *, seed: int, batch_size: int,
-               first_batch: int = 0, eps: float | None = None, state: EvalState | None = None) -> Outcome:
+               first_batch: int = 0, eps: float | None = None, state: EvalState | None = None,
+               progress: str | None = None, whole: bool = True) -> Outcome:
     """Evaluate ``model`` on (x, y) under a resolved attack spec. ``first_batch`` is the global index of the
-    first batch (for shards); ``state`` keeps partial results so that an interrupted call can resume."""
+    first batch (for shards); ``state`` keeps partial results so that an interrupted call can resume.
+    ``progress``: a name (the attack job's) to log a line per batch under (done/total, robust so far, images/s,
+    ETA) and, for AutoAttack, a line per component; None logs nothing. AutoAttack and its components also run the library's sanity checks (Outcome.checks): those of the
+    defence on the global first batch, the final check of every batch's adversarial examples and, when (x, y) is
+    the ``whole`` evaluation (not a shard), Square's success against the gradient attacks."""
     was_training = model.training
     model.eval()
     eps = float(spec["eps"] if eps is None else eps)
@@ -159,6 +167,8 @@ def run_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *
     clean_parts, robust_parts = [], []
     breakdown: dict[str, int] = {}
     resumed_seconds = 0.0
+    checks = attacks.autoattack.CheckLog() if spec["type"] in AUTOATTACK_FAMILY else None
+    n_batches, timed = math.ceil(len(x) / batch_size), {"images": 0, "seconds": 0.0}
     try:
         with torch.autocast(device_type=x.device.type, enabled=False):  # fp32, whatever the caller's context
             for b, start in enumerate(range(0, len(x), batch_size)):
@@ -170,17 +180,24 @@ def run_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *
                     resumed_seconds += saved["seconds"]
                     for k, v in saved["breakdown"].items():
                         breakdown[k] = breakdown.get(k, 0) + v
+                    for text in saved.get("checks", []) if checks is not None else []:
+                        checks.warning(text)
                     continue
                 tb = time.perf_counter()
                 xb, yb = x[start:start + batch_size], y[start:start + batch_size]
                 with torch.no_grad():
                     clean = model(xb).argmax(1) == yb
                 attack = build_attack(model, spec, eps, batch_seed(seed, gb))
+                if checks is not None:
+                    batch_checks = attack.checks = attacks.autoattack.CheckLog()
+                    attack.report_progress = progress is not None
+                    if gb == 0:  # AutoAttack checks the defence on its first batch
+                        attack.model_checks(xb, yb)
                 robust = clean.clone()
                 todo = clean if attack.skips_misclassified else torch.ones_like(clean)
                 if spec["type"] != "clean" and todo.any():
-                    progress = state.progress(gb) if state is not None else None
-                    robust[todo] = attack.robust(xb[todo], yb[todo], progress)
+                    saving = state.progress(gb) if state is not None else None
+                    robust[todo] = attack.robust(xb[todo], yb[todo], saving)
                 if attack.skips_misclassified:
                     robust &= clean
                 batch_breakdown = dict(getattr(attack, "breakdown", None) or {})
@@ -188,13 +205,41 @@ def run_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *
                     breakdown[k] = breakdown.get(k, 0) + v
                 clean_parts.append(clean)
                 robust_parts.append(robust)
+                if checks is not None:
+                    checks.warnings += [text for text in batch_checks.warnings if text not in checks.warnings]
                 if state is not None:
-                    state.finish(gb, clean, robust, time.perf_counter() - tb, batch_breakdown)
+                    state.finish(gb, clean, robust, time.perf_counter() - tb, batch_breakdown,
+                                 batch_checks.warnings if checks is not None else None)
+                if progress is not None:
+                    timed["images"] += len(xb)
+                    timed["seconds"] += time.perf_counter() - tb
+                    _log_progress(progress, b + 1, n_batches, robust_parts, timed, len(x))
+        if checks is not None and spec["type"] == "autoattack" and whole:
+            square_check(int(sum(int(c.sum()) for c in clean_parts)), breakdown, len(x), checks)
     finally:
         model.train(was_training)
     cat = lambda parts: torch.cat(parts).cpu() if parts else torch.zeros(0, dtype=torch.bool)  # noqa: E731
     return Outcome(y.cpu(), cat(clean_parts), cat(robust_parts), time.perf_counter() - t0 + resumed_seconds,
-                   breakdown)
+                   breakdown, list(checks.warnings) if checks is not None else [])
+
+
+def square_check(clean: int, breakdown: dict[str, int], n: int, checks) -> None:
+    """AutoAttack's check of Square's success against the gradient attacks before it, on a whole evaluation."""
+    from pyautoattack.checks import check_square_sr
+
+    if n:
+        check_square_sr({"clean": clean / n, **{k: v / n for k, v in breakdown.items()}}, logger=checks)
+
+
+def _log_progress(name: str, done: int, total: int, robust_parts: list, timed: dict, n: int) -> None:
+    """One line per batch of an evaluation job: batches done, robust so far, images/s of this process, ETA."""
+    seen = sum(len(p) for p in robust_parts)
+    robust = int(sum(int(p.sum()) for p in robust_parts))
+    rate = timed["images"] / timed["seconds"] if timed["seconds"] > 0 else 0.0
+    eta = (n - seen) / rate if rate > 0 else 0.0
+    log.info("%s: batch %d/%d done, %d of %d images robust so far (%.1f%%), %.1f images/s, ETA %s",
+             name, done, total, robust, seen, 100.0 * robust / max(seen, 1), rate,
+             f"{int(eta) // 60}m{int(eta) % 60:02d}s")
 
 
 def accuracy_under(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *, seed: int,
@@ -379,20 +424,22 @@ class _Loaded:
             key = state_key(self.digest, spec, seed, batch_size, n, first_batch)
             state = EvalState(job.state_path, key)
         out = run_attack(model, x[start:stop], y[start:stop], spec, seed=seed, batch_size=batch_size,
-                         first_batch=first_batch, state=state)
+                         first_batch=first_batch, state=state, progress=attack_name, whole=shard is None)
+        checked = {"checks": out.checks} if spec["type"] in AUTOATTACK_FAMILY else {}  # the sanity checks' warnings
         if shard is not None:
             partial = {"format": "tradeoff-eval-shard/2", "run": meta["run"], "attack": attack_name, "spec": spec,
                        "seed": seed, "batch_size": batch_size, "examples_total": n, "shard": shard[0],
                        "shards": shard[1], "first_batch": first_batch, "start": start, "stop": stop,
                        "seconds": out.seconds, "breakdown": out.breakdown, "meta": meta, "context": self.context,
-                       "provenance": provenance(device), **_predictions(meta["run"], attack_name, out)}
+                       "provenance": provenance(device), **_predictions(meta["run"], attack_name, out), **checked}
             if shard_out is not None:
                 _write_json(shard_out, partial)
             result = partial
         else:
             result = _metrics(meta, attack_name, spec, out, seed=seed, batch_size=batch_size,
                               provenance=provenance(device), context=self.context,
-                              extra={"resumed_batches": state.resumed_batches if state is not None else 0})
+                              extra={"resumed_batches": state.resumed_batches if state is not None else 0,
+                                     **checked})
             if job.metrics_out is not None:
                 _write_json(job.metrics_out, result, indent=1)
             if job.predictions_out is not None:
@@ -440,7 +487,7 @@ class _Loaded:
         return metrics
 
 
-class MergeError(ValueError):
+class MergeError(UserError, ValueError):
     pass
 
 
@@ -472,9 +519,16 @@ def merge_shards(paths: list[str | Path], *, metrics_out=None, predictions_out=N
             breakdown[k] = breakdown.get(k, 0) + v
     out = Outcome(labels, unbits("".join(p["clean_correct"] for p in parts)),
                   unbits("".join(p["robust_correct"] for p in parts)), sum(p["seconds"] for p in parts), breakdown)
+    checked = {}
+    if first["spec"]["type"] in AUTOATTACK_FAMILY:  # the shards' warnings, then the checks of the whole evaluation
+        checks = attacks.autoattack.CheckLog()
+        checks.warnings = list(dict.fromkeys(text for p in parts for text in p.get("checks", [])))
+        if first["spec"]["type"] == "autoattack":
+            square_check(int(out.clean_correct.sum()), breakdown, len(labels), checks)
+        checked = {"checks": checks.warnings}
     metrics = _metrics(first["meta"], first["attack"], first["spec"], out, seed=first["seed"],
                        batch_size=first["batch_size"], provenance=first["provenance"], context=first["context"],
-                       extra={"shards": first["shards"], "shard_seconds": [p["seconds"] for p in parts]})
+                       extra={"shards": first["shards"], "shard_seconds": [p["seconds"] for p in parts], **checked})
     if metrics_out is not None:
         _write_json(metrics_out, metrics, indent=1)
     if predictions_out is not None:

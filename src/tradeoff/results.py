@@ -12,7 +12,7 @@ a model or a metrics file of one scale can never stand in another scale's table:
     predictions/<run>/<attack>.json   its per-example correctness
     analysis/<target>.json            a figure's analysis
     tables/<target>.{md,csv,tex,html} figures/<target>.{png,pdf} summary.{md,html}
-    logs/<step>/...                   every job's log
+    logs/<step>/...                   every job's log (<name>.log: its last start; <name>.history.log: all of them)
     bench/                            timings
 
 Python code, the Snakemake rules and the DVC stages all build paths here; the arguments may be Snakemake wildcard
@@ -97,6 +97,13 @@ class Layout:
     @property
     def catalog_cache(self) -> Path:
         return self.root / "work" / "catalog"
+
+
+def log_history(log: str | Path) -> Path:
+    """Where every start of a job appends its log (``<name>.history.log`` beside ``<name>.log``): Snakemake deletes a
+    job's log file each time it starts the job, so the lines of a killed or preempted try live on here."""
+    log = Path(log)
+    return log.with_name(f"{log.name.removesuffix('.log')}.history.log")
 
 
 def ready_marker(data_root: str | Path, dataset: str) -> Path:

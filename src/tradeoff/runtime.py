@@ -6,10 +6,15 @@ Evaluation never uses this autocast: every reported number is computed in fp32.
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+
+#: the scales at which ``device: auto`` falls back to the CPU when no GPU is visible (see Runtime.from_config)
+CPU_SCALES = ("demo", "smoke")
 
 
 @dataclass(frozen=True)
@@ -22,12 +27,26 @@ class Runtime:
     compile: str | None = None
 
     @classmethod
-    def from_config(cls, runtime: dict) -> "Runtime":
+    def from_config(cls, runtime: dict, scale: str | None = None) -> "Runtime":
+        """The runtime of a config's ``runtime:`` section. ``device: auto`` is CUDA when a device is visible; without
+        one it is the CPU at the small scales (``CPU_SCALES``: digits, minutes) and an error at the paper scale,
+        where the CPU would take weeks (ResNet-18's 120 epochs of PGD-AT: ~15 days): a job that lands on a node
+        without a GPU stops at once, unless the config asks for the CPU (``device: cpu``)."""
+        from .config import ConfigError
+
         name = runtime.get("device", "auto")
         if name == "auto":
-            name = "cuda" if torch.cuda.is_available() else "cpu"
+            if torch.cuda.is_available():
+                name = "cuda"
+            elif scale is None or scale in CPU_SCALES:
+                name = "cpu"
+            else:
+                raise ConfigError(f"runtime.device is 'auto' and no CUDA device is visible (CUDA_VISIBLE_DEVICES="
+                                  f"{os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')!s}): at the {scale} scale the "
+                                  "CPU takes days to weeks per run; run on a GPU node, or put `runtime: {device: cpu}` "
+                                  "in an overlay to use the CPU anyway")
         if name == "cuda" and not torch.cuda.is_available():
-            raise RuntimeError("runtime.device is 'cuda' but no CUDA device is visible; use 'auto' or 'cpu'")
+            raise ConfigError("runtime.device is 'cuda' but no CUDA device is visible; use 'auto' or 'cpu'")
         device = torch.device(name)
         threads = int(runtime.get("threads", 0) or 0)
         if threads:

@@ -20,7 +20,10 @@ import functools
 import json
 import logging
 import math
+import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -75,6 +78,64 @@ def robust_measured(selection: dict, epoch: int, epochs: int) -> bool:
     if selection["mode"] != "best_robust":
         return True
     return epoch % measurement_period(selection) == 0 or epoch == epochs
+
+
+class Stopped(UserError, RuntimeError):
+    """Training was stopped by a signal (SIGTERM, SIGUSR1) after writing the state of the step it had reached; the
+    same command resumes it there."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum
+
+
+#: SLURM sends SIGTERM at a time limit or a preemption (SIGKILL follows KillWait seconds later) and the signal that
+#: ``sbatch --signal`` names ahead of the time limit (the SLURM profile asks for TERM; sites often use USR1)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+
+class _StopRequest:
+    """The signal that asked training to stop, set by the handler; the trainer checks it between steps."""
+
+    signum: int | None = None
+    handled: bool = False
+
+
+_stop = _StopRequest()
+
+
+def _stop_on_signals(fn):
+    """Catch STOP_SIGNALS while ``fn`` trains: the handler only records the signal (no work happens inside it); the
+    trainer checks it between steps, writes its state and raises Stopped. A signal that came too late to stop
+    training (after its last step) is raised again once the previous handlers are back, so it acts as it would
+    have without them."""
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        if threading.current_thread() is not threading.main_thread():  # signal handlers: main thread only
+            return fn(*args, **kwargs)
+
+        def handler(signum, frame):
+            _stop.signum = signum
+
+        _stop.signum, _stop.handled = None, False
+        previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+            pending = _stop.signum if not _stop.handled else None
+            _stop.signum, _stop.handled = None, False
+            if pending is not None:
+                os.kill(os.getpid(), pending)
+    return wrapped
+
+
+def _stopped(run_id: str, where: str, signum: int, saved: Path | None) -> Stopped:
+    _stop.handled = True
+    kept = f"its state is saved in {saved}" if saved is not None else "nothing new to save"
+    return Stopped(f"run {run_id}: stopped by {signal.Signals(signum).name} {where}; {kept}: the same command "
+                   "resumes it there", signum)
 
 
 def subset(x: torch.Tensor, y: torch.Tensor, n: int | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -146,9 +207,14 @@ def _one_trainer_per_run(fn):
 
 
 @_one_trainer_per_run
+@_stop_on_signals
 def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path, runtime: Runtime,
           eval_batch_size: int = 500, progress: bool | None = None) -> RunPaths:
-    """Train (or resume) a run; write its selected model and per-epoch curves. Returns their paths."""
+    """Train (or resume) a run; write its selected model and per-epoch curves. Returns their paths.
+
+    SIGTERM or SIGUSR1 stops it between two steps: the state of that step is written (``partial``: the epoch's data
+    order, its loss and accuracy sums, besides what every epoch state holds) and Stopped is raised; the same call
+    resumes from there and ends as an uninterrupted run would (bit-identical on the CPU)."""
     paths = Layout(Path(results)).run(run_id)
     ds = load_run_data(spec, data_root)
     x_train, y_train = runtime.place_batch(ds.x_train), ds.y_train.to(runtime.device)
@@ -165,7 +231,7 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
         x_track, y_track = subset(ds.x_test, ds.y_test, track["examples"])
         x_track, y_track = x_track.to(runtime.device), y_track.to(runtime.device)
 
-    start_epoch, rows, best = 0, [], None
+    start_epoch, rows, best, partial = 0, [], None, None
     resumed = checkpoint.latest_state(paths.state)
     if resumed is not None and resumed[1].get("spec") != state_identity(spec):
         # states of the same run id with other settings (the config changed) or written by an older trainer: resuming
@@ -180,25 +246,46 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
         data_gen.set_state(state["data_rng"])
         _set_rng_state(state["rng"])
         rows, best = json.loads(state["rows"]), state["best"]
-        log.info("%s: resuming after epoch %d from %s", run_id, start_epoch, paths.state)
+        partial = state.get("partial")  # stopped mid-epoch by a signal: where it was in the epoch
+        log.info("%s: resuming after epoch %d%s from %s", run_id, start_epoch,
+                 f", step {partial['step']}" if partial else "", paths.state)
 
     epochs, batch = spec["epochs"], spec["batch_size"]
     n = len(x_train)
     steps_per_epoch = math.ceil(n / batch)
     show = sys.stderr.isatty() if progress is None else progress
+    # without a terminal (a job's log) a progress line at most every PROGRESS_SECONDS (environment; default 60 s)
+    every, last_line = float(os.environ.get("TRADEOFF_PROGRESS_SECONDS", 60)), time.monotonic()
     for epoch in range(start_epoch, epochs):
         t0 = time.perf_counter()
         if spec["lr_update"] == "epoch":
             # schedules (learning rate, Generalist's gamma) are read at the 1-based epoch, as the Generalist code
             # interpolates them: the first epoch trains at the value at 1, the last at the last breakpoint's
             method.set_epoch(epoch + 1)
-        order = torch.randperm(n, generator=data_gen).to(runtime.device)
-        loss_sum = torch.zeros((), device=runtime.device)
-        correct = torch.zeros((), device=runtime.device, dtype=torch.long)
-        extras: dict[str, torch.Tensor] = {}  # other per-step quantities a method reports, averaged per epoch
-        counted = 0
+        if partial is None:
+            order = torch.randperm(n, generator=data_gen).to(runtime.device)
+            loss_sum = torch.zeros((), device=runtime.device)
+            correct = torch.zeros((), device=runtime.device, dtype=torch.long)
+            extras: dict[str, torch.Tensor] = {}  # other per-step quantities a method reports, averaged per epoch
+            counted, first_step = 0, 0
+        else:  # resumed mid-epoch: the epoch's order and what its steps so far summed
+            order, loss_sum, correct = (partial[k].to(runtime.device) for k in ("order", "loss_sum", "correct"))
+            extras = {k: v.to(runtime.device) for k, v in partial["extras"].items()}
+            counted, first_step, t0 = partial["counted"], partial["step"], t0 - partial["seconds"]
+            partial = None
         skip = spec["nonfinite"] == "skip"
-        for step in range(steps_per_epoch):
+        for step in range(first_step, steps_per_epoch):
+            if _stop.signum is not None:  # SIGTERM / SIGUSR1: keep this step's state, then stop
+                saved = None
+                if step > 0:  # at step 0 the state of the previous epoch is this very point
+                    saved = checkpoint.save_state(paths.state, epoch, {
+                        "method": method.state_dict(), "data_rng": data_gen.get_state(), "rng": _rng_state(),
+                        "rows": json.dumps(rows), "best": best, "spec": state_identity(spec),
+                        "partial": {"step": step, "order": order.cpu(), "loss_sum": loss_sum.cpu(),
+                                    "correct": correct.cpu(), "extras": {k: v.cpu() for k, v in extras.items()},
+                                    "counted": counted, "seconds": time.perf_counter() - t0}}, step=step)
+                raise _stopped(run_id, f"in epoch {epoch + 1} after step {step} of {steps_per_epoch}", _stop.signum,
+                               saved)
             idx = order[step * batch:(step + 1) * batch]
             xb = augment(x_train[idx], spec["augment"]["crop_padding"], spec["augment"]["flip"], data_gen)
             if spec["lr_update"] == "step":  # the same convention per step: the time in epochs at the step's end
@@ -223,6 +310,11 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
                     extras[key] = extras.get(key, 0.0) + torch.as_tensor(value, dtype=torch.float64).detach()
             if show:
                 _progress(run_id, epoch, epochs, step + 1, steps_per_epoch, t0)
+            log.debug("%s epoch %d/%d step %d/%d done", run_id, epoch + 1, epochs, step + 1, steps_per_epoch)
+            if not show and time.monotonic() - last_line >= every:  # a log file: a line now and then within epochs
+                last_line = time.monotonic()
+                log.info("%s epoch %d/%d: step %d/%d, %.1f it/s", run_id, epoch + 1, epochs, step + 1, steps_per_epoch,
+                         (step + 1) / max(time.perf_counter() - t0, 1e-9))
         if counted == 0:
             raise NonFiniteLoss(f"run {run_id}: every step of epoch {epoch + 1} had a non-finite loss; stopping")
         # the learners as this epoch trained them, before end_epoch (Generalist's communication) changes them; the
@@ -258,9 +350,11 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
         log.info("%s epoch %d/%d loss %.4f acc %.3f | eval clean %.3f robust %.3f | %.0f img/s | ETA %s",
                  run_id, epoch + 1, epochs, row["train_loss"], row["train_acc"], clean, robust,
                  row["images_per_s"], _duration(eta))
-        checkpoint.save_state(paths.state, epoch + 1, {
+        saved = checkpoint.save_state(paths.state, epoch + 1, {
             "method": method.state_dict(), "data_rng": data_gen.get_state(), "rng": _rng_state(),
             "rows": json.dumps(rows), "best": best, "spec": state_identity(spec)})
+        if _stop.signum is not None and epoch + 1 < epochs:
+            raise _stopped(run_id, f"after epoch {epoch + 1}", _stop.signum, saved)
 
     _write_outputs(run_id, spec, method, ds, rows, best, paths)
     return paths
@@ -306,11 +400,31 @@ def load_model(path: str | Path, device: torch.device | str = "cpu") -> tuple[nn
     model.pt holds every tensor of the model, so the architecture is rebuilt bare and the state loaded strictly: an
     adapter model's pretrained backbone file is not read (nor needed) here, only to start its training."""
     obj = checkpoint.load(path)
-    meta: dict[str, Any] = json.loads(obj["meta"])
-    spec = meta["spec"]
-    model = models.build_architecture(spec["arch"], meta["num_classes"], in_channels=meta["in_channels"],
-                                      image_size=meta["image_size"], bn_running_stats=spec["bn_running_stats"])
-    model.load_state_dict(obj["model"], strict=True)
+    if not isinstance(obj, dict) or not {"model", "meta"} <= set(obj):
+        held = f"keys {sorted(map(str, obj))}" if isinstance(obj, dict) else f"a {type(obj).__name__}"
+        raise checkpoint.CheckpointError(f"{path} is not a model written by `tradeoff train`: it holds {held}; a "
+                                         "model.pt holds 'model' and 'meta'")
+    try:
+        meta: dict[str, Any] = json.loads(obj["meta"])
+        spec = meta["spec"]
+        model = models.build_architecture(spec["arch"], meta["num_classes"], in_channels=meta["in_channels"],
+                                          image_size=meta["image_size"], bn_running_stats=spec["bn_running_stats"])
+    except (TypeError, ValueError, KeyError) as exc:
+        raise checkpoint.CheckpointError(f"{path}: its metadata ('meta') is not that of a model written by "
+                                         f"`tradeoff train` ({type(exc).__name__}: {exc})") from None
+    weights = obj["model"]
+    expected = model.state_dict()
+    if not isinstance(weights, dict):
+        raise checkpoint.CheckpointError(f"{path}: its 'model' is a {type(weights).__name__}, not a state dict")
+    missing, unexpected = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
+    misfit = sorted(k for k in set(expected) & set(weights)
+                    if not isinstance(weights[k], torch.Tensor) or weights[k].shape != expected[k].shape)
+    if missing or unexpected or misfit:
+        found = [f"{label} {keys[:3]}{' ...' if len(keys) > 3 else ''}" for label, keys in
+                 (("missing", missing), ("unexpected", unexpected), ("of another shape", misfit)) if keys]
+        raise checkpoint.CheckpointError(f"{path}: its weights do not fit its architecture {spec['arch']!r}: "
+                                         + "; ".join(found))
+    model.load_state_dict(weights, strict=True)
     return model.to(device).float().eval(), meta
 
 

@@ -17,14 +17,18 @@ from tradeoff.results import ready_marker
 # The effective config is config/config.yaml overlaid by each --configfile, in order. Jobs re-read exactly
 # these files through the CLI, so values given with --config key=value (which jobs would not see) are refused.
 CONFIG_FILES = ["config/config.yaml"] + [str(f) for f in workflow.config_settings.configfiles]
+OVERRIDE_HELP = ("--config key=value overrides are not supported (jobs read the config files); put the values in a "
+                 "YAML overlay (e.g. config/mine.yaml) and pass it with --configfile config/mine.yaml")
+if workflow.config_settings.config:  # before the schema, which would report the override's strings as type errors
+    raise WorkflowError(f"configuration error: {OVERRIDE_HELP} (given: --config "
+                        + " ".join(f"{k}=..." for k in workflow.config_settings.config) + ")")
 validate(config, schema="../schemas/config.schema.yaml")
 try:
     # resolved afresh, or read from the cache that the jobs of an earlier call kept of the same files and code
     # (this process only reads it, so that a dry run writes nothing)
     CATALOG = tcfg.load_catalog(CONFIG_FILES, write_cache=False)
     if CATALOG.config != config:
-        raise tcfg.ConfigError("--config key=value overrides are not supported (jobs read the config files); "
-                               "put the values in a YAML overlay and pass it with --configfile")
+        raise tcfg.ConfigError(OVERRIDE_HELP)
 except tcfg.ConfigError as exc:
     raise WorkflowError(f"configuration error: {exc}")
 
@@ -111,6 +115,16 @@ def target_outputs(name):
 
 def all_target_outputs():
     return [p for name in CATALOG.targets for p in target_outputs(name)]
+
+
+def job_shell(args):
+    """A job's shell command: `tradeoff <args>`, its output in the job's log. Snakemake deletes a job's `log:` file
+    whenever it starts the job (again: after a kill, a requeue, a resubmission by `retries`), so `--log` makes
+    tradeoff also append everything it writes to the log's history (tradeoff.results.log_history:
+    `<name>.history.log`), after a header line per start: the lines before a resume are kept there. `exec` makes
+    tradeoff the job's process itself, so the signals SLURM sends a job (SIGTERM at a time limit or a preemption,
+    the profile's --signal=USR1 ahead of the time limit) reach it: training then saves the step it reached."""
+    return f"exec tradeoff --log {{log}} {args} > {{log}} 2>&1"
 
 
 def resource(stage, key, default):

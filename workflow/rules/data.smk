@@ -10,4 +10,4 @@ rule download:
     log:
         str(LAYOUT.log("download", "{dataset}")),
     shell:
-        "tradeoff {CONFIG_ARGS} download {wildcards.dataset} > {log} 2>&1"
+        job_shell("{CONFIG_ARGS} download {wildcards.dataset}")

@@ -51,7 +51,7 @@ rule evaluate:
     resources:
         **_eval_resources(),
     shell:
-        "tradeoff {CONFIG_ARGS} evaluate --run {wildcards.run} --attack {wildcards.attack} > {log} 2>&1"
+        job_shell("{CONFIG_ARGS} evaluate --run {wildcards.run} --attack {wildcards.attack}")
 
 
 # (runtime.evaluate_with_training: the runs' training jobs evaluate them instead, workflow/rules/train.smk)
@@ -78,7 +78,7 @@ for _run, _rule in _rule_names("evaluate_run_", [r for r, attacks in EVAL_RUNS.i
         resources:
             **_eval_resources(),
         shell:
-            "tradeoff {CONFIG_ARGS} evaluate --run {params.run} {params.attacks} > {log} 2>&1"
+            job_shell("{CONFIG_ARGS} evaluate --run {params.run} {params.attacks}")
 
 
 rule evaluate_shard:
@@ -97,8 +97,8 @@ rule evaluate_shard:
     resources:
         **_eval_resources(),
     shell:
-        "tradeoff {CONFIG_ARGS} evaluate --run {wildcards.run} --attack {wildcards.attack} "
-        "--shard {wildcards.shard} --shards {wildcards.shards} > {log} 2>&1"
+        job_shell("{CONFIG_ARGS} evaluate --run {wildcards.run} --attack {wildcards.attack} "
+                  "--shard {wildcards.shard} --shards {wildcards.shards}")
 
 
 rule merge_shards:
@@ -115,5 +115,5 @@ rule merge_shards:
         attack=_alternatives(SHARDED) or NO_MATCH,
     localrule: True
     shell:
-        "tradeoff {CONFIG_ARGS} merge-shards --run {wildcards.run} --attack {wildcards.attack} "
-        "--shards {params.shards} > {log} 2>&1"
+        job_shell("{CONFIG_ARGS} merge-shards --run {wildcards.run} --attack {wildcards.attack} "
+                  "--shards {params.shards}")

@@ -32,7 +32,7 @@ rule train:
     resources:
         **_train_resources(),
     shell:
-        "tradeoff {CONFIG_ARGS} train --run {wildcards.run} > {log} 2>&1"
+        job_shell("{CONFIG_ARGS} train --run {wildcards.run}")
 
 
 for _run, _rule in _rule_names("train_evaluate_", TRAIN_EVAL).items():
@@ -61,4 +61,4 @@ for _run, _rule in _rule_names("train_evaluate_", TRAIN_EVAL).items():
         resources:
             **_train_resources(),
         shell:
-            "tradeoff {CONFIG_ARGS} train --run {params.run} --evaluate > {log} 2>&1"
+            job_shell("{CONFIG_ARGS} train --run {params.run} --evaluate")

@@ -180,7 +180,7 @@ def disagreement_grid(catalog, target: str, params: dict) -> dict:
     from ..train import load_model, load_run_data
 
     rows = catalog.targets[target]["rows"]
-    runtime = Runtime.from_config(catalog.config["runtime"])
+    runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
     device = runtime.device
     specs = {r["key"]: catalog.runs[r["run"]] for r in rows}
     tests = {(s["dataset"], s.get("test_examples")) for s in specs.values()}

@@ -107,7 +107,7 @@ def learner_tsne(catalog, target: str, params: dict) -> dict:
     from ..train import load_model, load_run_data, subset
 
     p = {**DEFAULTS, **params}
-    runtime = Runtime.from_config(catalog.config["runtime"])
+    runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
     device = runtime.device
     batch_size = int(catalog.config["runtime"].get("eval_batch_size", 500))
     panels = []

@@ -28,10 +28,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
+import time
 from typing import Any, Iterator, Protocol
 
 import torch
 
+from ..ranges import between, count
 from .base import Attack, AttackError, frozen, register
 
 log = logging.getLogger("tradeoff.autoattack")
@@ -39,6 +42,31 @@ log = logging.getLogger("tradeoff.autoattack")
 STANDARD = ("apgd-ce", "apgd-t", "fab-t", "square")
 COMPONENTS = ("apgd-ce", "apgd-dlr", "apgd-t", "fab", "fab-t", "square")
 AA_NORM = {"linf": "Linf", "l2": "L2"}
+
+
+class CheckLog:
+    """Where the warnings of AutoAttack's own sanity checks (``pyautoattack.checks``: a randomised or dynamic defence,
+    outputs that are probabilities, too few classes for the targeted attacks, zero gradients, a Square attack that
+    beats the gradient attacks) and of the final check of the adversarial examples (the budget, NaN, the image range)
+    go: each warning once to the log, and kept for the metrics file (``checks``). It stands in for the library's
+    logger, which the checks call."""
+
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+
+    def warning(self, msg: Any, *args: Any) -> None:
+        text = str(msg) % args if args else str(msg)
+        if text not in self.warnings:
+            self.warnings.append(text)
+            log.warning("AutoAttack check: %s", text)
+
+    def info(self, msg: Any, *args: Any) -> None:
+        log.info(msg, *args)
+
+    def debug(self, msg: Any, *args: Any) -> None:
+        log.debug(msg, *args)
+
+    error = warning
 
 
 class Progress(Protocol):
@@ -71,7 +99,7 @@ def _n_targets(model: torch.nn.Module, x: torch.Tensor, wanted: int) -> int:
 
 def build_component(kind: str, model: torch.nn.Module, *, eps: float, norm: str, seed: int, device,
                     steps: int = 100, restarts: int = 1, target_classes: int = 9, queries: int = 5000,
-                    p_init: float = 0.8, rho: float = 0.75):
+                    p_init: float = 0.8, rho: float = 0.75, logger: Any = log):
     """One of AutoAttack's attack objects, configured as its ``standard`` version configures it."""
     from pyautoattack.autopgd_base import APGDAttack, APGDAttack_targeted
     from pyautoattack.fab_pt import FABAttack_PT
@@ -80,11 +108,11 @@ def build_component(kind: str, model: torch.nn.Module, *, eps: float, norm: str,
     aa_norm = AA_NORM[norm]
     if kind in ("apgd-ce", "apgd-dlr"):
         return APGDAttack(model, n_restarts=int(restarts), n_iter=int(steps), verbose=False, eps=eps,
-                          norm=aa_norm, eot_iter=1, rho=rho, seed=seed, device=device, logger=log,
+                          norm=aa_norm, eot_iter=1, rho=rho, seed=seed, device=device, logger=logger,
                           loss="ce" if kind == "apgd-ce" else "dlr")
     if kind == "apgd-t":
         return APGDAttack_targeted(model, n_restarts=int(restarts), n_iter=int(steps), verbose=False, eps=eps,
-                                   norm=aa_norm, eot_iter=1, rho=rho, seed=seed, device=device, logger=log,
+                                   norm=aa_norm, eot_iter=1, rho=rho, seed=seed, device=device, logger=logger,
                                    n_target_classes=int(target_classes))
     if kind in ("fab", "fab-t"):
         return FABAttack_PT(model, n_restarts=int(restarts), n_iter=int(steps), eps=eps, seed=seed, norm=aa_norm,
@@ -107,14 +135,67 @@ def run_component(kind: str, model: torch.nn.Module, x: torch.Tensor, y: torch.T
         return attack.perturb(x, y)
 
 
+def model_checks(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, kinds: tuple[str, ...], target_classes: int,
+                 checks: CheckLog) -> None:
+    """AutoAttack's checks of the defence, as ``run_standard_evaluation`` runs them on its first batch (its standard
+    version's: a randomised defence, logits that are probabilities, a dynamic defence, the number of classes for the
+    targeted attacks), their warnings into ``checks``. The caller's random stream and trace function are untouched."""
+    from pyautoattack import checks as aa_checks
+
+    with isolated_rng(x.device), torch.no_grad():
+        aa_checks.check_randomized(model, x, y, bs=len(x), logger=checks)
+        n_classes = aa_checks.check_range_output(model, x, logger=checks)
+    aa_checks.funcs.update({name: 0 for name in aa_checks.funcs})  # the library never resets its call counts
+    tracer = sys.gettrace()
+    try:
+        with isolated_rng(x.device):
+            aa_checks.check_dynamic(model, x, False, logger=checks)
+    finally:
+        sys.settrace(tracer)  # the library leaves none, which would stop a debugger's or coverage's tracing
+    targets = max(1, min(target_classes, n_classes - 1))  # as the attacks here use them (_n_targets)
+    aa_checks.check_n_classes(n_classes, list(kinds), targets, targets, logger=checks)
+
+
+def final_check(x: torch.Tensor, x_adv: torch.Tensor, eps: float, norm: str, checks: CheckLog) -> None:
+    """AutoAttack's final check of its adversarial examples: within the budget, no NaN, in the image range."""
+    delta = (x_adv - x).flatten(1)
+    size = delta.abs().amax(1) if norm == "linf" else delta.norm(dim=1)
+    nans = int(torch.isnan(x_adv).sum())
+    if nans:
+        checks.warning(f"{nans} NaN values in the adversarial examples")
+    if len(size) and float(size.max()) > eps * (1 + 1e-4) + 1e-6:
+        checks.warning(f"an adversarial example is outside the budget: max {norm} perturbation "
+                       f"{float(size.max()):.6g} > eps {eps:.6g}")
+    if x_adv.numel() and (float(x_adv.min()) < -1e-6 or float(x_adv.max()) > 1 + 1e-6):
+        checks.warning(f"adversarial examples outside [0, 1]: min {float(x_adv.min()):.6g}, max "
+                       f"{float(x_adv.max()):.6g}")
+
+
 class _AutoAttackBase(Attack):
     norms = ("linf", "l2")
+    #: set by the evaluation (tradeoff.evaluate.run_attack): where the sanity checks' warnings go, and whether to
+    #: log each component's progress
+    checks: CheckLog | None = None
+    report_progress: bool = False
 
     def _settings(self) -> dict:
         return {}
 
     def _component(self, kind: str, x: torch.Tensor, y: torch.Tensor, seed: int) -> torch.Tensor:
-        return run_component(kind, self.model, x, y, eps=self.eps, norm=self.norm, seed=seed, **self._settings())
+        extra = {"logger": self.checks} if self.checks is not None else {}
+        adv = run_component(kind, self.model, x, y, eps=self.eps, norm=self.norm, seed=seed, **self._settings(),
+                            **extra)
+        if self.checks is not None:
+            final_check(x, adv, self.eps, self.norm, self.checks)
+        return adv
+
+    def sequence(self) -> tuple[str, ...]:
+        return (self.kind,)
+
+    def model_checks(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """AutoAttack's checks of the defence on (a batch of) the test set, into ``self.checks``."""
+        if self.checks is not None and len(x):
+            model_checks(self.model, x, y, self.sequence(), int(self.params.get("target_classes", 9)), self.checks)
 
 
 class _Component(_AutoAttackBase):
@@ -126,6 +207,8 @@ class _Component(_AutoAttackBase):
 
 class _APGD(_Component):
     defaults = {"steps": 100, "restarts": 1, "rho": 0.75, "best_loss": False, "seed": None}
+    ranges = {"steps": count(), "restarts": count(),
+              "rho": between(0, 1, low_open=True, high_open=True, meaning="APGD's step-size checkpoint ratio")}
 
     def _settings(self) -> dict:
         return {"steps": self.steps, "restarts": self.restarts, "rho": self.rho}
@@ -172,6 +255,7 @@ class APGDT(_Component):
     name = "apgd-t"
     kind = "apgd-t"
     defaults = {"steps": 100, "restarts": 1, "target_classes": 9, "rho": 0.75, "seed": None}
+    ranges = {**_APGD.ranges, "target_classes": count()}
 
     def _settings(self) -> dict:
         return {"steps": self.steps, "restarts": self.restarts, "target_classes": self.target_classes,
@@ -186,6 +270,7 @@ class FAB(_Component):
     name = "fab"
     kind = "fab"
     defaults = {"steps": 100, "restarts": 1, "seed": None}
+    ranges = {"steps": count(), "restarts": count()}
 
     def _settings(self) -> dict:
         return {"steps": self.steps, "restarts": self.restarts}
@@ -199,6 +284,7 @@ class FABT(_Component):
     name = "fab-t"
     kind = "fab-t"
     defaults = {"steps": 100, "restarts": 1, "target_classes": 9, "seed": None}
+    ranges = {"steps": count(), "restarts": count(), "target_classes": count()}
 
     def _settings(self) -> dict:
         return {"steps": self.steps, "restarts": self.restarts, "target_classes": self.target_classes}
@@ -212,6 +298,8 @@ class Square(_Component):
     name = "square"
     kind = "square"
     defaults = {"queries": 5000, "p_init": 0.8, "restarts": 1, "seed": None}
+    ranges = {"queries": count(), "restarts": count(),
+              "p_init": between(0, 1, low_open=True, meaning="the initial fraction of pixels a square changes")}
 
     def _settings(self) -> dict:
         return {"queries": self.queries, "p_init": self.p_init, "restarts": self.restarts}
@@ -227,6 +315,7 @@ class AutoAttack(_AutoAttackBase):
     # steps: APGD's and FAB's iterations; queries: Square's (the standard version's 100 and 5000; smaller only
     # when the smoke scale caps attack steps)
     defaults = {"components": None, "steps": 100, "queries": 5000, "seed": None}
+    ranges = {"steps": count(), "queries": count()}
 
     def _settings(self) -> dict:
         return {"steps": self.steps, "queries": self.queries}
@@ -272,6 +361,7 @@ class AutoAttack(_AutoAttackBase):
             if kind in done:
                 continue
             idx = robust.nonzero().squeeze(1)
+            t0 = time.perf_counter()
             if idx.numel():
                 adv = self._component(kind, x[idx], y[idx], seed)
                 with torch.no_grad():
@@ -280,6 +370,11 @@ class AutoAttack(_AutoAttackBase):
                 x_adv[idx[fooled]] = adv[fooled]
             done.append(kind)
             after[kind] = int(robust.sum())
+            if self.report_progress:
+                seconds = time.perf_counter() - t0
+                log.info("autoattack: %s (%d of %d) on %d points: %d of %d still robust, %.1f s (%.1f images/s)",
+                         kind, len(done), len(seq), int(idx.numel()), after[kind], len(x), seconds,
+                         idx.numel() / seconds if seconds > 0 else 0.0)
             if progress is not None:
                 progress.save({"n": len(x), "components": list(seq), "seed": seed, "done": done, "after": after,
                                "robust": "".join("1" if v else "0" for v in robust.tolist())})

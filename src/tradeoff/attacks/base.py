@@ -14,6 +14,8 @@ from typing import Any, ClassVar, Iterator
 import torch
 from torch import nn
 
+from ..ranges import Range
+
 NORMS = ("linf", "l2")
 
 
@@ -35,12 +37,14 @@ def frozen(model: nn.Module) -> Iterator[nn.Module]:
 
 
 class Attack:
-    """Base class. Subclasses set ``name``, ``norms`` and ``defaults`` (every accepted parameter with its
-    default) and implement ``_perturb``."""
+    """Base class. Subclasses set ``name``, ``norms``, ``defaults`` (every accepted parameter with its
+    default) and ``ranges`` (what its numeric parameters may be) and implement ``_perturb``."""
 
     name: ClassVar[str]
     norms: ClassVar[tuple[str, ...]] = NORMS
     defaults: ClassVar[dict[str, Any]] = {}
+    #: what each numeric parameter may be (tradeoff.ranges), checked when the config is resolved
+    ranges: ClassVar[dict[str, Range]] = {}
     #: untargeted attacks skip examples that are misclassified clean (they count as not robust)
     skips_misclassified: ClassVar[bool] = True
 

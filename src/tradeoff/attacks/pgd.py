@@ -15,6 +15,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from ..ranges import at_least, count
 from .base import STARTS, Attack, AttackError, project, random_start, register, steepest_step
 
 Objective = Callable[[torch.Tensor], torch.Tensor]  # logits -> per-example loss to maximise
@@ -89,6 +90,8 @@ class PGD(Attack):
         "seed": None,
     }
     start, clip_start = "uniform", True  # for the subclasses that do not take them as parameters
+    ranges = {"steps": count(), "restarts": count(), "kappa": at_least(0, meaning="the margin's clip"),
+              "momentum": at_least(0, meaning="the decay of the accumulated gradient")}
 
     def default_step(self) -> float:
         return self.eps / 4
@@ -210,6 +213,7 @@ class TargetedPGD(PGD):
     name = "t-pgd"
     defaults = {"steps": 10, "step_size": None, "random_start": True, "restarts": 1, "target_classes": 9,
                 "loss": "ce", "kappa": float("inf"), "seed": None}
+    ranges = {**PGD.ranges, "target_classes": count()}
     momentum = 0.0
 
     def _perturb(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

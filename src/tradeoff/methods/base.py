@@ -15,6 +15,7 @@ from torch import nn
 
 from .. import attacks
 from ..optim import build_optimizer, piecewise_linear, set_lr
+from ..ranges import Range
 from ..runtime import Runtime
 
 
@@ -35,6 +36,9 @@ class Method:
     #: parameters that observe training without changing it (the same weights with or without them): runs that
     #: differ only in these share one training job, which observes what they ask for
     observer_params: ClassVar[tuple[str, ...]] = ()
+    #: what each numeric parameter may be (tradeoff.ranges; "a.b": key b of the mapping parameter a), checked when
+    #: the config is resolved, before any job starts
+    ranges: ClassVar[dict[str, Range]] = {}
 
     def __init__(self, spec: dict, build_model: Callable[[], nn.Module], runtime: Runtime):
         self.spec = spec

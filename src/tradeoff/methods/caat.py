@@ -24,7 +24,7 @@ import math
 import torch
 
 from .base import register
-from .common import check_range
+from ..ranges import between
 from .vanilla import TwoLosses
 
 
@@ -44,10 +44,10 @@ def project_gradient(g_adv: torch.Tensor, g_clean: torch.Tensor, gamma: float) -
 class CAAT(TwoLosses):
     name = "caat"
     params = {**TwoLosses.params, "gamma": 0.8, "per_tensor": False}
+    ranges = {"gamma": between(-1, 1, meaning="the cosine threshold between the two gradients")}
 
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
-        check_range(self.name, "gamma", self.p["gamma"], -1.0, 1.0)
         self.sizes = [p.numel() for p in self.model.parameters() if p.requires_grad]
 
     def direction(self, g_adv: torch.Tensor, g_clean: torch.Tensor) -> torch.Tensor:

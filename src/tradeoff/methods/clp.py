@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from .base import register
-from .common import AdversarialLearner, check_range
+from ..ranges import at_least
+from .common import AdversarialLearner
 
 
 def softmax_distance(logits_adv: torch.Tensor, logits_clean: torch.Tensor) -> torch.Tensor:
@@ -26,10 +27,7 @@ def softmax_distance(logits_adv: torch.Tensor, logits_clean: torch.Tensor) -> to
 class CLP(AdversarialLearner):
     name = "clp"
     params = {**AdversarialLearner.params, "lam": 1.0}
-
-    def __init__(self, spec, build_model, runtime):
-        super().__init__(spec, build_model, runtime)
-        check_range(self.name, "lam", self.p["lam"], 0.0)
+    ranges = {"lam": at_least(0, meaning="the weight of the logit-pairing term")}
 
     def loss(self, x, y):
         x_adv = self.adversarial(x, y)

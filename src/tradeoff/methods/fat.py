@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..attacks.base import frozen, project, random_start, steepest_step
+from ..ranges import at_least, count
 from ..runtime import Runtime
 from .base import SingleLearner, register
 from .common import attack_budget, check_choice, check_pgd_budget
@@ -69,6 +70,7 @@ class FAT(SingleLearner):
     name = "fat"
     params = {"attack": "pgd10", "tau_values": [0, 1, 2], "tau_epochs": [50, 90], "omega": 0.001,
               "random_start": "normal", "step_noise": False}
+    ranges = {"tau_values": count(0), "tau_epochs": at_least(0), "omega": at_least(0, meaning="the start's noise")}
     epoch_params = ("tau_epochs",)
     attack_params = ("attack",)
 

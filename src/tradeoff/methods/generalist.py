@@ -59,8 +59,9 @@ from torch import nn
 
 from ..data import SPLIT_SIZES
 from ..optim import piecewise_linear, set_lr
+from ..ranges import PROBABILITY, at_least, positive
 from .base import Method, register
-from .common import check_choice, check_range
+from .common import check_choice
 from .natural import Natural
 from .pgd_at import PGDAT
 
@@ -110,6 +111,9 @@ class Generalist(Method):
         "nt_lr_schedule": "scaled",
         "parallel": False,
     }
+    ranges = {"gamma": PROBABILITY, "t_prime": at_least(0), "c": at_least(0), "ema_decay": PROBABILITY,
+              "ema_horizon": positive(nullable=True), "nt_lr": at_least(0), "nt_optimizer.momentum": PROBABILITY,
+              "nt_optimizer.weight_decay": at_least(0)}
     optional_params = {"track_learners": None, "snapshot_epochs": None}
     epoch_params = ("gamma", "t_prime", "c", "ema_horizon", "snapshot_epochs")
     schedule_params = ("gamma",)
@@ -123,10 +127,6 @@ class Generalist(Method):
         p = self.p
         check_choice(self.name, "communication", p["communication"], ("epoch", "iteration"))
         check_choice(self.name, "nt_lr_schedule", p["nt_lr_schedule"], ("scaled", "constant", "at"))
-        check_range(self.name, "ema_decay", p["ema_decay"], 0.0, 1.0)
-        check_range(self.name, "c", p["c"], 0.0)
-        if any(not 0 <= g <= 1 for g in p["gamma"]["values"]):
-            raise ValueError(f"generalist: gamma values must be in [0, 1], got {p['gamma']['values']}")
         self.at = PGDAT({**spec, "method": {"name": "pgd_at", "beta": 1.0, "attack": p["attack"],
                                             "attack_mode": p["attack_mode"]}}, build_model, runtime)
         self.nt = Natural({**spec, "optimizer": p["nt_optimizer"], "method": {"name": "nt"}}, build_model, runtime)
@@ -141,7 +141,6 @@ class Generalist(Method):
         self.n_params = len(list(self.global_model.parameters()))
         self.decay = float(p["ema_decay"])
         if p["ema_horizon"] is not None:
-            check_range(self.name, "ema_horizon", p["ema_horizon"], 1e-12)
             # a window shorter than one iteration (tiny scales) means no averaging at all
             self.decay = max(0.0, 1.0 - 1.0 / (float(p["ema_horizon"]) * self._steps_per_epoch()))
         self.updates = 0  # theta_g updates so far (the warm-up's t)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..ranges import positive
 from .base import register
 from .common import AdversarialLearner
 
@@ -27,11 +28,7 @@ def mixup(x: torch.Tensor, y: torch.Tensor, alpha: float):
 class IAT(AdversarialLearner):
     name = "iat"
     params = {**AdversarialLearner.params, "alpha": 1.0}
-
-    def __init__(self, spec, build_model, runtime):
-        super().__init__(spec, build_model, runtime)
-        if not float(self.p["alpha"]) > 0:
-            raise ValueError(f"iat: alpha must be > 0, got {self.p['alpha']}")
+    ranges = {"alpha": positive(meaning="mixup's Beta(alpha, alpha)")}
 
     def mixup_loss(self, x, y):
         x_mix, y_a, y_b, lam = mixup(x, y, self.p["alpha"])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from ..ranges import PROBABILITY
 from .base import SingleLearner, build_train_attack, cross_entropy, register
 
 
@@ -28,12 +29,11 @@ def adversarial_examples(method: SingleLearner, x: torch.Tensor, y: torch.Tensor
 class PGDAT(SingleLearner):
     name = "pgd_at"
     params = {"beta": 1.0, "attack": "pgd10", "attack_mode": "train"}
+    ranges = {"beta": PROBABILITY}  # the adversarial loss's weight
     attack_params = ("attack",)
 
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
-        if not 0.0 <= float(self.p["beta"]) <= 1.0:
-            raise ValueError(f"pgd_at: beta must be in [0, 1], got {self.p['beta']}")
         if self.p["attack_mode"] not in ("train", "eval"):
             raise ValueError(f"pgd_at: attack_mode must be 'train' or 'eval', got {self.p['attack_mode']!r}")
         self.attack = build_train_attack(self.p["attack"], self.model)

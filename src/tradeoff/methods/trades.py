@@ -20,7 +20,8 @@ from torch import nn
 from ..attacks.base import frozen, project, steepest_step
 from ..runtime import Runtime
 from .base import register
-from .common import AdversarialLearner, attack_budget, check_choice, check_pgd_budget, check_range
+from ..ranges import at_least
+from .common import AdversarialLearner, attack_budget, check_choice, check_pgd_budget
 
 INNER = ("kl", "attack")
 
@@ -77,10 +78,7 @@ class KLInner(AdversarialLearner):
 class TRADES(KLInner):
     name = "trades"
     params = {**KLInner.params, "lam": 6.0}
-
-    def __init__(self, spec, build_model, runtime):
-        super().__init__(spec, build_model, runtime)
-        check_range(self.name, "lam", self.p["lam"], 0.0)
+    ranges = {"lam": at_least(0, meaning="the weight of the KL term, TRADES' beta = 1/lambda")}
 
     def loss(self, x, y):
         lam = float(self.p["lam"])

@@ -21,9 +21,10 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from ..ranges import PROBABILITY
 from .base import register
 from .clp import softmax_distance
-from .common import AdversarialLearner, check_choice, check_pgd_budget, check_range
+from .common import AdversarialLearner, check_choice, check_pgd_budget
 from .trades import kl_adversarial_from_spec, kl_divergence
 
 ADV_LOSSES = ("ce", "trades", "clp")
@@ -98,10 +99,7 @@ def _flat(grads, params) -> torch.Tensor:
 class Vanilla(TwoLosses):
     name = "vanilla"
     params = {**TwoLosses.params, "lam": 0.5, "track_conflict": False}
-
-    def __init__(self, spec, build_model, runtime):
-        super().__init__(spec, build_model, runtime)
-        check_range(self.name, "lam", self.p["lam"], 0.0, 1.0)
+    ranges = {"lam": PROBABILITY}  # (1 - lam) clean loss + lam adversarial loss
 
     def loss(self, x, y):
         lam = float(self.p["lam"])
