@@ -13,6 +13,9 @@ configfile: "config/config.yaml"
 include: "workflow/rules/common.smk"
 
 
+report: "workflow/report/workflow.rst"
+
+
 rule all:
     default_target: True
     input:

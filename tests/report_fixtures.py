@@ -13,6 +13,8 @@ import hashlib
 import json
 from pathlib import Path
 
+from tradeoff.results import SUITE_FORMAT
+
 CURVE_FIELDS = ("epoch", "lr", "train_loss", "train_acc", "eval_clean", "eval_robust", "seconds", "images_per_s")
 PROVENANCE = {"git_commit": "0" * 40, "versions": {"python": "3", "torch": "2"}, "device": "cpu", "host": "test"}
 
@@ -24,7 +26,8 @@ def _write(path: Path, text: str) -> Path:
 
 
 def metrics_path(catalog, run: str, attack: str) -> Path:
-    return catalog.layout.metrics(catalog.train_id[run], attack)
+    """The file that holds ``run``'s metrics under ``attack``: its own, or its run's suite (eval_unit: run)."""
+    return catalog.metrics_file(catalog.train_id[run], attack)
 
 
 def outcomes(correct: int, examples: int, *, offset: int = 0) -> str:
@@ -66,10 +69,21 @@ def write_measurement(catalog, run_id: str, attack_name: str, robust, /, *, clea
                "resumed_batches": 0, "libraries": {}, "provenance": PROVENANCE, **overrides}
     labels = list(labels) if labels is not None else [k % 10 for k in range(n)]
     assert len(labels) == n
-    _write(catalog.layout.predictions(train_id, attack),
-           json.dumps({"run": train_id, "attack": attack, "labels": labels, "clean_correct": clean,
-                       "robust_correct": robust}) + "\n")
+    predictions = {"run": train_id, "attack": attack, "labels": labels, "clean_correct": clean,
+                   "robust_correct": robust}
+    if catalog.unit_of(attack) != attack:  # runtime.eval_unit: run: the attack's entry in its run's suite files
+        metrics = _suite_with(catalog.metrics_file(train_id, attack), train_id, attack, metrics)
+        predictions = _suite_with(catalog.predictions_file(train_id, attack), train_id, attack, predictions)
+    _write(catalog.predictions_file(train_id, attack), json.dumps(predictions) + "\n")
     return _write(metrics_path(catalog, run, attack), json.dumps(metrics, indent=1) + "\n")
+
+
+def _suite_with(path: Path, run: str, attack: str, entry: dict) -> dict:
+    """The suite file of a run (tradeoff.evaluate.evaluate_suite's format) with one evaluation's entry set."""
+    suite = json.loads(path.read_text()) if path.exists() else {"format": SUITE_FORMAT, "run": run,
+                                                                "evaluations": {}}
+    suite["evaluations"][attack] = entry
+    return suite
 
 
 def scale_examples(catalog, run: str, examples: int | None = None) -> int:

@@ -147,7 +147,7 @@ def test_merge_refuses_gaps_and_mismatches(tmp_path):
 
 
 SWEEPS = """
-runtime: {eval_shards: 2, eval_per_run: false}  # sharding needs one job per (run, attack)
+runtime: {eval_shards: 2, eval_unit: attack}  # sharding needs one job per (run, attack)
 attacks:
   pgd_sweep: {type: pgd, steps: 10, step_size: eps/4, eps: [8/255, 16/255, 24/255], shards: 3}
   l2_sweep: {type: pgd, norm: l2, steps: 10, step_size: 0.2, eps: [0.5, 1, 1.5, 2]}

@@ -363,7 +363,7 @@ def test_snakemake_builds_figure5b_at_smoke_scale(tmp_path):
     smoke = ["--configfile", "config/smoke.yaml"]
     run(["snakemake", "figure5b", "zipper_figure7", "--cores", "2", *smoke], work, timeout=300)
     for name in ("figure5b", "zipper_figure7"):
-        data = json.loads((work / "results" / "analysis" / f"{name}.json").read_text())
+        data = json.loads((work / "results" / "smoke" / "analysis" / f"{name}.json").read_text())
         assert data["scale"] == "smoke" and data["dataset"] == "digits" and data["examples"] == 64
         assert data["attack_spec"]["steps"] == 3  # the smoke scale caps attack steps
         cond = data["condition"]
@@ -376,10 +376,10 @@ def test_snakemake_builds_figure5b_at_smoke_scale(tmp_path):
                 assert (any(right) if cond["any_right"] else all(right))
                 assert (any(wrong) if cond["any_wrong"] else all(wrong))
                 assert np.asarray(item["image"]).shape == (8, 8)
-    figures = work / "results" / "figures"
+    figures = work / "results" / "smoke" / "figures"
     _assert_image_files([figures / "figure5b.png", figures / "figure5b.pdf"])
     # the figure needs only the JSON: rebuild it with the checkpoints gone
-    shutil.rmtree(work / "results" / "checkpoints")
+    shutil.rmtree(work / "results" / "smoke" / "checkpoints")
     for p in figures.glob("figure5b.*"):
         p.unlink()
     run(["tradeoff", "--config", "config/config.yaml", "--config", "config/smoke.yaml", "report", "figure5b"], work)

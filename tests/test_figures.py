@@ -43,6 +43,7 @@ FIGURES = {
 def catalog(tmp_path):
     overlay = tmp_path / "figures.yaml"
     overlay.write_text(yaml.safe_dump({"paths": {"results": str(tmp_path / "results"), "data": "data"},
+                                       "runtime": {"eval_unit": "attack"},  # files written per attack
                                        "targets": FIGURES}))
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml", overlay])
     for i, run in enumerate(RUNS):

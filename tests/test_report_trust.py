@@ -30,7 +30,9 @@ TRUST = {"kind": "table", "title": "Trust: β, λ, γ, δ, ε, ∞, ½ & 100% _s
 
 
 def _catalog(tmp_path, targets=None, **overlay):
+    """The smoke scale with one file per (run, attack), as at paper scale (see the suite test below for the other)."""
     path = tmp_path / "overlay.yaml"
+    overlay = {"runtime": {"eval_unit": "attack"}, **overlay}
     path.write_text(yaml.safe_dump({"paths": {"results": str(tmp_path / "results"), "data": str(tmp_path / "data")},
                                     "targets": targets or {"trust": TRUST}, **overlay}, allow_unicode=True,
                                    sort_keys=False))
@@ -313,3 +315,22 @@ def test_a_figure_says_what_its_points_cannot_show(tmp_path):
         assert "λ=1 = γ=1: one training job at this scale" in " ".join(t.get_text() for t in fig.texts)
     finally:
         plt.close(fig)
+
+
+def test_a_runs_suite_file_is_read_and_vouched_for_like_its_own_files(tmp_path, capsys):
+    """runtime.eval_unit: run: a run's evaluations in one file; a missing entry or a file in another format is
+    refused naming the file."""
+    catalog = _catalog(tmp_path, runtime={"eval_unit": "run"})
+    _fill(catalog)
+    suite = catalog.metrics_file(AT, "pgd20")
+    assert suite == catalog.layout.metrics(AT, "all") and catalog.metrics_file(AT, "clean") == suite
+    table = tables.build(catalog, "trust")
+    assert table.ours[(tables.STRONG, "at_beta1", "pgd20")].value == pytest.approx(100 * 30 / N)
+    data = json.loads(suite.read_text())
+    del data["evaluations"]["pgd20"]
+    suite.write_text(json.dumps(data))
+    assert _cli(tmp_path, "report", "trust") == 1
+    assert f"{suite}: holds no evaluation 'pgd20'" in capsys.readouterr().err
+    suite.write_text(json.dumps(data["evaluations"]["clean"]))  # one attack's record where the suite should be
+    assert _cli(tmp_path, "report", "trust") == 1
+    assert f"{suite}: field 'format' is 'tradeoff-metrics/2', not 'tradeoff-evaluations/1'" in capsys.readouterr().err

@@ -56,8 +56,8 @@ ROWS = ("nt", "at_beta1")                    # table rows kept in the cluster ru
 COLUMNS = {"nat": "clean", "pgd20": "pgd20"}  # table columns kept
 OVERLAY = f"""\
 # tests/test_slurm.py: the test cluster's jobs are small; training is long enough to be killed mid-run.
-# One evaluation job per (run, attack), as at paper scale (the smoke scale's eval_per_run batches them).
-runtime: {{device: cpu, eval_per_run: false}}
+# One evaluation job per (run, attack), as at paper scale (the smoke scale's eval_unit: run batches them).
+runtime: {{device: cpu, eval_unit: attack}}
 resources:
   train: {{gpu: 1, runtime: 10, mem_mb: 1000, cpus_per_task: 1}}
   evaluate: {{gpu: 1, runtime: 10, mem_mb: 1000, cpus_per_task: 1}}

@@ -21,13 +21,6 @@ from .results import ready_marker
 log = logging.getLogger("tradeoff")
 
 
-def evaluation_ready_markers(catalog: cfg.Catalog, run_id: str, attacks: list[str]) -> list[str]:
-    """The download markers of the datasets that evaluating ``attacks`` of a run reads besides its test set (the
-    corruption dataset of an NROB entry): inputs of its Snakemake job and DVC stage."""
-    return sorted({str(ready_marker(catalog.data_root, dataset))
-                   for attack in attacks for dataset in catalog.evaluation_datasets(run_id, attack)})
-
-
 # ------------------------------------------------------------------------------------------- commands
 
 
@@ -58,14 +51,10 @@ def cmd_train(args, catalog: cfg.Catalog) -> int:
         raise cfg.ConfigError(f"run {run_id!r} has the same settings as {catalog.train_id[run_id]!r} and is "
                               f"trained as that run; train {catalog.train_id[run_id]!r}")
     catalog.pretrained_checkpoint(run_id, must_exist=True)  # an adapter model's backbone: refused before any work
-    names = catalog.run_attacks(run_id) if args.evaluate else []
-    specs = {name: catalog.attack_for(name, run_id) for name in names}  # every name checked before any work
     runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
     paths = train(run_id, catalog.runs[run_id], results=catalog.results, data_root=catalog.data_root,
                   runtime=runtime, eval_batch_size=catalog.config["runtime"]["eval_batch_size"])
     print(f"{run_id}: model {paths.model}, curves {paths.curves}")
-    if names:  # runtime.evaluate_with_training: this process evaluates what the targets need of the run, as
-        _evaluate_attacks(catalog, run_id, specs, runtime, seed=0)  # `tradeoff evaluate` would, with its files
     return 0
 
 
@@ -97,7 +86,14 @@ def cmd_evaluate(args, catalog: cfg.Catalog) -> int:
     from .runtime import Runtime
 
     run_id = _run(catalog, args.run)
-    names = list(dict.fromkeys(args.attack))  # repeated --attack: evaluated in turn, in this order
+    if (args.unit is None) == (not args.attack):
+        raise cfg.ConfigError("evaluate: give --unit U (an evaluation job of the pipeline: an attack, or "
+                              f"{cfg.ALL_ATTACKS!r} for all of the run's) or --attack A (repeatable), not both")
+    if args.unit is not None and args.unit not in catalog.eval_units(run_id):
+        raise cfg.ConfigError(f"--unit: {args.unit!r} is not an evaluation job of run {run_id!r} at this scale "
+                              f"(runtime.eval_unit: {catalog.eval_unit}); allowed: {catalog.eval_units(run_id)}")
+    names = (catalog.unit_attacks(run_id, args.unit) if args.unit is not None
+             else list(dict.fromkeys(args.attack)))  # repeated --attack: evaluated in turn, in this order
     specs = {name: catalog.attack_for(name, run_id) for name in names}  # every name checked before any work
     train_id = catalog.train_id[run_id]
     runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)  # device, CPU threads; always fp32
@@ -121,8 +117,27 @@ def cmd_evaluate(args, catalog: cfg.Catalog) -> int:
         print(f"{train_id} / {attack} shard {shard[0]} of {shard[1]}: {robust} of "
               f"{result['stop'] - result['start']} robust ({result['seconds']:.1f} s)")
         return 0
-    _evaluate_attacks(catalog, run_id, specs, runtime, seed=args.seed)
+    if args.unit == cfg.ALL_ATTACKS:
+        _evaluate_suite(catalog, run_id, specs, runtime, seed=args.seed)
+    else:
+        _evaluate_attacks(catalog, run_id, specs, runtime, seed=args.seed)
     return 0
+
+
+def _evaluate_suite(catalog: cfg.Catalog, run_id: str, specs: dict[str, dict], runtime, *, seed: int) -> None:
+    """Every attack of a run in this process, into the run's one metrics and one predictions file
+    (runtime.eval_unit: run)."""
+    from .evaluate import evaluate_suite
+
+    train_id, layout = catalog.train_id[run_id], catalog.layout
+    results = evaluate_suite(layout.model(train_id), specs, run_id=train_id,
+                             work=lambda attack, suffix: layout.eval_work(train_id, attack, suffix=suffix),
+                             metrics_out=layout.metrics(train_id, cfg.ALL_ATTACKS),
+                             predictions_out=layout.predictions(train_id, cfg.ALL_ATTACKS),
+                             **_evaluation_settings(catalog, run_id, runtime, seed))
+    for name, result in results.items():
+        print(f"{train_id} / {name}: accuracy {result['accuracy']:.4f} ({result['examples']} examples, "
+              f"{result['seconds']:.1f} s)")
 
 
 def cmd_merge_shards(args, catalog: cfg.Catalog) -> int:
@@ -323,16 +338,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="train (or resume) one run")
     p.add_argument("--run", required=True)
-    p.add_argument("--evaluate", action="store_true",
-                   help="then evaluate every attack the targets need of it, in this process, writing the files "
-                        "of `tradeoff evaluate` (runtime.evaluate_with_training)")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("evaluate", help="evaluate one run under one attack, or several in one process")
     p.add_argument("--run", required=True)
-    p.add_argument("--attack", required=True, action="append",
-                   help="attack job (name, or name@budget for a sweep); repeat to evaluate several in turn, "
-                        "loading the model and test set once (runtime.eval_per_run)")
+    p.add_argument("--unit", help="an evaluation job of the pipeline: an attack (name, or name@budget of a sweep), "
+                                  f"or {cfg.ALL_ATTACKS!r}: every attack the targets need of the run, into one file "
+                                  "(runtime.eval_unit: run)")
+    p.add_argument("--attack", action="append", default=[],
+                   help="attack job (name, or name@budget for a sweep), its own files; repeat to evaluate several in "
+                        "turn, loading the model and test set once")
     p.add_argument("--seed", type=int, default=0, help="attack seed (default 0)")
     p.add_argument("--shard", type=int, help="evaluate only shard K (0-based) of --shards N; merge with merge-shards")
     p.add_argument("--shards", type=int, help="number of shards (with --shard)")

@@ -20,7 +20,7 @@ from typing import Any, Iterable
 import yaml
 
 from . import ranges
-from .results import Layout
+from .results import Layout, ready_marker
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -275,17 +275,29 @@ class Catalog:
         return out
 
     @property
-    def eval_per_run(self) -> bool:
-        """runtime.eval_per_run: one evaluation job (one process) per training run, for all its attacks."""
-        return bool(self.config["runtime"].get("eval_per_run", False))
+    def eval_unit(self) -> str:
+        """runtime.eval_unit: what one evaluation job evaluates, one attack of a run or all of them (ALL_ATTACKS)."""
+        return self.config["runtime"].get("eval_unit", "attack")
 
-    @property
-    def evaluate_with_training(self) -> bool:
-        """runtime.evaluate_with_training, which refines runtime.eval_per_run: a run's training job also evaluates
-        every attack the targets need of it (one process per run from training to its metrics). Without
-        eval_per_run (an overlay that asks for one job per (run, attack)) it has no effect."""
-        runtime = self.config["runtime"]
-        return bool(runtime.get("evaluate_with_training", False) and runtime.get("eval_per_run", False))
+    def eval_units(self, run_id: str) -> list[str]:
+        """The evaluation jobs of a training run: its evaluation names, or ALL_ATTACKS (runtime.eval_unit: run)."""
+        attacks = self.run_attacks(run_id)
+        return ([ALL_ATTACKS] if attacks else []) if self.eval_unit == "run" else attacks
+
+    def unit_of(self, attack: str) -> str:
+        """The evaluation job (the file) that holds an evaluation: itself, or ALL_ATTACKS of its run."""
+        return ALL_ATTACKS if self.eval_unit == "run" else attack
+
+    def unit_attacks(self, run_id: str, unit: str) -> list[str]:
+        """The evaluations that one evaluation job of a run makes."""
+        return self.run_attacks(run_id) if unit == ALL_ATTACKS else [unit]
+
+    def metrics_file(self, train_id: str, attack: str) -> Path:
+        """The file that holds a training job's metrics under an evaluation: its own, or its run's suite file."""
+        return self.layout.metrics(train_id, self.unit_of(attack))
+
+    def predictions_file(self, train_id: str, attack: str) -> Path:
+        return self.layout.predictions(train_id, self.unit_of(attack))
 
     def run_attacks(self, run_id: str) -> list[str]:
         """Every evaluation job (``name@label`` for a sweep) that some target needs of a training run, sorted."""
@@ -302,7 +314,9 @@ class Catalog:
 
     def shards_for(self, name: str) -> int:
         """How many shards (jobs) evaluate ``name``: the attack's ``shards``, else runtime.eval_shards, else 1 (and
-        always 1 for an evaluation on corrupted images, a quick job that is never split)."""
+        always 1 for an evaluation on corrupted images, a quick job that is never split, and for a run's suite)."""
+        if name == ALL_ATTACKS:
+            return 1
         spec = self.attacks[split_budget(name)[0]]
         if spec["type"] == CORRUPTIONS_TYPE:
             return 1
@@ -384,6 +398,12 @@ class Catalog:
         # import the dataset registry (PyTorch) in the Snakefile
         return [corruption_set(spec, self.config)] if spec["type"] == CORRUPTIONS_TYPE else []
 
+    def evaluation_markers(self, run_id: str, attacks: list[str]) -> list[str]:
+        """The download markers of the datasets that evaluating ``attacks`` of a run reads besides its test set (the
+        corruption dataset of an NROB entry): inputs of its evaluation job."""
+        return sorted({str(ready_marker(self.data_root, dataset))
+                       for attack in attacks for dataset in self.evaluation_datasets(run_id, attack)})
+
     def datasets(self) -> list[str]:
         """Every dataset that some job of the catalog reads."""
         return sorted({s["dataset"] for s in self.runs.values()}
@@ -409,6 +429,9 @@ class Catalog:
 # An entry of `attacks:` of this type is not an attack: it measures NROB on the corruption dataset it names (mapped by
 # `corruption_map` at smaller scales; tradeoff.corruptions); a table column names it as any attack.
 CORRUPTIONS_TYPE = "corruptions"
+
+# The evaluation job of every attack of a run (runtime.eval_unit: run): its files are metrics/<run>/all.json etc.
+ALL_ATTACKS = "all"
 
 # Table columns that are not an attack: the training time (minutes, from the run's curves) and the mean of the
 # row's other columns except the clean one (CA-AT Table 2's "Mean").
@@ -574,7 +597,7 @@ def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
     for name, target in targets.items():
         _check_target(name, target, targets, runs, config["attacks"])
         _check_comparison(name, target, config, references)
-    _check_eval_per_run(config)
+    _check_eval_unit(config)
     catalog = Catalog(config=config, runs=runs, attacks=config["attacks"], targets=targets, train_id=train_id,
                       seed_runs=seed_runs, reference_dir=str(references))
     # every evaluation the targets need, resolved for its run now: a budget that a scale maps out of range (a
@@ -751,17 +774,21 @@ def _lookup(config: Any, dotted: str) -> Any:
     return config
 
 
-def _check_eval_per_run(config: dict) -> None:
-    """runtime.eval_per_run evaluates every attack of a run in one job: there is no job per shard to split."""
+def _check_eval_unit(config: dict) -> None:
+    """runtime.eval_unit: run evaluates every attack of a run in one job: there is no job per shard to split; and
+    ALL_ATTACKS names that job, so no attack may take the name."""
     runtime = config["runtime"]
-    if not runtime.get("eval_per_run"):
+    if ALL_ATTACKS in config["attacks"]:
+        raise ConfigError(f"attacks.{ALL_ATTACKS}: the name is taken (the job that evaluates every attack of a run); "
+                          "rename the attack")
+    if runtime.get("eval_unit", "attack") != "run":
         return
     sharded = [f"runtime.eval_shards = {runtime['eval_shards']}"] if (runtime.get("eval_shards") or 1) > 1 else []
     sharded += [f"attacks.{name}.shards = {spec['shards']}" for name, spec in config["attacks"].items()
                 if (spec.get("shards") or 1) > 1]
     if sharded:
-        raise ConfigError(f"runtime.eval_per_run: true cannot be combined with sharding ({', '.join(sharded)}); "
-                          "set runtime.eval_per_run: false to shard, or remove the shards")
+        raise ConfigError(f"runtime.eval_unit: run cannot be combined with sharding ({', '.join(sharded)}); set "
+                          "runtime.eval_unit: attack to shard, or remove the shards")
 
 
 def _attack_ref(config: dict, name: Any, key: str) -> dict:

@@ -24,7 +24,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -32,7 +32,7 @@ from torch import nn
 from . import attacks
 from .errors import UserError
 from .config import AUTOATTACK_FAMILY, CORRUPTIONS_TYPE, rel_step, spec_digest
-from .results import METRICS_FORMAT
+from .results import METRICS_FORMAT, SUITE_FORMAT
 
 log = logging.getLogger(__name__)
 
@@ -385,6 +385,43 @@ def evaluate_attacks(checkpoint_path, jobs: list[AttackJob], *, data_root, devic
     return [loaded.evaluate(job, batch_size=batch_size, seed=seed) for job in jobs]
 
 
+def evaluate_suite(checkpoint_path, specs: dict[str, dict], *, run_id: str, work: Callable[[str, str], Path],
+                   metrics_out, predictions_out, data_root, device: str = "auto", batch_size: int = 500,
+                   seed: int = 0, test_examples: int | None = None, scale: str | None = None) -> dict[str, dict]:
+    """Evaluate one trained run under every attack of ``specs`` in one process, into ONE metrics file and ONE
+    predictions file (runtime.eval_unit: run): ``{"format", "run", "evaluations": {attack: record}}``, each record
+    exactly what the attack's own job (:func:`evaluate_run`) writes. Each attack resumes from its state file
+    (``work(attack, ".state")``), and a finished attack is kept in ``work(attack, ".done.json")`` until the files
+    are written, so a job killed after some attacks redoes none of them. Returns the records, in order."""
+    loaded = _Loaded(checkpoint_path, data_root, device, test_examples, scale)
+    metrics, predictions = {}, {}
+    for name, spec in specs.items():
+        done = Path(work(name, ".done.json"))
+        key = state_key(loaded.digest, spec, seed, batch_size, len(loaded.x), 0)
+        kept = _read_done(done, key)
+        if kept is None:
+            job = AttackJob(name, spec, state_path=work(name, ".state"))
+            kept = dict(zip(("metrics", "predictions"), loaded.compute(job, batch_size=batch_size, seed=seed)))
+            _write_json(done, {"key": key, **kept})
+        else:
+            log.info("%s / %s: already evaluated (%s)", run_id, name, done)
+        metrics[name], predictions[name] = kept["metrics"], kept["predictions"]
+    _write_json(metrics_out, {"format": SUITE_FORMAT, "run": run_id, "evaluations": metrics}, indent=1)
+    _write_json(predictions_out, {"format": SUITE_FORMAT, "run": run_id, "evaluations": predictions})
+    for name in specs:
+        Path(work(name, ".done.json")).unlink(missing_ok=True)
+    return metrics
+
+
+def _read_done(path: Path, key: str) -> dict | None:
+    """A finished attack of a suite kept in ``path`` (see evaluate_suite), if it is of this model and setting."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("key") == key else None
+
+
 class _Loaded:
     """A checkpoint's model and its run's test set, on the device, ready for any number of attacks."""
 
@@ -409,14 +446,32 @@ class _Loaded:
 
     def evaluate(self, job: AttackJob, *, batch_size: int, seed: int, shard: tuple[int, int] | None = None,
                  shard_out=None) -> dict:
+        """One attack's metrics (written to ``job.metrics_out`` and its predictions to ``job.predictions_out``
+        when given), or with ``shard`` a shard's partial result (written to ``shard_out``)."""
+        if shard is not None:
+            return self._shard(job, batch_size=batch_size, seed=seed, shard=shard, shard_out=shard_out)
+        metrics, predictions = self.compute(job, batch_size=batch_size, seed=seed)
+        if job.metrics_out is not None:
+            _write_json(job.metrics_out, metrics, indent=1)
+        if job.predictions_out is not None:
+            _write_json(job.predictions_out, predictions)
+        return metrics
+
+    def compute(self, job: AttackJob, *, batch_size: int, seed: int) -> tuple[dict, dict]:
+        """One attack's (or one NROB's) metrics record and per-example predictions, resuming from and then removing
+        ``job.state_path``."""
+        if job.spec["type"] == CORRUPTIONS_TYPE:
+            return self._corruptions(job, batch_size=batch_size)
+        return self._shard(job, batch_size=batch_size, seed=seed, shard=None, shard_out=None)
+
+    def _shard(self, job: AttackJob, *, batch_size: int, seed: int, shard: tuple[int, int] | None,
+               shard_out) -> dict | tuple[dict, dict]:
         from .provenance import provenance
 
         model, meta, x, y, device = self.model, self.meta, self.x, self.y, self.device
         spec, attack_name = job.spec, job.attack_name
         if spec["type"] == CORRUPTIONS_TYPE:
-            if shard is not None:
-                raise ValueError(f"{attack_name}: an evaluation on corrupted images is not sharded")
-            return self._corruptions(job, batch_size=batch_size)
+            raise ValueError(f"{attack_name}: an evaluation on corrupted images is not sharded")
         n = len(x)
         first_batch, start, stop = (0, 0, n) if shard is None else shard_range(n, batch_size, *shard)
         state = None
@@ -436,20 +491,17 @@ class _Loaded:
                 _write_json(shard_out, partial)
             result = partial
         else:
-            result = _metrics(meta, attack_name, spec, out, seed=seed, batch_size=batch_size,
-                              provenance=provenance(device), context=self.context,
-                              extra={"resumed_batches": state.resumed_batches if state is not None else 0,
-                                     **checked})
-            if job.metrics_out is not None:
-                _write_json(job.metrics_out, result, indent=1)
-            if job.predictions_out is not None:
-                _write_json(job.predictions_out, _predictions(meta["run"], attack_name, out))
+            result = (_metrics(meta, attack_name, spec, out, seed=seed, batch_size=batch_size,
+                               provenance=provenance(device), context=self.context,
+                               extra={"resumed_batches": state.resumed_batches if state is not None else 0,
+                                      **checked}),
+                      _predictions(meta["run"], attack_name, out))
         if state is not None:
             state.remove()
         return result
 
 
-    def _corruptions(self, job: AttackJob, *, batch_size: int) -> dict:
+    def _corruptions(self, job: AttackJob, *, batch_size: int) -> tuple[dict, dict]:
         """NROB on the entry's corruption dataset (``tradeoff.corruptions``): the metrics file's accuracy is the mean
         over corruptions of the mean over severities, and it records both; the predictions file has, per set,
         whether each corrupted image is classified correctly, and the images' labels. Deterministic (no attack, no
@@ -479,12 +531,8 @@ class _Loaded:
             "corruption_dataset": spec["dataset"], "precision": "fp32", "libraries": {},
             "provenance": provenance(self.device),
         }
-        if job.metrics_out is not None:
-            _write_json(job.metrics_out, metrics, indent=1)
-        if job.predictions_out is not None:
-            _write_json(job.predictions_out, {"run": meta["run"], "attack": job.attack_name,
-                                              "labels": result["labels"], "corrupted_correct": result["correct"]})
-        return metrics
+        return metrics, {"run": meta["run"], "attack": job.attack_name, "labels": result["labels"],
+                         "corrupted_correct": result["correct"]}
 
 
 class MergeError(UserError, ValueError):

@@ -8,8 +8,9 @@ a model or a metrics file of one scale can never stand in another scale's table:
     work/<run>/                       its epoch states (resume)
     work/eval/<run>/<attack>...       an evaluation's resume state, a shard's partial result
     work/catalog/<key>.json           resolved catalogs (tradeoff.config's cache)
-    metrics/<run>/<attack>.json       an evaluation's numbers and how they were made
-    predictions/<run>/<attack>.json   its per-example correctness
+    metrics/<run>/<unit>.json         an evaluation job's numbers and how they were made: one attack's (<attack>.json),
+                                      or all of a run's (all.json, runtime.eval_unit: run)
+    predictions/<run>/<unit>.json     its per-example correctness
     analysis/<target>.json            a figure's analysis
     tables/<target>.{md,csv,tex,html} figures/<target>.{png,pdf} summary.{md,html}
     logs/<step>/...                   every job's log (<name>.log: its last start; <name>.history.log: all of them)
@@ -27,6 +28,8 @@ from pathlib import Path
 TABLE_FORMATS = ("md", "csv", "tex", "html")
 # The version of a metrics file's record (tradeoff.evaluate writes it, tradeoff.report.records checks it)
 METRICS_FORMAT = "tradeoff-metrics/2"
+# A run's evaluations in one file (runtime.eval_unit: run): {"format", "run", "evaluations": {attack: record}}
+SUITE_FORMAT = "tradeoff-evaluations/1"
 FIGURE_FORMATS = ("png", "pdf")
 
 

@@ -1,17 +1,15 @@
-# Validate the configuration before anything else, resolve the catalog, and hold the input functions.
+# Validate the configuration before anything else, resolve the catalog, and hold the input functions. Every path
+# comes from tradeoff.results (through the catalog's layout), every job's inputs from the same library functions
+# that write DVC's stages (tradeoff.dvc), so the two pipelines have the same jobs.
 import json
-import os
 import re
 import shlex
-from pathlib import Path
-from types import SimpleNamespace
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from tradeoff import config as tcfg
-from tradeoff.cli import evaluation_ready_markers
-from tradeoff.report.build import target_outputs as build_outputs
+from tradeoff.report.build import target_caption, target_inputs, target_outputs
 from tradeoff.results import ready_marker
 
 # The effective config is config/config.yaml overlaid by each --configfile, in order. Jobs re-read exactly
@@ -32,38 +30,60 @@ try:
 except tcfg.ConfigError as exc:
     raise WorkflowError(f"configuration error: {exc}")
 
-CONFIG_ARGS = " ".join(f"--config {shlex.quote(f)}" for f in CONFIG_FILES)
+CONFIG_ARGS = " ".join(f"--config {shlex.quote(f)}" for f in CONFIG_FILES)  # every job's `params: config`
 LAYOUT = CATALOG.layout
-DATA = CATALOG.data_root
-TRAIN_IDS = sorted(CATALOG.training_runs())
-ATTACKS = sorted(CATALOG.attacks)
 RES = config.get("resources", {})
+TRAIN_IDS = sorted(CATALOG.training_runs())
+EVALUATED = {run: CATALOG.eval_units(run) for run in TRAIN_IDS}
+SHARDED = sorted({u for units in EVALUATED.values() for u in units if CATALOG.shards_for(u) > 1})
+UNSHARDED = sorted({u for units in EVALUATED.values() for u in units if CATALOG.shards_for(u) == 1})
+TARGETS = {kind: [t for t, spec in CATALOG.targets.items() if spec["kind"] == kind] for kind in
+           ("table", "figure", "group")}
+# tables, and groups that hold a table, write a table's four files; groups of figures only a list (md, html)
+TABLE_FILES = TARGETS["table"] + [g for g in TARGETS["group"] if CATALOG.table_targets(g)]
+LIST_FILES = [g for g in TARGETS["group"] if not CATALOG.table_targets(g)]
 
 
-NO_MATCH = "(?!x)x"  # a constraint that matches nothing, for an empty list
-
-
-def _alternatives(names):
-    return "|".join(re.escape(n) for n in names)
-
-
-def _rule_names(prefix, runs):
-    """run id -> a rule name (prefix + the id as an identifier), unique among the runs."""
-    names = {}
-    for i, run in enumerate(runs):
-        name = prefix + re.sub(r"\W", "_", run, flags=re.ASCII)
-        names[run] = name if name not in names.values() else f"{name}_{i}"
-    return names
+def alternatives(names):
+    """A wildcard constraint matching exactly these names (nothing for none)."""
+    return "|".join(re.escape(n) for n in names) or "(?!x)x"
 
 
 wildcard_constraints:
-    run=_alternatives(TRAIN_IDS),
-    attack=_alternatives(ATTACKS),
-    dataset=_alternatives(CATALOG.datasets()),
+    run=alternatives(TRAIN_IDS),
+    dataset=alternatives(CATALOG.datasets()),
+
+
+def job_shell(args):
+    """A job's shell command: `tradeoff <args>`, its output in the job's log. Snakemake deletes a job's `log:` file
+    whenever it starts the job (again: after a kill, a requeue, a resubmission by `retries`), so `--log` makes
+    tradeoff also append everything it writes to the log's history (`<name>.history.log`), after a header line per
+    start: the lines before a resume are kept there. `exec` makes tradeoff the job's process itself, so the signals
+    SLURM sends a job (SIGTERM at a time limit, a preemption, or the profile's early --signal) reach it: training
+    then saves the step it reached."""
+    return f"exec tradeoff --log {{log}} {{params.config}} {args} > {{log}} 2>&1"
+
+
+def resource(stage, key, default):
+    return RES.get(stage, {}).get(key, default)
+
+
+def job_resources(stage, runtime, mem_mb):
+    """What a job asks the scheduler for (config `resources.<stage>`); a resubmitted job (`retries`) asks for
+    `attempt` times the runtime."""
+    return dict(
+        gpu=resource(stage, "gpu", 1),
+        runtime=lambda wc, attempt: resource(stage, "runtime", runtime) * attempt,
+        mem_mb=resource(stage, "mem_mb", mem_mb),
+        cpus_per_task=resource(stage, "cpus_per_task", 4),
+    )
+
+
+# ------------------------------------------------------------------------------------------- input functions
 
 
 def dataset_ready(wildcards):
-    return str(ready_marker(DATA, CATALOG.runs[wildcards.run]["dataset"]))
+    return str(ready_marker(CATALOG.data_root, CATALOG.runs[wildcards.run]["dataset"]))
 
 
 def pretrained_input(wildcards):
@@ -77,55 +97,52 @@ def pretrained_input(wildcards):
     return [] if path is None else [str(path)]
 
 
-def run_spec_json(wildcards):
+def run_settings(wildcards):
     """A run's resolved settings: a change re-runs its training (Snakemake's params rerun trigger)."""
     return json.dumps(CATALOG.runs[wildcards.run], sort_keys=True)
 
 
-def attack_spec_json(wildcards):
-    return json.dumps(CATALOG.attack_for(wildcards.attack, wildcards.run), sort_keys=True)
+def unit_data(wildcards):
+    """The download markers an evaluation job reads besides its run's test set (an NROB's corruption dataset)."""
+    return CATALOG.evaluation_markers(wildcards.run, CATALOG.unit_attacks(wildcards.run, wildcards.unit))
 
 
-def target_inputs(name):
-    """What a target reads: metrics and predictions (a table's intervals and tests, a per-class figure), curves,
-    analyses, its paper numbers, or the outputs of a group's members."""
-    target = CATALOG.targets[name]
-    if target["kind"] == "group":
-        return [p for member in target["targets"] for p in target_outputs(member)]
-    pairs = CATALOG.evaluations(name)
-    files = [str(LAYOUT.metrics(run, attack)) for run, attack in pairs]
-    if target["kind"] == "table" or target.get("plot") == "per_class":
-        files += [str(LAYOUT.predictions(run, attack)) for run, attack in pairs]
-    if target.get("reference"):
-        files.append(os.path.relpath(Path(CATALOG.reference_dir) / f"{target['reference']}.csv"))
-    files += [str(LAYOUT.curves(run)) for run in CATALOG.curve_runs(name)]
-    files += [str(LAYOUT.analysis(t)) for t in CATALOG.analysis_targets(name)]
-    return files
+def unit_settings(wildcards):
+    """The resolved settings of every attack of an evaluation job: a change re-runs it."""
+    return json.dumps({a: CATALOG.attack_for(a, wildcards.run)
+                       for a in CATALOG.unit_attacks(wildcards.run, wildcards.unit)}, sort_keys=True)
 
 
-def target_settings(name):
-    """A target's settings as the report job sees them (a group's with its members'): a change re-runs that report
+def shard_inputs(wildcards):
+    n = CATALOG.shards_for(wildcards.unit)
+    return [str(LAYOUT.eval_work(wildcards.run, wildcards.unit, (k, n), ".json")) for k in range(n)]
+
+
+def analysis_inputs(wildcards):
+    """An analysis job reads the checkpoints of its figure's runs and the datasets they need."""
+    return [str(LAYOUT.model(r)) for r in CATALOG.analysis_runs(wildcards.target)] + [
+        str(ready_marker(CATALOG.data_root, d)) for d in CATALOG.analysis_datasets(wildcards.target)]
+
+
+def analysis_settings(wildcards):
+    return json.dumps(CATALOG.targets[wildcards.target]["analysis"], sort_keys=True)
+
+
+def report_inputs(wildcards):
+    return [str(p) for p in target_inputs(CATALOG, wildcards.target)]
+
+
+def report_settings(wildcards):
+    """A target's settings as its report job sees them (a group's with its members'): a change re-runs that report
     job alone (Snakemake's params rerun trigger), e.g. a new title, rows, labels or plot options."""
-    return json.dumps({t: CATALOG.targets[t] for t in [name, *CATALOG.leaf_targets(name)]}, sort_keys=True)
+    return json.dumps({t: CATALOG.targets[t] for t in [wildcards.target, *CATALOG.leaf_targets(wildcards.target)]},
+                      sort_keys=True)
 
 
-def target_outputs(name):
-    return [str(p) for p in build_outputs(CATALOG, name)]
+def report_caption(wildcards):
+    """What the Snakemake report says under a target (workflow/report/target.rst)."""
+    return target_caption(CATALOG, wildcards.target)
 
 
 def all_target_outputs():
-    return [p for name in CATALOG.targets for p in target_outputs(name)]
-
-
-def job_shell(args):
-    """A job's shell command: `tradeoff <args>`, its output in the job's log. Snakemake deletes a job's `log:` file
-    whenever it starts the job (again: after a kill, a requeue, a resubmission by `retries`), so `--log` makes
-    tradeoff also append everything it writes to the log's history (tradeoff.results.log_history:
-    `<name>.history.log`), after a header line per start: the lines before a resume are kept there. `exec` makes
-    tradeoff the job's process itself, so the signals SLURM sends a job (SIGTERM at a time limit or a preemption,
-    the profile's --signal=USR1 ahead of the time limit) reach it: training then saves the step it reached."""
-    return f"exec tradeoff --log {{log}} {args} > {{log}} 2>&1"
-
-
-def resource(stage, key, default):
-    return RES.get(stage, {}).get(key, default)
+    return [str(p) for name in CATALOG.targets for p in target_outputs(CATALOG, name)]

@@ -6,8 +6,10 @@ localrules:
 
 rule download:
     output:
-        str(ready_marker(DATA, "{dataset}")),
+        str(ready_marker(CATALOG.data_root, "{dataset}")),
+    params:
+        config=CONFIG_ARGS,
     log:
         str(LAYOUT.log("download", "{dataset}")),
     shell:
-        job_shell("{CONFIG_ARGS} download {wildcards.dataset}")
+        job_shell("download {wildcards.dataset}")

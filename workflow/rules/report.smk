@@ -1,65 +1,108 @@
-# One rule per target of the catalog, named as the target (`snakemake table1a`). Reports read metrics,
-# predictions and curves only, never checkpoints.
-for _name in CATALOG.targets:
+# Reports: tables (Markdown, CSV, LaTeX, HTML), figures (PNG, PDF) and lists of a group's members, built from metrics,
+# predictions, curves and analyses only, never checkpoints; a change of a target's settings re-runs its report. The
+# rules that take a target's name (`snakemake table1a`) only name its files.
 
-    rule:
-        name:
-            _name
-        input:
-            target_inputs(_name),
-        output:
-            [report(p, category=CATALOG.targets[_name]["kind"]) if p.endswith((".png", ".html")) else p
-             for p in target_outputs(_name)],
-        params:
-            target=_name,
-            settings=target_settings(_name),
-        log:
-            str(LAYOUT.log("report", _name)),
-        localrule: True
-        shell:
-            "tradeoff {CONFIG_ARGS} report {params.target} > {log} 2>&1"
+
+rule table:
+    input:
+        report_inputs,
+    output:
+        md=str(LAYOUT.tables("{target}")["md"]),
+        csv=str(LAYOUT.tables("{target}")["csv"]),
+        tex=str(LAYOUT.tables("{target}")["tex"]),
+        html=report(str(LAYOUT.tables("{target}")["html"]), caption="../report/target.rst", category="tables"),
+    params:
+        config=CONFIG_ARGS,
+        settings=report_settings,
+        caption=report_caption,
+    log:
+        str(LAYOUT.log("report", "{target}")),
+    wildcard_constraints:
+        target=alternatives(TABLE_FILES),
+    localrule: True
+    shell:
+        job_shell("report {wildcards.target}")
+
+
+rule figure:
+    input:
+        report_inputs,
+    output:
+        png=report(str(LAYOUT.figures("{target}")["png"]), caption="../report/target.rst", category="figures"),
+        pdf=str(LAYOUT.figures("{target}")["pdf"]),
+    params:
+        config=CONFIG_ARGS,
+        settings=report_settings,
+        caption=report_caption,
+    log:
+        str(LAYOUT.log("report", "{target}")),
+    wildcard_constraints:
+        target=alternatives(TARGETS["figure"]),
+    localrule: True
+    shell:
+        job_shell("report {wildcards.target}")
+
+
+rule figure_list:
+    input:
+        report_inputs,
+    output:
+        md=str(LAYOUT.tables("{target}")["md"]),
+        html=str(LAYOUT.tables("{target}")["html"]),
+    params:
+        config=CONFIG_ARGS,
+        settings=report_settings,
+    log:
+        str(LAYOUT.log("report", "{target}")),
+    wildcard_constraints:
+        target=alternatives(LIST_FILES),
+    localrule: True
+    shell:
+        job_shell("report {wildcards.target}")
 
 
 rule summary:
     input:
         all_target_outputs(),
     output:
-        report(str(LAYOUT.summary()["html"]), category="summary"),
-        str(LAYOUT.summary()["md"]),
+        html=report(str(LAYOUT.summary()["html"]), caption="../report/summary.rst", category="summary"),
+        md=str(LAYOUT.summary()["md"]),
+    params:
+        config=CONFIG_ARGS,
     log:
         str(LAYOUT.log("report", "summary")),
     localrule: True
     shell:
-        "tradeoff {CONFIG_ARGS} summary > {log} 2>&1"
+        job_shell("summary")
 
 
 # Analysis jobs: a figure that needs more than accuracies (t-SNE, image grids, the CA-AT synthetic experiment)
-# names an analysis; its job reads the checkpoints of the figure's runs and writes results/analysis/<target>.json,
-# the only file the figure then reads.
-ANALYSIS_TARGETS = CATALOG.analysis_targets()
-
-
-def analysis_inputs(wildcards):
-    runs = CATALOG.analysis_runs(wildcards.target)
-    return [str(LAYOUT.model(r)) for r in runs] + [
-        str(ready_marker(DATA, d)) for d in CATALOG.analysis_datasets(wildcards.target)]
-
-
+# names an analysis; its job reads the checkpoints of the figure's runs and writes
+# results/<scale>/analysis/<target>.json, the only file the figure then reads.
 rule analyze:
     input:
         analysis_inputs,
     output:
         str(LAYOUT.analysis("{target}")),
     params:
-        spec=lambda wc: json.dumps(CATALOG.targets[wc.target]["analysis"], sort_keys=True),
+        config=CONFIG_ARGS,
+        settings=analysis_settings,
     log:
         str(LAYOUT.log("analyze", "{target}")),
     wildcard_constraints:
-        target=_alternatives(ANALYSIS_TARGETS) or NO_MATCH,
+        target=alternatives(CATALOG.analysis_targets()),
     resources:
-        gpu=resource("evaluate", "gpu", 1),
-        runtime=lambda wc, attempt: resource("evaluate", "runtime", 240) * attempt,
-        mem_mb=resource("evaluate", "mem_mb", 16000),
-        cpus_per_task=resource("evaluate", "cpus_per_task", 4),
+        **job_resources("evaluate", 240, 16000),
     shell:
-        "tradeoff {CONFIG_ARGS} analyze {wildcards.target} > {log} 2>&1"
+        job_shell("analyze {wildcards.target}")
+
+
+# `snakemake table1a`, `snakemake --profile slurm table1`: a rule per target name that only asks for its files
+for _name in CATALOG.targets:
+
+    rule:
+        name:
+            _name
+        input:
+            [str(p) for p in target_outputs(CATALOG, _name)],
+        localrule: True

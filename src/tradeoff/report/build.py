@@ -10,6 +10,38 @@ from ..config import Catalog
 from . import tables
 
 
+def target_inputs(catalog: Catalog, name: str) -> list[Path]:
+    """Every file a target reads (Snakemake's inputs and DVC's deps of its report job): the metrics files of its
+    evaluations (and their predictions, for a table's intervals and tests and a per-class figure), the curves and
+    analyses it draws, its paper numbers, or a group's members' outputs."""
+    target = catalog.targets[name]
+    if target["kind"] == "group":
+        return [p for member in target["targets"] for p in target_outputs(catalog, member)]
+    pairs = catalog.evaluations(name)
+    files = [catalog.metrics_file(run, attack) for run, attack in pairs]
+    if target["kind"] == "table" or target.get("plot") == "per_class":
+        files += [catalog.predictions_file(run, attack) for run, attack in pairs]
+    files += [catalog.layout.curves(run) for run in catalog.curve_runs(name)]
+    files += [catalog.layout.analysis(t) for t in catalog.analysis_targets(name)]
+    if target.get("reference"):
+        files.append(Path(catalog.reference_dir) / f"{target['reference']}.csv")
+    return list(dict.fromkeys(files))
+
+
+def target_caption(catalog: Catalog, name: str) -> str:
+    """The caption of a target in the Snakemake report: its title, what it shows and how to read it."""
+    target = catalog.targets[name]
+    title = target.get("title", name)
+    if target["kind"] == "figure":
+        return (f"{title}. Built from the metrics, curves or analysis files of its runs at the {catalog.scale} scale; "
+                "the footer says what its points cannot show at this scale (points of one training job, columns "
+                "under which no two points differ significantly).")
+    return (f"{title}. Ours with its 95% Wilson interval over the test examples ({catalog.scale} scale), the "
+            "paper's number on its own line; bold: the best and every row not significantly worse (exact McNemar "
+            "test on the per-example predictions); dagger: differs significantly from the paper's method. The notes "
+            "under the table name every attack's settings and every row's training job.")
+
+
 def target_outputs(catalog: Catalog, name: str) -> list[Path]:
     kind = catalog.targets[name]["kind"]
     if kind == "figure":

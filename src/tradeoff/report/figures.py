@@ -21,7 +21,6 @@ distinct colours (:func:`palette`), measurements under their human names (:mod:`
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -37,6 +36,7 @@ from matplotlib.text import Annotation, Text  # noqa: E402
 from ..config import Catalog  # noqa: E402
 from .labels import (column_label, curve_axis_label, curve_label, curve_scale, curve_title, curve_unit,  # noqa: E402
                      row_label)
+from . import records  # noqa: E402
 from .tables import degenerate_notes, load_reference, read_metric  # noqa: E402
 
 STYLE = {
@@ -68,9 +68,9 @@ def palette(n: int) -> list[tuple]:
 
 
 def read_predictions(catalog: Catalog, run: str, attack: str) -> dict | None:
-    """A run's per-example predictions under an attack (labels, robust_correct bits), or None if not yet made."""
-    path = catalog.layout.predictions(catalog.train_id[run], attack)
-    return json.loads(path.read_text()) if path.exists() else None
+    """A run's per-example predictions under an attack (labels, robust_correct bits), or None if not yet made;
+    read only after its metrics are vouched for (tradeoff.report.records)."""
+    return records.predictions(catalog, run, attack)
 
 
 def _label(row: dict, reference: dict) -> str:

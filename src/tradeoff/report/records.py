@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..config import CORRUPTIONS_TYPE, Catalog, spec_digest
-from ..results import METRICS_FORMAT
+from ..results import METRICS_FORMAT, SUITE_FORMAT
 # every metrics file has these; an accuracy's file also the counts
 REQUIRED = ("format", "run", "attack", "scale", "dataset", "arch", "spec_digest", "spec", "test_examples",
             "test_size", "examples", "accuracy")
@@ -150,8 +150,8 @@ def verify(catalog: Catalog, run_id: str, attack: str, path: Path, record: dict)
             raise _fail(path, f"field {name!r} ({count} of {examples}) disagrees with the accuracy {fraction!r}")
     if robust > clean:
         raise _fail(path, f"{robust} examples robust but only {clean} correct without attack")
-    predictions_path = catalog.layout.predictions(train_id, attack)
-    predictions = read_json(predictions_path)
+    predictions_path = catalog.predictions_file(train_id, attack)
+    predictions = _entry(catalog, predictions_path, read_json(predictions_path), attack)
     bits = predictions.get("robust_correct")
     if not isinstance(bits, str) or set(bits) - {"0", "1"} or len(bits) != examples:
         raise _fail(predictions_path, f"field 'robust_correct' is not a string of {examples} '0'/'1' per-example "
@@ -172,13 +172,36 @@ def _verify_corruptions(path: Path, record: dict, accuracy: float, examples: int
     return Measurement(path, accuracy, examples, None, None, record)
 
 
+def _entry(catalog: Catalog, path: Path, data: dict, attack: str) -> dict:
+    """An evaluation's record in the file of its job: the file itself (one attack's job), or its entry in the
+    suite file of its run (runtime.eval_unit: run)."""
+    if catalog.unit_of(attack) == attack:
+        return data
+    if data.get("format") != SUITE_FORMAT or not isinstance(data.get("evaluations"), dict):
+        raise _fail(path, f"field 'format' is {data.get('format')!r}, not {SUITE_FORMAT!r} (the evaluations of a run "
+                          "in one file); re-run its evaluation")
+    if attack not in data["evaluations"]:
+        raise _fail(path, f"holds no evaluation {attack!r}; re-run its evaluation")
+    return data["evaluations"][attack]
+
+
 def measurement(catalog: Catalog, run_id: str, attack: str) -> Measurement | None:
     """The verified measurement of a run (its training job) under an evaluation, or None while its metrics file
     does not exist. ReportError for a file that exists but cannot be vouched for."""
-    path = catalog.layout.metrics(catalog.train_id[run_id], attack)
+    path = catalog.metrics_file(catalog.train_id[run_id], attack)
     if not path.exists():
         return None
-    return verify(catalog, run_id, attack, path, read_json(path))
+    return verify(catalog, run_id, attack, path, _entry(catalog, path, read_json(path), attack))
+
+
+def predictions(catalog: Catalog, run_id: str, attack: str) -> dict | None:
+    """A run's per-example outcomes under an evaluation (``labels``, ``robust_correct``, ...), after its metrics are
+    vouched for, or None while it is not measured."""
+    found = measurement(catalog, run_id, attack)
+    if found is None:
+        return None
+    path = catalog.predictions_file(catalog.train_id[run_id], attack)
+    return _entry(catalog, path, read_json(path), attack)
 
 
 def training_minutes(catalog: Catalog, run_id: str) -> float | None:

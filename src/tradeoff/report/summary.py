@@ -55,7 +55,7 @@ def _overstated(table: tables.Table) -> list[tuple[float, str]]:
 
 def target_status(catalog: Catalog, name: str) -> dict:
     pairs = catalog.evaluations(name)
-    missing_metrics = [(r, a) for r, a in pairs if not catalog.layout.metrics(r, a).exists()]
+    missing_metrics = [(r, a) for r, a in pairs if not catalog.metrics_file(r, a).exists()]
     runs = sorted({r for r, _ in pairs} | set(catalog.curve_runs(name)) | set(catalog.analysis_runs(name)))
     missing_runs = [r for r in runs if not catalog.layout.model(r).exists()]
     missing_analyses = [t for t in catalog.analysis_targets(name) if not catalog.layout.analysis(t).exists()]
