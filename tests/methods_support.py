@@ -11,7 +11,8 @@ from torch import nn
 from tradeoff import config as cfg
 from tradeoff.methods import METHODS
 from tradeoff.runtime import Runtime
-from tradeoff.train import load_run_data, model_factory
+from tradeoff.train import model_factory
+from tradeoff.data import load_run_data
 
 SMOKE = [cfg.ROOT / "config" / "config.yaml", cfg.ROOT / "config" / "smoke.yaml"]
 CPU = Runtime(torch.device("cpu"))

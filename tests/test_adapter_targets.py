@@ -33,7 +33,9 @@ from tradeoff.models.adapters import (
     _vision_transformer,
     vit_tiny,
 )
-from tradeoff.train import load_model, load_run_data, model_factory, train
+from tradeoff.train import model_factory, train
+from tradeoff.data import load_run_data
+from tradeoff.trained import load_model
 
 ROOT = cfg.ROOT
 PAPER = [ROOT / "config" / "config.yaml"]

@@ -21,7 +21,8 @@ from tradeoff import config as cfg  # noqa: E402
 from tradeoff.models import PRETRAINED_MODELS  # noqa: E402
 from tradeoff.report.build import build_target  # noqa: E402
 from report_fixtures import write_curves, write_metrics  # noqa: E402
-from tradeoff.report.figures import curve_panels, make_figure  # noqa: E402
+from tradeoff.report.fig_basic import curve_panels  # noqa: E402
+from tradeoff.report.figures import make_figure  # noqa: E402
 
 ROOT = cfg.ROOT
 PAPER = [ROOT / "config" / "config.yaml"]

@@ -9,6 +9,7 @@ import pytest
 
 from report_fixtures import outcomes, write_measurement
 from tradeoff import config as cfg
+from tradeoff.config.scale import _scaled_epoch
 
 ROOT = cfg.ROOT
 PAPER = [ROOT / "config" / "config.yaml"]
@@ -83,7 +84,7 @@ def test_rescaled_epochs_written_two_ways_share_one_job():
     catalog = cfg.load_catalog(DEMO)
     assert catalog.runs["cifar100-resnet18-fat"]["method"]["tau_epochs"] == [4.167, 7.5]
     assert catalog.train_id["cifar100-resnet18-fat"] == catalog.train_id["cifar10-resnet18-fat"]
-    assert cfg._scaled_epoch(83.333, 12 / 200) == cfg._scaled_epoch(50, 12 / 120) == 5.0
+    assert _scaled_epoch(83.333, 12 / 200) == _scaled_epoch(50, 12 / 120) == 5.0
 
 
 def test_resolved_catalog_is_kept_for_the_next_job_and_renewed_when_a_file_changes(tmp_path):
@@ -208,7 +209,7 @@ def test_a_report_job_never_imports_torch(tmp_path):
 
     files = [str(cfg.ROOT / "config" / "config.yaml"), str(cfg.ROOT / "config" / "smoke.yaml")]
     overlay = tmp_path / "o.yaml"
-    overlay.write_text(f"paths: {{results: {tmp_path / 'results'}}}\n")
+    overlay.write_text(f"paths: {{results: {tmp_path / 'results'}}}\nruntime: {{eval_unit: attack}}\n")
     catalog = cfg.load_catalog([*files, overlay], write_cache=True)  # resolved and kept, as the first job does
     code = ("import sys; from tradeoff import cli; status = cli.main(sys.argv[1:]); "
             "assert 'torch' not in sys.modules, 'torch was imported'; sys.exit(status)")

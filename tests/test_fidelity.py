@@ -20,7 +20,8 @@ from tradeoff.methods import rst as rst_module
 from tradeoff.methods.generalist import communication_epoch
 from tradeoff.models import build_model
 from tradeoff.runtime import Runtime
-from tradeoff.train import load_model, train
+from tradeoff.train import train
+from tradeoff.trained import load_model
 
 PAPER = [cfg.ROOT / "config" / "config.yaml"]
 DEMO = PAPER + [cfg.ROOT / "config" / "demo.yaml"]

@@ -285,14 +285,14 @@ def test_grid_images_are_hwc_for_colour_and_rounded():
 @pytest.fixture()
 def grid_catalog(tmp_path, monkeypatch):
     """fig_grid's rows load as the threshold models and the toy test set (no checkpoint, no dataset)."""
-    from tradeoff import data, train
+    from tradeoff import data, trained
 
     catalog = _overlay_catalog(tmp_path, TARGETS)
     by_run = {r["run"]: THRESHOLDS[r["key"]] for r in TARGETS["fig_grid"]["rows"]}
     x, y, _ = toy_data()
-    monkeypatch.setattr(train, "load_model", lambda path, device="cpu": (
+    monkeypatch.setattr(trained, "load_model", lambda path, device="cpu": (
         threshold_model(by_run[next(r for r in by_run if catalog.train_id[r] == path.parent.name)]), {}))
-    monkeypatch.setattr(train, "load_run_data", lambda spec, root: data.Data(x, y, x, y, 2, ("zero", "one"), "toy"))
+    monkeypatch.setattr(data, "load_run_data", lambda spec, root: data.Data(x, y, x, y, 2, ("zero", "one"), "toy"))
     monkeypatch.setattr(catalog, "attack_for", lambda name, run: PGD)
     return catalog
 

@@ -19,7 +19,8 @@ from tradeoff import data, digits_c, evaluate
 from tradeoff.dvc import stages
 from tradeoff.report.tables import load_reference
 from tradeoff.results import ready_marker
-from tradeoff.train import load_model, subset
+from tradeoff.data import subset
+from tradeoff.trained import load_model
 
 from test_corruptions import CLASSES, PER_CLASS, DominantColour, expected, root  # noqa: F401  (fixture)
 

@@ -15,7 +15,8 @@ from tradeoff import checkpoint
 from tradeoff.results import Layout
 from tradeoff import config as cfg
 from tradeoff.runtime import Runtime
-from tradeoff.train import NonFiniteLoss, augment, load_model, train
+from tradeoff.train import NonFiniteLoss, augment, train
+from tradeoff.trained import load_model
 
 SMOKE = [ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"]
 

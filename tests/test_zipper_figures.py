@@ -19,7 +19,9 @@ from tradeoff import config as cfg
 from tradeoff.evaluate import accuracy_under, batch_seed, build_attack
 from tradeoff.methods.generalist import snapshot_epochs
 from tradeoff.report.build import build_target
-from tradeoff.train import load_model, load_run_data, subset, train
+from tradeoff.train import train
+from tradeoff.data import load_run_data, subset
+from tradeoff.trained import load_model
 
 RUN = "cifar10-resnet18-generalist"
 NEVER = 10**6  # a t' no run reaches

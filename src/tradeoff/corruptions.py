@@ -64,8 +64,8 @@ def nrob(
     ``examples``, every set is cut to the first N of the fixed permutation that cuts a run's test set
     (``scale_map.test_examples``), so on digits-c a run is measured on the corrupted versions of its own test images.
     """
-    from .evaluate import bits
-    from .train import subset
+    from .data import subset
+    from .results import bits
 
     if (corruptions is not None and not corruptions) or not severities:
         raise ValueError("nrob needs at least one corruption and one severity")

@@ -23,7 +23,6 @@ import tarfile
 import zipfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
-import importlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,24 +33,15 @@ import torch
 from PIL import Image
 
 from .errors import UserError
+from .hendrycks import CORRUPTIONS, SEVERITIES
+from .lazy import LazyModule
 
 
-class _LazyModule:
-    """A module imported on first use. torchvision (which pulls in torch._dynamo), scikit-learn and SciPy
-    take seconds to import, and every pipeline job imports this registry only to validate names."""
-
-    def __init__(self, name: str):
-        self._name = name
-
-    def __getattr__(self, attr: str):
-        return getattr(importlib.import_module(self._name), attr)
-
-
-tvd = _LazyModule("torchvision.datasets")
-tv_utils = _LazyModule("torchvision.datasets.utils")
-_scipy_io = _LazyModule("scipy.io")
-_sk_datasets = _LazyModule("sklearn.datasets")
-_sk_model_selection = _LazyModule("sklearn.model_selection")
+tvd = LazyModule("torchvision.datasets")
+tv_utils = LazyModule("torchvision.datasets.utils")
+_scipy_io = LazyModule("scipy.io")
+_sk_datasets = LazyModule("sklearn.datasets")
+_sk_model_selection = LazyModule("sklearn.model_selection")
 
 _log = logging.getLogger(__name__)
 
@@ -612,14 +602,6 @@ class _TinyImageNet(_ArchiveImages):
         }
 
 
-# The 15 corruptions of Hendrycks & Dietterich (ICLR 2019), in their order: noise, blur, weather, digital.
-CORRUPTIONS = (
-    "gaussian_noise", "shot_noise", "impulse_noise",
-    "defocus_blur", "glass_blur", "motion_blur", "zoom_blur",
-    "snow", "frost", "fog", "brightness",
-    "contrast", "elastic_transform", "pixelate", "jpeg_compression",
-)
-SEVERITIES = (1, 2, 3, 4, 5)
 
 
 class _CorruptedTestSets(ABC):
@@ -1037,3 +1019,18 @@ def _verified_folder(spec: DatasetSpec, root: str | Path) -> Path:
         raise DatasetError(f"dataset {spec.name!r} is not ready in {folder}: {shown} missing or failing the md5 "
                            f"checksum; {_download_command(spec.name, root)}")
     return folder
+
+
+def subset(x: torch.Tensor, y: torch.Tensor, n: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first n examples of a fixed permutation (seed 0, independent of the run's seed)."""
+    if n is None or n >= len(x):
+        return x, y
+    idx = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))[:n]
+    return x[idx], y[idx]
+
+
+def load_run_data(spec: dict, data_root: str | Path) -> Data:
+    ds = load(spec["dataset"], data_root)
+    x_tr, y_tr = subset(ds.x_train, ds.y_train, spec.get("train_examples"))
+    x_te, y_te = subset(ds.x_test, ds.y_test, spec.get("test_examples"))
+    return Data(x_tr, y_tr, x_te, y_te, ds.num_classes, ds.classes, ds.name)

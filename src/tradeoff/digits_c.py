@@ -39,9 +39,10 @@ from collections.abc import Callable
 import numpy as np
 from PIL import Image
 
-from .data import CORRUPTIONS as ALL_CORRUPTIONS, SEVERITIES, _LazyModule
+from .hendrycks import CORRUPTIONS as ALL_CORRUPTIONS, SEVERITIES
+from .lazy import LazyModule
 
-ndi = _LazyModule("scipy.ndimage")
+ndi = LazyModule("scipy.ndimage")
 
 #: Changes with anything that changes the images (it is part of the stored set's fingerprint).
 VERSION = 1

@@ -6,3 +6,7 @@ and exits 1 (a configuration error: 2), without a traceback. Every module's own 
 class UserError(Exception):
     """A problem of the input (a file, a setting, a dataset) or of the machine (a full disk), with a message that
     names it and says what to do."""
+
+
+class ConfigError(UserError, ValueError):
+    """A configuration problem; the message names the key and the allowed values (the CLI exits 2)."""

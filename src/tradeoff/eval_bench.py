@@ -31,7 +31,8 @@ _CACHE: dict[str, Any] = {}
 def _time_attack(job: dict) -> dict:
     """Run in a worker: load (once per process) the model and test set, evaluate one attack, time it."""
     from .evaluate import channels_last, run_attack
-    from .train import load_model, load_run_data
+    from .data import load_run_data
+    from .trained import load_model
 
     torch.set_num_threads(job["threads"])
     key = json.dumps([job["checkpoint"], job["device"], job["test_examples"]])

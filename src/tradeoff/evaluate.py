@@ -32,7 +32,7 @@ from torch import nn
 from . import attacks
 from .errors import UserError
 from .config import AUTOATTACK_FAMILY, CORRUPTIONS_TYPE, rel_step, spec_digest
-from .results import METRICS_FORMAT, SUITE_FORMAT
+from .results import METRICS_FORMAT, SUITE_FORMAT, bits
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +62,6 @@ class Outcome:
 
 def batch_seed(seed: int, batch_index: int) -> int:
     return (int(seed) * 1_000_003 + int(batch_index)) % (2**63 - 1)
-
-
-def bits(t: torch.Tensor) -> str:
-    return "".join("1" if v else "0" for v in t.tolist())
 
 
 def unbits(s: str) -> torch.Tensor:
@@ -277,13 +273,13 @@ def state_key(digest: str, spec: dict, seed: int, batch_size: int, n: int, first
 
 def _load(checkpoint_path, data_root, device: str, test_examples: int | None):
     from . import data
-    from .train import load_model, subset
+    from .trained import load_model
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     model, meta = load_model(checkpoint_path, device)
     ds = data.load(meta["spec"]["dataset"], data_root)
-    x, y = subset(ds.x_test, ds.y_test, test_examples)
+    x, y = data.subset(ds.x_test, ds.y_test, test_examples)
     model, x = channels_last(model, x.to(device))
     return model, meta, x, y.to(device), device, len(ds.y_test)
 

@@ -109,6 +109,11 @@ def log_history(log: str | Path) -> Path:
     return log.with_name(f"{log.name.removesuffix('.log')}.history.log")
 
 
+def bits(flags) -> str:
+    """Per-example outcomes (a tensor or any sequence of booleans) as the files store them: a string of '0'/'1'."""
+    return "".join("1" if v else "0" for v in (flags.tolist() if hasattr(flags, "tolist") else flags))
+
+
 def ready_marker(data_root: str | Path, dataset: str) -> Path:
     """The file a finished download writes (and every job that reads the dataset waits for)."""
     return Path(data_root) / ".ready" / dataset

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .errors import ConfigError
+
 
 #: the scales at which ``device: auto`` falls back to the CPU when no GPU is visible (see Runtime.from_config)
 CPU_SCALES = ("demo", "smoke")
@@ -32,8 +34,6 @@ class Runtime:
         one it is the CPU at the small scales (``CPU_SCALES``: digits, minutes) and an error at the paper scale,
         where the CPU would take weeks (ResNet-18's 120 epochs of PGD-AT: ~15 days): a job that lands on a node
         without a GPU stops at once, unless the config asks for the CPU (``device: cpu``)."""
-        from .config import ConfigError
-
         name = runtime.get("device", "auto")
         if name == "auto":
             if torch.cuda.is_available():

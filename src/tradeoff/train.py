@@ -138,21 +138,6 @@ def _stopped(run_id: str, where: str, signum: int, saved: Path | None) -> Stoppe
                    "resumes it there", signum)
 
 
-def subset(x: torch.Tensor, y: torch.Tensor, n: int | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first n examples of a fixed permutation (seed 0, independent of the run's seed)."""
-    if n is None or n >= len(x):
-        return x, y
-    idx = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))[:n]
-    return x[idx], y[idx]
-
-
-def load_run_data(spec: dict, data_root: str | Path) -> data.Data:
-    ds = data.load(spec["dataset"], data_root)
-    x_tr, y_tr = subset(ds.x_train, ds.y_train, spec.get("train_examples"))
-    x_te, y_te = subset(ds.x_test, ds.y_test, spec.get("test_examples"))
-    return data.Data(x_tr, y_tr, x_te, y_te, ds.num_classes, ds.classes, ds.name)
-
-
 def model_factory(spec: dict, ds: data.Data) -> Callable[[], nn.Module]:
     """The run's model builder. An adapter architecture (models.PRETRAINED_MODELS) starts from the checkpoint that
     the config names (``pretrained.<arch>``, resolved into the spec): build_model refuses to start without it."""
@@ -216,9 +201,9 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
     order, its loss and accuracy sums, besides what every epoch state holds) and Stopped is raised; the same call
     resumes from there and ends as an uninterrupted run would (bit-identical on the CPU)."""
     paths = Layout(Path(results)).run(run_id)
-    ds = load_run_data(spec, data_root)
+    ds = data.load_run_data(spec, data_root)
     x_train, y_train = runtime.place_batch(ds.x_train), ds.y_train.to(runtime.device)
-    x_eval, y_eval = subset(ds.x_test, ds.y_test, spec["selection"]["examples"])
+    x_eval, y_eval = data.subset(ds.x_test, ds.y_test, spec["selection"]["examples"])
     x_eval, y_eval = x_eval.to(runtime.device), y_eval.to(runtime.device)
     selection = spec["selection"]
     eval_attack = selection["attack"] if isinstance(selection["attack"], dict) else None
@@ -228,7 +213,7 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
     data_gen = torch.Generator().manual_seed(spec["seed"] + 1)
     track = method.tracking()  # per-epoch measurements of the method's learners (Zipper Figure 5), or None
     if track is not None:
-        x_track, y_track = subset(ds.x_test, ds.y_test, track["examples"])
+        x_track, y_track = data.subset(ds.x_test, ds.y_test, track["examples"])
         x_track, y_track = x_track.to(runtime.device), y_track.to(runtime.device)
 
     start_epoch, rows, best, partial = 0, [], None, None
@@ -392,40 +377,6 @@ def _cell(value: Any) -> str:
     if value is None:
         return ""
     return f"{value:.6g}" if isinstance(value, float) else str(value)
-
-
-def load_model(path: str | Path, device: torch.device | str = "cpu") -> tuple[nn.Module, dict]:
-    """A trained run's selected model, in eval mode and fp32, with its metadata.
-
-    model.pt holds every tensor of the model, so the architecture is rebuilt bare and the state loaded strictly: an
-    adapter model's pretrained backbone file is not read (nor needed) here, only to start its training."""
-    obj = checkpoint.load(path)
-    if not isinstance(obj, dict) or not {"model", "meta"} <= set(obj):
-        held = f"keys {sorted(map(str, obj))}" if isinstance(obj, dict) else f"a {type(obj).__name__}"
-        raise checkpoint.CheckpointError(f"{path} is not a model written by `tradeoff train`: it holds {held}; a "
-                                         "model.pt holds 'model' and 'meta'")
-    try:
-        meta: dict[str, Any] = json.loads(obj["meta"])
-        spec = meta["spec"]
-        model = models.build_architecture(spec["arch"], meta["num_classes"], in_channels=meta["in_channels"],
-                                          image_size=meta["image_size"], bn_running_stats=spec["bn_running_stats"])
-    except (TypeError, ValueError, KeyError) as exc:
-        raise checkpoint.CheckpointError(f"{path}: its metadata ('meta') is not that of a model written by "
-                                         f"`tradeoff train` ({type(exc).__name__}: {exc})") from None
-    weights = obj["model"]
-    expected = model.state_dict()
-    if not isinstance(weights, dict):
-        raise checkpoint.CheckpointError(f"{path}: its 'model' is a {type(weights).__name__}, not a state dict")
-    missing, unexpected = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
-    misfit = sorted(k for k in set(expected) & set(weights)
-                    if not isinstance(weights[k], torch.Tensor) or weights[k].shape != expected[k].shape)
-    if missing or unexpected or misfit:
-        found = [f"{label} {keys[:3]}{' ...' if len(keys) > 3 else ''}" for label, keys in
-                 (("missing", missing), ("unexpected", unexpected), ("of another shape", misfit)) if keys]
-        raise checkpoint.CheckpointError(f"{path}: its weights do not fit its architecture {spec['arch']!r}: "
-                                         + "; ".join(found))
-    model.load_state_dict(weights, strict=True)
-    return model.to(device).float().eval(), meta
 
 
 def _duration(seconds: float) -> str:

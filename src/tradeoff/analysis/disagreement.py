@@ -177,7 +177,8 @@ def disagreement_grid(catalog, target: str, params: dict) -> dict:
     from ..config import ConfigError
     from ..evaluate import build_attack
     from ..runtime import Runtime
-    from ..train import load_model, load_run_data
+    from ..data import load_run_data
+    from ..trained import load_model
 
     rows = catalog.targets[target]["rows"]
     runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)

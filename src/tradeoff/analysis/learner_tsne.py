@@ -104,7 +104,8 @@ def learner_tsne(catalog, target: str, params: dict) -> dict:
 
     from .. import checkpoint
     from ..runtime import Runtime
-    from ..train import load_model, load_run_data, subset
+    from ..data import load_run_data, subset
+    from ..trained import load_model
 
     p = {**DEFAULTS, **params}
     runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)

@@ -29,7 +29,7 @@ files. The miniature takes the data's channels (1 for digits: a 1-channel patch 
 torchvision initialises the 3-channel one) and normalises nothing, like every other from-scratch model.
 
 ``build_architecture`` builds an adapter network with random weights and no checkpoint. It exists to receive a
-complete saved state (``tradeoff.train.load_model``: a fine-tuned run's model.pt holds every tensor, backbone
+complete saved state (``tradeoff.trained.load_model``: a fine-tuned run's model.pt holds every tensor, backbone
 included) and to count FLOPs; training always goes through the registry builders, which load the checkpoint.
 """
 

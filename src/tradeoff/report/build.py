@@ -3,6 +3,7 @@ once, for Snakemake (outputs), DVC (outs) and the CLI."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..checkpoint import atomic_write_text
@@ -73,8 +74,10 @@ def build_target(catalog: Catalog, name: str) -> list[Path]:
             parts.append("## Figures\n\n" + "\n".join(
                 f"- {catalog.targets[f].get('title', f)}: `{catalog.layout.figures(f)['png']}`" for f in figures) + "\n")
         if kind == "html" and figures:
-            parts.append("".join(f"<h2>{catalog.targets[f].get('title', f)}</h2><img src='../figures/{f}.png' "
-                                 f"alt='{f}' style='max-width: 100%'>" for f in figures))
+            here = paths["html"].parent
+            parts.append("".join(f"<h2>{catalog.targets[f].get('title', f)}</h2><img src='"
+                                 f"{os.path.relpath(catalog.layout.figures(f)['png'], here)}' alt='{f}' "
+                                 "style='max-width: 100%'>" for f in figures))
         text = ("" if kind == "csv" else "\n").join(parts)
         if kind == "html":
             text = tables.html_page(target.get("title", name), text)

@@ -15,6 +15,8 @@ import numpy as np
 
 from ..analysis import read_analysis
 from ..config import Catalog
+from .kinds import figure_kind
+from .style import FOOTNOTE, axes_legend
 
 CLEAN, ADV, BOUND, BOUND_EPS, COS = "tab:blue", "tab:orange", "tab:red", "tab:purple", "tab:green"
 PANELS = 4
@@ -26,10 +28,10 @@ def caat_panels(catalog: Catalog, name: str, target: dict) -> int:
     return PANELS if data and data.get("per_delta") else 1
 
 
+@figure_kind("caat_synthetic", caat_panels)
 def plot_caat_synthetic(catalog: Catalog, name: str, target: dict, axes) -> None:
     """Draw the four panels into ``axes`` (two by two, each with its legend on its right; or a note when the
     analysis has not run)."""
-    from .figures import FOOTNOTE, axes_legend
 
     data = read_analysis(catalog, name)
     if not data or not data.get("per_delta"):

@@ -11,7 +11,9 @@ column's robust accuracy as y. One legend (the series) right of the panels.
 from __future__ import annotations
 
 from ..config import Catalog
+from .kinds import figure_kind
 from .labels import column_label
+from .style import POINT_LABEL, figure_legend, palette, percent_limits
 from .tables import read_metric
 
 MARKERS = "osD^v<>pXh*"
@@ -35,8 +37,8 @@ def front_points(catalog: Catalog, target: dict, robust_attack: str) -> dict[str
     return series
 
 
+@figure_kind("front", lambda catalog, name, target: front_panels(target))
 def plot_front(catalog: Catalog, name: str, target: dict, axes) -> None:
-    from .figures import POINT_LABEL, figure_legend, palette, percent_limits
 
     clean_column = next(iter(target["columns"]))
     robust = list(target["columns"].items())[1:]

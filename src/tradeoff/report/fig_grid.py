@@ -9,12 +9,13 @@ Grayscale for one-channel data. A panel with no image satisfying the condition s
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from ..analysis import read_analysis
 from ..config import Catalog
+from .kinds import figure_kind
 from .labels import attack_label
+from .style import FOOTNOTE, plt
 
 def _rule(data: dict, labels: dict[str, str]) -> str:
     cond = data["condition"]
@@ -37,10 +38,10 @@ def _show(ax, image: list) -> None:
         spine.set_visible(False)
 
 
+@figure_kind("grid", own=True)
 def make_grid(catalog: Catalog, name: str, target: dict):
     """The figure (not yet saved, laid out by figures._finish): one row per panel of the analysis, or a note when
     there is nothing."""
-    from .figures import FOOTNOTE
 
     data = read_analysis(catalog, name)
     if data is None:

@@ -10,19 +10,19 @@ t-SNE axes carry no meaning, so they have no ticks.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
-
 from ..analysis import read_analysis
 from ..config import Catalog
+from .kinds import figure_kind
 from .labels import attack_label
+from .style import FOOTNOTE, figure_legend, plt
 
 SOURCES = {"nt": ("made against the NT learner", "tab:orange"), "at": ("made against the AT learner", "tab:blue")}
 
 
+@figure_kind("tsne", own=True)
 def make_tsne(catalog: Catalog, name: str, target: dict):
     """The figure (not yet saved, laid out by figures._finish): rows x epochs panels, one legend right of them,
     or a note when the analysis has not run."""
-    from .figures import FOOTNOTE, figure_legend
 
     data = read_analysis(catalog, name)
     panels = (data or {}).get("panels") or []

@@ -220,7 +220,7 @@ def build(catalog: Catalog, name: str) -> Table:
                 if c.attack == "mean":
                     ours[(proto, row.key, c.key)] = _mean_cell(ours, proto, row, columns, catalog)
     if all(o.value is None for o in ours.values()):
-        raise ReportError(f"{name}: nothing measured yet under {catalog.layout.root / 'metrics'} (scale "
+        raise ReportError(f"{name}: nothing measured yet under {catalog.layout.root} (scale "
                           f"{catalog.scale}); build it first: snakemake {name} (with this scale's --configfile)")
     paper = {(r, c): (v, s) for (r, c), (v, s, _) in reference.items()}
     wanted = target.get("compare") or []
@@ -311,7 +311,7 @@ def _notes(catalog: Catalog, table: Table) -> list[str]:
                         out.append(f"{c.label}{'' if proto == STRONG else f' ({proto})'}: every row at "
                                    f"{level:.0f}% at this scale; the column does not separate the methods.")
     out.append("Training jobs: " + "; ".join(f"{row.label}: `{', '.join(row.runs)}`" for row in table.rows) +
-               f" (metrics in results/{table.scale}/metrics/<job>/<evaluation>.json).")
+               f" (metrics in {catalog.layout.metrics('<job>', '<evaluation job>')}).")
     first_run = target["rows"][0]["run"]
     for c in table.columns:
         out.append(f"- {c.label}: {_describe(catalog, c.attack, first_run)}")

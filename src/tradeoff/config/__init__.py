@@ -1,0 +1,25 @@
+"""The configuration: load, merge, validate, and resolve into a catalog of runs, attacks and targets.
+
+One source of truth: Snakemake (workflow/rules/common.smk), DVC (dvc.yaml, written by ``tradeoff export-dvc``) and
+every CLI subcommand resolve the same files through :func:`load_catalog`. Every error names the key it is about and
+what is allowed, and is raised before any job starts. The package, a module per concern:
+
+- :mod:`.load`: the YAML files, merged and validated against the schema; the format's shared words;
+- :mod:`.budgets`: budgets, steps and budget sweeps as written;
+- :mod:`.scale`: the scale mapping (how a paper-scale run and attack look at a smaller scale), in one place;
+- :mod:`.checks`: checks beyond the schema (registries, ranges, targets);
+- :mod:`.catalog`: the resolved catalog and its queries (the jobs a target needs, the files that hold them);
+- :mod:`.resolve`: resolving a configuration into its catalog, and the cache of resolutions.
+"""
+
+from ..errors import ConfigError
+from .budgets import eps_label, parse_budget, parse_step, rel_step, split_budget, sweep_labels
+from .catalog import Catalog, spec_digest
+from .load import (ALL_ATTACKS, AUTOATTACK_FAMILY, CORRUPTIONS_TYPE, DEFAULT_CONFIG, PSEUDO_COLUMNS, REFERENCE_DIR, ROOT,
+                   SCHEMA, load_config, load_yaml, merge, unknown, validate_schema)
+from .resolve import load_catalog, resolve
+
+__all__ = ["ALL_ATTACKS", "AUTOATTACK_FAMILY", "CORRUPTIONS_TYPE", "Catalog", "ConfigError", "DEFAULT_CONFIG",
+           "PSEUDO_COLUMNS", "REFERENCE_DIR", "ROOT", "SCHEMA", "eps_label", "load_catalog", "load_config", "load_yaml",
+           "merge", "parse_budget", "parse_step", "rel_step", "resolve", "spec_digest", "split_budget", "sweep_labels",
+           "unknown", "validate_schema"]

@@ -1,0 +1,252 @@
+"""The resolved catalog and its queries: which jobs a target needs, which files hold them, at this scale."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..results import Layout, ready_marker
+from .budgets import parse_budget, rel_step, split_budget, sweep_labels
+from .load import ALL_ATTACKS, CORRUPTIONS_TYPE, PSEUDO_COLUMNS, REFERENCE_DIR, unknown
+from .scale import corruption_set, resolve_attack
+
+@dataclass
+class Catalog:
+    config: dict
+    runs: dict[str, dict]                       # run id -> resolved spec
+    attacks: dict[str, dict]                    # attack name -> spec (budgets still per dataset)
+    targets: dict[str, dict]
+    train_id: dict[str, str] = field(default_factory=dict)  # run id -> id of the job that trains it
+    seed_runs: dict[str, list[str]] = field(default_factory=dict)  # run with `seeds` -> its run per seed
+    # the papers' numbers (a table's `reference:` is <reference_dir>/<reference>.csv): the folder `reference/` beside
+    # the first config file
+    reference_dir: str = str(REFERENCE_DIR)
+
+    def row_runs(self, run_id: str) -> list[str]:
+        """The runs a table row or figure point averages: one per seed of a run with `seeds`, else the run."""
+        return self.seed_runs.get(run_id, [run_id])
+
+    @property
+    def scale(self) -> str:
+        return self.config["scale"]
+
+    @property
+    def layout(self) -> Layout:
+        """This scale's files (tradeoff.results): ``<paths.results>/<scale>/...``."""
+        return Layout.of(self.config["paths"]["results"], self.scale)
+
+    @property
+    def results(self) -> Path:
+        """This scale's results folder, ``<paths.results>/<scale>``."""
+        return self.layout.root
+
+    @property
+    def data_root(self) -> Path:
+        return Path(self.config["paths"]["data"])
+
+    def training_runs(self) -> dict[str, dict]:
+        """Distinct training jobs: runs whose resolved settings are identical train once."""
+        return {rid: spec for rid, spec in self.runs.items() if self.train_id[rid] == rid}
+
+    def pretrained_checkpoint(self, run_id: str, *, must_exist: bool = False) -> Path | None:
+        """The backbone checkpoint that a run's training starts from (``pretrained.<arch>`` of its architecture), or
+        None for an architecture trained from scratch. ConfigError naming the key and the file expected when the
+        architecture needs one and none is set (or, ``must_exist``, when it is not a file): raised by the jobs
+        that train such a run (Snakemake's DAG, ``tradeoff train``), so the rest of the catalog works without it."""
+        spec = self.runs[run_id]
+        if "pretrained" not in spec:
+            return None
+        from ..models.adapters import PretrainedError, pretrained_checkpoint_path, pretrained_setting
+
+        try:
+            check = pretrained_checkpoint_path if must_exist else pretrained_setting
+            return check(spec["arch"], spec["pretrained"])
+        except PretrainedError as exc:
+            raise ConfigError(f"runs.{run_id}: {exc}") from None
+
+    def attack_for(self, name: str, run_id: str) -> dict:
+        """The evaluation attack ``name`` resolved for a run's dataset and the scale. An attack whose eps is a
+        list (a budget sweep) is one evaluation per budget, named ``<attack>@<label>`` (see attack_jobs)."""
+        base, label = split_budget(name)
+        if base not in self.attacks:
+            raise ConfigError(unknown("attack", name, self.attack_jobs(), "`tradeoff list attacks` lists them"))
+        key = f"attacks.{base}"
+        spec = resolve_attack(self.attacks[base], self.runs[run_id], self.config, key)
+        labels = sweep_labels(self.attacks[base], key)
+        if labels is None and label is None:
+            return spec
+        if labels is None or label not in labels:
+            raise ConfigError(unknown("attack", name, self.attack_jobs(base)))
+        eps = spec["eps"][labels.index(label)]
+        return {**spec, "eps": eps, "step_size": rel_step(spec.get("step_size"), eps, key)}
+
+    def attack_jobs(self, name: str | None = None) -> list[str]:
+        """Evaluation names: every attack, a sweep as one ``<attack>@<label>`` per budget (8/255 -> 8_255)."""
+        names = [name] if name is not None else list(self.attacks)
+        out = []
+        for base in names:
+            labels = sweep_labels(self.attacks[base], f"attacks.{base}")
+            out += [base] if labels is None else [f"{base}@{label}" for label in labels]
+        return out
+
+    @property
+    def eval_unit(self) -> str:
+        """runtime.eval_unit: what one evaluation job evaluates, one attack of a run or all of them (ALL_ATTACKS)."""
+        return self.config["runtime"].get("eval_unit", "attack")
+
+    def eval_units(self, run_id: str) -> list[str]:
+        """The evaluation jobs of a training run: its evaluation names, or ALL_ATTACKS (runtime.eval_unit: run)."""
+        attacks = self.run_attacks(run_id)
+        return ([ALL_ATTACKS] if attacks else []) if self.eval_unit == "run" else attacks
+
+    def unit_of(self, attack: str) -> str:
+        """The evaluation job (the file) that holds an evaluation: itself, or ALL_ATTACKS of its run."""
+        return ALL_ATTACKS if self.eval_unit == "run" else attack
+
+    def unit_attacks(self, run_id: str, unit: str) -> list[str]:
+        """The evaluations that one evaluation job of a run makes."""
+        return self.run_attacks(run_id) if unit == ALL_ATTACKS else [unit]
+
+    def metrics_file(self, train_id: str, attack: str) -> Path:
+        """The file that holds a training job's metrics under an evaluation: its own, or its run's suite file."""
+        return self.layout.metrics(train_id, self.unit_of(attack))
+
+    def predictions_file(self, train_id: str, attack: str) -> Path:
+        return self.layout.predictions(train_id, self.unit_of(attack))
+
+    def run_attacks(self, run_id: str) -> list[str]:
+        """Every evaluation job (``name@label`` for a sweep) that some target needs of a training run, sorted."""
+        return self._attacks_by_training.get(self.train_id.get(run_id, run_id), [])
+
+    @functools.cached_property
+    def _attacks_by_training(self) -> dict[str, list[str]]:
+        # computed once: the Snakefile asks it of every run (a scan of every target per run took seconds)
+        found: dict[str, set[str]] = {}
+        for name in self.targets:
+            for rid, attack in self.evaluations(name):
+                found.setdefault(rid, set()).add(attack)
+        return {rid: sorted(a) for rid, a in found.items()}
+
+    def shards_for(self, name: str) -> int:
+        """How many shards (jobs) evaluate ``name``: the attack's ``shards``, else runtime.eval_shards, else 1 (and
+        always 1 for an evaluation on corrupted images, a quick job that is never split, and for a run's suite)."""
+        if name == ALL_ATTACKS:
+            return 1
+        spec = self.attacks[split_budget(name)[0]]
+        if spec["type"] == CORRUPTIONS_TYPE:
+            return 1
+        return int(spec.get("shards") or self.config["runtime"].get("eval_shards") or 1)
+
+    def leaf_targets(self, name: str) -> list[str]:
+        """The tables and figures that a target builds (itself, or a group's members, recursively)."""
+        target = self.targets[name]
+        if target["kind"] != "group":
+            return [name]
+        return list(dict.fromkeys(t for member in target["targets"] for t in self.leaf_targets(member)))
+
+    def table_targets(self, name: str) -> list[str]:
+        return [t for t in self.leaf_targets(name) if self.targets[t]["kind"] == "table"]
+
+    def evaluations(self, target: str) -> list[tuple[str, str]]:
+        """(training id, attack) pairs that a target needs, without repeats."""
+        pairs: dict[tuple[str, str], None] = {}
+        for leaf in self.leaf_targets(target):
+            t = self.targets[leaf]
+            for row in t["rows"]:
+                for column in t.get("columns", {}).values():
+                    if column in PSEUDO_COLUMNS:
+                        continue
+                    for run in self.row_runs(row["run"]):
+                        jobs = self.column_jobs(column)
+                        jobs += [p for p in (self.protocol_attack(leaf, j, run) for j in jobs) if p is not None]
+                        for attack in jobs:
+                            pairs[(self.train_id[run], attack)] = None
+        return list(pairs)
+
+    def protocol_attack(self, target: str, attack: str, run_id: str) -> str | None:
+        """The evaluation that the authors' protocol of a table (its ``protocol:``) runs in place of ``attack`` for a
+        run (a budget sweep's budget kept: ``caat_pgd@16_255`` -> ``caatcode_pgd@16_255``), or None when the table
+        has no protocol or the protocol runs the column's own attack (mapped to the same resolved settings)."""
+        name = self.targets[target].get("protocol")
+        if name is None:
+            return None
+        base, label = split_budget(attack)
+        mapped = self.config["protocols"][name]["attacks"].get(base)
+        if mapped is None:
+            return None
+        mapped = mapped if label is None else f"{mapped}@{label}"
+        return None if self.attack_for(mapped, run_id) == self.attack_for(attack, run_id) else mapped
+
+    def column_jobs(self, column: str) -> list[str]:
+        """The evaluation jobs of a target column: the attack job itself, or every budget of a budget sweep named
+        without a budget (a `lines` figure over attack budgets, see budget_sweep_points)."""
+        base, label = split_budget(column)
+        if label is None and base in self.attacks and sweep_labels(self.attacks[base], f"attacks.{base}"):
+            return self.attack_jobs(base)
+        return [column]
+
+    def budget_sweep_points(self, column: str) -> list[tuple[float, str, str]]:
+        """(budget as written, its text, evaluation job) of each budget of a sweep attack, in the written order:
+        the x axis of a `lines` figure whose columns name budget sweeps (CA-AT Figure 8)."""
+        raw = self.attacks[column]["eps"]
+        return [(parse_budget(e, f"attacks.{column}.eps"), str(e), job)
+                for e, job in zip(raw, self.attack_jobs(column))]
+
+    def analysis_runs(self, target: str) -> list[str]:
+        """Training ids whose checkpoints a target's analysis jobs read."""
+        runs = [self.train_id[r["run"]] for leaf in self.leaf_targets(target)
+                if "analysis" in self.targets[leaf] for r in self.targets[leaf]["rows"]]
+        return list(dict.fromkeys(runs))
+
+    def analysis_datasets(self, target: str) -> list[str]:
+        """Datasets an analysis reads: its runs' and its own ``dataset`` (remapped like a run's at smaller
+        scales)."""
+        spec = self.targets[target]["analysis"]
+        own = [self.config["scale_map"].get("dataset") or spec["dataset"]] if "dataset" in spec else []
+        return sorted({*(self.runs[r]["dataset"] for r in self.analysis_runs(target)), *own})
+
+    def evaluation_datasets(self, run_id: str, attack: str) -> list[str]:
+        """Datasets that an evaluation job reads besides its run's test set: the corruption dataset of an entry of
+        type `corruptions` (its download marker is an input of the job), else none."""
+        spec = self.attacks[split_budget(attack)[0]]
+        # the mapped name only: resolve() checked every evaluation (attack_for), and checking it again here would
+        # import the dataset registry (PyTorch) in the Snakefile
+        return [corruption_set(spec, self.config)] if spec["type"] == CORRUPTIONS_TYPE else []
+
+    def evaluation_markers(self, run_id: str, attacks: list[str]) -> list[str]:
+        """The download markers of the datasets that evaluating ``attacks`` of a run reads besides its test set (the
+        corruption dataset of an NROB entry): inputs of its evaluation job."""
+        return sorted({str(ready_marker(self.data_root, dataset))
+                       for attack in attacks for dataset in self.evaluation_datasets(run_id, attack)})
+
+    def datasets(self) -> list[str]:
+        """Every dataset that some job of the catalog reads."""
+        return sorted({s["dataset"] for s in self.runs.values()}
+                      | {d for t in self.analysis_targets() for d in self.analysis_datasets(t)}
+                      | {d for t in self.targets for run, attack in self.evaluations(t)
+                         for d in self.evaluation_datasets(run, attack)})
+
+    def analysis_targets(self, target: str | None = None) -> list[str]:
+        """Figure targets with an analysis job (of one target, or of the whole catalog)."""
+        leaves = self.targets if target is None else self.leaf_targets(target)
+        return [t for t in leaves if "analysis" in self.targets[t]]
+
+    def curve_runs(self, target: str) -> list[str]:
+        """Training ids whose per-epoch curves a target plots."""
+        runs = [self.train_id[r["run"]] for leaf in self.leaf_targets(target)
+                if self.targets[leaf].get("plot") == "curves" for r in self.targets[leaf]["rows"]]
+        runs += [self.train_id[run] for leaf in self.leaf_targets(target)
+                 if "train:minutes" in self.targets[leaf].get("columns", {}).values()
+                 for r in self.targets[leaf]["rows"] for run in self.row_runs(r["run"])]
+        return list(dict.fromkeys(runs))
+
+
+def spec_digest(spec: dict) -> str:
+    """What a run computes: two runs with the same digest train identically (the paper-scale names of their
+    dataset and architecture are labels, not settings)."""
+    settings = {k: v for k, v in spec.items() if not k.startswith("paper_")}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]

@@ -1,0 +1,233 @@
+"""Checks of the configuration beyond its schema: names against the registries, budgets, schedules, numeric ranges
+(one declaration per parameter, tradeoff.ranges), targets and their tables' comparisons. Each raises ConfigError
+naming the key and what is allowed."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from .. import ranges
+from ..errors import ConfigError
+from .budgets import MAX_EPS, parse_budget, split_budget, sweep_labels
+from .load import ALL_ATTACKS, CORRUPTIONS_TYPE, PSEUDO_COLUMNS, unknown
+
+def _check_choice(value: Any, allowed: list[str], key: str, nullable: bool = False) -> None:
+    if value is None and nullable:
+        return
+    if value not in allowed:
+        raise ConfigError(f"{key}: unknown value {value!r}; allowed: {allowed}")
+
+
+def _check_arch_map(mapping: str | dict | None, archs: list[str]) -> None:
+    if not isinstance(mapping, dict):
+        _check_choice(mapping, archs, "scale_map.arch", nullable=True)
+        return
+    for paper, arch in mapping.items():
+        if paper != "default" and paper not in archs:
+            raise ConfigError(f"scale_map.arch.{paper}: unknown architecture {paper!r} to map; allowed: {archs} "
+                              "or `default`")
+        _check_choice(arch, archs, f"scale_map.arch.{paper}")
+
+
+def _check_eps(eps: float, norm: str, key: str) -> None:
+    if eps > MAX_EPS[norm]:
+        raise ConfigError(f"{key}: eps {eps:g} is absurd for the {norm} norm on [0, 1] images "
+                          f"(allowed: 0 <= eps <= {MAX_EPS[norm]:g})")
+
+
+def _check_schedule(schedule: dict, key: str, length: int | None = None) -> None:
+    epochs, values = schedule["epochs"], schedule["values"]
+    if len(epochs) != len(values):
+        raise ConfigError(f"{key}: {len(epochs)} breakpoints (epochs) but {len(values)} values; "
+                          "they must have the same length")
+    if length is not None and len(epochs) != length:
+        raise ConfigError(f"{key}: expected {length} breakpoints, got {len(epochs)}")
+    if any(b <= a for a, b in zip(epochs, epochs[1:])):
+        raise ConfigError(f"{key}.epochs: breakpoints must be strictly increasing, got {epochs}")
+
+
+def _check_corruptions_entry(spec: dict, key: str, corruption_sets: list[str]) -> None:
+    unknown = set(spec) - {"type", "dataset"}
+    if unknown:
+        raise ConfigError(f"{key}: unknown key(s) {sorted(unknown)} for type {CORRUPTIONS_TYPE!r}; allowed: "
+                          "['dataset', 'type']")
+    if "dataset" not in spec:
+        raise ConfigError(f"{key}: type {CORRUPTIONS_TYPE!r} needs `dataset`, the corruption dataset; allowed: "
+                          f"{corruption_sets}")
+    _check_choice(spec["dataset"], corruption_sets, f"{key}.dataset")
+
+
+def _check_attack(spec: dict, key: str, registry: dict) -> None:
+    kind = spec["type"]
+    if kind not in registry:
+        allowed = sorted(registry) + ([CORRUPTIONS_TYPE] if key.startswith("attacks.") else [])
+        raise ConfigError(f"{key}.type: unknown attack {kind!r}; allowed: {allowed}")
+    cls = registry[kind]
+    allowed = set(cls.defaults) | {"type", "eps", "norm", "step_size", "shards"}
+    unknown = set(spec) - allowed
+    if unknown:
+        raise ConfigError(f"{key}: unknown key(s) {sorted(unknown)} for attack type {kind!r}; "
+                          f"allowed: {sorted(allowed)}")
+    norm = spec.get("norm", "linf")
+    if norm not in cls.norms:
+        raise ConfigError(f"{key}.norm: attack {kind!r} supports {list(cls.norms)}, got {norm!r}")
+    check_ranges(cls.ranges, spec, key)
+    eps_values = spec.get("eps")
+    for i, value in enumerate(eps_values if isinstance(eps_values, list) else [eps_values]):
+        if value is not None:
+            _check_eps(parse_budget(value, f"{key}.eps"), norm, f"{key}.eps" + (f"[{i}]" if isinstance(eps_values, list) else ""))
+
+
+def check_ranges(declared: dict[str, "ranges.Range"], values: dict, key: str) -> None:
+    """Check the parameters of a method or an attack against its declared ranges (tradeoff.ranges): the one place
+    where every numeric parameter's range is checked. ``"a.b"`` declares key b of the mapping parameter a."""
+    for name, rng in declared.items():
+        head, _, inner = name.partition(".")
+        value = values.get(head)
+        if inner:
+            if not isinstance(value, dict) or inner not in value:
+                continue
+            value = value[inner]
+        elif head not in values:
+            continue
+        try:
+            ranges.check(value, rng, f"{key}.{name}")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+def _lookup(config: Any, dotted: str) -> Any:
+    """The value at a key written as ranges.nonfinite writes it (``a.b[2].c``)."""
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", dotted):
+        config = config[int(part[1:-1])] if part.startswith("[") else config[part]
+    return config
+
+
+def _check_eval_unit(config: dict) -> None:
+    """runtime.eval_unit: run evaluates every attack of a run in one job: there is no job per shard to split; and
+    ALL_ATTACKS names that job, so no attack may take the name."""
+    runtime = config["runtime"]
+    if ALL_ATTACKS in config["attacks"]:
+        raise ConfigError(f"attacks.{ALL_ATTACKS}: the name is taken (the job that evaluates every attack of a run); "
+                          "rename the attack")
+    if runtime.get("eval_unit", "attack") != "run":
+        return
+    sharded = [f"runtime.eval_shards = {runtime['eval_shards']}"] if (runtime.get("eval_shards") or 1) > 1 else []
+    sharded += [f"attacks.{name}.shards = {spec['shards']}" for name, spec in config["attacks"].items()
+                if (spec.get("shards") or 1) > 1]
+    if sharded:
+        raise ConfigError(f"runtime.eval_unit: run cannot be combined with sharding ({', '.join(sharded)}); set "
+                          "runtime.eval_unit: attack to shard, or remove the shards")
+
+
+def _check_comparison(name: str, target: dict, config: dict, references: Path) -> None:
+    """A table's ``reference`` file, ``compare`` row and ``protocol``, and every attack a protocol names."""
+    key = f"targets.{name}"
+    if target["kind"] != "table":
+        for field_name in ("compare", "protocol"):
+            if field_name in target:
+                raise ConfigError(f"{key}.{field_name}: only a table has `{field_name}`")
+        return
+    reference = target.get("reference")
+    if reference is not None and not (references / f"{reference}.csv").is_file():
+        known = sorted(p.stem for p in references.glob("*.csv"))
+        raise ConfigError(f"{key}.reference: no file {references / reference}.csv; allowed: {known}")
+    keys = [row["key"] for row in target["rows"]]
+    if len(set(keys)) != len(keys):
+        raise ConfigError(f"{key}.rows: row keys repeat: {sorted({k for k in keys if keys.count(k) > 1})}")
+    compare = target.get("compare", [])
+    for row_key in [compare] if isinstance(compare, str) else compare:
+        if row_key not in keys:
+            raise ConfigError(f"{key}.compare: {row_key!r} is not a row key of the table; allowed: {keys}")
+    protocols = config.get("protocols") or {}
+    if "protocol" in target and target["protocol"] not in protocols:
+        raise ConfigError(f"{key}.protocol: unknown protocol {target['protocol']!r}; allowed: {sorted(protocols)}")
+    if "protocol" in target:
+        mapping = protocols[target["protocol"]]["attacks"]
+        for column, attack in target["columns"].items():
+            base, _ = split_budget(attack)
+            mapped = mapping.get(base)
+            if mapped is None:
+                continue
+            where = f"protocols.{target['protocol']}.attacks.{base}"
+            if mapped not in config["attacks"]:
+                raise ConfigError(f"{where}: unknown attack {mapped!r}; allowed: {sorted(config['attacks'])}")
+            if sweep_labels(config["attacks"][mapped], f"attacks.{mapped}") != \
+                    sweep_labels(config["attacks"][base], f"attacks.{base}"):
+                raise ConfigError(f"{where}: {mapped!r} must run the budgets of {base!r} (the same eps list)")
+
+
+def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: dict) -> None:
+    key = f"targets.{name}"
+    if target["kind"] == "group":
+        for member in target.get("targets", []):
+            if member not in targets:
+                raise ConfigError(f"{key}.targets: " + unknown("target", member, targets))
+        return
+    if target.get("plot") == "tsne" and target.get("analysis", {}).get("name") != "learner_tsne":
+        raise ConfigError(f"{key}.analysis: a `tsne` figure reads a learner_tsne analysis; add "
+                          "`analysis: {name: learner_tsne, attack: pgd20, examples: ...}`")
+    needed = {"table": ("rows", "columns"),
+              "figure": ("rows", "plot") + (("curve_columns",) if target.get("plot") == "curves"
+                                            else () if "analysis" in target else ("columns",))}
+    for field_name in needed[target["kind"]]:
+        if field_name not in target:
+            raise ConfigError(f"{key}: a {target['kind']} needs `{field_name}`")
+    if "analysis" in target:
+        from ..analysis import ANALYSES, check
+
+        if target["kind"] != "figure":
+            raise ConfigError(f"{key}.analysis: only a figure has an analysis")
+        if target["analysis"]["name"] not in ANALYSES:
+            raise ConfigError(f"{key}.analysis.name: unknown analysis {target['analysis']['name']!r}; "
+                              f"allowed: {sorted(ANALYSES)}")
+        check(target, key, attacks)
+        analysed = str(target["analysis"].get("attack", "")).partition("@")[0]
+        if attacks.get(analysed, {}).get("type") == CORRUPTIONS_TYPE:
+            raise ConfigError(f"{key}.analysis.attack: {analysed!r} measures accuracy on corrupted images, it is not "
+                              "an attack")
+    if target.get("plot") == "front":
+        columns = list(target.get("columns") or {})
+        if len(columns) < 2:
+            raise ConfigError(f"{key}.columns: a `front` figure needs at least 2 columns, the clean one (x) first "
+                              f"and then one robust column per panel; got {columns}")
+        first = split_budget(target["columns"][columns[0]])[0]
+        if first in attacks and attacks[first].get("type") != "clean":  # unknown attacks: reported below
+            raise ConfigError(f"{key}.columns.{columns[0]}: the first column of a `front` figure is its x axis, "
+                              f"the clean accuracy: an attack of type clean; got {target['columns'][columns[0]]!r}")
+    if target.get("plot") == "grid" and target.get("analysis", {}).get("name") != "disagreement_grid":
+        raise ConfigError(f"{key}.analysis: a `grid` figure reads a disagreement_grid analysis; add "
+                          "`analysis: {name: disagreement_grid, right: ..., wrong: ..., attack: ...}`")
+    # a `lines` figure draws a metric over a swept parameter: the rows' `x` values, or (every column a budget sweep
+    # named without a budget, or a clean attack drawn at budget 0) the budgets of the columns' sweeps
+    sweeps = [a for a in target.get("columns", {}).values()
+              if target.get("plot") == "lines" and a in attacks and sweep_labels(attacks[a], f"attacks.{a}") is not None]
+    if sweeps:
+        others = [a for a in target["columns"].values() if a not in sweeps and attacks.get(a, {}).get("type") != "clean"]
+        if others:
+            raise ConfigError(f"{key}.columns: a `lines` figure over attack budgets takes budget sweeps (and a clean "
+                              f"column, drawn at budget 0); got {others}")
+    elif target.get("plot") == "lines" and any("x" not in row for row in target["rows"]):
+        raise ConfigError(f"{key}.rows: a `lines` figure needs an `x` value on every row (or budget-sweep columns)")
+    for i, row in enumerate(target["rows"]):
+        if row["run"] not in runs:
+            raise ConfigError(f"{key}.rows[{i}].run: " + unknown("run", row["run"], runs))
+    for column, attack in target.get("columns", {}).items():
+        if attack in PSEUDO_COLUMNS:
+            if target["kind"] != "table":
+                raise ConfigError(f"{key}.columns.{column}: {attack!r} is a table-only column")
+            continue
+        base, label = split_budget(attack)
+        labels = sweep_labels(attacks[base], f"attacks.{base}") if base in attacks else None
+        if target.get("plot") == "per_class" and attacks.get(base, {}).get("type") == CORRUPTIONS_TYPE:
+            raise ConfigError(f"{key}.columns.{column}: a `per_class` figure draws one attack's per-example results; "
+                              f"{attack!r} measures many corrupted sets")
+        if attack in sweeps:
+            continue
+        if base not in attacks or (label is None) != (labels is None) or (label is not None and label not in labels):
+            allowed = [n for a in attacks for n in ([a] if sweep_labels(attacks[a], a) is None
+                                                    else [f"{a}@{lab}" for lab in sweep_labels(attacks[a], a)])]
+            raise ConfigError(f"{key}.columns.{column}: " + unknown("attack", attack, allowed)
+                              + " (a budget sweep is named <attack>@<budget label>)")

@@ -1,0 +1,318 @@
+"""Resolving a merged configuration into its catalog: every run's settings (preset, defaults, the scale's mapping,
+its method's parameters checked and made canonical), shared training jobs, every evaluation a target needs, and the
+cache of resolutions that the pipeline's jobs keep (one resolution per set of config files and source)."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+from .. import ranges
+from ..errors import ConfigError
+from ..results import Layout
+from .catalog import Catalog, spec_digest
+from .checks import (_check_arch_map, _check_attack, _check_choice, _check_comparison, _check_corruptions_entry,
+                     _check_eps, _check_eval_unit, _check_schedule, _check_target, _lookup, check_ranges)
+from .budgets import parse_budget, split_budget
+from .load import CORRUPTIONS_TYPE, DEFAULT_CONFIG, REFERENCE_DIR, SCHEMA, load_config, merge, unknown, validate_schema
+from .scale import corruption_set, resolve_attack, scale_run
+
+def load_catalog(paths: Iterable[str | Path] | None = None, *, write_cache: bool = False) -> Catalog:
+    """The resolved catalog of these config files, from the cache of an earlier resolution when there is one.
+
+    Resolving validates every run against the registries of methods, attacks, models and datasets, which import
+    PyTorch: seconds of CPU in each of the pipeline's hundreds of small jobs, and the whole start-up of a report
+    job. A resolution is kept in ``<results>/<scale>/work/catalog/<key>.json``, where the key hashes the files'
+    bytes and the source of this package (schema included), so any change to either resolves (and validates)
+    afresh. Only the pipeline's jobs write it (``write_cache=True``: the CLI); a library call reads it at most, so
+    that loading a checkout's config (a test, a notebook) never writes into its results folder."""
+    paths = [Path(p) for p in (paths or [DEFAULT_CONFIG])]
+    config = load_config(paths)
+    cache = _catalog_cache(paths, config)
+    if cache is not None:
+        try:
+            kept = json.loads(cache.read_text())
+        except (OSError, ValueError):
+            kept = None  # none yet, or damaged: resolved below
+        if isinstance(kept, dict) and kept.get("config") == config:
+            return Catalog(**kept, reference_dir=str(reference_dir(paths)))
+    catalog = resolve(config, reference_dir(paths))
+    if write_cache:
+        _save_catalog_cache(paths, catalog)
+    return catalog
+
+
+CATALOG_CACHE_KEEP = 8
+
+
+def _save_catalog_cache(paths: list[Path], catalog: Catalog) -> None:
+    """Keep a resolved catalog for the jobs that read the same files (see load_catalog). Kept only if it comes
+    back from JSON unchanged; a cache that cannot be written is skipped (every job then resolves for itself)."""
+    from ..checkpoint import WriteError, atomic_write_text
+
+    cache = _catalog_cache(paths, catalog.config)
+    fields = {name: getattr(catalog, name) for name in ("config", "runs", "attacks", "targets", "train_id",
+                                                          "seed_runs")}
+    text = json.dumps(fields)  # key order kept: it is the order of a table's columns and rows
+    if cache is None or json.loads(text) != fields:
+        return
+    try:
+        atomic_write_text(cache, text)
+    except WriteError:
+        return
+    # every edit of the config or the code makes a new key: keep the newest few, not one file per edit ever made
+    def age(path: Path) -> float:
+        try:
+            return -path.stat().st_mtime
+        except FileNotFoundError:  # pruned by a job beside this one
+            return 0.0
+
+    for old in sorted(cache.parent.glob("*.json"), key=age)[CATALOG_CACHE_KEEP:]:
+        old.unlink(missing_ok=True)
+
+
+def _catalog_cache(paths: list[Path], config: dict) -> Path | None:
+    results, scale = (config.get("paths") or {}).get("results"), config.get("scale")
+    if not isinstance(results, str) or not isinstance(scale, str):
+        return None
+    digest = hashlib.sha256(_source_digest())
+    for path in paths:
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return Layout.of(results, scale).catalog_cache / f"{digest.hexdigest()[:32]}.json"
+
+
+@functools.cache
+def _source_digest() -> bytes:
+    """A hash of this package's source and the config schema: what resolution depends on besides the files."""
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parents[1]  # all of tradeoff
+    for path in sorted(package.rglob("*.py")) + [SCHEMA]:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.digest()
+
+
+def reference_dir(paths: list[Path]) -> Path:
+    """Where the papers' numbers of these config files are: ``reference/`` beside the first of them."""
+    return paths[0].absolute().parent / "reference"
+
+
+def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
+    """Validate a merged config and resolve it. Raises ConfigError naming the first bad key."""
+    bad = ranges.nonfinite(config)  # before the schema, whose minimum and maximum let NaN through
+    if bad:
+        raise ConfigError(f"{bad}: must be a finite number, got {_lookup(config, bad)!r} (leave a parameter out to "
+                          "take its default)")
+    validate_schema(config)
+    from .. import data, models
+    from ..attacks import ATTACKS
+    from ..methods import METHODS
+
+    datasets, archs = data.dataset_names(), models.model_names()
+    smap = config["scale_map"]
+    _check_choice(smap.get("dataset"), datasets, "scale_map.dataset", nullable=True)
+    _check_arch_map(smap.get("arch"), archs)
+    if smap.get("lr"):
+        _check_schedule(smap["lr"], "scale_map.lr")
+    for preset, schedule in (smap.get("preset_lr") or {}).items():
+        _check_choice(preset, sorted(config.get("train_presets", {})), f"scale_map.preset_lr.{preset}")
+        _check_schedule(schedule, f"scale_map.preset_lr.{preset}")
+    for arch in config.get("pretrained") or {}:
+        if arch not in models.PRETRAINED_MODELS:
+            raise ConfigError(f"pretrained.{arch}: {arch!r} is not an architecture that starts from a pretrained "
+                              f"checkpoint; allowed: {list(models.PRETRAINED_MODELS)}")
+    for name, budgets in config["datasets"].items():
+        _check_choice(name, datasets, f"datasets.{name}")
+        for norm, value in budgets.items():
+            _check_eps(parse_budget(value, f"datasets.{name}.{norm}"), norm, f"datasets.{name}.{norm}")
+
+    corruption_sets = data.corruption_dataset_names()
+    for name, mapped in (config.get("corruption_map") or {}).items():
+        _check_choice(name, corruption_sets, f"corruption_map (key {name!r})")
+        _check_choice(mapped, corruption_sets, f"corruption_map.{name}")
+    for name, spec in {**config.get("train_attacks", {}), **config["attacks"]}.items():
+        section = "train_attacks" if name in config.get("train_attacks", {}) else "attacks"
+        if spec.get("type") == CORRUPTIONS_TYPE and section == "attacks":
+            _check_corruptions_entry(spec, f"{section}.{name}", corruption_sets)
+            continue
+        _check_attack(spec, f"{section}.{name}", ATTACKS)
+
+    raw_runs, seed_runs = expand_seeds(config)
+    runs = {rid: resolve_run(rid, raw, config, METHODS, datasets, archs) for rid, raw in raw_runs.items()}
+    train_id = _training_jobs(runs, METHODS)
+
+    for rid, spec in runs.items():
+        # the selection attack also measures the per-epoch robust curve, so it is resolved for every run
+        sel = spec["selection"]
+        sel["attack"] = resolve_attack(_attack_ref(config, sel["attack"], f"runs.{rid}.selection.attack"),
+                                       spec, config, f"runs.{rid}.selection.attack")
+
+    targets = config["targets"]
+    for name, target in targets.items():
+        _check_target(name, target, targets, runs, config["attacks"])
+        _check_comparison(name, target, config, references)
+    _check_eval_unit(config)
+    catalog = Catalog(config=config, runs=runs, attacks=config["attacks"], targets=targets, train_id=train_id,
+                      seed_runs=seed_runs, reference_dir=str(references))
+    # every evaluation the targets need, resolved for its run now: a budget that a scale maps out of range (a
+    # sweep's largest on a dataset with a larger standard budget) stops the config, not an evaluation job
+    for run_id, attack in {pair for name in targets for pair in catalog.evaluations(name)}:
+        catalog.attack_for(attack, run_id)
+        base = split_budget(attack)[0]
+        if config["attacks"][base]["type"] == CORRUPTIONS_TYPE:
+            _check_corruptions(config["attacks"][base], runs[run_id], config, f"attacks.{base}")
+    return catalog
+
+
+def _training_jobs(runs: dict[str, dict], methods: dict) -> dict[str, str]:
+    """run id -> the run whose job trains it. Runs with identical settings share one job; so do runs that differ only
+    in what their method's ``observer_params`` observe (Generalist's per-epoch learner measurements and snapshots:
+    the same weights either way), provided they do not ask for different observations: the job is the first run
+    that asks for them, and it observes for all."""
+    def observers(spec: dict) -> dict:
+        method = spec["method"]
+        return {k: method[k] for k in methods[method["name"]].observer_params if method.get(k) is not None}
+
+    groups: dict[str, list[str]] = {}
+    for rid, spec in runs.items():
+        without = {**spec, "method": {k: v for k, v in spec["method"].items() if k not in observers(spec)}}
+        groups.setdefault(spec_digest(without), []).append(rid)
+    train_id: dict[str, str] = {}
+    for members in groups.values():
+        asked = {json.dumps(observers(runs[r]), sort_keys=True) for r in members} - {"{}"}
+        if len(asked) > 1:  # different observations of one training: a job per setting
+            by_digest: dict[str, str] = {}
+            for r in members:
+                train_id[r] = by_digest.setdefault(spec_digest(runs[r]), r)
+            continue
+        lead = next((r for r in members if observers(runs[r])), members[0])
+        for r in members:
+            train_id[r] = lead
+    return train_id
+
+
+def expand_seeds(config: dict) -> tuple[dict[str, dict], dict[str, list[str]]]:
+    """A run with ``seeds: [s0, s1, ...]`` is one run per seed: ``<id>`` trains with s0 and ``<id>-seed<s>``
+    with each other seed; tables report their mean and standard deviation. ``scale_map.seeds`` keeps the first
+    N seeds (smaller scales)."""
+    cap = config["scale_map"].get("seeds")
+    raw_runs: dict[str, dict] = {}
+    seed_runs: dict[str, list[str]] = {}
+    for rid, raw in config["runs"].items():
+        if "seeds" not in raw:
+            raw_runs[rid] = raw
+            continue
+        seeds = list(raw["seeds"])[: cap or None]
+        if "seed" in raw:
+            raise ConfigError(f"runs.{rid}: give either `seed` or `seeds`, not both")
+        if not seeds or len(set(seeds)) != len(seeds):
+            raise ConfigError(f"runs.{rid}.seeds: a non-empty list of distinct seeds, got {raw['seeds']}")
+        ids = [rid] + [f"{rid}-seed{s}" for s in seeds[1:]]
+        for run_id, seed in zip(ids, seeds):
+            if run_id in raw_runs or (run_id != rid and run_id in config["runs"]):
+                raise ConfigError(f"runs.{rid}.seeds: the run id {run_id!r} of seed {seed} is taken")
+            raw_runs[run_id] = {**{k: v for k, v in raw.items() if k != "seeds"}, "seed": seed}
+        seed_runs[rid] = ids
+    return raw_runs, seed_runs
+
+
+def _attack_ref(config: dict, name: Any, key: str) -> dict:
+    """A training or evaluation attack named by a run."""
+    pool = {**config["attacks"], **config.get("train_attacks", {})}
+    if isinstance(name, dict):
+        return name
+    if name not in pool:
+        raise ConfigError(f"{key}: " + unknown("attack", name, sorted(pool)))
+    if pool[name]["type"] == CORRUPTIONS_TYPE:
+        raise ConfigError(f"{key}: {name!r} measures accuracy on corrupted images, it is not an attack; allowed: "
+                          f"{sorted(n for n, a in pool.items() if a['type'] != CORRUPTIONS_TYPE)}")
+    return pool[name]
+
+
+def _check_corruptions(spec: dict, run: dict, config: dict, key: str) -> None:
+    """An evaluation on corrupted images for a run: its dataset, mapped by ``corruption_map`` (smaller scales),
+    must hold corrupted test images of the run's own dataset. (resolve() checks every such evaluation; resolving
+    one again needs no dataset registry, so the Snakefile does not import PyTorch.)"""
+    from .. import data
+
+    named, dataset = spec["dataset"], corruption_set(spec, config)
+    clean = data.corruption_dataset(dataset).clean_dataset
+    if clean != run["dataset"]:
+        hint = (f"map it to a corruption dataset of {run['dataset']!r} with corruption_map: {{{named}: ...}}"
+                if dataset == named else f"corruption_map.{named} maps it to {dataset!r}")
+        known = ", ".join(f"{name} of {data.corruption_dataset(name).clean_dataset}"
+                          for name in data.corruption_dataset_names())
+        raise ConfigError(f"{key}.dataset: {dataset!r} holds corrupted {clean!r} test images, but a run evaluated "
+                          f"on it is on {run['dataset']!r}; {hint} (corruption datasets: {known})")
+
+
+RUN_DEFAULTS: dict[str, Any] = {
+    "seed": 0,
+    "lr_update": "epoch",
+    "augment": {"crop_padding": 0, "flip": False},
+    "selection": {"mode": "last", "min_clean": 0.0, "examples": 1000, "attack": "pgd20"},
+    "bn_running_stats": True,
+    "nonfinite": "stop",
+    "eps_warmup": None,
+}
+
+
+REQUIRED_RUN_KEYS = ("dataset", "arch", "epochs", "batch_size", "optimizer", "lr", "method")
+
+
+def resolve_run(rid: str, raw: dict, config: dict, methods: dict, datasets: list[str], archs: list[str]) -> dict:
+    key = f"runs.{rid}"
+    spec = copy.deepcopy(RUN_DEFAULTS)
+    preset_name = raw.get("preset")
+    if preset_name is not None:
+        presets = config.get("train_presets", {})
+        if preset_name not in presets:
+            raise ConfigError(f"{key}.preset: unknown preset {preset_name!r}; allowed: {sorted(presets)}")
+        spec = merge(spec, presets[preset_name])
+    spec = merge(spec, {k: v for k, v in raw.items() if k != "preset"})
+    missing = [k for k in REQUIRED_RUN_KEYS if k not in spec]
+    if missing:
+        raise ConfigError(f"{key}: missing key(s) {missing} (set them on the run or in its preset)")
+    _check_choice(spec["dataset"], datasets, f"{key}.dataset")
+    _check_choice(spec["arch"], archs, f"{key}.arch")
+    _check_schedule(spec["lr"], f"{key}.lr")
+    if spec["lr"]["epochs"][0] != 0:
+        raise ConfigError(f"{key}.lr.epochs: the first breakpoint must be epoch 0, got {spec['lr']['epochs'][0]}")
+
+    method = spec["method"]
+    name = method["name"]
+    if name not in methods:
+        raise ConfigError(f"{key}.method.name: unknown method {name!r}; allowed: {sorted(methods)}")
+    cls = methods[name]
+    unknown = set(method) - set(cls.params) - set(cls.optional_params) - {"name"}
+    if unknown:
+        raise ConfigError(f"{key}.method: unknown parameter(s) {sorted(unknown)} for method {name!r}; "
+                          f"allowed: {sorted({*cls.params, *cls.optional_params})}")
+    method = {"name": name, **copy.deepcopy(cls.params), **{k: v for k, v in method.items() if k != "name"}}
+    for pname in getattr(cls, "schedule_params", ()):
+        _check_schedule(method[pname], f"{key}.method.{pname}")
+
+    scale_run(spec, method, raw, config, cls)
+
+    for pname in cls.attack_params:
+        method[pname] = resolve_attack(_attack_ref(config, method[pname], f"{key}.method.{pname}"),
+                                       spec, config, f"{key}.method.{pname}", training=True)
+    for path in getattr(cls, "nested_attack_params", ()):  # "param.key": an attack named inside a mapping
+        pname, inner = path.split(".")
+        block = method.get(pname)
+        if isinstance(block, dict) and inner in block:
+            method[pname] = {**block, inner: resolve_attack(_attack_ref(config, block[inner], f"{key}.method.{path}"),
+                                                            spec, config, f"{key}.method.{path}")}
+    spec["method"] = method
+    check_ranges(cls.ranges, method, f"{key}.method")
+    try:
+        cls.check_params(spec)
+    except ValueError as exc:
+        raise ConfigError(f"{key}.method: {exc}") from None
+    spec["method"] = cls.canonical(method)
+    return spec

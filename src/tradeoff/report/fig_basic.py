@@ -1,0 +1,231 @@
+"""The basic figure kinds: scatter (clean against robust accuracy, ours against the paper's points), bars (grouped
+per row), lines (a metric over a swept parameter, or over attack budgets: a panel per budget-sweep column), per_class
+(accuracy per class, clean and under an attack) and curves (per-epoch columns of the training curves)."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+
+from ..config import Catalog
+from . import records
+from .kinds import figure_kind
+from .labels import column_label, curve_axis_label, curve_label, curve_scale, curve_title, curve_unit, row_label
+from .style import LINESTYLES, MARKERS, figure_legend, palette, percent_limits, plt
+from .tables import load_reference, read_metric
+
+def read_predictions(catalog: Catalog, run: str, attack: str) -> dict | None:
+    """A run's per-example predictions under an attack (labels, robust_correct bits), or None if not yet made;
+    read only after its metrics are vouched for (tradeoff.report.records)."""
+    return records.predictions(catalog, run, attack)
+
+
+def _label(row: dict, reference: dict) -> str:
+    return row_label(row, next((lab for (r, _), (_, _, lab) in reference.items() if r == row["key"]), None))
+
+
+@figure_kind("scatter")
+def plot_scatter(catalog: Catalog, name: str, target: dict, axes) -> None:
+    ax = axes[0]
+    (xcol, xattack), (ycol, yattack) = list(target["columns"].items())[:2]
+    reference = load_reference(catalog, target["reference"]) if target.get("reference") else {}
+    colours = palette(len(target["rows"]))
+    xs, ys = [], []
+    for row, color in zip(target["rows"], colours):
+        ours = read_metric(catalog, row["run"], xattack), read_metric(catalog, row["run"], yattack)
+        paper = reference.get((row["key"], xcol)), reference.get((row["key"], ycol))
+        paper = (paper[0][0], paper[1][0]) if None not in paper else (None, None)
+        if None not in ours:
+            ax.scatter(*ours, color=color, s=42, label=_label(row, reference), zorder=3)
+            xs.append(ours[0]), ys.append(ours[1])
+        else:
+            ax.scatter([], [], color=color, s=42, label=f"{_label(row, reference)} (no metrics)")
+        if None not in paper:
+            ax.scatter(*paper, facecolors="none", edgecolors=color, s=42, linewidths=1.3, zorder=2)
+            xs.append(paper[0]), ys.append(paper[1])
+    ax.set_xlabel(f"{column_label(target, xcol)} accuracy (%)")
+    ax.set_ylabel(f"{column_label(target, ycol)} accuracy (%)")
+    percent_limits(ax, xs, "x")
+    percent_limits(ax, ys, "y")
+    handles, labels = ax.get_legend_handles_labels()
+    if reference:
+        handles += [plt.Line2D([], [], marker="o", linestyle="", color="0.25", markersize=6),
+                    plt.Line2D([], [], marker="o", linestyle="", markerfacecolor="none", markeredgecolor="0.25",
+                               markersize=6)]
+        labels += ["ours (filled)", "paper (hollow)"]
+    figure_legend(ax.figure, handles, labels)
+
+
+@figure_kind("bars")
+def plot_bars(catalog: Catalog, name: str, target: dict, axes) -> None:
+    ax = axes[0]
+    reference = load_reference(catalog, target["reference"]) if target.get("reference") else {}
+    rows, columns = target["rows"], list(target["columns"].items())
+    width = 0.8 / max(len(columns), 1)
+    xs = np.arange(len(rows))
+    for j, ((column, attack), color) in enumerate(zip(columns, palette(len(columns)))):
+        values = [read_metric(catalog, r["run"], attack) for r in rows]
+        ax.bar(xs + j * width, [np.nan if v is None else v for v in values], width, label=column_label(target, column),
+               color=color)
+        for x, v in zip(xs + j * width, values):  # a bar too low to see says what it is: 0, or not measured
+            if v is None or v < 0.5:
+                ax.text(x, 1.0, "n/a" if v is None else f"{v:.0f}", rotation=90 if v is None else 0, ha="center",
+                        va="bottom", fontsize=7, color="0.35")
+    ax.set_xticks(xs + width * (len(columns) - 1) / 2, [_label(r, reference) for r in rows])
+    ax.tick_params(axis="x", length=0)
+    ax.grid(axis="x", visible=False)
+    ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(0, 100)
+    figure_legend(ax.figure)
+
+
+def _budget_sweeps(catalog: Catalog, target: dict) -> list[str]:
+    """The columns of a `lines` figure that name a budget sweep without a budget (x = the sweep's budgets)."""
+    return [a for a in target["columns"].values()
+            if "@" not in a and isinstance(catalog.attacks.get(a, {}).get("eps"), list)]
+
+
+def lines_panels(catalog: Catalog, name: str, target: dict) -> int:
+    """One panel, or one per budget-sweep column of a `lines` figure over attack budgets."""
+    return max(len(_budget_sweeps(catalog, target)), 1)
+
+
+@figure_kind("lines", lambda catalog, name, target: lines_panels(catalog, name, target))
+def plot_lines(catalog: Catalog, name: str, target: dict, axes) -> None:
+    if _budget_sweeps(catalog, target):
+        return plot_budget_lines(catalog, name, target, axes)
+    ax = axes[0]
+    groups: dict[str, list[dict]] = {}
+    for row in target["rows"]:
+        groups.setdefault(row.get("series", ""), []).append(row)
+    pairs = [(c, s) for c in target["columns"].items() for s in groups]
+    ys = []
+    for ((column, attack), series), color in zip(pairs, palette(len(pairs))):
+        pts = [(r["x"], read_metric(catalog, r["run"], attack)) for r in groups[series]]
+        pts = [(x, y) for x, y in pts if y is not None]
+        label = f"{column_label(target, column)}, {series}" if series else column_label(target, column)
+        style = LINESTYLES[list(groups).index(series) % len(LINESTYLES)]
+        ax.plot(*(zip(*pts) if pts else ([], [])), marker="o", markersize=5, color=color, linestyle=style,
+                label=label if pts else f"{label} (no metrics)")
+        ys += [y for _, y in pts]
+    ax.set_xlabel(target.get("x_label", "parameter"))
+    ax.set_ylabel("accuracy (%)")
+    percent_limits(ax, ys)
+    figure_legend(ax.figure)
+
+
+def plot_budget_lines(catalog: Catalog, name: str, target: dict, axes) -> None:
+    """Accuracy over attack budgets (CA-AT Figure 8): a panel per sweep column, a line per row (colour per row,
+    the same in every panel), x = the sweep's budgets as the paper-scale catalog writes them (the tick labels; a
+    smaller scale rescales the budgets it runs). A clean column is each line's point at budget 0."""
+    sweeps = _budget_sweeps(catalog, target)
+    clean = [a for a in target["columns"].values() if a not in sweeps]
+    colours = palette(len(target["rows"]))
+    values = []
+    for ax, (column, attack) in zip(axes, [(c, a) for c, a in target["columns"].items() if a in sweeps]):
+        points = catalog.budget_sweep_points(attack)
+        ticks = {0.0: "0"} if clean else {}
+        ticks.update({x: text for x, text, _ in points})
+        for i, (row, color) in enumerate(zip(target["rows"], colours)):
+            pts = [(0.0, read_metric(catalog, row["run"], clean[0]))] if clean else []
+            pts += [(x, read_metric(catalog, row["run"], job)) for x, _, job in points]
+            pts = [(x, y) for x, y in pts if y is not None]
+            label = row.get("series") or _label(row, {})
+            ax.plot(*(zip(*pts) if pts else ([], [])), marker=MARKERS[i % len(MARKERS)], markersize=4.5,
+                    color=color, label=label if pts else f"{label} (no metrics)")
+            values += [y for _, y in pts]
+        ax.set_xticks(list(ticks), list(ticks.values()), rotation=30 if len(ticks) > 5 else 0)
+        ax.set_xlabel(target.get("x_label", "attack budget"))
+        ax.set_ylabel("accuracy (%)")
+        ax.set_title(column_label(target, column))
+    for ax in axes:
+        percent_limits(ax, values)
+    figure_legend(axes[0].figure)
+
+
+@figure_kind("per_class", lambda catalog, name, target: len(target["columns"]))
+def plot_per_class(catalog: Catalog, name: str, target: dict, axes) -> None:
+    rows = target["rows"]
+    colours = palette(len(rows))
+    for ax, (column, attack) in zip(axes, target["columns"].items()):
+        width = 0.8 / max(len(rows), 1)
+        num_classes = None
+        for i, (row, color) in enumerate(zip(rows, colours)):
+            preds = read_predictions(catalog, row["run"], attack)
+            if preds is None:
+                ax.bar([], [], width, label=f"{_label(row, {})} (no predictions)", color=color)
+                continue
+            labels = np.array(preds["labels"])
+            correct = np.array([c == "1" for c in preds["robust_correct"]])
+            num_classes = int(labels.max()) + 1
+            per_class = [100 * correct[labels == k].mean() if (labels == k).any() else np.nan
+                         for k in range(num_classes)]
+            ax.bar(np.arange(num_classes) + i * width, per_class, width, label=_label(row, {}), color=color)
+        if num_classes:
+            ax.set_xticks(np.arange(num_classes) + width * (len(rows) - 1) / 2, [str(k) for k in range(num_classes)])
+        ax.tick_params(axis="x", length=0)
+        ax.grid(axis="x", visible=False)
+        ax.set_ylim(0, 100)
+        ax.set_title(column_label(target, column))
+        ax.set_xlabel("class")
+        ax.set_ylabel("correct predictions (%)")
+    figure_legend(axes[0].figure)
+
+
+def _curve_series(target: dict) -> list[str]:
+    """The rows' series in order of appearance ([""] when no row has one)."""
+    return list(dict.fromkeys(row.get("series", "") for row in target["rows"])) or [""]
+
+
+def curve_panels(target: dict) -> int:
+    """One panel per curve column, times one per series when the rows carry `series` (CA-AT Figure 3: a panel
+    per dataset and architecture, a line per λ/γ)."""
+    return len(target["curve_columns"]) * len(_curve_series(target))
+
+
+def read_curves(catalog: Catalog, run: str) -> list[dict] | None:
+    """A run's training curves (one dict of strings per epoch), or None if it has not trained yet."""
+    path = catalog.layout.curves(catalog.train_id[run])
+    if not path.exists():
+        return None
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@figure_kind("curves", lambda catalog, name, target: curve_panels(target))
+def plot_curves(catalog: Catalog, name: str, target: dict, axes) -> None:
+    """A line per row and panel; accuracies (stored as fractions) drawn in %, each curve under its human name
+    (labels.curve_label), a row's colour the same in every panel."""
+    series = _curve_series(target)
+    panels = [(column, s) for column in target["curve_columns"] for s in series]
+    row_labels = list(dict.fromkeys(_label(row, {}) for row in target["rows"]))
+    colours = dict(zip(row_labels, palette(len(row_labels))))
+    percent_values: list[float] = []
+    for ax, (column, panel_series) in zip(axes, panels):
+        scale = curve_scale(column)
+        for row in (r for r in target["rows"] if r.get("series", "") == panel_series):
+            data = read_curves(catalog, row["run"])
+            label = _label(row, {})
+            if data and column in data[0]:
+                pts = [(float(d["epoch"]), scale * float(d[column])) for d in data if d[column] not in ("", "nan")]
+                ax.plot(*(zip(*pts) if pts else ([], [])), label=label, color=colours[label])
+                if curve_unit(column) == "%":
+                    percent_values += [y for _, y in pts]
+            else:
+                ax.plot([], [], label=f"{label} (no curves)", color=colours[label])
+        title = curve_title(column)
+        if panel_series:
+            title = panel_series if len(target["curve_columns"]) == 1 else f"{title}\n{panel_series}"
+        ax.set_title(title)
+        ax.set_xlabel("epoch")
+        # a panel per series of one curve: the curve's name on the axis; else the panel title names it
+        ax.set_ylabel(curve_label(column) if panel_series and len(target["curve_columns"]) == 1
+                      else curve_axis_label(column))
+    for ax, (column, _) in zip(axes, panels):
+        if curve_unit(column) == "%":  # accuracy panels on one scale
+            percent_limits(ax, percent_values)
+    figure_legend(axes[0].figure)
+
+
+# ------------------------------------------------------------------------------------------ the layout

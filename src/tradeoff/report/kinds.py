@@ -1,0 +1,29 @@
+"""The registry of figure kinds: a target's ``plot`` names one. A kind draws into the panels the layout made for it
+(``panels(catalog, name, target)`` says how many), or lays out a figure of its own (``panels`` None). The ``fig_*``
+modules register their kinds with :func:`figure_kind`; :mod:`tradeoff.report.figures` imports them all. Imports no
+matplotlib, so that the configuration can check a kind's name cheaply (a test ties the names to the schema)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Kind:
+    draw: Callable                  # draw(catalog, name, target, axes) -> None, or (own layout) -> Figure
+    panels: Callable | None = None  # panels(catalog, name, target) -> int; None: the kind makes its own figure
+
+
+KINDS: dict[str, Kind] = {}
+
+
+def figure_kind(name: str, panels: Callable | None = None, *, own: bool = False) -> Callable:
+    """Register ``draw`` as the figure kind ``name``: drawn into ``panels(...)`` panels (1 by default), or, with
+    ``own``, a function that makes and returns its whole figure."""
+    def register(draw: Callable) -> Callable:
+        if name in KINDS:
+            raise ValueError(f"figure kind {name!r} registered twice")
+        KINDS[name] = Kind(draw, None if own else (panels or (lambda catalog, target_name, target: 1)))
+        return draw
+    return register

@@ -1,0 +1,134 @@
+"""The house: no import cycles (every module imports alone), one owner of the results layout, one registry per kind
+of thing, and a Snakemake workflow that passes its own linter."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import ROOT, run, workflow_copy
+
+SRC = ROOT / "src" / "tradeoff"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(SRC.rglob("*.py")):
+        parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every tradeoff module that ``name`` imports, at its top or inside a function."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            targets = [module] + [f"{module}.{a.name}" for a in node.names]
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def test_the_import_graph_has_no_cycle():
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    done, stack = set(), []
+
+    def visit(name):
+        if name in stack:
+            raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(name):] + [name]))
+        if name in done:
+            return
+        stack.append(name)
+        for dep in sorted(graph[name]):
+            if dep.startswith(name + ".") and name in ("tradeoff",):
+                continue  # the package's own __init__ does not import its modules
+            visit(dep)
+        stack.pop()
+        done.add(name)
+
+    for name in graph:
+        visit(name)
+
+
+def test_every_module_imports_alone_in_a_fresh_interpreter():
+    def load(name):
+        out = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True, text=True)
+        return name, out.returncode, out.stderr[-2000:]
+
+    with ThreadPoolExecutor(2) as pool:
+        failed = [(n, err) for n, code, err in pool.map(load, _modules()) if code != 0]
+    assert not failed, failed
+
+
+LAYOUT_WORDS = ("checkpoints", "metrics", "predictions", "curves", "tables", "figures", "analysis", "logs")
+
+
+def _path_constructions(tree: ast.AST) -> list[int]:
+    """Lines that join a path with a layout folder's name: ``x / "metrics"``, ``"metrics" / x``, or a string
+    literal that spells a folder inside the results (``"results/metrics/..."``, ``f"{root}/metrics/..."``)."""
+    words = set(LAYOUT_WORDS)
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            sides = [n.value for n in (node.left, node.right) if isinstance(n, ast.Constant)]
+            if any(isinstance(v, str) and v in words for v in sides):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in ("Path",):
+            for arg in node.args:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and \
+                        any(f"{w}/" in arg.value or arg.value.endswith(f"/{w}") for w in words):
+                    lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_results_module_spells_a_results_path():
+    """Every path a job reads or writes is built by tradeoff.results, in Python, in the Snakemake rules and in DVC's
+    stages (which tradeoff.dvc writes from the same functions)."""
+    offenders = []
+    for path in SRC.rglob("*.py"):
+        if path.name != "results.py":
+            offenders += [f"{path.relative_to(ROOT)}:{n}" for n in _path_constructions(ast.parse(path.read_text()))]
+    words = "|".join(LAYOUT_WORDS)
+    spelled = re.compile(rf"""/\s*["']({words})["']|["']({words})["']\s*/|["'](results/)?({words})/""")
+    for path in [*(ROOT / "workflow" / "rules").glob("*.smk"), ROOT / "Snakefile"]:
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if spelled.search(line) and not line.lstrip().startswith("#"):
+                offenders.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_figure_kinds_are_the_schemas():
+    from tradeoff.report.figures import FIGURE_KINDS
+
+    schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    target = schema["properties"]["targets"]["additionalProperties"]["properties"]
+    assert sorted(target["plot"]["enum"]) == FIGURE_KINDS
+
+
+@pytest.mark.slow
+def test_snakemake_lint_is_clean_but_for_the_per_rule_environment(tmp_path):
+    """`snakemake --lint` at every scale: nothing but its advice to give each rule a conda environment or a
+    container, which config/README.md says why the workflow does not follow (one pinned environment for all)."""
+    work = workflow_copy(tmp_path)
+    for overlay in ([], ["--configfile", "config/demo.yaml"], ["--configfile", "config/smoke.yaml"]):
+        out = run(["snakemake", "--lint", *overlay], work, check=False)
+        lints = re.findall(r"^\s+\* (.+?):?$", out.stdout + out.stderr, flags=re.M)
+        assert lints and set(lints) == {"Specify a conda environment or container for each rule."}, out.stdout
