@@ -114,7 +114,9 @@ def load_config(paths: Iterable[str | Path] | None = None) -> dict:
     config: dict = {}
     for path in paths:
         config = merge(config, load_yaml(path))
-    return config
+    from .design import expand  # the compact catalog (run design, target families) -> runs and rows, run by run
+
+    return expand(config)
 
 
 def validate_schema(config: dict) -> None:
