@@ -2,7 +2,8 @@
 
 tests/data/resolved_runs.json was recorded from the run-by-run config.yaml before it became compact: for each scale
 (config.yaml alone, + demo.yaml, + smoke.yaml) every run id in catalog order with its spec_digest and train_id, the
-seed runs, and a digest of every target. The compact files must resolve to exactly the same. A deliberate change
+seed runs, and a digest of every target, and a digest of the whole config that tradeoff.config reads (recorded from that commit's files
+afterwards). The compact files must resolve to exactly the same. A deliberate change
 of the catalog records it again: `python tests/test_catalog_design.py --write` (and the diff shows what changed).
 """
 
@@ -29,12 +30,13 @@ def _digest(obj) -> str:
 
 
 def resolved(files: list[str], config_dir: Path = ROOT / "config") -> dict:
-    """What a scale's catalog resolves to: run id -> [spec digest, train id] (catalog order), the seed runs, and
-    target name -> a digest of the target."""
+    """What a scale's catalog resolves to: run id -> [spec digest, train id] (catalog order), the seed runs, target
+    name -> a digest of the target, and a digest of the whole config as tradeoff.config reads it (run by run)."""
     catalog = cfg.load_catalog([config_dir / f for f in files], write_cache=False)
     return {"runs": {rid: [cfg.spec_digest(spec), catalog.train_id[rid]] for rid, spec in catalog.runs.items()},
             "seed_runs": catalog.seed_runs,
-            "targets": {name: _digest(target) for name, target in catalog.targets.items()}}
+            "targets": {name: _digest(target) for name, target in catalog.targets.items()},
+            "config": {"digest": _digest(catalog.config)}}
 
 
 def _dump(snapshot: dict) -> str:
@@ -65,6 +67,7 @@ def test_compact_catalog_resolves_as_the_run_by_run_one(scale):
     assert {r: v[1] for r, v in got["runs"].items()} == {r: v[1] for r, v in expected["runs"].items()}  # train ids
     assert got["seed_runs"] == expected["seed_runs"]
     assert got["targets"] == expected["targets"]
+    assert got["config"] == expected["config"]  # attacks, presets, scales...: the whole config, run by run
 
 
 def test_config_yaml_is_compact():
@@ -144,6 +147,8 @@ def test_plain_runs_follow_the_design_and_targets_family_fills_rows():
     out = expand(config)
     assert config == before  # pure
     assert list(out) == ["runs", "targets"] and list(out["runs"]) == ["f-nt", "mine"]
+    assert out["runs"]["f-nt"] == {"dataset": "d", "method": {"name": "nt"}, "seed": 0}  # a designed run: seed 0
+    assert out["runs"]["mine"] == config["runs"]["mine"]                                # a plain run: as written
     assert out["targets"]["t"] == {"kind": "table", "rows": [{"key": "a", "run": "f-nt"}, {"key": "b", "run": "mine"}]}
     assert out["targets"]["g"] == config["targets"]["g"]
     assert expand({"runs": {"mine": {}}, "targets": {}}) == {"runs": {"mine": {}}, "targets": {}}  # nothing to do
@@ -171,6 +176,17 @@ def test_expanded_config_shares_no_part():
 
     walk(out)
     assert [r["run"] for r in out["targets"]["u"]["rows"]] == ["g-nt"]
+
+
+def test_a_plain_run_of_a_designed_id_changes_that_run():
+    """As an overlay's `runs.<id>` changed the run of that id when every run was written out (the files merge)."""
+    config = {"design": {"b": {"families": {"f": {"dataset": "d"}}, "settings": {"seeds": [0, 1]},
+                               "variants": {"nt": {"name": "nt"}, "at": {"name": "pgd_at", "beta": 1.0}}}},
+              "runs": {"f-at": {"epochs": 3, "method": {"beta": 0.5}}, "f-nt": {"seeds": [4]}}}
+    runs = expand(config)["runs"]
+    assert list(runs) == ["f-nt", "f-at"]
+    assert runs["f-at"] == {"dataset": "d", "seeds": [0, 1], "method": {"name": "pgd_at", "beta": 0.5}, "epochs": 3}
+    assert runs["f-nt"] == {"dataset": "d", "seeds": [4], "method": {"name": "nt"}}  # seeds: no default seed
 
 
 def test_an_overlay_changes_a_designed_run_or_adds_a_block(tmp_path):
@@ -225,8 +241,6 @@ def test_a_bad_design_names_the_key(design, expected):
 
 
 @pytest.mark.parametrize(("config", "expected"), [
-    ({"design": {"b": {"families": {"f": {}}, "variants": {"nt": {"name": "nt"}}}}, "runs": {"f-nt": {}}},
-     r"^runs\.f-nt: design\.b makes this run too; change it under design\.b\.runs\.f-nt"),
     ({"targets": {"t": {"rows": [{"key": "a", "run": "x"}, {"key": "b", "run": "{family}-nt"}]}}},
      r"^targets\.t\.rows\[1\]\.run: '\{family\}-nt' names \{family\}, but the target has no `family`"),
     ({"targets": {"t": {"family": None, "rows": [{"key": "b", "run": "{family}-nt"}]}}},

@@ -23,8 +23,9 @@ update ``base`` (key by key: a key given replaces the base's) unless they name a
 ``{p}`` in a variant id sweeps the list given for ``p`` (several placeholders: every combination, the first
 slowest); the id shows each value with ``.`` as ``_`` (0.25 -> 0_25, 1.0 -> 1).
 
-Plain ``runs:`` entries are runs as written (the overlays' one-off runs); an id that the design makes too is
-refused. In a target's rows, ``{family}`` in a run id stands for the target's ``family`` (``family:
+A designed run without ``seed`` or ``seeds`` has seed 0. Plain ``runs:`` entries are runs as written (an overlay's
+one-off runs), after the design's; one with the id of a designed run changes that run (merged over it, as the files
+are merged). In a target's rows, ``{family}`` in a run id stands for the target's ``family`` (``family:
 cifar10-resnet18`` and ``run: "{family}-nt"`` read ``cifar10-resnet18-nt``), so that tables and figures of
 different families share their rows (a YAML alias); rows with whole run ids are read as they are.
 
@@ -228,8 +229,8 @@ def _unshared(value: Any) -> Any:
 
 
 def expand(config: dict) -> dict:
-    """The config with its run design expanded into ``runs`` (design first, then the plain runs) and ``{family}`` in
-    its targets' rows replaced: the run-by-run catalog, as a new dict without shared parts (the given one is not
+    """The config with its run design expanded into ``runs`` (the design's runs first, changed by plain entries of the
+    same id, then the other plain runs) and ``{family}`` in its targets' rows replaced: the run-by-run catalog, as a new dict without shared parts (the given one is not
     changed)."""
     out = {}
     for k, v in config.items():
@@ -244,12 +245,12 @@ def expand(config: dict) -> dict:
         plain = config.get("runs") or {}
         if not isinstance(plain, dict):
             raise _error(f"runs: expected a mapping of run id -> settings, got {type(plain).__name__}")
-        for rid, run in plain.items():
-            if rid in runs:
-                block = next(str(n) for n, b in config["design"].items() if rid in expand_block(str(n), b))
-                raise _error(f"runs.{rid}: design.{block} makes this run too; change it under design.{block}.runs."
-                             f"{rid}, or give the plain run another id")
-            runs[rid] = run
+        designed = list(runs)
+        for rid, run in plain.items():  # an overlay's change of a designed run, as files merge; or a run of its own
+            runs[rid] = _merge(runs[rid], run) if rid in runs and isinstance(run, dict) else run
+        for rid in designed:
+            if "seed" not in runs[rid] and "seeds" not in runs[rid]:
+                runs[rid]["seed"] = 0  # as the run-by-run catalog wrote every run
         out["runs"] = runs
     out.setdefault("runs", {})  # none at all: the schema says that runs must not be empty
     return _unshared(out)
