@@ -169,13 +169,19 @@ def test_bad_config_names_the_key(paper_config, path, value, expected):
 
 
 def test_duplicate_run_id_is_refused(tmp_path):
+    """A key written twice in one mapping (a variant of a design block, a plain run) is refused, not the last one
+    silently kept; a run id that the design makes twice is refused too (tests/test_catalog_design.py)."""
     text = (ROOT / "config" / "config.yaml").read_text()
-    dup = text.replace("runs:\n", "runs:\n  cifar10-resnet18-nt:\n    preset: generalist-resnet18\n"
-                                  "    dataset: cifar10\n    arch: resnet18\n    seed: 1\n    method: {name: nt}\n", 1)
+    dup = text.replace("      nt: &nt {name: nt}\n", "      nt: &nt {name: nt}\n      nt: {name: nt}\n", 1)
+    assert dup != text
     path = tmp_path / "dup.yaml"
     path.write_text(dup)
-    with pytest.raises(cfg.ConfigError, match="duplicate key 'cifar10-resnet18-nt' at line"):
+    with pytest.raises(cfg.ConfigError, match="duplicate key 'nt' at line"):
         cfg.load_config([path])
+    overlay = tmp_path / "runs.yaml"
+    overlay.write_text("runs:\n  mine: {dataset: digits, method: {name: nt}}\n  mine: {dataset: digits, method: {name: nt}}\n")
+    with pytest.raises(cfg.ConfigError, match="duplicate key 'mine' at line 3"):
+        cfg.load_config(PAPER + [overlay])
 
 
 def test_overlay_merges_recursively(tmp_path):

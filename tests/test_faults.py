@@ -275,8 +275,9 @@ def test_signals_through_tradeoff_train_at_random_steps_then_rerun_is_bit_identi
         g = rng.randint(done, 20 if sig == signal.SIGTERM else 29)  # a step (0-based, of 32) that this start runs
         epoch, step = g // 8 + 1, g % 8 + 1
         log = tmp_path / f"{sig.name}.log"
-        proc = _start(cmd, stopped, log)
-        _wait_for_line(proc, log, re.compile(rf"{AT} epoch {epoch}/4 step {step}/8 done"))
+        # the trainer holds after that step until a stop signal (TRADEOFF_HOLD_AFTER_STEP): no race with its speed
+        proc = _start(cmd, stopped, log, TRADEOFF_HOLD_AFTER_STEP=f"{epoch}:{step}")
+        _wait_for_line(proc, log, re.compile(rf"{AT}: holding after epoch {epoch} step {step} until a stop signal"))
         proc.send_signal(sig)
         assert proc.wait(timeout=120) == 128 + sig, log.read_text()[-3000:]
         text = log.read_text()
@@ -831,9 +832,9 @@ def test_autoattack_checks_flag_a_randomised_defence_in_the_log_and_the_metrics(
 # ------------------------------------------------------------------------------------------- concurrency
 
 
-def _start(cmd, cwd, log: Path) -> subprocess.Popen:
-    return subprocess.Popen(cmd, cwd=cwd, env=env(), stdout=open(log, "w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+def _start(cmd, cwd, log: Path, **environment) -> subprocess.Popen:
+    return subprocess.Popen(cmd, cwd=cwd, env={**env(), **environment}, stdout=open(log, "w"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def _wait_for_epoch(proc, state_dir, epoch, log, timeout=180):

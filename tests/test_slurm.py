@@ -46,6 +46,7 @@ import yaml
 from helpers import ROOT, env, results_of, run, workflow_copy
 from tradeoff import checkpoint
 from tradeoff import config as tcfg
+from tradeoff.config.design import expand
 from tradeoff.results import log_history
 
 pytestmark = pytest.mark.slow
@@ -155,7 +156,7 @@ def _sacct(name: str) -> list[dict]:
 def cluster_workflow(dest: Path, settings: dict) -> Path:
     """A scratch copy whose `slurm` profile charges the test account and selects the smoke scale."""
     work = workflow_copy(dest)
-    base = tcfg.load_yaml(work / "config" / "config.yaml")
+    base = expand(tcfg.load_yaml(work / "config" / "config.yaml"))  # run by run: the runs kept are written out
     group = base["targets"]["table1"]
     targets = {"table1": group}
     for member in group["targets"]:

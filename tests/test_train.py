@@ -65,13 +65,13 @@ def test_kill_and_resume_is_bit_identical(tmp_path):
 
     state_dir = results_of(killed).states("cifar10-resnet18-at-beta1")
     kills = []
-    for epoch in (2, 4):  # kill -9 inside this epoch: once it has logged its second step (an event, not a delay)
+    for epoch in (2, 4):  # kill -9 inside this epoch, held after its second step (an event, not a delay)
         log = killed / f"train-{epoch}.log"
         with open(log, "w") as out:  # a progress line after every step
-            proc = subprocess.Popen(cmd, cwd=killed, env={**env(), "TRADEOFF_PROGRESS_SECONDS": "0"},
+            proc = subprocess.Popen(cmd, cwd=killed, env={**env(), "TRADEOFF_HOLD_AFTER_STEP": f"{epoch}:2"},
                                     stdout=subprocess.DEVNULL, stderr=out)
         deadline = time.monotonic() + 300
-        while proc.poll() is None and f"epoch {epoch}/5: step 2/" not in log.read_text():
+        while proc.poll() is None and f"holding after epoch {epoch} step 2" not in log.read_text():
             assert time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.01)
         proc.send_signal(signal.SIGKILL)

@@ -1,6 +1,10 @@
 """What a user can get wrong or a machine can refuse, as opposed to a bug: the CLI prints such an error as one line
 and exits 1 (a configuration error: 2), without a traceback. Every module's own error class derives from
-:class:`UserError`; this module imports nothing, so the CLI catches them all without loading PyTorch."""
+:class:`UserError`; this module imports nothing of the package, so the CLI catches them all without loading
+PyTorch. Also the one way an unknown name is reported (:func:`unknown`)."""
+
+import difflib
+from typing import Any, Iterable
 
 
 class UserError(Exception):
@@ -10,3 +14,20 @@ class UserError(Exception):
 
 class ConfigError(UserError, ValueError):
     """A configuration problem; the message names the key and the allowed values (the CLI exits 2)."""
+
+
+#: a list of allowed names longer than this is not printed whole: the closest few are, and the count
+LISTED = 12
+
+
+def unknown(what: str, name: Any, choices: Iterable[Any], listing: str = "") -> str:
+    """``unknown <what> <name>; did you mean ...?`` with the closest few of ``choices`` (difflib), and the whole list
+    only when it is short; ``listing`` says where the whole list is (a command)."""
+    choices = [str(c) for c in dict.fromkeys(choices)]
+    close = difflib.get_close_matches(str(name), choices, n=3, cutoff=0.6)
+    guess = ("did you mean " + (", ".join(map(repr, close[:-1])) + " or " if len(close) > 1 else "")
+             + f"{close[-1]!r}?") if close else ""
+    if len(choices) <= LISTED:
+        return f"unknown {what} {name!r}; " + (f"{guess} " if guess else "") + f"allowed: {sorted(choices)}"
+    where = f"; {listing}" if listing else ""
+    return f"unknown {what} {name!r}; {guess or 'nothing with a similar name'} ({len(choices)} {what}s{where})"

@@ -131,6 +131,23 @@ def _stop_on_signals(fn):
     return wrapped
 
 
+def _hold_step() -> tuple[int, int] | None:
+    """``TRADEOFF_HOLD_AFTER_STEP=E:S`` (1-based epoch and step): training waits after that step until a stop signal
+    arrives, so that a signal lands at a known step however fast the machine is (the fault tests; checking that a
+    cluster's signals reach the trainer). Unset: None."""
+    value = os.environ.get("TRADEOFF_HOLD_AFTER_STEP")
+    if not value:
+        return None
+    epoch, _, step = value.partition(":")
+    return int(epoch), int(step)
+
+
+def _hold_for_signal(run_id: str, at: tuple[int, int]) -> None:
+    log.info("%s: holding after epoch %d step %d until a stop signal (TRADEOFF_HOLD_AFTER_STEP)", run_id, *at)
+    while _stop.signum is None:
+        time.sleep(0.01)
+
+
 def _stopped(run_id: str, where: str, signum: int, saved: Path | None) -> Stopped:
     _stop.handled = True
     kept = f"its state is saved in {saved}" if saved is not None else "nothing new to save"
@@ -241,6 +258,7 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
     show = sys.stderr.isatty() if progress is None else progress
     # without a terminal (a job's log) a progress line at most every PROGRESS_SECONDS (environment; default 60 s)
     every, last_line = float(os.environ.get("TRADEOFF_PROGRESS_SECONDS", 60)), time.monotonic()
+    hold_at = _hold_step()
     for epoch in range(start_epoch, epochs):
         t0 = time.perf_counter()
         if spec["lr_update"] == "epoch":
@@ -296,6 +314,8 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
             if show:
                 _progress(run_id, epoch, epochs, step + 1, steps_per_epoch, t0)
             log.debug("%s epoch %d/%d step %d/%d done", run_id, epoch + 1, epochs, step + 1, steps_per_epoch)
+            if hold_at == (epoch + 1, step + 1):  # TRADEOFF_HOLD_AFTER_STEP: wait here for a stop signal
+                _hold_for_signal(run_id, hold_at)
             if not show and time.monotonic() - last_line >= every:  # a log file: a line now and then within epochs
                 last_line = time.monotonic()
                 log.info("%s epoch %d/%d: step %d/%d, %.1f it/s", run_id, epoch + 1, epochs, step + 1, steps_per_epoch,

@@ -9,6 +9,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from tradeoff import config as tcfg
+from tradeoff.config.design import expand
 from tradeoff.report.build import target_caption, target_inputs, target_outputs
 from tradeoff.results import ready_marker
 
@@ -25,7 +26,7 @@ try:
     # resolved afresh, or read from the cache that the jobs of an earlier call kept of the same files and code
     # (this process only reads it, so that a dry run writes nothing)
     CATALOG = tcfg.load_catalog(CONFIG_FILES, write_cache=False)
-    if CATALOG.config != config:
+    if CATALOG.config != expand(config):  # the files as written (compact) -> run by run, as load_catalog
         raise tcfg.ConfigError(OVERRIDE_HELP)
 except tcfg.ConfigError as exc:
     raise WorkflowError(f"configuration error: {exc}")

@@ -12,11 +12,11 @@ what is allowed, and is raised before any job starts. The package, a module per 
 - :mod:`.resolve`: resolving a configuration into its catalog, and the cache of resolutions.
 """
 
-from ..errors import ConfigError
+from ..errors import ConfigError, unknown
 from .budgets import eps_label, parse_budget, parse_step, rel_step, split_budget, sweep_labels
 from .catalog import Catalog, spec_digest
 from .load import (ALL_ATTACKS, AUTOATTACK_FAMILY, CORRUPTIONS_TYPE, DEFAULT_CONFIG, PSEUDO_COLUMNS, REFERENCE_DIR, ROOT,
-                   SCHEMA, load_config, load_yaml, merge, unknown, validate_schema)
+                   SCHEMA, load_config, load_yaml, merge, validate_schema)
 from .resolve import load_catalog, resolve
 
 __all__ = ["ALL_ATTACKS", "AUTOATTACK_FAMILY", "CORRUPTIONS_TYPE", "Catalog", "ConfigError", "DEFAULT_CONFIG",

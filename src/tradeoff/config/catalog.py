@@ -11,7 +11,8 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..results import Layout, ready_marker
 from .budgets import parse_budget, rel_step, split_budget, sweep_labels
-from .load import ALL_ATTACKS, CORRUPTIONS_TYPE, PSEUDO_COLUMNS, REFERENCE_DIR, unknown
+from ..errors import unknown
+from .load import ALL_ATTACKS, CORRUPTIONS_TYPE, PSEUDO_COLUMNS, REFERENCE_DIR
 from .scale import corruption_set, resolve_attack
 
 @dataclass

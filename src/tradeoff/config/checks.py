@@ -11,7 +11,8 @@ from typing import Any
 from .. import ranges
 from ..errors import ConfigError
 from .budgets import MAX_EPS, parse_budget, split_budget, sweep_labels
-from .load import ALL_ATTACKS, CORRUPTIONS_TYPE, PSEUDO_COLUMNS, unknown
+from ..errors import unknown
+from .load import ALL_ATTACKS, CORRUPTIONS_TYPE, PSEUDO_COLUMNS
 
 def _check_choice(value: Any, allowed: list[str], key: str, nullable: bool = False) -> None:
     if value is None and nullable:

@@ -5,13 +5,13 @@ of the format that every part of the package shares, and the one way an unknown 
 from __future__ import annotations
 
 import copy
-import difflib
 from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
 
 from ..errors import ConfigError
+from .design import expand
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -42,23 +42,6 @@ ALL_ATTACKS = "all"
 # Table columns that are not an attack: the training time (minutes, from the run's curves) and the mean of the
 # row's other columns except the clean one (CA-AT Table 2's "Mean").
 PSEUDO_COLUMNS = ("train:minutes", "mean")
-
-
-#: a list of allowed names longer than this is not printed whole: the closest few are, and the count
-LISTED = 12
-
-
-def unknown(what: str, name: Any, choices: Iterable[Any], listing: str = "") -> str:
-    """``unknown <what> <name>; did you mean ...?`` with the closest few of ``choices`` (difflib), and the whole list
-    only when it is short; ``listing`` says where the whole list is (a command)."""
-    choices = [str(c) for c in dict.fromkeys(choices)]
-    close = difflib.get_close_matches(str(name), choices, n=3, cutoff=0.6)
-    guess = ("did you mean " + (", ".join(map(repr, close[:-1])) + " or " if len(close) > 1 else "")
-             + f"{close[-1]!r}?") if close else ""
-    if len(choices) <= LISTED:
-        return f"unknown {what} {name!r}; " + (f"{guess} " if guess else "") + f"allowed: {sorted(choices)}"
-    where = f"; {listing}" if listing else ""
-    return f"unknown {what} {name!r}; {guess or 'nothing with a similar name'} ({len(choices)} {what}s{where})"
 
 
 class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
@@ -111,11 +94,12 @@ def merge(base: dict, overlay: dict) -> dict:
 
 
 def load_config(paths: Iterable[str | Path] | None = None) -> dict:
+    """The files merged in order, the compact catalog (run design, target families) expanded run by run."""
     paths = list(paths or [DEFAULT_CONFIG])
     config: dict = {}
     for path in paths:
         config = merge(config, load_yaml(path))
-    return config
+    return expand(config)
 
 
 def validate_schema(config: dict) -> None:

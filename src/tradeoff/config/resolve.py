@@ -18,7 +18,8 @@ from .catalog import Catalog, spec_digest
 from .checks import (_check_arch_map, _check_attack, _check_choice, _check_comparison, _check_corruptions_entry,
                      _check_eps, _check_eval_unit, _check_schedule, _check_target, _lookup, check_ranges)
 from .budgets import parse_budget, split_budget
-from .load import CORRUPTIONS_TYPE, DEFAULT_CONFIG, REFERENCE_DIR, SCHEMA, load_config, merge, unknown, validate_schema
+from ..errors import unknown
+from .load import CORRUPTIONS_TYPE, DEFAULT_CONFIG, REFERENCE_DIR, SCHEMA, load_config, merge, validate_schema
 from .scale import corruption_set, resolve_attack, scale_run
 
 def load_catalog(paths: Iterable[str | Path] | None = None, *, write_cache: bool = False) -> Catalog:
