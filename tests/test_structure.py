@@ -132,3 +132,17 @@ def test_snakemake_lint_is_clean_but_for_the_per_rule_environment(tmp_path):
         out = run(["snakemake", "--lint", *overlay], work, check=False)
         lints = re.findall(r"^\s+\* (.+?):?$", out.stdout + out.stderr, flags=re.M)
         assert lints and set(lints) == {"Specify a conda environment or container for each rule."}, out.stdout
+
+
+def test_every_registry_is_one_kind_of_registry_and_refuses_a_name_twice():
+    from tradeoff.attacks import ATTACKS
+    from tradeoff.data import DATASETS
+    from tradeoff.methods import METHODS
+    from tradeoff.models import MODELS, PRETRAINED_MODELS
+    from tradeoff.registry import Registry
+    from tradeoff.report.kinds import KINDS
+
+    for registry in (ATTACKS, DATASETS, METHODS, MODELS, PRETRAINED_MODELS, KINDS):
+        assert isinstance(registry, Registry) and registry
+    with pytest.raises(ValueError, match="method 'trades' registered twice"):
+        METHODS.register(METHODS["trades"])

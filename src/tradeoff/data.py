@@ -35,6 +35,7 @@ from PIL import Image
 from .errors import UserError
 from .hendrycks import CORRUPTIONS, SEVERITIES
 from .lazy import LazyModule
+from .registry import Registry
 
 
 tvd = LazyModule("torchvision.datasets")
@@ -912,23 +913,19 @@ class _StanfordDogs(_ArchiveImages):
         }
 
 
-DATASETS: dict[str, DatasetSpec] = {
-    spec.name: spec
-    for spec in (
-        _Digits("digits", (1, 8, 8), 10),
-        _Mnist("mnist", (1, 28, 28), 10),
-        _Svhn("svhn", (3, 32, 32), 10),
-        _Cifar("cifar10", (3, 32, 32), 10, "CIFAR10"),
-        _Cifar("cifar100", (3, 32, 32), 100, "CIFAR100"),
-        _TinyImageNet("tinyimagenet", (3, 64, 64), 200),
-        _TinyImageNetC("tinyimagenet-c", (3, 64, 64), 200),
-        # Fine-grained sets at the 224 x 224 resolution of the ImageNet-pretrained transformers (CA-AT, Sec. 5.1).
-        _Cub("cub200", (3, 224, 224), 200),
-        _StanfordDogs("stanford-dogs", (3, 224, 224), 120),
-        # Built locally from digits: Tiny-ImageNet-C's stand-in at the demo and smoke scales (config corruption_map).
-        _DigitsC("digits-c", (1, 8, 8), 10),
-    )
-}
+DATASETS = Registry("dataset")
+DATASETS.register(_Digits("digits", (1, 8, 8), 10))
+DATASETS.register(_Mnist("mnist", (1, 28, 28), 10))
+DATASETS.register(_Svhn("svhn", (3, 32, 32), 10))
+DATASETS.register(_Cifar("cifar10", (3, 32, 32), 10, "CIFAR10"))
+DATASETS.register(_Cifar("cifar100", (3, 32, 32), 100, "CIFAR100"))
+DATASETS.register(_TinyImageNet("tinyimagenet", (3, 64, 64), 200))
+DATASETS.register(_TinyImageNetC("tinyimagenet-c", (3, 64, 64), 200))
+# Fine-grained sets at the 224 x 224 resolution of the ImageNet-pretrained transformers (CA-AT, Sec. 5.1).
+DATASETS.register(_Cub("cub200", (3, 224, 224), 200))
+DATASETS.register(_StanfordDogs("stanford-dogs", (3, 224, 224), 120))
+# Built locally from digits: Tiny-ImageNet-C's stand-in at the demo and smoke scales (config corruption_map).
+DATASETS.register(_DigitsC("digits-c", (1, 8, 8), 10))
 
 
 # (training, test) images of each dataset with a training split, as published (digits: this module's fixed split):

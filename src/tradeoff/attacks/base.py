@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from ..ranges import Range
+from ..registry import Registry
 
 NORMS = ("linf", "l2")
 
@@ -95,12 +96,8 @@ class Attack:
             return self.model(x_adv).argmax(1) == y
 
 
-ATTACKS: dict[str, type[Attack]] = {}
-
-
-def register(cls: type[Attack]) -> type[Attack]:
-    ATTACKS[cls.name] = cls
-    return cls
+ATTACKS = Registry("attack")
+register = ATTACKS.register  # @register on an Attack subclass with its `name`
 
 
 def attack_names() -> list[str]:

@@ -16,6 +16,7 @@ from torch import nn
 from .. import attacks
 from ..optim import build_optimizer, piecewise_linear, set_lr
 from ..ranges import Range
+from ..registry import Registry
 from ..runtime import Runtime
 
 
@@ -114,12 +115,8 @@ class Method:
         raise NotImplementedError
 
 
-METHODS: dict[str, type[Method]] = {}
-
-
-def register(cls: type[Method]) -> type[Method]:
-    METHODS[cls.name] = cls
-    return cls
+METHODS = Registry("method")
+register = METHODS.register  # @register on a Method subclass with its `name`
 
 
 def method_names() -> list[str]:

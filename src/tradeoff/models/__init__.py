@@ -17,6 +17,7 @@ from torch import nn
 
 import importlib
 from tradeoff.models.resnet import resnet18, resnet34
+from tradeoff.registry import Registry
 from tradeoff.models.small import linear, small_cnn
 from tradeoff.models.wideresnet import wrn_28_10, wrn_34_10
 
@@ -30,25 +31,24 @@ def _adapter_builder(name: str, registry: str = "PRETRAINED_MODELS") -> Callable
     return build
 
 
-PRETRAINED_MODELS: dict[str, Callable[..., nn.Module]] = {
-    name: _adapter_builder(name) for name in ("swin_t_adapter", "swin_s_adapter", "swin_b_adapter", "vit_b16_adapter",
-                                              "vit_tiny_adapter")
-}
+# Architectures that fine-tune a pretrained checkpoint the config names (``pretrained.<name>``)
+PRETRAINED_MODELS = Registry("pretrained architecture")
+for _name in ("swin_t_adapter", "swin_s_adapter", "swin_b_adapter", "vit_b16_adapter", "vit_tiny_adapter"):
+    PRETRAINED_MODELS.register(_adapter_builder(_name), name=_name)
 
 # Every builder takes (num_classes, in_channels=3, image_size=32, *, bn_running_stats=True), the last True, False or
 # "blocks" (tradeoff.models.resnet).
-MODELS: dict[str, Callable[..., nn.Module]] = {
-    "linear": linear,
-    "small_cnn": small_cnn,
-    "resnet18": resnet18,
-    "resnet34": resnet34,
-    "wrn-28-10": wrn_28_10,
-    # Madry's WRN-32-10 is WRN-34-10 under another depth convention; see tradeoff.models.wideresnet.
-    "wrn-32-10": wrn_34_10,
-    "wrn-34-10": wrn_34_10,
-    # the backbone of vit_tiny_adapter, trained from scratch (the demo and smoke scales' pretraining run)
-    "vit_tiny": _adapter_builder("vit_tiny", "SCRATCH_MODELS"),
-}
+MODELS = Registry("architecture")
+MODELS.register(linear, name="linear")
+MODELS.register(small_cnn, name="small_cnn")
+MODELS.register(resnet18, name="resnet18")
+MODELS.register(resnet34, name="resnet34")
+MODELS.register(wrn_28_10, name="wrn-28-10")
+# Madry's WRN-32-10 is WRN-34-10 under another depth convention; see tradeoff.models.wideresnet.
+MODELS.register(wrn_34_10, name="wrn-32-10")
+MODELS.register(wrn_34_10, name="wrn-34-10")
+# the backbone of vit_tiny_adapter, trained from scratch (the demo and smoke scales' pretraining run)
+MODELS.register(_adapter_builder("vit_tiny", "SCRATCH_MODELS"), name="vit_tiny")
 
 
 def model_names() -> list[str]:

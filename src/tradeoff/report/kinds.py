@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..registry import Registry
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -15,15 +17,13 @@ class Kind:
     panels: Callable | None = None  # panels(catalog, name, target) -> int; None: the kind makes its own figure
 
 
-KINDS: dict[str, Kind] = {}
+KINDS = Registry("figure kind")
 
 
 def figure_kind(name: str, panels: Callable | None = None, *, own: bool = False) -> Callable:
     """Register ``draw`` as the figure kind ``name``: drawn into ``panels(...)`` panels (1 by default), or, with
     ``own``, a function that makes and returns its whole figure."""
     def register(draw: Callable) -> Callable:
-        if name in KINDS:
-            raise ValueError(f"figure kind {name!r} registered twice")
-        KINDS[name] = Kind(draw, None if own else (panels or (lambda catalog, target_name, target: 1)))
+        KINDS.register(Kind(draw, None if own else (panels or (lambda catalog, target_name, target: 1))), name=name)
         return draw
     return register
