@@ -148,7 +148,7 @@ def test_runs_carry_the_papers_hyperparameters(paper):
 
 def test_adapter_runs_fine_tune_with_their_own_preset(paper):
     """Figures 4 and 5: the paper's sweeps on each panel's pretrained architecture and dataset, PGD-10 at the
-    dataset's budget, and the fine-tuning preset (the paper gives none: README "Deliberate differences")."""
+    dataset's budget, and the fine-tuning preset (the paper gives none: docs/differences.md)."""
     panels = {"caat_figure4a": ("cub200", "swin_t_adapter"), "caat_figure4b": ("stanford-dogs", "swin_t_adapter"),
               "caat_figure4c": ("cifar10", "swin_t_adapter"), "caat_figure4d": ("cifar100", "swin_t_adapter"),
               "caat_figure5": ("stanford-dogs", "vit_b16_adapter")}
@@ -267,7 +267,10 @@ def test_figure8_draws_accuracy_over_attack_budgets_from_metrics(smoke):
         lines = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
         assert [line.get_label() for line in lines] == [row["series"] for row in target["rows"]]
         assert len({line.get_color() for line in lines}) == len(lines)
-        assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "8/255", "16/255", "24/255", "32/255"]
+        # the paper's budgets, each with the budget that ran at this scale (the sweep in units of 0.1 on digits)
+        assert [t.get_text() for t in ax.get_xticklabels()] == [
+            "0", "8/255\n(0.1)", "16/255\n(0.2)", "24/255\n(0.3)", "32/255\n(0.4)"]
+        assert "in brackets: the budget run at this scale" in ax.get_xlabel()
     pgd = next(line for line in fig.axes[1].get_lines() if line.get_label() == target["rows"][0]["series"])
     assert list(pgd.get_xdata()) == pytest.approx([0, 8 / 255, 16 / 255, 24 / 255, 32 / 255])
     assert list(pgd.get_ydata()) == pytest.approx([90, 50, 40, 30, 20])

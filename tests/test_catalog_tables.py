@@ -13,7 +13,7 @@ from tradeoff.config import REFERENCE_DIR
 
 CATALOG = cfg.load_catalog([cfg.ROOT / "config" / "config.yaml"])
 TABLES = [n for n, t in CATALOG.targets.items() if t["kind"] == "table"]
-# reference columns with no measurement yet (named in README "Differences")
+# reference columns with no measurement yet (named in docs/differences.md)
 UNMEASURED: set[tuple[str, str]] = set()
 # reference rows whose target row is missing on purpose
 UNMAPPED_ROWS: set[tuple[str, str]] = set()

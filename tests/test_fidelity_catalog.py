@@ -261,3 +261,19 @@ def test_differences_name_real_tests():
         assert match, f"the test column must name tests/<file>::<test>: {line}"
         source = (ROOT / "tests" / match.group(1)).read_text()
         assert re.search(rf"^def {match.group(2)}\(", source, re.M), f"no test {cells[5]}"
+
+
+def test_readme_differences_are_lines_of_the_docs_with_real_tests():
+    """README's table of paper-versus-code differences: every line is a line of docs/differences.md (its `what`),
+    names an option for the code's behaviour, and names the same test, which exists."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Differences from the papers"):]
+    section = section[:section.index("\n## ", 4)]
+    rows = [[c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+            for line in section.splitlines() if line.startswith("| ") and not line.startswith("| what")]
+    assert len(rows) >= 8
+    docs = {cells[0]: cells for cells in _docs_rows()}
+    for what, paper, code, test in rows:
+        assert what in docs, f"README difference {what!r} is not a line of docs/differences.md"
+        assert test == docs[what][5], f"README names {test} for {what!r}, docs/differences.md {docs[what][5]}"
+        assert paper and "`" in code, f"{what!r}: the code's behaviour must be a named option"

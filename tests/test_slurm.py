@@ -10,7 +10,7 @@ One cluster run (the module fixture `cluster_run`) serves three tests:
   with three times the runtime): it resumes from its newest state each time (mid-epoch after the signal), and its
   final model equals, tensor for tensor, an uninterrupted local run. (A plain `scancel` is not used: with
   snakemake-executor-plugin-slurm 2.8.0 sacct reports it as "CANCELLED by <uid>", which the plugin does not
-  recognise, and Snakemake waits forever; see README "Faults".)
+  recognise, and Snakemake waits forever; see docs/slurm.md.)
 - afterwards `dvc commit` records the cluster's checkpoints and metrics without re-running anything,
   `dvc push` / `dvc pull` round-trip them to another clone, and there `snakemake --touch` (DVC does not keep
   file times) leaves Snakemake nothing to do.

@@ -146,3 +146,16 @@ def test_every_registry_is_one_kind_of_registry_and_refuses_a_name_twice():
         assert isinstance(registry, Registry) and registry
     with pytest.raises(ValueError, match="method 'trades' registered twice"):
         METHODS.register(METHODS["trades"])
+
+
+def test_readme_is_short_and_names_only_files_that_exist():
+    """README stays at most 20 KB (longer material lives in docs/), and every repository path it names in backticks
+    (docs/, config/, src/, tests/, workflow/) exists in the checkout: no pointer into a folder a clone lacks."""
+    readme = ROOT / "README.md"
+    assert readme.stat().st_size <= 20_000, f"README.md is {readme.stat().st_size} bytes"
+    text = readme.read_text()
+    assert "../" not in text, "README points outside the repository"
+    named = set(re.findall(r"`((?:docs|config|src|tests|workflow)/[^`\s<>*{}]+)`", text))
+    assert len(named) > 10
+    missing = sorted(p for p in named if not (ROOT / p.split("::")[0]).exists())
+    assert not missing, f"README names files that do not exist: {missing}"

@@ -11,7 +11,7 @@ is killed resumes from it and gives the same answer as an uninterrupted one; the
 job's outputs are written, and ignored (recomputed) if it belongs to another model, attack or setting.
 An entry of type ``corruptions`` is not an attack: it measures NROB on its corruption dataset (Tiny-ImageNet-C, or
 digits-c at the smaller scales) with :func:`tradeoff.corruptions.nrob`, and writes the same two files.
-Several attacks of one run can be evaluated in one process (:func:`evaluate_attacks`, runtime.eval_per_run):
+Several attacks of one run can be evaluated in one process (:func:`evaluate_attacks`; runtime.eval_unit: run):
 the model and test set are loaded once, and each attack keeps its own state file and writes its own files.
 """
 

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-# name -> "module:function"; add a line here for a new analysis (and see README "Adding an analysis").
+# name -> "module:function"; add a line here for a new analysis (README "Extending").
 ANALYSES: dict[str, str] = {
     "disagreement_grid": "tradeoff.analysis.disagreement:disagreement_grid",
     "caat_synthetic": "tradeoff.analysis.caat_synthetic:caat_synthetic",

@@ -126,7 +126,9 @@ def plot_budget_lines(catalog: Catalog, name: str, target: dict, axes) -> None:
     for ax, (column, attack) in zip(axes, [(c, a) for c, a in target["columns"].items() if a in sweeps]):
         points = catalog.budget_sweep_points(attack)
         ticks = {0.0: "0"} if clean else {}
-        ticks.update({x: text for x, text, _ in points})
+        # as the paper writes the budget, and below it the budget that ran where this scale maps it to another
+        ran = {job: catalog.attack_for(job, target["rows"][0]["run"])["eps"] for _, _, job in points}
+        ticks.update({x: text if abs(ran[job] - x) < 1e-9 else f"{text}\n({ran[job]:.3g})" for x, text, job in points})
         for i, (row, color) in enumerate(zip(target["rows"], colours)):
             pts = [(0.0, read_metric(catalog, row["run"], clean[0]))] if clean else []
             pts += [(x, read_metric(catalog, row["run"], job)) for x, _, job in points]
@@ -136,7 +138,8 @@ def plot_budget_lines(catalog: Catalog, name: str, target: dict, axes) -> None:
                     color=color, label=label if pts else f"{label} (no metrics)")
             values += [y for _, y in pts]
         ax.set_xticks(list(ticks), list(ticks.values()), rotation=30 if len(ticks) > 5 else 0)
-        ax.set_xlabel(target.get("x_label", "attack budget"))
+        rescaled = any(abs(ran[job] - x) > 1e-9 for x, _, job in points)
+        ax.set_xlabel(target.get("x_label", "attack budget") + ("\n(in brackets: the budget run at this scale)" if rescaled else ""))
         ax.set_ylabel("accuracy (%)")
         ax.set_title(column_label(target, column))
     for ax in axes:
