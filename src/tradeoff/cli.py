@@ -167,6 +167,12 @@ def _evaluate_checkpoint(args, catalog: cfg.Catalog) -> int:
     if sum((bool(args.attack), args.suite is not None)) > 1:
         raise cfg.ConfigError("evaluate --checkpoint: give --suite TARGET or --attack A (repeatable), not both")
     raw = {key: getattr(args, key) for key in CHECKPOINT_KEYS if getattr(args, key) is not None}
+    if args.suite in catalog.targets and args.paper_dataset is None:
+        # a table's suite as its rows run it: a row of the same dataset stands for a model of its paper dataset
+        row = next((r["run"] for t in catalog.leaf_targets(args.suite) for r in catalog.targets[t]["rows"]
+                    if catalog.model_spec(r["run"])["dataset"] == args.dataset), None)
+        if row is not None:
+            raw["paper_dataset"] = catalog.model_spec(row).get("paper_dataset") or args.dataset
     catalog = cfg.with_external(catalog, name, raw, lambda key: CHECKPOINT_KEYS.get(key, f"--{key}"))
     names = (_suite(catalog, args.suite, name) if args.suite is not None
              else list(dict.fromkeys(args.attack)) if args.attack else _default_suite(catalog))
@@ -174,7 +180,8 @@ def _evaluate_checkpoint(args, catalog: cfg.Catalog) -> int:
     spec = catalog.externals[name]
     print(f"{name}: {args.checkpoint} as {spec['arch']} on {spec['dataset']} ({spec['format']} layout"
           + (f", normalised by mean {spec['normalize']['mean']} std {spec['normalize']['std']}" if spec["normalize"]
-             else "") + f"), {len(names)} evaluation(s): {', '.join(names)}")
+             else "") + (f", budgets of {spec['paper_dataset']}" if spec["paper_dataset"] != spec["dataset"] else "")
+          + f"), {len(names)} evaluation(s): {', '.join(names)}")
     runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
     _evaluate_attacks(catalog, name, specs, runtime, seed=args.seed)
     print(f"{name}: metrics in {catalog.layout.metrics(name, '<attack>')}, per-example predictions in "
@@ -479,8 +486,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "imagenet, cifar10, cifar100")
     p.add_argument("--format", choices=["auto", "plain", "robustbench", "torchvision", "timm"],
                    help="with --checkpoint: the file's layout (default auto: the first that fits)")
-    p.add_argument("--paper-dataset", help="with --checkpoint: the dataset its attacks' budgets are written for "
-                   "(default its own; as a run's at a smaller scale)")
+    p.add_argument("--paper-dataset", help="with --checkpoint: the dataset its attacks' budgets are written for, as "
+                   "a run's at a smaller scale (default: with --suite, the paper dataset of the target's rows of the "
+                   "same dataset; else its own)")
     p.add_argument("--sha256", help="with --checkpoint: refuse the file unless it has this SHA-256")
     p.add_argument("--name", help="with --checkpoint: its id, the folder of its metrics (default: the file's stem)")
     p.set_defaults(func=cmd_evaluate)
