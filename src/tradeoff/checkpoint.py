@@ -115,6 +115,15 @@ def load(path: str | Path, map_location: Any = "cpu") -> Any:
         raise CheckpointError(f"cannot load checkpoint {path}: {_load_problem(Path(path), exc)}") from None
 
 
+def sha256_file(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes (hex): what identifies a checkpoint that this pipeline did not write."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def _load_problem(path: Path, exc: Exception) -> str:
     """What is wrong with a file that torch.load (weights only) refused, in a few words: never PyTorch's advice to load
     it with weights_only=False, which would run whatever code the file carries."""

@@ -59,8 +59,8 @@ def cmd_train(args, catalog: cfg.Catalog) -> int:
 
 
 def _evaluate_attacks(catalog: cfg.Catalog, run_id: str, specs: dict[str, dict], runtime, *, seed: int) -> None:
-    """Evaluate a run under several attacks in this process (model and test set loaded once), each writing its
-    metrics, predictions and resume state as its own `tradeoff evaluate` call would."""
+    """Evaluate a run (or an external model) under several attacks in this process (model and test set loaded once),
+    each writing its metrics, predictions and resume state as its own `tradeoff evaluate` call would."""
     from .evaluate import AttackJob, evaluate_attacks
 
     train_id = catalog.train_id[run_id]
@@ -68,7 +68,7 @@ def _evaluate_attacks(catalog: cfg.Catalog, run_id: str, specs: dict[str, dict],
     jobs = [AttackJob(name, spec, metrics_out=layout.metrics(train_id, name),
                       predictions_out=layout.predictions(train_id, name),
                       state_path=layout.eval_work(train_id, name)) for name, spec in specs.items()]
-    results = evaluate_attacks(layout.model(train_id), jobs,
+    results = evaluate_attacks(catalog.model_file(train_id), jobs,
                                **_evaluation_settings(catalog, run_id, runtime, seed))
     for name, result in zip(specs, results):
         print(f"{train_id} / {name}: accuracy {result['accuracy']:.4f} "
@@ -76,29 +76,40 @@ def _evaluate_attacks(catalog: cfg.Catalog, run_id: str, specs: dict[str, dict],
 
 
 def _evaluation_settings(catalog: cfg.Catalog, run_id: str, runtime, seed: int) -> dict:
+    train_id = catalog.train_id[run_id]
     return dict(data_root=catalog.data_root, device=runtime.device.type,
                 batch_size=catalog.config["runtime"]["eval_batch_size"], seed=seed,
-                test_examples=catalog.runs[run_id].get("test_examples"), scale=catalog.scale)
+                test_examples=catalog.model_spec(run_id).get("test_examples"), scale=catalog.scale,
+                external=catalog.externals.get(train_id), model_id=train_id)
 
 
 def cmd_evaluate(args, catalog: cfg.Catalog) -> int:
     from .evaluate import evaluate_run
     from .runtime import Runtime
 
-    run_id = _run(catalog, args.run)
-    if (args.unit is None) == (not args.attack):
+    if args.checkpoint is not None:
+        return _evaluate_checkpoint(args, catalog)
+    given = [f"--{o.replace('_', '-')}" for o in CHECKPOINT_OPTIONS if getattr(args, o) is not None]
+    if args.run is None or given:
+        raise cfg.ConfigError("evaluate: give --run R (a run or an external model of the catalog), or --checkpoint "
+                              "FILE --arch A --dataset D" + (f" ({', '.join(given)} go with --checkpoint)" if given
+                                                             else ""))
+    run_id = _model(catalog, args.run)
+    if sum((args.unit is not None, bool(args.attack), args.suite is not None)) != 1:
         raise cfg.ConfigError("evaluate: give --unit U (an evaluation job of the pipeline: an attack, or "
-                              f"{cfg.ALL_ATTACKS!r} for all of the run's) or --attack A (repeatable), not both")
+                              f"{cfg.ALL_ATTACKS!r} for all of the run's), --attack A (repeatable) or --suite TARGET, "
+                              "one of them")
     if args.unit is not None and args.unit not in catalog.eval_units(run_id):
         raise cfg.ConfigError(f"--unit: {args.unit!r} is not an evaluation job of run {run_id!r} at this scale "
                               f"(runtime.eval_unit: {catalog.eval_unit}); allowed: {catalog.eval_units(run_id)}")
     names = (catalog.unit_attacks(run_id, args.unit) if args.unit is not None
+             else _suite(catalog, args.suite, run_id) if args.suite is not None
              else list(dict.fromkeys(args.attack)))  # repeated --attack: evaluated in turn, in this order
-    specs = {name: catalog.attack_for(name, run_id) for name in names}  # every name checked before any work
+    specs = {name: cfg.check_evaluation(catalog, run_id, name) for name in names}  # all checked before any work
     train_id = catalog.train_id[run_id]
     runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)  # device, CPU threads; always fp32
     common = _evaluation_settings(catalog, run_id, runtime, args.seed)
-    checkpoint = catalog.layout.model(train_id)
+    checkpoint = catalog.model_file(train_id)
     shard = None
     if args.shard is not None or args.shards is not None:
         if args.shard is None or args.shards is None or not 0 <= args.shard < args.shards:
@@ -124,13 +135,89 @@ def cmd_evaluate(args, catalog: cfg.Catalog) -> int:
     return 0
 
 
+#: the options of `evaluate --checkpoint` that describe the file (CHECKPOINT_KEYS: the external-model setting each sets)
+CHECKPOINT_OPTIONS = ("arch", "dataset", "normalize", "format", "paper_dataset", "sha256", "name")
+CHECKPOINT_KEYS = {"checkpoint": "--checkpoint", "arch": "--arch", "dataset": "--dataset", "normalize": "--normalize",
+                   "format": "--format", "paper_dataset": "--paper-dataset", "sha256": "--sha256"}
+
+
+def _evaluate_checkpoint(args, catalog: cfg.Catalog) -> int:
+    """`evaluate --checkpoint FILE --arch A --dataset D`: a model this pipeline did not train, evaluated as an
+    external model of the catalog would be, under a table's suite (--suite), the attacks named (--attack), or by
+    default the clean accuracy and AutoAttack at the dataset's standard L-inf budget. One process, one metrics and
+    predictions file per attack, in results/<scale>/metrics/<name>/ (--name, default the file's stem)."""
+    import re
+
+    from .external import name_of
+    from .runtime import Runtime
+
+    if args.run is not None or args.unit is not None or args.shard is not None or args.shards is not None:
+        raise cfg.ConfigError("evaluate --checkpoint: not with --run, --unit or --shard (the file is evaluated in this "
+                              "process, one file per attack; a model of the catalog's `external:` is --run's)")
+    if args.arch is None or args.dataset is None:
+        raise cfg.ConfigError("evaluate --checkpoint FILE needs --arch NAME and --dataset NAME (the architecture "
+                              "and the dataset the model was trained for)")
+    name = args.name or name_of(args.checkpoint)
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name):
+        raise cfg.ConfigError(f"--name: {name!r} is not a model id (lower case letters, digits, '-' and '_')")
+    if name in catalog.runs or catalog.is_external(name):
+        raise cfg.ConfigError(f"--name: {name!r} is a {'run' if name in catalog.runs else 'model'} of the catalog, "
+                              f"whose metrics are its own: give another --name"
+                              + ("" if name in catalog.runs else f" (or evaluate it with --run {name})"))
+    if sum((bool(args.attack), args.suite is not None)) > 1:
+        raise cfg.ConfigError("evaluate --checkpoint: give --suite TARGET or --attack A (repeatable), not both")
+    raw = {key: getattr(args, key) for key in CHECKPOINT_KEYS if getattr(args, key) is not None}
+    if args.suite in catalog.targets and args.paper_dataset is None:
+        # a table's suite as its rows run it: a row of the same dataset stands for a model of its paper dataset
+        row = next((r["run"] for t in catalog.leaf_targets(args.suite) for r in catalog.targets[t]["rows"]
+                    if catalog.model_spec(r["run"])["dataset"] == args.dataset), None)
+        if row is not None:
+            raw["paper_dataset"] = catalog.model_spec(row).get("paper_dataset") or args.dataset
+    catalog = cfg.with_external(catalog, name, raw, lambda key: CHECKPOINT_KEYS.get(key, f"--{key}"))
+    names = (_suite(catalog, args.suite, name) if args.suite is not None
+             else list(dict.fromkeys(args.attack)) if args.attack else _default_suite(catalog))
+    specs = {attack: cfg.check_evaluation(catalog, name, attack) for attack in names}
+    spec = catalog.externals[name]
+    print(f"{name}: {args.checkpoint} as {spec['arch']} on {spec['dataset']} ({spec['format']} layout"
+          + (f", normalised by mean {spec['normalize']['mean']} std {spec['normalize']['std']}" if spec["normalize"]
+             else "") + (f", budgets of {spec['paper_dataset']}" if spec["paper_dataset"] != spec["dataset"] else "")
+          + f"), {len(names)} evaluation(s): {', '.join(names)}")
+    runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
+    _evaluate_attacks(catalog, name, specs, runtime, seed=args.seed)
+    print(f"{name}: metrics in {catalog.layout.metrics(name, '<attack>')}, per-example predictions in "
+          f"{catalog.layout.predictions(name, '<attack>')}")
+    return 0
+
+
+def _suite(catalog: cfg.Catalog, target: str, model_id: str) -> list[str]:
+    """--suite TARGET: the evaluations that a row of ``model_id`` needs in a target (its columns, its protocol's)."""
+    if target not in catalog.targets:
+        raise cfg.ConfigError("--suite: " + cfg.unknown("target", target, catalog.targets, LIST_TARGETS))
+    names = catalog.target_attacks(target, model_id)
+    if not names:
+        raise cfg.ConfigError(f"--suite: target {target!r} evaluates nothing (no attack columns)")
+    return names
+
+
+def _default_suite(catalog: cfg.Catalog) -> list[str]:
+    """The evaluations of `evaluate --checkpoint` without --suite or --attack: the clean accuracy and AutoAttack
+    (the standard ensemble) at the dataset's standard L-inf budget (the catalog's attacks of those types)."""
+    clean = next((n for n, a in catalog.attacks.items() if a["type"] == "clean"), None)
+    autoattack = next((n for n, a in catalog.attacks.items() if a["type"] == "autoattack"
+                       and a.get("norm", "linf") == "linf" and a.get("eps") is None), None)
+    if clean is None or autoattack is None:
+        raise cfg.ConfigError("evaluate --checkpoint: the catalog has no attack of type clean and no autoattack at the "
+                              "standard L-inf budget for the default suite; name --attack or --suite")
+    return [clean, autoattack]
+
+
 def _evaluate_suite(catalog: cfg.Catalog, run_id: str, specs: dict[str, dict], runtime, *, seed: int) -> None:
     """Every attack of a run in this process, into the run's one metrics and one predictions file
     (runtime.eval_unit: run)."""
     from .evaluate import evaluate_suite
 
     train_id, layout = catalog.train_id[run_id], catalog.layout
-    results = evaluate_suite(layout.model(train_id), specs, run_id=train_id,
+    results = evaluate_suite(catalog.model_file(train_id), specs, run_id=train_id,
                              work=lambda attack, suffix: layout.eval_work(train_id, attack, suffix=suffix),
                              metrics_out=layout.metrics(train_id, cfg.ALL_ATTACKS),
                              predictions_out=layout.predictions(train_id, cfg.ALL_ATTACKS),
@@ -143,7 +230,7 @@ def _evaluate_suite(catalog: cfg.Catalog, run_id: str, specs: dict[str, dict], r
 def cmd_merge_shards(args, catalog: cfg.Catalog) -> int:
     from .evaluate import merge_shards
 
-    run_id = _run(catalog, args.run)
+    run_id = _model(catalog, args.run)
     catalog.attack_for(args.attack, run_id)  # validates the name
     train_id = catalog.train_id[run_id]
     shards = args.shards or catalog.shards_for(args.attack)
@@ -230,6 +317,23 @@ def cmd_export_dvc(args, catalog: cfg.Catalog) -> int:
     return 0
 
 
+def cmd_export(args, catalog: cfg.Catalog) -> int:
+    """`export robustbench --run R`: RobustBench's model-info JSON of a run or an external model, from its metrics
+    files alone (tradeoff.robustbench; no checkpoint is read, PyTorch is not imported)."""
+    from .robustbench import export_robustbench
+
+    model_id = _model(catalog, args.run)
+    fields = {key: getattr(args, key) for key in ("name", "link", "authors", "venue", "footnote", "reported")
+              if getattr(args, key) is not None}
+    if args.additional_data is not None:
+        fields["additional_data"] = args.additional_data
+    path, info = export_robustbench(catalog, model_id, threat_model=args.threat_model, clean=args.clean,
+                                    autoattack=args.autoattack, fields=fields, out=args.out)
+    print(f"{model_id}: {path} ({info['dataset']} {args.threat_model} eps {info['eps']}: clean {info['clean_acc']}%, "
+          f"AutoAttack {info['autoattack_acc']}% on {info['provenance']['test_examples']} test images)")
+    return 0
+
+
 def cmd_list(args, catalog: cfg.Catalog) -> int:
     if args.what == "runs":
         for rid, spec in catalog.runs.items():
@@ -238,6 +342,9 @@ def cmd_list(args, catalog: cfg.Catalog) -> int:
     elif args.what == "targets":
         for name, target in catalog.targets.items():
             print(f"{name} ({target['kind']}): {target.get('title', ', '.join(target.get('targets', [])))}")
+    elif args.what == "externals":
+        for eid, spec in catalog.externals.items():
+            print(f"{eid}: external {spec['arch']} {spec['dataset']} {spec['checkpoint']} ({spec['format']} layout)")
     elif args.what == "attacks":
         for name in catalog.attack_jobs():
             spec = catalog.attacks[cfg.split_budget(name)[0]]
@@ -316,6 +423,19 @@ def _run(catalog: cfg.Catalog, run_id: str) -> str:
     return run_id
 
 
+def _model(catalog: cfg.Catalog, model_id: str) -> str:
+    """A run or an external model (`external:`) of the catalog: what is evaluated and exported."""
+    if model_id in catalog.runs or catalog.is_external(model_id):
+        return model_id
+    raise cfg.ConfigError("--run: " + cfg.unknown("run or external model", model_id, [*catalog.runs, *catalog.externals],
+                                                  "`tradeoff list runs` and `tradeoff list externals` list them"))
+
+
+def _absolute(path: str) -> str:
+    """A file named on the command line, absolute: the commands work from the workflow's folder (_enter_workflow)."""
+    return str(Path(path).absolute())
+
+
 # ---------------------------------------------------------------------------------------------- parser
 
 
@@ -340,8 +460,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", required=True)
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("evaluate", help="evaluate one run under one attack, or several in one process")
-    p.add_argument("--run", required=True)
+    p = sub.add_parser("evaluate", help="evaluate one run (or external model) under one attack, or several in one "
+                       "process; or any checkpoint file (--checkpoint)")
+    p.add_argument("--run", help="a run of the catalog, or an external model (the config's `external:`)")
     p.add_argument("--unit", help="an evaluation job of the pipeline: an attack (name, or name@budget of a sweep), "
                                   f"or {cfg.ALL_ATTACKS!r}: every attack the targets need of the run, into one file "
                                   "(runtime.eval_unit: run)")
@@ -351,10 +472,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="attack seed (default 0)")
     p.add_argument("--shard", type=int, help="evaluate only shard K (0-based) of --shards N; merge with merge-shards")
     p.add_argument("--shards", type=int, help="number of shards (with --shard)")
+    p.add_argument("--suite", metavar="TARGET", help="every evaluation that a row of the run needs in this table or "
+                   "figure (its columns, and its protocol's attacks)")
+    p.add_argument("--checkpoint", type=_absolute, metavar="FILE",
+                   help="evaluate a model this pipeline did not train: a state dict of a registered architecture, in "
+                        "this pipeline's, torchvision's, timm's or RobustBench's layout (docs/external-models.md); with "
+                        "--arch and --dataset; without --suite or --attack: the clean accuracy and AutoAttack at the "
+                        "dataset's standard L-inf budget")
+    p.add_argument("--arch", help="with --checkpoint: its architecture (a registered one, or RobustBench's name for it)")
+    p.add_argument("--dataset", help="with --checkpoint: the dataset it classifies (its test set is evaluated)")
+    p.add_argument("--normalize", metavar="MEAN,STD", help="with --checkpoint: the per-channel input normalisation, "
+                   "applied inside the model (attacks perturb [0, 1] images): MEAN,STD, M1,...,Mc,S1,...,Sc, or "
+                   "imagenet, cifar10, cifar100")
+    p.add_argument("--format", choices=["auto", "plain", "robustbench", "torchvision", "timm"],
+                   help="with --checkpoint: the file's layout (default auto: the first that fits)")
+    p.add_argument("--paper-dataset", help="with --checkpoint: the dataset its attacks' budgets are written for, as "
+                   "a run's at a smaller scale (default: with --suite, the paper dataset of the target's rows of the "
+                   "same dataset; else its own)")
+    p.add_argument("--sha256", help="with --checkpoint: refuse the file unless it has this SHA-256")
+    p.add_argument("--name", help="with --checkpoint: its id, the folder of its metrics (default: the file's stem)")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("merge-shards", help="merge the shards of one evaluation into its metrics and predictions")
-    p.add_argument("--run", required=True)
+    p.add_argument("--run", required=True, help="a run, or an external model")
     p.add_argument("--attack", required=True)
     p.add_argument("--shards", type=int, help="default: the configured number (attack `shards` or runtime.eval_shards)")
     p.set_defaults(func=cmd_merge_shards)
@@ -411,8 +551,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="h100", choices=["h100", "h200", "a100", "rtx3090", "v100"])
     p.set_defaults(func=cmd_plan)
 
-    p = sub.add_parser("list", help="list runs, targets or attacks (evaluation jobs)")
-    p.add_argument("what", choices=["runs", "targets", "attacks"])
+    p = sub.add_parser("export", help="a run's or an external model's results in another project's format: "
+                       "RobustBench's model-info JSON (from metrics files only)")
+    p.add_argument("format", choices=["robustbench"])
+    p.add_argument("--run", required=True, help="a run, or an external model (`external:`)")
+    p.add_argument("--threat-model", default="Linf", choices=["Linf", "L2", "corruptions"],
+                   help="RobustBench's threat model (default Linf): AutoAttack at the standard budget of the norm")
+    p.add_argument("--clean", metavar="ATTACK", help="the clean accuracy's evaluation (default: the attack of type "
+                   "clean)")
+    p.add_argument("--autoattack", metavar="ATTACK", help="the robust accuracy's evaluation (default: the autoattack "
+                   "at the dataset's standard budget of the threat model's norm)")
+    p.add_argument("--out", type=_absolute, metavar="FILE",
+                   help="default: results/<scale>/robustbench/<dataset>/<threat model>/<run>.json")
+    for option in ("name", "link", "authors", "venue", "footnote"):
+        p.add_argument(f"--{option}", help=f"the JSON's `{option}` (the paper's)")
+    p.add_argument("--reported", help="the robust accuracy the paper reports, in %% (default: AutoAttack's here)")
+    p.add_argument("--additional-data", action=argparse.BooleanOptionalAction, default=None,
+                   help="whether training used data beyond the training set (default: no)")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("list", help="list runs, external models, targets or attacks (evaluation jobs)")
+    p.add_argument("what", choices=["runs", "externals", "targets", "attacks"])
     p.set_defaults(func=cmd_list)
     return parser
 

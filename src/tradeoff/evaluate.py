@@ -271,13 +271,20 @@ def state_key(digest: str, spec: dict, seed: int, batch_size: int, n: int, first
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _load(checkpoint_path, data_root, device: str, test_examples: int | None):
+def _load(checkpoint_path, data_root, device: str, test_examples: int | None, external: dict | None = None,
+          model_id: str | None = None):
     from . import data
-    from .trained import load_model
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    model, meta = load_model(checkpoint_path, device)
+    if external is not None:  # a model this pipeline did not train (tradeoff.external)
+        from .external import load_external
+
+        model, meta = load_external(checkpoint_path, external, device, run_id=model_id or "external")
+    else:
+        from .trained import load_model
+
+        model, meta = load_model(checkpoint_path, device)
     ds = data.load(meta["spec"]["dataset"], data_root)
     x, y = data.subset(ds.x_test, ds.y_test, test_examples)
     model, x = channels_last(model, x.to(device))
@@ -305,11 +312,15 @@ def record(meta: dict, attack_name: str, spec: dict, context: dict) -> dict:
     it fills (tradeoff.report.records) before it shows the number. ``context``: the scale, the model file's
     digest, the test examples setting and the test set's size."""
     run_spec = meta["spec"]
-    return {"format": METRICS_FORMAT, "run": meta["run"], "attack": attack_name, "scale": context["scale"],
-            "dataset": run_spec["dataset"], "arch": run_spec["arch"], "paper_dataset": run_spec.get("paper_dataset"),
-            "paper_arch": run_spec.get("paper_arch"), "spec_digest": spec_digest(run_spec), "model": context["model"],
-            "spec": spec, "test_examples": context["test_examples"], "test_size": context["test_size"],
-            "selected_epoch": meta["selected_epoch"]}
+    out = {"format": METRICS_FORMAT, "run": meta["run"], "attack": attack_name, "scale": context["scale"],
+           "dataset": run_spec["dataset"], "arch": run_spec["arch"], "paper_dataset": run_spec.get("paper_dataset"),
+           "paper_arch": run_spec.get("paper_arch"), "spec_digest": spec_digest(run_spec), "model": context["model"],
+           "spec": spec, "test_examples": context["test_examples"], "test_size": context["test_size"],
+           "selected_epoch": meta["selected_epoch"]}
+    if meta.get("external") is not None:
+        # an external model (tradeoff.external): which file it measured (its SHA-256) and how it was read
+        out["external"] = meta["external"]
+    return out
 
 
 def _metrics(meta: dict, attack_name: str, spec: dict, out: Outcome, *, seed: int, batch_size: int,
@@ -358,42 +369,48 @@ class AttackJob:
 def evaluate_run(checkpoint_path, spec: dict, *, attack_name: str, data_root, device: str = "auto",
                  batch_size: int = 500, seed: int = 0, metrics_out=None, predictions_out=None,
                  test_examples: int | None = None, state_path=None, shard: tuple[int, int] | None = None,
-                 shard_out=None, scale: str | None = None) -> dict:
+                 shard_out=None, scale: str | None = None, external: dict | None = None,
+                 model_id: str | None = None) -> dict:
     """Evaluate a trained run's selected model on its test set.
 
     Unsharded: write the metrics JSON (scalars) and the predictions JSON (per-example correctness), atomically,
     and return the metrics. With ``shard=(k, n)``: evaluate only shard k of n (whole batches of the global
     grid) and write its partial result to ``shard_out`` for :func:`merge_shards`; return that partial result.
-    ``state_path``: the resume file (see the module docstring). ``scale``: the scale the metrics record."""
-    loaded = _Loaded(checkpoint_path, data_root, device, test_examples, scale)
+    ``state_path``: the resume file (see the module docstring). ``scale``: the scale the metrics record.
+    ``external``: the checkpoint is an external model's (its resolved settings, tradeoff.external), ``model_id``
+    its id."""
+    loaded = _Loaded(checkpoint_path, data_root, device, test_examples, scale, external, model_id)
     job = AttackJob(attack_name, spec, metrics_out, predictions_out, state_path)
     return loaded.evaluate(job, batch_size=batch_size, seed=seed, shard=shard, shard_out=shard_out)
 
 
 def evaluate_attacks(checkpoint_path, jobs: list[AttackJob], *, data_root, device: str = "auto",
                      batch_size: int = 500, seed: int = 0, test_examples: int | None = None,
-                     scale: str | None = None) -> list[dict]:
+                     scale: str | None = None, external: dict | None = None, model_id: str | None = None) -> list[dict]:
     """Evaluate one trained run under several attacks in turn, loading the model and the test set once.
 
     Every attack writes the same files, with the same numbers, as its own :func:`evaluate_run` call: batches are
-    seeded by (seed, global batch index), never by what ran before in the process. Returns the metrics, in order."""
-    loaded = _Loaded(checkpoint_path, data_root, device, test_examples, scale)
+    seeded by (seed, global batch index), never by what ran before in the process. Returns the metrics, in order.
+    ``external``, ``model_id``: as for :func:`evaluate_run`."""
+    loaded = _Loaded(checkpoint_path, data_root, device, test_examples, scale, external, model_id)
     return [loaded.evaluate(job, batch_size=batch_size, seed=seed) for job in jobs]
 
 
 def evaluate_suite(checkpoint_path, specs: dict[str, dict], *, run_id: str, work: Callable[[str, str], Path],
                    metrics_out, predictions_out, data_root, device: str = "auto", batch_size: int = 500,
-                   seed: int = 0, test_examples: int | None = None, scale: str | None = None) -> dict[str, dict]:
+                   seed: int = 0, test_examples: int | None = None, scale: str | None = None,
+                   external: dict | None = None, model_id: str | None = None) -> dict[str, dict]:
     """Evaluate one trained run under every attack of ``specs`` in one process, into ONE metrics file and ONE
     predictions file (runtime.eval_unit: run): ``{"format", "run", "evaluations": {attack: record}}``, each record
     exactly what the attack's own job (:func:`evaluate_run`) writes. Each attack resumes from its state file
     (``work(attack, ".state")``), and a finished attack is kept in ``work(attack, ".done.json")`` until the files
-    are written, so a job killed after some attacks redoes none of them. Returns the records, in order."""
-    loaded = _Loaded(checkpoint_path, data_root, device, test_examples, scale)
+    are written, so a job killed after some attacks redoes none of them. Returns the records, in order.
+    ``external``, ``model_id``: as for :func:`evaluate_run`."""
+    loaded = _Loaded(checkpoint_path, data_root, device, test_examples, scale, external, model_id)
     metrics, predictions = {}, {}
     for name, spec in specs.items():
         done = Path(work(name, ".done.json"))
-        key = state_key(loaded.digest, spec, seed, batch_size, len(loaded.x), 0)
+        key = state_key(loaded.state_digest, spec, seed, batch_size, len(loaded.x), 0)
         kept = _read_done(done, key)
         if kept is None:
             job = AttackJob(name, spec, state_path=work(name, ".state"))
@@ -421,10 +438,11 @@ def _read_done(path: Path, key: str) -> dict | None:
 class _Loaded:
     """A checkpoint's model and its run's test set, on the device, ready for any number of attacks."""
 
-    def __init__(self, checkpoint_path, data_root, device: str, test_examples: int | None, scale: str | None):
+    def __init__(self, checkpoint_path, data_root, device: str, test_examples: int | None, scale: str | None,
+                 external: dict | None = None, model_id: str | None = None):
         self.checkpoint_path, self.data_root, self.test_examples = checkpoint_path, data_root, test_examples
         self.model, self.meta, self.x, self.y, self.device, self.test_size = _load(checkpoint_path, data_root, device,
-                                                                                   test_examples)
+                                                                                   test_examples, external, model_id)
         self.scale = scale
         self._digest: str | None = None
 
@@ -439,6 +457,14 @@ class _Loaded:
         if self._digest is None:
             self._digest = model_digest(self.checkpoint_path)
         return self._digest
+
+    @property
+    def state_digest(self) -> str:
+        """What the model is, for a resume state: its file's digest, and an external model's settings (another
+        normalisation of one file is another model)."""
+        if self.meta.get("external") is None:
+            return self.digest
+        return f"{self.digest}-{spec_digest(self.meta['spec'])}"
 
     def evaluate(self, job: AttackJob, *, batch_size: int, seed: int, shard: tuple[int, int] | None = None,
                  shard_out=None) -> dict:
@@ -472,7 +498,7 @@ class _Loaded:
         first_batch, start, stop = (0, 0, n) if shard is None else shard_range(n, batch_size, *shard)
         state = None
         if job.state_path is not None:
-            key = state_key(self.digest, spec, seed, batch_size, n, first_batch)
+            key = state_key(self.state_digest, spec, seed, batch_size, n, first_batch)
             state = EvalState(job.state_path, key)
         out = run_attack(model, x[start:stop], y[start:stop], spec, seed=seed, batch_size=batch_size,
                          first_batch=first_batch, state=state, progress=attack_name, whole=shard is None)

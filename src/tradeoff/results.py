@@ -9,12 +9,14 @@ a model or a metrics file of one scale can never stand in another scale's table:
     work/eval/<run>/<attack>...       an evaluation's resume state, a shard's partial result
     work/catalog/<key>.json           resolved catalogs (tradeoff.config's cache)
     metrics/<run>/<unit>.json         an evaluation job's numbers and how they were made: one attack's (<attack>.json),
-                                      or all of a run's (all.json, runtime.eval_unit: run)
+                                      or all of a run's (all.json, runtime.eval_unit: run); <run> may also be an
+                                      external model (the config's `external:`, or `evaluate --checkpoint --name`)
     predictions/<run>/<unit>.json     its per-example correctness
     analysis/<target>.json            a figure's analysis
     tables/<target>.{md,csv,tex,html} figures/<target>.{png,pdf} summary.{md,html}
     logs/<step>/...                   every job's log (<name>.log: its last start; <name>.history.log: all of them)
     bench/                            timings
+    robustbench/<dataset>/<threat>/<run>.json   a run's or an external model's RobustBench model-info file
 
 Python code, the Snakemake rules and the DVC stages all build paths here; the arguments may be Snakemake wildcard
 patterns (``"{run}"``), since a path is only joined, never inspected.
@@ -92,6 +94,11 @@ class Layout:
         """``logs/<step>/<name>/.../<last>.log``: training, evaluation, report and analysis jobs' logs."""
         *folders, last = names
         return self.root.joinpath("logs", step, *folders, f"{last}.log")
+
+    def robustbench(self, dataset: str, threat_model: str, run_id: str) -> Path:
+        """A model-info file for RobustBench's leaderboard (``tradeoff export robustbench``), in the folders of
+        RobustBench's own ``model_info/<dataset>/<threat model>/<model>.json``."""
+        return self.root / "robustbench" / dataset / threat_model / f"{run_id}.json"
 
     @property
     def bench(self) -> Path:

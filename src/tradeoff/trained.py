@@ -21,7 +21,8 @@ def load_model(path: str | Path, device: torch.device | str = "cpu") -> tuple[nn
     if not isinstance(obj, dict) or not {"model", "meta"} <= set(obj):
         held = f"keys {sorted(map(str, obj))}" if isinstance(obj, dict) else f"a {type(obj).__name__}"
         raise checkpoint.CheckpointError(f"{path} is not a model written by `tradeoff train`: it holds {held}; a "
-                                         "model.pt holds 'model' and 'meta'")
+                                         "model.pt holds 'model' and 'meta' (evaluate another model's file with "
+                                         "`tradeoff evaluate --checkpoint FILE --arch A --dataset D`)")
     try:
         meta: dict[str, Any] = json.loads(obj["meta"])
         spec = meta["spec"]

@@ -35,7 +35,8 @@ CONFIG_ARGS = " ".join(f"--config {shlex.quote(f)}" for f in CONFIG_FILES)  # ev
 LAYOUT = CATALOG.layout
 RES = config.get("resources", {})
 TRAIN_IDS = sorted(CATALOG.training_runs())
-EVALUATED = {run: CATALOG.eval_units(run) for run in TRAIN_IDS}
+MODEL_IDS = CATALOG.evaluated_models()  # the training jobs and the external models (`external:`): both evaluated
+EVALUATED = {run: CATALOG.eval_units(run) for run in MODEL_IDS}
 SHARDED = sorted({u for units in EVALUATED.values() for u in units if CATALOG.shards_for(u) > 1})
 UNSHARDED = sorted({u for units in EVALUATED.values() for u in units if CATALOG.shards_for(u) == 1})
 TARGETS = {kind: [t for t, spec in CATALOG.targets.items() if spec["kind"] == kind] for kind in
@@ -109,9 +110,18 @@ def unit_data(wildcards):
 
 
 def unit_settings(wildcards):
-    """The resolved settings of every attack of an evaluation job: a change re-runs it."""
-    return json.dumps({a: CATALOG.attack_for(a, wildcards.run)
-                       for a in CATALOG.unit_attacks(wildcards.run, wildcards.unit)}, sort_keys=True)
+    """The resolved settings of every attack of an evaluation job (and of an external model, how its file is read):
+    a change re-runs it."""
+    attacks = {a: CATALOG.attack_for(a, wildcards.run) for a in CATALOG.unit_attacks(wildcards.run, wildcards.unit)}
+    if CATALOG.is_external(wildcards.run):
+        return json.dumps({"external": CATALOG.externals[wildcards.run], "attacks": attacks}, sort_keys=True)
+    return json.dumps(attacks, sort_keys=True)
+
+
+def model_input(wildcards):
+    """The model an evaluation job reads: a training job's model.pt, or an external model's checkpoint file (and its
+    dataset, which no training job downloads first)."""
+    return CATALOG.evaluation_inputs(wildcards.run)
 
 
 def shard_inputs(wildcards):

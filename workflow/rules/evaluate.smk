@@ -7,11 +7,14 @@
 # Sharding (an attack's `shards`, or runtime.eval_shards; with eval_unit: attack): N jobs of one evaluation, one GPU
 # each, every one on a contiguous run of whole batches of the global batch grid (so each batch keeps its seed); a
 # local job merges them into exactly the files, and the numbers, of one unsharded job.
+#
+# An external model (the config's `external:`, a model this pipeline did not train) is evaluated by the same rules
+# into the same files as a training job's model: `{run}` is its id, its input its checkpoint file and its dataset.
 
 
 rule evaluate:
     input:
-        model=str(LAYOUT.model("{run}")),
+        model=model_input,
         data=unit_data,
     output:
         metrics=str(LAYOUT.metrics("{run}", "{unit}")),
@@ -22,6 +25,7 @@ rule evaluate:
     log:
         str(LAYOUT.log("evaluate", "{run}", "{unit}")),
     wildcard_constraints:
+        run=alternatives(MODEL_IDS),
         unit=alternatives(UNSHARDED),
     resources:
         **job_resources("evaluate", 240, 16000),
@@ -31,7 +35,7 @@ rule evaluate:
 
 rule evaluate_shard:
     input:
-        model=str(LAYOUT.model("{run}")),
+        model=model_input,
     output:
         str(LAYOUT.eval_work("{run}", "{unit}", ("{shard}", "{shards}"), ".json")),
     params:
@@ -40,6 +44,7 @@ rule evaluate_shard:
     log:
         str(LAYOUT.log("evaluate", "{run}", "{unit}.shard-{shard}-of-{shards}")),
     wildcard_constraints:
+        run=alternatives(MODEL_IDS),
         unit=alternatives(SHARDED),
         shard=r"\d+",
         shards=r"\d+",
@@ -62,6 +67,7 @@ rule merge_shards:
     log:
         str(LAYOUT.log("evaluate", "{run}", "{unit}.merge")),
     wildcard_constraints:
+        run=alternatives(MODEL_IDS),
         unit=alternatives(SHARDED),
     localrule: True
     shell:

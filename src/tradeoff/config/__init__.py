@@ -17,9 +17,9 @@ from .budgets import eps_label, parse_budget, parse_step, rel_step, split_budget
 from .catalog import Catalog, spec_digest
 from .load import (ALL_ATTACKS, AUTOATTACK_FAMILY, CORRUPTIONS_TYPE, DEFAULT_CONFIG, PSEUDO_COLUMNS, REFERENCE_DIR, ROOT,
                    SCHEMA, load_config, load_yaml, merge, validate_schema)
-from .resolve import load_catalog, resolve
+from .resolve import check_evaluation, load_catalog, resolve, with_external
 
 __all__ = ["ALL_ATTACKS", "AUTOATTACK_FAMILY", "CORRUPTIONS_TYPE", "Catalog", "ConfigError", "DEFAULT_CONFIG",
-           "PSEUDO_COLUMNS", "REFERENCE_DIR", "ROOT", "SCHEMA", "eps_label", "load_catalog", "load_config", "load_yaml",
-           "merge", "parse_budget", "parse_step", "rel_step", "resolve", "spec_digest", "split_budget", "sweep_labels",
-           "unknown", "validate_schema"]
+           "PSEUDO_COLUMNS", "REFERENCE_DIR", "ROOT", "SCHEMA", "check_evaluation", "eps_label", "load_catalog",
+           "load_config", "load_yaml", "merge", "parse_budget", "parse_step", "rel_step", "resolve", "spec_digest",
+           "split_budget", "sweep_labels", "unknown", "validate_schema", "with_external"]

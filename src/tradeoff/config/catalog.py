@@ -23,6 +23,9 @@ class Catalog:
     targets: dict[str, dict]
     train_id: dict[str, str] = field(default_factory=dict)  # run id -> id of the job that trains it
     seed_runs: dict[str, list[str]] = field(default_factory=dict)  # run with `seeds` -> its run per seed
+    # external model id -> its resolved settings (`external:`): a model this pipeline did not train, evaluated (and
+    # shown in tables) like a training job; train_id maps it to itself
+    externals: dict[str, dict] = field(default_factory=dict)
     # the papers' numbers (a table's `reference:` is <reference_dir>/<reference>.csv): the folder `reference/` beside
     # the first config file
     reference_dir: str = str(REFERENCE_DIR)
@@ -53,6 +56,47 @@ class Catalog:
         """Distinct training jobs: runs whose resolved settings are identical train once."""
         return {rid: spec for rid, spec in self.runs.items() if self.train_id[rid] == rid}
 
+    def is_external(self, model_id: str) -> bool:
+        """Whether an id (a row's, an evaluation's) names an external model rather than a run."""
+        return model_id in self.externals
+
+    def model_spec(self, model_id: str) -> dict:
+        """A run's resolved settings, or an external model's (``checkpoint``, ``arch``, ``dataset``, ...)."""
+        return self.externals[model_id] if model_id in self.externals else self.runs[model_id]
+
+    def model_file(self, model_id: str) -> Path:
+        """The file an evaluation of a training job or an external model reads: the run's model.pt, or the external
+        model's checkpoint."""
+        if model_id in self.externals:
+            return Path(self.externals[model_id]["checkpoint"])
+        return self.layout.model(model_id)
+
+    def evaluation_inputs(self, model_id: str) -> list[str]:
+        """What an evaluation job of a training job or an external model reads besides attack-specific data: the
+        model's file and, for an external model (which no training job of this pipeline precedes), its dataset's
+        download marker."""
+        if model_id in self.externals:
+            spec = self.externals[model_id]
+            return [spec["checkpoint"], str(ready_marker(self.data_root, spec["dataset"]))]
+        return [str(self.layout.model(model_id))]
+
+    def evaluated_models(self) -> list[str]:
+        """Every model that evaluation jobs evaluate: the training jobs, then the external models."""
+        return sorted(self.training_runs()) + sorted(self.externals)
+
+    def external_sha256(self, model_id: str) -> str | None:
+        """The SHA-256 that an external model's metrics must have measured: the one its settings pin (``sha256``),
+        else its checkpoint file's now; None when neither is known (no pin, no file)."""
+        spec = self.externals[model_id]
+        if spec.get("sha256"):
+            return spec["sha256"]
+        path = Path(spec["checkpoint"])
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        return _file_sha256(str(path.absolute()), stat.st_mtime_ns, stat.st_size)
+
     def pretrained_checkpoint(self, run_id: str, *, must_exist: bool = False) -> Path | None:
         """The backbone checkpoint that a run's training starts from (``pretrained.<arch>`` of its architecture), or
         None for an architecture trained from scratch. ConfigError naming the key and the file expected when the
@@ -76,7 +120,7 @@ class Catalog:
         if base not in self.attacks:
             raise ConfigError(unknown("attack", name, self.attack_jobs(), "`tradeoff list attacks` lists them"))
         key = f"attacks.{base}"
-        spec = resolve_attack(self.attacks[base], self.runs[run_id], self.config, key)
+        spec = resolve_attack(self.attacks[base], self.model_spec(run_id), self.config, key)
         labels = sweep_labels(self.attacks[base], key)
         if labels is None and label is None:
             return spec
@@ -153,20 +197,27 @@ class Catalog:
         return [t for t in self.leaf_targets(name) if self.targets[t]["kind"] == "table"]
 
     def evaluations(self, target: str) -> list[tuple[str, str]]:
-        """(training id, attack) pairs that a target needs, without repeats."""
+        """(training id or external model, attack) pairs that a target needs, without repeats."""
         pairs: dict[tuple[str, str], None] = {}
         for leaf in self.leaf_targets(target):
-            t = self.targets[leaf]
-            for row in t["rows"]:
-                for column in t.get("columns", {}).values():
-                    if column in PSEUDO_COLUMNS:
-                        continue
-                    for run in self.row_runs(row["run"]):
-                        jobs = self.column_jobs(column)
-                        jobs += [p for p in (self.protocol_attack(leaf, j, run) for j in jobs) if p is not None]
-                        for attack in jobs:
-                            pairs[(self.train_id[run], attack)] = None
+            for row in self.targets[leaf]["rows"]:
+                for run in self.row_runs(row["run"]):
+                    for attack in self.target_attacks(leaf, run):
+                        pairs[(self.train_id[run], attack)] = None
         return list(pairs)
+
+    def target_attacks(self, target: str, run_id: str) -> list[str]:
+        """The evaluations that a row of ``run_id`` needs in a target (its columns' jobs, and what its table's
+        protocol runs in their place), in the columns' order: a table's suite."""
+        jobs: dict[str, None] = {}
+        for leaf in self.leaf_targets(target):
+            for column in self.targets[leaf].get("columns", {}).values():
+                if column in PSEUDO_COLUMNS:
+                    continue
+                own = self.column_jobs(column)
+                for attack in own + [p for p in (self.protocol_attack(leaf, j, run_id) for j in own) if p is not None]:
+                    jobs[attack] = None
+        return list(jobs)
 
     def protocol_attack(self, target: str, attack: str, run_id: str) -> str | None:
         """The evaluation that the authors' protocol of a table (its ``protocol:``) runs in place of ``attack`` for a
@@ -226,7 +277,7 @@ class Catalog:
 
     def datasets(self) -> list[str]:
         """Every dataset that some job of the catalog reads."""
-        return sorted({s["dataset"] for s in self.runs.values()}
+        return sorted({s["dataset"] for s in [*self.runs.values(), *self.externals.values()]}
                       | {d for t in self.analysis_targets() for d in self.analysis_datasets(t)}
                       | {d for t in self.targets for run, attack in self.evaluations(t)
                          for d in self.evaluation_datasets(run, attack)})
@@ -237,17 +288,31 @@ class Catalog:
         return [t for t in leaves if "analysis" in self.targets[t]]
 
     def curve_runs(self, target: str) -> list[str]:
-        """Training ids whose per-epoch curves a target plots."""
+        """Training ids whose per-epoch curves a target plots (an external model has none: its training time is
+        not known)."""
         runs = [self.train_id[r["run"]] for leaf in self.leaf_targets(target)
                 if self.targets[leaf].get("plot") == "curves" for r in self.targets[leaf]["rows"]]
         runs += [self.train_id[run] for leaf in self.leaf_targets(target)
                  if "train:minutes" in self.targets[leaf].get("columns", {}).values()
                  for r in self.targets[leaf]["rows"] for run in self.row_runs(r["run"])]
-        return list(dict.fromkeys(runs))
+        return [run for run in dict.fromkeys(runs) if run not in self.externals]
+
+
+#: an external model's settings that say where its file is, not what it computes: its metrics record the file's
+#: SHA-256, which a report checks on its own (tradeoff.report.records)
+FILE_KEYS = ("checkpoint", "sha256")
 
 
 def spec_digest(spec: dict) -> str:
     """What a run computes: two runs with the same digest train identically (the paper-scale names of their
-    dataset and architecture are labels, not settings)."""
-    settings = {k: v for k, v in spec.items() if not k.startswith("paper_")}
+    dataset and architecture are labels, not settings). Of an external model: how its file is read and evaluated
+    (architecture, dataset, layout, normalisation, test examples), the file itself being its SHA-256."""
+    settings = {k: v for k, v in spec.items() if not k.startswith("paper_") and k not in FILE_KEYS}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=64)
+def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
+    from ..checkpoint import sha256_file
+
+    return sha256_file(path)

@@ -160,8 +160,10 @@ def _check_comparison(name: str, target: dict, config: dict, references: Path) -
                 raise ConfigError(f"{where}: {mapped!r} must run the budgets of {base!r} (the same eps list)")
 
 
-def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: dict) -> None:
+def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: dict,
+                  externals: dict | None = None) -> None:
     key = f"targets.{name}"
+    externals = externals or {}
     if target["kind"] == "group":
         for member in target.get("targets", []):
             if member not in targets:
@@ -213,7 +215,18 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
     elif target.get("plot") == "lines" and any("x" not in row for row in target["rows"]):
         raise ConfigError(f"{key}.rows: a `lines` figure needs an `x` value on every row (or budget-sweep columns)")
     for i, row in enumerate(target["rows"]):
-        if row["run"] not in runs:
+        if "external" in row:  # design.expand_targets: `run` repeats the external model's id
+            if row["external"] not in externals:
+                raise ConfigError(f"{key}.rows[{i}].external: " + unknown("external model", row["external"], externals)
+                                  + " (the config's `external:` section)")
+            if "analysis" in target or target.get("plot") == "curves":
+                raise ConfigError(f"{key}.rows[{i}].external: {row['external']!r} is an external model: a figure "
+                                  f"that {'reads an analysis of' if 'analysis' in target else 'draws the training curves of'}"
+                                  " its rows needs trained runs")
+        elif row["run"] in externals:
+            raise ConfigError(f"{key}.rows[{i}].run: {row['run']!r} is an external model (`external:`), not a run: "
+                              f"write `external: {row['run']}`")
+        elif row["run"] not in runs:
             raise ConfigError(f"{key}.rows[{i}].run: " + unknown("run", row["run"], runs))
     for column, attack in target.get("columns", {}).items():
         if attack in PSEUDO_COLUMNS:

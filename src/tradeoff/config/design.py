@@ -186,15 +186,30 @@ def expand_design(design: Any) -> dict[str, dict]:
 FAMILY = "{family}"
 
 
+def _external_row(row: Any, key: str) -> Any:
+    """A row that names an external model (``external: <id>``) with ``run`` set to that id too: every reader of a
+    row reads ``run``, the model that fills it; ``external`` says what kind of model it is."""
+    if not isinstance(row, dict) or "external" not in row:
+        return row
+    if "run" in row and row["run"] != row["external"]:
+        raise _error(f"{key}: give `run` (a run of the catalog) or `external` (a model of the `external:` section), "
+                     f"not both")
+    return {**row, "run": row["external"]}
+
+
 def expand_targets(targets: Any) -> Any:
-    """Targets with ``{family}`` in their rows' run ids replaced by the target's ``family`` (which is removed);
-    without either, the targets themselves."""
+    """Targets with ``{family}`` in their rows' run ids replaced by the target's ``family`` (which is removed), and
+    rows naming an external model given its id as ``run`` too; without either, the targets themselves."""
     if not isinstance(targets, dict):
         return targets
     out, changed = {}, False
     for name, target in targets.items():
         rows = target.get("rows") if isinstance(target, dict) else None
         rows = rows if isinstance(rows, list) else []
+        if any(isinstance(row, dict) and "external" in row and row.get("run") != row["external"] for row in rows):
+            changed = True
+            rows = [_external_row(row, f"targets.{name}.rows[{i}]") for i, row in enumerate(rows)]
+            target = {**target, "rows": rows}
         uses = [i for i, row in enumerate(rows) if isinstance(row, dict) and FAMILY in str(row.get("run", ""))]
         if not isinstance(target, dict) or ("family" not in target and not uses):
             out[name] = target

@@ -125,6 +125,6 @@ def _explain(error) -> str:
         return f"unknown key(s) {extra}; allowed: {allowed}" if allowed else error.message
     if error.validator == "enum":
         return f"{error.instance!r} is not allowed; allowed: {error.validator_value}"
-    if error.validator == "oneOf" and "description" in error.schema:
+    if error.validator in ("oneOf", "anyOf") and "description" in error.schema:
         return f"{error.instance!r} is not {error.schema['description']}"
     return error.message

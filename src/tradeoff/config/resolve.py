@@ -9,7 +9,7 @@ import functools
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .. import ranges
 from ..errors import ConfigError
@@ -57,7 +57,7 @@ def _save_catalog_cache(paths: list[Path], catalog: Catalog) -> None:
 
     cache = _catalog_cache(paths, catalog.config)
     fields = {name: getattr(catalog, name) for name in ("config", "runs", "attacks", "targets", "train_id",
-                                                          "seed_runs")}
+                                                          "seed_runs", "externals")}
     text = json.dumps(fields)  # key order kept: it is the order of a table's columns and rows
     if cache is None or json.loads(text) != fields:
         return
@@ -146,6 +146,13 @@ def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
     raw_runs, seed_runs = expand_seeds(config)
     runs = {rid: resolve_run(rid, raw, config, METHODS, datasets, archs) for rid, raw in raw_runs.items()}
     train_id = _training_jobs(runs, METHODS)
+    externals = {}
+    for ext_id, raw in (config.get("external") or {}).items():
+        if ext_id in runs:
+            raise ConfigError(f"external.{ext_id}: the id is a run's too; a row names one model, so give the external "
+                              "model another id")
+        externals[ext_id] = resolve_external(raw, config, lambda name, e=ext_id: f"external.{e}.{name}")
+        train_id[ext_id] = ext_id  # evaluated as its own job, like a training job's model
 
     for rid, spec in runs.items():
         # the selection attack also measures the per-epoch robust curve, so it is resolved for every run
@@ -155,19 +162,85 @@ def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
 
     targets = config["targets"]
     for name, target in targets.items():
-        _check_target(name, target, targets, runs, config["attacks"])
+        _check_target(name, target, targets, runs, config["attacks"], externals)
         _check_comparison(name, target, config, references)
     _check_eval_unit(config)
     catalog = Catalog(config=config, runs=runs, attacks=config["attacks"], targets=targets, train_id=train_id,
-                      seed_runs=seed_runs, reference_dir=str(references))
+                      seed_runs=seed_runs, reference_dir=str(references), externals=externals)
     # every evaluation the targets need, resolved for its run now: a budget that a scale maps out of range (a
     # sweep's largest on a dataset with a larger standard budget) stops the config, not an evaluation job
     for run_id, attack in {pair for name in targets for pair in catalog.evaluations(name)}:
-        catalog.attack_for(attack, run_id)
-        base = split_budget(attack)[0]
-        if config["attacks"][base]["type"] == CORRUPTIONS_TYPE:
-            _check_corruptions(config["attacks"][base], runs[run_id], config, f"attacks.{base}")
+        check_evaluation(catalog, run_id, attack)
     return catalog
+
+
+def check_evaluation(catalog: Catalog, model_id: str, attack: str) -> dict:
+    """An evaluation of a run or an external model, resolved (its attack spec returned), or ConfigError: a budget out
+    of range at this scale, a corruption dataset of another dataset than the model's."""
+    spec = catalog.attack_for(attack, model_id)
+    base = split_budget(attack)[0]
+    if catalog.attacks[base]["type"] == CORRUPTIONS_TYPE:
+        _check_corruptions(catalog.attacks[base], catalog.model_spec(model_id), catalog.config, f"attacks.{base}")
+    return spec
+
+
+#: the settings of an external model (`external.<id>`, or `tradeoff evaluate --checkpoint`): see resolve_external
+EXTERNAL_KEYS = ("checkpoint", "arch", "dataset", "normalize", "format", "paper_dataset", "sha256")
+
+
+def resolve_external(raw: dict, config: dict, key: Callable[[str], str]) -> dict:
+    """An external model's settings, checked and made canonical: its checkpoint file (``{results}``: this scale's
+    results folder; not checked to exist, a workflow may write it), its architecture (a registered one, or
+    RobustBench's name for it) and dataset, the input normalisation applied inside the model, the file's layout
+    (tradeoff.zoo.FORMATS), the dataset its attacks' budgets are written for (``paper_dataset``, default its own: at
+    a smaller scale, a row standing in for a paper dataset's model keeps that dataset's budgets rescaled like the
+    runs'), an optional pinned SHA-256, and the scale's test examples. ``key(name)`` names a setting in errors
+    (``external.<id>.arch``, or a command-line option)."""
+    from .. import data, models
+    from ..zoo import FORMATS, canonical_arch, layouts, parse_normalize
+
+    unknown_keys = sorted(set(raw) - set(EXTERNAL_KEYS))
+    if unknown_keys:
+        raise ConfigError(f"{key(unknown_keys[0])}: unknown setting; allowed: {list(EXTERNAL_KEYS)}")
+    for needed in ("checkpoint", "arch", "dataset"):
+        if not raw.get(needed):
+            raise ConfigError(f"{key(needed)}: required (an external model needs checkpoint, arch and dataset)")
+    arch = canonical_arch(raw["arch"], models.model_names(), key("arch"))
+    datasets = [d for d in data.dataset_names() if d not in data.corruption_dataset_names()]
+    if raw["dataset"] not in datasets:
+        raise ConfigError(f"{key('dataset')}: " + unknown("dataset", raw["dataset"], datasets))
+    paper_dataset = raw.get("paper_dataset") or raw["dataset"]
+    if paper_dataset not in config["datasets"]:
+        raise ConfigError(f"{key('paper_dataset')}: " + unknown("dataset with a standard budget (datasets:)",
+                                                                paper_dataset, config["datasets"]))
+    if raw["dataset"] not in config["datasets"]:
+        raise ConfigError(f"{key('dataset')}: {raw['dataset']!r} has no standard budget; add datasets."
+                          f"{raw['dataset']}.linf (its attacks' default eps)")
+    fmt = raw.get("format") or "auto"
+    if fmt not in FORMATS:
+        raise ConfigError(f"{key('format')}: " + unknown("format", fmt, FORMATS))
+    if fmt != "auto" and fmt not in layouts(arch):
+        raise ConfigError(f"{key('format')}: architecture {arch!r} is not read in the {fmt} layout; it accepts "
+                          f"{', '.join(layouts(arch))} (or auto)")
+    sha = raw.get("sha256")
+    if sha is not None and not (isinstance(sha, str) and len(sha) == 64 and set(sha.lower()) <= set("0123456789abcdef")):
+        raise ConfigError(f"{key('sha256')}: expected the file's SHA-256 as 64 hexadecimal digits, got {sha!r}")
+    channels = data.DATASETS[raw["dataset"]].image_shape[0]
+    results = str(Layout.of(config["paths"]["results"], config["scale"]).root)
+    return {"checkpoint": str(raw["checkpoint"]).replace("{results}", results),
+            "sha256": sha.lower() if sha else None, "arch": arch, "dataset": raw["dataset"],
+            "paper_dataset": paper_dataset, "paper_arch": arch,
+            "normalize": parse_normalize(raw.get("normalize"), channels, key("normalize")), "format": fmt,
+            "test_examples": config["scale_map"].get("test_examples")}
+
+
+def with_external(catalog: Catalog, model_id: str, raw: dict, key: Callable[[str], str]) -> Catalog:
+    """The catalog with one more external model (``tradeoff evaluate --checkpoint``), to resolve its evaluations."""
+    import dataclasses
+
+    spec = resolve_external(raw, catalog.config, key)
+    return dataclasses.replace(catalog, externals={**catalog.externals, model_id: spec},
+                               train_id={**catalog.train_id, model_id: model_id})
 
 
 def _training_jobs(runs: dict[str, dict], methods: dict) -> dict[str, str]:

@@ -4,7 +4,8 @@ the cell it fills. Anything else stops the report with one line naming the file 
 
 A metrics file records how it was made (``tradeoff.evaluate``): the run (the training job) and the scale, the
 dataset and architecture, the digest of the run's resolved settings, the attack's resolved settings, the test
-examples, the counts. Each must agree with what the catalog resolves for the cell now: a file of another scale,
+examples, the counts. An external model's (the config's ``external:``) records its settings' digest and the SHA-256
+of the checkpoint file it measured, which must be the file the config names (or the digest it pins). Each must agree with what the catalog resolves for the cell now: a file of another scale,
 another run, other attack settings or another test set is refused, never shown.
 """
 
@@ -116,13 +117,22 @@ def verify(catalog: Catalog, run_id: str, attack: str, path: Path, record: dict)
                 else "re-run its evaluation")
         raise _fail(path, f"missing field(s) {missing} ({hint})")
     _agree(path, "format", record["format"], METRICS_FORMAT, "the metrics format this report reads")
-    run = catalog.runs[train_id]
+    run = catalog.model_spec(train_id)
     _agree(path, "scale", record["scale"], catalog.scale, "the scale this report is made at")
-    _agree(path, "run", record["run"], train_id, "the training job of this cell")
+    _agree(path, "run", record["run"], train_id, "the training job (or external model) of this cell")
     _agree(path, "attack", record["attack"], attack, "the evaluation of this column")
-    _agree(path, "dataset", record["dataset"], run["dataset"], "the run's dataset at this scale")
-    _agree(path, "arch", record["arch"], run["arch"], "the run's architecture at this scale")
-    _agree(path, "spec_digest", record["spec_digest"], spec_digest(run), "the digest of the run's resolved settings")
+    _agree(path, "dataset", record["dataset"], run["dataset"], "the model's dataset at this scale")
+    _agree(path, "arch", record["arch"], run["arch"], "the model's architecture at this scale")
+    if catalog.is_external(train_id):
+        _verify_external(catalog, train_id, path, record)
+        _agree(path, "spec_digest", record["spec_digest"], spec_digest(run),
+               "the digest of the external model's settings: layout, normalisation, test examples")
+    else:
+        if record.get("external") is not None:
+            raise _fail(path, "is the record of an external model's evaluation, not of a trained run's; re-run its "
+                              "evaluation")
+        _agree(path, "spec_digest", record["spec_digest"], spec_digest(run),
+               "the digest of the run's resolved settings")
     expected_spec = json.loads(json.dumps(catalog.attack_for(attack, run_id)))
     if record["spec"] != expected_spec:
         raise _fail(path, f"field 'spec' (the attack's settings) disagrees with the config: "
@@ -160,6 +170,28 @@ def verify(catalog: Catalog, run_id: str, attack: str, path: Path, record: dict)
         raise _fail(predictions_path, f"does not belong to {path} (its run, attack or robust count differ); re-run "
                                       "the evaluation")
     return Measurement(path, accuracy, examples, robust, bits, record)
+
+
+def _verify_external(catalog: Catalog, model_id: str, path: Path, record: dict) -> None:
+    """An external model's record names the checkpoint it measured by its SHA-256: it must be the one the config's
+    ``external.<id>`` pins (``sha256``), else that of the file at ``external.<id>.checkpoint`` now. Without either
+    (no pin, no file), nothing vouches for the number: refused, saying how to pin it."""
+    found = record.get("external")
+    sha = found.get("sha256") if isinstance(found, dict) else None
+    if not isinstance(sha, str) or len(sha) != 64:
+        raise _fail(path, f"is not the record of an external model's evaluation (no field 'external' with the "
+                          f"checkpoint's sha256), but {model_id!r} is one; re-run its evaluation")
+    spec = catalog.externals[model_id]
+    expected = catalog.external_sha256(model_id)
+    if expected is None:
+        raise _fail(path, f"cannot be vouched for: external.{model_id}.checkpoint ({spec['checkpoint']}) is not there "
+                          f"and external.{model_id}.sha256 is not set; if the file it measured ({found.get('checkpoint')}) "
+                          f"is the model, set external.{model_id}.sha256: {sha}")
+    if sha != expected:
+        where = (f"external.{model_id}.sha256 pins {expected}" if spec.get("sha256") else
+                 f"external.{model_id}.checkpoint ({spec['checkpoint']}) has SHA-256 {expected} now")
+        raise _fail(path, f"field 'external.sha256' is {sha} (the file it measured), but {where}: another or a changed "
+                          "file; re-run its evaluation")
 
 
 def _verify_corruptions(path: Path, record: dict, accuracy: float, examples: int) -> Measurement:

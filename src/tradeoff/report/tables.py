@@ -169,7 +169,7 @@ def _merged_rows(catalog: Catalog, target: dict, reference: dict) -> list[Row]:
             rows[jobs].members.append({**row, "label": label})
             rows[jobs].label += f" = {label}"
         else:
-            spec = catalog.runs[row["run"]]
+            spec = catalog.model_spec(row["run"])
             rows[jobs] = Row(row["key"], label, list(jobs), [{**row, "label": label}],
                              f"{spec.get('paper_dataset', '')}/{spec.get('paper_arch', '')}")
     return list(rows.values())
@@ -310,8 +310,17 @@ def _notes(catalog: Catalog, table: Table) -> list[str]:
                     if all(v == level for v in values):
                         out.append(f"{c.label}{'' if proto == STRONG else f' ({proto})'}: every row at "
                                    f"{level:.0f}% at this scale; the column does not separate the methods.")
-    out.append("Training jobs: " + "; ".join(f"{row.label}: `{', '.join(row.runs)}`" for row in table.rows) +
-               f" (metrics in {catalog.layout.metrics('<job>', '<evaluation job>')}).")
+    trained = [f"{row.label}: `{', '.join(row.runs)}`" for row in table.rows if not catalog.is_external(row.runs[0])]
+    if trained:
+        out.append("Training jobs: " + "; ".join(trained) +
+                   f" (metrics in {catalog.layout.metrics('<job>', '<evaluation job>')}).")
+    for row in table.rows:
+        if catalog.is_external(row.runs[0]):
+            spec = catalog.externals[row.runs[0]]
+            out.append(f"{row.label}: external model `{row.runs[0]}`, not trained here: {spec['arch']} from "
+                       f"`{spec['checkpoint']}` ({spec['format']} layout"
+                       + (f", normalised by mean {spec['normalize']['mean']} std {spec['normalize']['std']}"
+                          if spec["normalize"] else "") + "); its metrics record the file's SHA-256.")
     first_run = target["rows"][0]["run"]
     for c in table.columns:
         out.append(f"- {c.label}: {_describe(catalog, c.attack, first_run)}")
