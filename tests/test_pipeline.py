@@ -123,7 +123,8 @@ def test_paper_scale_dry_run_through_slurm_profile(tmp_path):
     assert counts["download"] == 1
     assert counts["train"] == len(set(rows))
     assert counts["evaluate"] == len(set(rows)) * (len(columns) + 3)
-    assert counts["table"] == 3 and counts["table1"] == counts["table1a"] == counts["table1b"] == 1
+    # table1a, table1b and the group's table1 are jobs of the wildcard rule `table`; `table1` (the alias) asks for them
+    assert counts["table"] == 3 and counts["table1"] == 1 and "table1a" not in counts
     assert "cifar10" in text and "wrn-32-10" in text or "cifar10-wrn32" in text
     train_jobs = re.findall(r"rule train:.*?(?=\n\n|\Z)", text, flags=re.S)
     assert train_jobs and all("gpu=1" in job for job in train_jobs)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError
 from ..results import Layout, ready_marker
@@ -231,7 +233,7 @@ class Catalog:
         if mapped is None:
             return None
         mapped = mapped if label is None else f"{mapped}@{label}"
-        return None if self.attack_for(mapped, run_id) == self.attack_for(attack, run_id) else mapped
+        return None if _same_settings(self.attack_for(mapped, run_id), self.attack_for(attack, run_id)) else mapped
 
     def column_jobs(self, column: str) -> list[str]:
         """The evaluation jobs of a target column: the attack job itself, or every budget of a budget sweep named
@@ -316,3 +318,16 @@ def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
     from ..checkpoint import sha256_file
 
     return sha256_file(path)
+
+
+def _same_settings(a: Any, b: Any) -> bool:
+    """Resolved settings equal up to float rounding: a step written as ``eps*0.223125`` and one written as 0.007 are
+    one attack at 8/255 (6.999999999999999e-3 against 7e-3), so the protocol runs the column's own job."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_settings(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_settings(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        return (isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool)
+                and not isinstance(b, bool) and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12))
+    return a == b and type(a) is type(b)
