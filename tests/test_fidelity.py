@@ -448,3 +448,11 @@ def test_zero_gradient_steps_stay_finite():
     assert torch.equal(attacks.build("mim", model, eps=0.1).perturb(x, y), x)
     out = attacks.build("pgd", model, eps=0.5, norm="l2", steps=3, step_size=0.1, random_start=False).perturb(x, y)
     assert torch.equal(out, x)
+
+
+def test_a_protocol_attack_equal_up_to_rounding_is_the_columns_own_job(paper):
+    """The code's MIM (10 steps of eps*0.223125) is the strong MIM (10 steps of 0.007) at 8/255, up to float
+    rounding: the table shows `=` and no second evaluation job runs; PGD20 and CW differ and run twice."""
+    assert paper.attack_for("gencode_mim", GEN_RUN)["step_size"] != paper.attack_for("mim", GEN_RUN)["step_size"]
+    assert [paper.protocol_attack("table1a", a, GEN_RUN) for a in ("pgd20", "mim", "cw", "aa")] == [
+        "gencode_pgd20", None, "gencode_cw", None]
