@@ -30,7 +30,6 @@ from pathlib import Path
 import yaml
 
 from .config import ALL_ATTACKS, Catalog
-from .report.build import target_outputs
 from .results import ready_marker
 
 PACKAGE = Path(__file__).resolve().parent  # src/tradeoff
