@@ -227,10 +227,13 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
             "attacks": {a: catalog.attack_for(a, run) for a in attacks}}
     for name in analyses:
         models, sets = catalog.analysis_runs(name), catalog.analysis_datasets(name)
+        # the models it reads: one run's model.pt, or the checkpoints folder for several (dvc.yaml's templates cannot
+        # list a varying number); none (the synthetic experiment): its data again, a dependency DVC counts once
+        marker = str(ready_marker(data, sets[0])) if len(sets) == 1 else str(Path(data) / ".ready")
         out["analyze"][name] = {
-            "models": str(layout.model(models[0])) if len(models) == 1 else str(layout.root / "checkpoints"),
-            "data": str(ready_marker(data, sets[0])) if len(sets) == 1 else str(Path(data) / ".ready"),
-            "settings": catalog.targets[name]["analysis"]}
+            "models": (str(layout.model(models[0])) if len(models) == 1 else str(layout.root / "checkpoints")
+                       if models else marker),
+            "data": marker, "settings": catalog.targets[name]["analysis"]}
     for name in reports:
         # a target's settings as its report sees them (a group's with its members'): Snakemake's report_settings
         out[report_kind(catalog, name)][name] = {t: catalog.targets[t]
