@@ -67,7 +67,7 @@ def test_jobs_yaml_holds_the_resolved_settings():
     catalog = cfg.load_catalog(files)
     items = tdvc.jobs(catalog)
     text = tdvc.render_dvc(catalog, files)["jobs.yaml"]
-    assert yaml.safe_load(text) == json.loads(json.dumps(items)) and "*pgd20" in text
+    assert yaml.safe_load(text) == json.loads(json.dumps(items)) and "&aa {" in text and "aa: *aa," in text
     run_id = catalog.train_id["cifar10-resnet18-at-beta1"]
     assert items["train"][run_id] == catalog.runs[run_id]
     key = tdvc.unit_key(run_id, "all")
@@ -138,8 +138,9 @@ def test_dvc_plans_exactly_the_snakemake_jobs_at_the_demo_scale(tmp_path):
             want = expected[name]
             assert stage.cmd == want["cmd"], name
             assert [d.def_path for d in stage.deps if type(d).__name__ != "ParamsDependency"] == want["deps"], name
-            assert sorted(o.def_path for o in stage.outs) == sorted(
-                o if isinstance(o, str) else next(iter(o)) for k in ("outs", "metrics", "plots") for o in want.get(k, []))
+            outs = [o if isinstance(o, str) else next(iter(o)) for k in ("outs", "metrics", "plots")
+                    for o in want.get(k, [])]
+            assert sorted(o.def_path for o in stage.outs) == sorted(outs), name
 
 
 # ------------------------------------------------------------------------------ a small pipeline, run for real

@@ -254,10 +254,11 @@ def test_evaluation_jobs_depend_on_the_corruption_dataset():
     assert out["download@digits-c"]["cmd"].endswith("download digits-c")
     # the smoke scale evaluates all of a run's attacks in one job (runtime.eval_unit: run)
     generalist = smoke.train_id["tinyimagenet-resnet18-generalist"]
-    assert marker in out[f"evaluate@{unit_key(generalist, 'all')}"]["deps"]
-    assert str(smoke.layout.metrics(generalist, "all")) in out[f"evaluate@{unit_key(generalist, 'all')}"]["metrics"]
+    evaluate = out[f"evaluate@{unit_key(generalist, 'all')}"]
+    assert marker in evaluate["deps"] and str(smoke.layout.metrics(generalist, "all")) in evaluate["metrics"]
     unrelated = smoke.train_id["cifar10-resnet18-generalist-no-ema"]  # evaluated, never on corrupted images
-    assert "nrob" not in smoke.run_attacks(unrelated) and marker not in out[f"evaluate@{unit_key(unrelated, 'all')}"]["deps"]
+    assert "nrob" not in smoke.run_attacks(unrelated)
+    assert marker not in out[f"evaluate@{unit_key(unrelated, 'all')}"]["deps"]
     paper = stages(cfg.load_catalog(PAPER), ["config/config.yaml"])
     assert "data/.ready/tinyimagenet-c" in paper["evaluate@tinyimagenet-resnet18-nt~nrob"]["deps"]
     assert "data/.ready/tinyimagenet-c" not in paper["evaluate@tinyimagenet-resnet18-nt~pgd20"]["deps"]

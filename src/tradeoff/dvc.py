@@ -37,10 +37,12 @@ SOURCES = PACKAGE.parent                   # src
 ROOT = SOURCES.parent                      # the repository (or workflow copy) root
 JOBS = "jobs.yaml"
 PARAMS = "params.yaml"
-HEADER = ("# Written by `tradeoff export-dvc` (src/tradeoff/dvc.py) from the catalog; do not edit: change config/ (or\n"
-          "# params.yaml) and run it again. tests/test_pipeline.py::test_shipped_dvc_yaml_is_current fails when stale.\n")
-PARAMS_TEXT = ("# A config overlay that every DVC stage reads last (after config/config.yaml and config/demo.yaml): the\n"
-               "# parameters of an experiment, e.g. `dvc exp run -S '+scale_map.epochs=12'`. Empty: the demo as shipped.\n"
+HEADER = ("# Written by `tradeoff export-dvc` (src/tradeoff/dvc.py) from the catalog; do not edit: change config/\n"
+          "# (or params.yaml) and run it again. tests/test_pipeline.py::test_shipped_dvc_yaml_is_current fails when\n"
+          "# stale.\n")
+PARAMS_TEXT = ("# A config overlay that every DVC stage reads last (after config/config.yaml and config/demo.yaml):\n"
+               "# the parameters of an experiment, e.g. `dvc exp run -S '+scale_map.epochs=12'`. Empty: the demo as\n"
+               "# shipped.\n"
                "{}\n")
 
 # the tradeoff subcommand each kind of stage runs (its code dependencies are what that subcommand imports)
@@ -413,26 +415,28 @@ def _jobs_text(items: dict) -> str:
             if kind not in ("table", "figure", "figure_list"):
                 entry = {f: share(v, f) for f, v in entry.items()}
             groups[kind][job] = _Flow(entry)
-    return (HEADER + "# The jobs of the pipeline, each with the resolved settings its output depends on (dvc.yaml's stages\n"
-            "# are templates over them; a stage's params are its entry here). The `resolve` stage writes this file.\n"
+    return (HEADER + "# The jobs of the pipeline, each with the resolved settings its output depends on (dvc.yaml's\n"
+            "# stages are templates over them; a stage's params are its entry here). The `resolve` stage writes it.\n"
             + _dump(items, names))
 
 
 def _pipeline_text(data: dict) -> str:
     comments = {
-        "resolve": "# jobs.yaml from config/ and params.yaml, before any other stage is checked (so `dvc exp run -S` works);\n"
-                   "# it stops if dvc.yaml is stale or the list of jobs changed (then run `dvc repro` again)",
+        "resolve": "# jobs.yaml from config/ and params.yaml, before any other stage is checked (so that\n"
+                   "# `dvc exp run -S` works); it stops if dvc.yaml is stale or the list of jobs changed (then\n"
+                   "# run `dvc repro` again)",
         "download": "# the datasets' download markers",
         "train": "# one per run that a target needs (runs whose settings are identical share one)",
-        "finetune": "# a run that fine-tunes a pretrained backbone (pretrained.<arch>: at the demo scale, a run's model.pt)",
+        "finetune": "# a run that fine-tunes a pretrained backbone (pretrained.<arch>: at the demo scale, the\n"
+                    "# model.pt of a run)",
         "evaluate": "# one per evaluation job of a run (runtime.eval_unit: every attack of a run, or one attack)",
         "analyze": "# a figure's analysis (t-SNE, image grid, synthetic experiment): the checkpoints of its runs",
         "table": "# reports read the folders of metrics, predictions, curves, analyses (a varying number of files per\n"
                  "# target, which DVC's templating cannot list per item)",
         "figure": None, "figure_list": "# a group of figures: the list of its members", "summary": None}
     lines = [HEADER.rstrip("\n"),
-             "# One template per kind of job (Snakemake's rules), over the jobs in jobs.yaml; the code a stage depends on",
-             "# is what its `tradeoff` subcommand imports. Your experiment's settings go in params.yaml.",
+             "# One template per kind of job (Snakemake's rules), over the jobs in jobs.yaml; the code a stage",
+             "# depends on is what its `tradeoff` subcommand imports. Your experiment's settings go in params.yaml.",
              _dump({"vars": data["vars"]}).rstrip("\n"), "stages:"]
     for name, stage in data["stages"].items():
         if comments.get(name):
