@@ -35,7 +35,7 @@ smoke: install
 test: install
 	$(BIN)/python -m pytest -q
 
-# The same demo through DVC (dvc.yaml and jobs.yaml: `tradeoff export-dvc`; docs/dvc.md), one stage at a time. It
+# The same demo through DVC (dvc.yaml and jobs.json: `tradeoff export-dvc`; docs/dvc.md), one stage at a time. It
 # records what it ran in dvc.lock; `dvc push` then sends the results to the remote `localremote`.
 dvc-demo: install
 	$(BIN)/dvc repro

@@ -1,4 +1,4 @@
-"""The DVC pipeline (dvc.yaml, jobs.yaml, params.yaml; tradeoff.dvc): the jobs Snakemake plans, each stage on what its
+"""The DVC pipeline (dvc.yaml, jobs.json, params.yaml; tradeoff.dvc): the jobs Snakemake plans, each stage on what its
 output depends on, `dvc exp run -S` doing what it says, and results that travel through a remote.
 
 The first tests read files only; the others run the real `dvc`, `git` and `snakemake` (marked slow): the shipped demo
@@ -48,26 +48,29 @@ def test_code_deps_come_from_the_import_graph():
 
 
 def test_shipped_pipeline_is_short_and_templated():
-    """dvc.yaml is a template per kind of job, not a stage per job; jobs.yaml holds the jobs."""
+    """dvc.yaml is a template per kind of job, not a stage per job; jobs.json holds the jobs."""
     text = (ROOT / "dvc.yaml").read_text()
     pipeline = yaml.safe_load(text)
-    assert len(text.splitlines()) < 250 and len((ROOT / "jobs.yaml").read_text().splitlines()) < 1000
+    assert len(text.splitlines()) < 250 and len((ROOT / "jobs.json").read_text().splitlines()) < 250
     assert {"train", "finetune", "evaluate", "analyze", "table", "figure", "figure_list", "download"} <= {
         name for name, stage in pipeline["stages"].items() if "foreach" in stage}
     assert set(pipeline["stages"]) - {n for n, s in pipeline["stages"].items() if "foreach" in s} == {"resolve",
                                                                                                        "summary"}
-    assert pipeline["vars"][0] == "jobs.yaml" and "--config params.yaml" in pipeline["vars"][1]["config"]
+    assert pipeline["vars"][0] == "jobs.json" and "--config params.yaml" in pipeline["vars"][1]["config"]
     assert cfg.load_yaml(ROOT / "params.yaml") == {}  # the experiment's overlay: empty as shipped
 
 
-def test_jobs_yaml_holds_the_resolved_settings():
-    """Every stage's params are its resolved settings (written once where jobs share them): a run's are the catalog's
-    resolved run, an evaluation's its attacks' resolved settings, a report's its target's (and its members')."""
+def test_jobs_json_holds_the_resolved_settings():
+    """Every stage's params are its resolved settings, a job per line: a run's are the catalog's resolved run, an
+    evaluation's its attacks' resolved settings, a report's its target's (and its members')."""
     files = [str(ROOT / f) for f in SMOKE]
     catalog = cfg.load_catalog(files)
     items = tdvc.jobs(catalog)
-    text = tdvc.render_dvc(catalog, files)["jobs.yaml"]
-    assert yaml.safe_load(text) == json.loads(json.dumps(items)) and "&aa {" in text and "aa: *aa," in text
+    text = tdvc.render_dvc(catalog, files)["jobs.json"]
+    written = json.loads(text)
+    assert written.pop("_generated").startswith("Written by `tradeoff export-dvc`")
+    assert written == json.loads(json.dumps(items))
+    assert len(text.splitlines()) == 3 + len(items) + sum(len(v) + 1 for v in items.values() if isinstance(v, dict))
     run_id = catalog.train_id["cifar10-resnet18-at-beta1"]
     assert items["train"][run_id] == catalog.runs[run_id]
     key = tdvc.unit_key(run_id, "all")
@@ -87,7 +90,7 @@ def test_budget_units_get_names_dvc_can_address():
 
 
 def _dvc_repo(work: Path) -> None:
-    for name in ("dvc.yaml", "jobs.yaml", "params.yaml"):
+    for name in ("dvc.yaml", "jobs.json", "params.yaml"):
         shutil.copy2(ROOT / name, work / name)
     (work / "src").symlink_to(ROOT / "src")  # the stages' code deps
     run(["git", "init", "-q"], work)
@@ -120,7 +123,7 @@ def test_dvc_plans_exactly_the_snakemake_jobs_at_the_demo_scale(tmp_path):
     print(f"dvc repro --dry --force: {seconds:.1f} s")
     assert seconds < 60
     planned = re.findall(r"^Running stage '([^']+)':$", dry.stdout, flags=re.M)
-    items = yaml.safe_load((work / "jobs.yaml").read_text())
+    items = json.loads((work / "jobs.json").read_text())
     dvc_jobs = [tdvc.stage_job(name, items) for name in planned if name != "resolve"]
     snakemake = _snakemake_jobs(run(["snakemake", "-n", "--cores", "1", "--configfile", "config/demo.yaml"],
                                     work).stdout) - {("all",)}
@@ -233,9 +236,9 @@ def test_exp_run_set_param_reruns_exactly_what_it_changes(built):
         seed = run(["dvc", "exp", "run", "-S", f"+runs.{run_id}.seed=7"], work, timeout=600)
         assert _ran(seed) == ["resolve", f"train@{run_id}", f"evaluate@{tdvc.unit_key(run_id, 'all')}",
                               "table@caat_table1"]
-        assert yaml.safe_load((work / "jobs.yaml").read_text())["train"][run_id]["seed"] == 7
+        assert json.loads((work / "jobs.json").read_text())["train"][run_id]["seed"] == 7
     finally:
-        run(["git", "checkout", "--", "params.yaml", "jobs.yaml", "dvc.lock"], work)
+        run(["git", "checkout", "--", "params.yaml", "jobs.json", "dvc.lock"], work)
         run(["dvc", "checkout", "--force"], work)
     assert "up to date" in run(["dvc", "status"], work).stdout
 

@@ -131,7 +131,7 @@ def test_paper_scale_dry_run_through_slurm_profile(tmp_path):
 
 
 def test_shipped_dvc_yaml_is_current(tmp_path):
-    """dvc.yaml and jobs.yaml are derived from the catalog and the code's imports (tests/test_dvc.py runs them);
+    """dvc.yaml and jobs.json are derived from the catalog and the code's imports (tests/test_dvc.py runs them);
     editing the config or an import without regenerating them fails here."""
     out = run(["tradeoff", "export-dvc", "--check"], ROOT, check=False)
     assert out.returncode == 0, out.stderr

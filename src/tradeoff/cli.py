@@ -377,10 +377,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("summary", help="every target: built or missing, and its largest differences from the paper"
                    ).set_defaults(func=cmd_summary)
 
-    p = sub.add_parser("export-dvc", help="write dvc.yaml and jobs.yaml (the DVC pipeline) from the catalog")
+    p = sub.add_parser("export-dvc", help="write dvc.yaml and jobs.json (the DVC pipeline) from the catalog")
     p.add_argument("--check", action="store_true", help="exit 1 if the files on disk are stale")
     p.add_argument("--jobs", action="store_true",
-                   help="write jobs.yaml only, and exit 1 if dvc.yaml is stale (the pipeline's resolve stage)")
+                   help="write jobs.json only, and exit 1 if dvc.yaml is stale (the pipeline's resolve stage)")
     p.add_argument("--targets", nargs="+", default=[], metavar="TARGET",
                    help="only the stages these targets need (default: every target)")
     p.set_defaults(func=cmd_export_dvc)

@@ -1,11 +1,11 @@
-"""The DVC pipeline, written by ``tradeoff export-dvc`` from the catalog: dvc.yaml and jobs.yaml (params.yaml is yours).
+"""The DVC pipeline, written by ``tradeoff export-dvc`` from the catalog: dvc.yaml and jobs.json (params.yaml is yours).
 
 - **dvc.yaml** holds one template (``foreach``) per kind of job, the kinds of the Snakemake rules (download, train,
   evaluate, analyze, table, figure, figure_list, summary; ``finetune`` is a ``train`` job that reads a pretrained
-  backbone), over the jobs listed in jobs.yaml, plus ``resolve``, which writes jobs.yaml. Each template's code
+  backbone), over the jobs listed in jobs.json, plus ``resolve``, which writes jobs.json. Each template's code
   dependencies are the source files that its ``tradeoff`` subcommand imports (:func:`code_deps`, from the import graph
   of the package), so editing the report code re-runs reports only.
-- **jobs.yaml** (``vars`` of dvc.yaml) lists the jobs the targets need, exactly those of Snakemake's DAG at the same
+- **jobs.json** (``vars`` of dvc.yaml) lists the jobs the targets need, exactly those of Snakemake's DAG at the same
   scale, each with its resolved settings: a stage's ``params`` are its entry there, so DVC re-runs exactly the stages
   whose settings changed. The ``resolve`` stage writes it from config/ and params.yaml before the other stages are
   checked, which is what makes ``dvc exp run -S`` work.
@@ -21,6 +21,7 @@ trigger. A test compares the whole plan with Snakemake's.
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import re
@@ -35,7 +36,7 @@ from .results import ready_marker
 PACKAGE = Path(__file__).resolve().parent  # src/tradeoff
 SOURCES = PACKAGE.parent                   # src
 ROOT = SOURCES.parent                      # the repository (or workflow copy) root
-JOBS = "jobs.yaml"
+JOBS = "jobs.json"
 PARAMS = "params.yaml"
 HEADER = ("# Written by `tradeoff export-dvc` (src/tradeoff/dvc.py) from the catalog; do not edit: change config/\n"
           "# (or params.yaml) and run it again. tests/test_pipeline.py::test_shipped_dvc_yaml_is_current fails when\n"
@@ -188,9 +189,16 @@ def unit_key(run_id: str, unit: str) -> str:
     return f"{run_id}~{unit.replace('@', '~').replace('.', 'p')}"
 
 
+def digest(settings) -> str:
+    """A job's resolved settings as a stage's params: the same digest iff the same settings (the values Snakemake's
+    rules take as ``params``). Digests, not the settings themselves, because DVC reads a stage's params file once per
+    stage, and walks all of it for each key: with the settings spelled out, that alone took longer than 15 s."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
     """The jobs of building ``targets`` (default: every target and the summary), as Snakemake's DAG has them, each
-    with its resolved settings: the contents of jobs.yaml."""
+    with what its template needs and the digest of its resolved settings: the contents of jobs.json."""
     layout, data = catalog.layout, catalog.data_root
     reports = report_targets(catalog, targets)
     pairs = list(dict.fromkeys(p for t in reports for p in catalog.evaluations(t)))
@@ -213,7 +221,10 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
     out: dict = {"download": [], "train": {}, "finetune": {}, "evaluate": {}, "analyze": {},
                  "table": {}, "figure": {}, "figure_list": {}}
     for run in runs:
-        out["finetune" if catalog.runs[run].get("pretrained") else "train"][run] = catalog.runs[run]
+        spec = catalog.runs[run]
+        out["finetune" if spec.get("pretrained") else "train"][run] = {
+            "dataset": spec["dataset"], **({"pretrained": spec["pretrained"]} if spec.get("pretrained") else {}),
+            "settings": digest(spec)}
     for run, unit in units:
         attacks = catalog.unit_attacks(run, unit)
         markers = catalog.evaluation_markers(run, attacks)
@@ -226,7 +237,7 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
             # what it reads besides the model: the corruption set of an NROB evaluation, else the run's test set
             "data": (markers[0] if len(markers) == 1 else str(Path(data) / ".ready") if markers
                      else str(ready_marker(data, catalog.runs[run]["dataset"]))),
-            "attacks": {a: catalog.attack_for(a, run) for a in attacks}}
+            "attacks": attacks, "settings": digest({a: catalog.attack_for(a, run) for a in attacks})}
     for name in analyses:
         models, sets = catalog.analysis_runs(name), catalog.analysis_datasets(name)
         # the models it reads: one run's model.pt, or the checkpoints folder for several (dvc.yaml's templates cannot
@@ -235,11 +246,11 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
         out["analyze"][name] = {
             "models": (str(layout.model(models[0])) if len(models) == 1 else str(layout.root / "checkpoints")
                        if models else marker),
-            "data": marker, "settings": catalog.targets[name]["analysis"]}
+            "data": marker, "settings": digest(catalog.targets[name]["analysis"])}
     for name in reports:
         # a target's settings as its report sees them (a group's with its members'): Snakemake's report_settings
-        out[report_kind(catalog, name)][name] = {t: catalog.targets[t]
-                                                 for t in dict.fromkeys([name, *catalog.leaf_targets(name)])}
+        out[report_kind(catalog, name)][name] = {"settings": digest(
+            {t: catalog.targets[t] for t in dict.fromkeys([name, *catalog.leaf_targets(name)])})}
     out["download"] = sorted(datasets)
     return {kind: items for kind, items in out.items() if items}
 
@@ -253,7 +264,7 @@ def config_files(files: list[str]) -> list[str]:
 
 
 def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str] | None = None) -> dict:
-    """dvc.yaml: one stage template per kind of job that ``items`` (jobs.yaml) holds."""
+    """dvc.yaml: one stage template per kind of job that ``items`` (jobs.json) holds."""
     layout = catalog.layout
     cmd = "tradeoff ${config} "
 
@@ -320,109 +331,35 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
 # ---------------------------------------------------------------------------------------------- YAML output
 
 
-class _Flow(dict):
-    """A mapping written in flow style (``{a: 1, b: *anchor}``)."""
+def _dump(data) -> str:
+    """YAML, block style above, flow style for lists and mappings of scalars."""
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120, allow_unicode=True)
 
 
-class _Dumper(yaml.SafeDumper):
-    """Block style above, flow style for lists and mappings of scalars and for ``_Flow`` mappings; an object used in
-    several places is written once, with an anchor named after it (a target's settings under its name, an attack's
-    under its name, a setting under its key)."""
-
-    names: dict[int, str] = {}
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._node_names: dict = {}
-        self._used: set[str] = set()
-
-    def represent_data(self, data):
-        node = super().represent_data(data)
-        name = self.names.get(id(data))
-        if name is not None and node not in self._node_names:
-            self._node_names[node] = name
-        return node
-
-    def generate_anchor(self, node):
-        name = self._node_names.get(node)
-        if name is None:
-            return super().generate_anchor(node)
-        base, n = re.sub(r"[^A-Za-z0-9_-]", "_", name), 1
-        while (name := base if n == 1 else f"{base}-{n}") in self._used:
-            n += 1
-        self._used.add(name)
-        return name
-
-
-_Dumper.add_representer(_Flow, lambda dumper, data: dumper.represent_mapping(
-    "tag:yaml.org,2002:map", data.items(), flow_style=True))
-
-
-def _dump(data, names: dict[int, str] | None = None) -> str:
-    dumper = type("Dumper", (_Dumper,), {"names": names or {}})
-    return yaml.dump(data, Dumper=dumper, sort_keys=False, default_flow_style=None, width=120, allow_unicode=True)
+GENERATED = ("Written by `tradeoff export-dvc` (src/tradeoff/dvc.py) and by the pipeline's resolve stage from the catalog; "
+             "do not edit. A job per line: dvc.yaml's stages are templates over these, and a stage's params are its "
+             "entry, whose `settings` is the digest of the resolved settings its output depends on. JSON, which DVC "
+             "reads in milliseconds (it reads the params file once per stage).")
 
 
 def _jobs_text(items: dict) -> str:
-    """jobs.yaml: a job per entry, its settings in flow style; a value that several jobs share is written once (an
-    anchor named after the target, attack or setting, then ``*name``)."""
-    items = json.loads(json.dumps(items))  # plain data: nothing shared by accident
-    names: dict[int, str] = {}
-    counts: dict[str, int] = {}
-    canon: dict[str, object] = {}  # kept alive: ``names`` is by id
+    """jobs.json: a line per job."""
+    def line(value) -> str:
+        return json.dumps(value, ensure_ascii=False)
 
-    def key(value) -> str:
-        return json.dumps(value, sort_keys=True)
-
-    def count(value) -> None:
-        if isinstance(value, dict):
-            counts[key(value)] = counts.get(key(value), 0) + 1
-            for v in value.values():
-                count(v)
-        elif isinstance(value, list):
-            for v in value:
-                count(v)
-
-    def share(value, name: str):
-        """``value`` with every mapping that several jobs hold (and is not tiny) replaced by one shared object."""
-        if isinstance(value, list):
-            return [share(v, name) for v in value]
-        if not isinstance(value, dict):
-            return value
-        k = key(value)
-        if k in canon:
-            return canon[k]
-        out = {f: share(v, f) for f, v in value.items()}
-        if counts.get(k, 0) > 1 and len(k) > 40:
-            out = canon[k] = _Flow(out)
-            names[id(out)] = name
-        return out
-
-    groups = {kind: entries for kind, entries in items.items() if isinstance(entries, dict)}
-    for kind in ("table", "figure", "figure_list"):  # a target's settings: one object, named after the target
-        for entry in groups.get(kind, {}).values():
-            for target, spec in entry.items():
-                canon.setdefault(f"target:{target}", _Flow(spec))
-                entry[target] = canon[f"target:{target}"]
-                names[id(entry[target])] = target
-    for kind, entries in groups.items():
-        if kind not in ("table", "figure", "figure_list"):
-            for entry in entries.values():
-                count(entry)
-    # the evaluations first, so that an attack's settings are named after the attack wherever they first appear
-    for kind in sorted(groups, key=lambda k: k != "evaluate"):
-        for job, entry in groups[kind].items():
-            if kind not in ("table", "figure", "figure_list"):
-                entry = {f: share(v, f) for f, v in entry.items()}
-            groups[kind][job] = _Flow(entry)
-    return (HEADER + "# The jobs of the pipeline, each with the resolved settings its output depends on (dvc.yaml's\n"
-            "# stages are templates over them; a stage's params are its entry here). The `resolve` stage writes it.\n"
-            + _dump(items, names))
+    parts = [f'  "_generated": {line(GENERATED)}']
+    for kind, entries in items.items():
+        if isinstance(entries, list):
+            parts.append(f"  {line(kind)}: {line(entries)}")
+        else:
+            parts.append(f"  {line(kind)}: {{\n" + ",\n".join(f"    {line(job)}: {line(entry)}"
+                                                               for job, entry in entries.items()) + "\n  }")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
 def _pipeline_text(data: dict) -> str:
     comments = {
-        "resolve": "# jobs.yaml from config/ and params.yaml, before any other stage is checked (so that\n"
+        "resolve": "# jobs.json from config/ and params.yaml, before any other stage is checked (so that\n"
                    "# `dvc exp run -S` works); it stops if dvc.yaml is stale or the list of jobs changed (then\n"
                    "# run `dvc repro` again)",
         "download": "# the datasets' download markers",
@@ -435,7 +372,7 @@ def _pipeline_text(data: dict) -> str:
                  "# target, which DVC's templating cannot list per item)",
         "figure": None, "figure_list": "# a group of figures: the list of its members", "summary": None}
     lines = [HEADER.rstrip("\n"),
-             "# One template per kind of job (Snakemake's rules), over the jobs in jobs.yaml; the code a stage",
+             "# One template per kind of job (Snakemake's rules), over the jobs in jobs.json; the code a stage",
              "# depends on is what its `tradeoff` subcommand imports. Your experiment's settings go in params.yaml.",
              _dump({"vars": data["vars"]}).rstrip("\n"), "stages:"]
     for name, stage in data["stages"].items():
@@ -448,7 +385,7 @@ def _pipeline_text(data: dict) -> str:
 
 
 def render_dvc(catalog: Catalog, files: list[str], targets: list[str] | None = None) -> dict[str, str]:
-    """The text of dvc.yaml and jobs.yaml for these config files (only what ``targets`` need, if given)."""
+    """The text of dvc.yaml and jobs.json for these config files (only what ``targets`` need, if given)."""
     items = jobs(catalog, targets)
     return {"dvc.yaml": _pipeline_text(pipeline(catalog, files, items, targets)), JOBS: _jobs_text(items)}
 
@@ -515,8 +452,8 @@ class Stale(Exception):
 
 def export(catalog: Catalog, files: list[str], targets: list[str] | None = None, *, check: bool = False,
            jobs_only: bool = False) -> list[str]:
-    """Write dvc.yaml and jobs.yaml (and an empty params.yaml if there is none); returns what was written. ``check``:
-    write nothing, raise Stale naming the stale files. ``jobs_only`` (the resolve stage): write jobs.yaml, and raise
+    """Write dvc.yaml and jobs.json (and an empty params.yaml if there is none); returns what was written. ``check``:
+    write nothing, raise Stale naming the stale files. ``jobs_only`` (the resolve stage): write jobs.json, and raise
     Stale if dvc.yaml is stale or the list of jobs changed (DVC has already expanded the templates over the old one)."""
     texts = render_dvc(catalog, files, targets)
     stale = [path for path, text in texts.items() if not Path(path).is_file() or Path(path).read_text() != text]
@@ -525,8 +462,8 @@ def export(catalog: Catalog, files: list[str], targets: list[str] | None = None,
             raise Stale(f"stale: {', '.join(stale)}; run `tradeoff export-dvc` (see README)")
         return []
     if jobs_only:
-        old = yaml.safe_load(Path(JOBS).read_text()) if Path(JOBS).is_file() else None
-        new = yaml.safe_load(texts[JOBS])
+        old = json.loads(Path(JOBS).read_text()) if Path(JOBS).is_file() else None
+        new = json.loads(texts[JOBS])
         if JOBS in stale:
             Path(JOBS).write_text(texts[JOBS])
         if "dvc.yaml" in stale:
