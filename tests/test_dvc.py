@@ -61,8 +61,9 @@ def test_shipped_pipeline_is_short_and_templated():
 
 
 def test_jobs_json_holds_the_resolved_settings():
-    """Every stage's params are its resolved settings, a job per line: a run's are the catalog's resolved run, an
-    evaluation's its attacks' resolved settings, a report's its target's (and its members')."""
+    """A job per line; a stage's params are its entry, whose `settings` is the digest of the resolved settings that
+    Snakemake's rule takes as params: a run's resolved spec, the resolved settings of an evaluation's attacks, a
+    target's with its members' (a group re-runs when a member's title changes)."""
     files = [str(ROOT / f) for f in SMOKE]
     catalog = cfg.load_catalog(files)
     items = tdvc.jobs(catalog)
@@ -72,10 +73,17 @@ def test_jobs_json_holds_the_resolved_settings():
     assert written == json.loads(json.dumps(items))
     assert len(text.splitlines()) == 3 + len(items) + sum(len(v) + 1 for v in items.values() if isinstance(v, dict))
     run_id = catalog.train_id["cifar10-resnet18-at-beta1"]
-    assert items["train"][run_id] == catalog.runs[run_id]
-    key = tdvc.unit_key(run_id, "all")
-    assert items["evaluate"][key]["attacks"]["pgd20"] == catalog.attack_for("pgd20", run_id)
-    assert items["table"]["table1"] == {t: catalog.targets[t] for t in ("table1", "table1a", "table1b")}
+    assert items["train"][run_id] == {"dataset": "digits", "settings": tdvc.digest(catalog.runs[run_id])}
+    unit = items["evaluate"][tdvc.unit_key(run_id, "all")]
+    assert unit["settings"] == tdvc.digest({a: catalog.attack_for(a, run_id) for a in unit["attacks"]})
+    assert unit["attacks"] == catalog.unit_attacks(run_id, "all") and "pgd20" in unit["attacks"]
+    assert items["table"]["table1"]["settings"] == tdvc.digest(
+        {t: catalog.targets[t] for t in ("table1", "table1a", "table1b")})
+    retitled = cfg.resolve(cfg.merge(catalog.config, {"targets": {"table1a": {"title": "Another"}}}),
+                           Path(catalog.reference_dir))
+    changed = {kind: [k for k, v in tdvc.jobs(retitled)[kind].items() if v != items[kind][k]]
+               for kind in items if isinstance(items[kind], dict)}
+    assert {k: v for k, v in changed.items() if v} == {"table": ["table1", "table1a"]}
 
 
 def test_budget_units_get_names_dvc_can_address():
@@ -135,7 +143,7 @@ def test_dvc_plans_exactly_the_snakemake_jobs_at_the_demo_scale(tmp_path):
 
     expected = tdvc.stages(cfg.load_catalog([work / f for f in [*DEMO, "params.yaml"]]), [*DEMO, "params.yaml"])
     with Repo(str(work)) as repo:
-        expanded = {s.addressing: s for s in repo.index.stages}
+        expanded = {s.name: s for s in repo.index.stages}
         assert set(expanded) == set(expected)
         for name, stage in expanded.items():
             want = expected[name]
@@ -225,18 +233,22 @@ def test_exp_run_set_param_reruns_exactly_what_it_changes(built):
     settings, and exactly the stages whose settings changed run again (and their downstream)."""
     work = built["work"]
     catalog = cfg.load_catalog([work / f for f in SMOKE])
-    # a run of the table that trains alone (a run sharing its training job would become a job of its own)
-    run_id = next(r["run"] for r in catalog.targets["caat_table1"]["rows"]
-                  if [k for k, v in catalog.train_id.items() if v == r["run"]] == [r["run"]])
+    # the training job of the table's last row, and every run of the config that it trains (identical settings)
+    run_id = catalog.train_id[catalog.targets["caat_table1"]["rows"][-1]["run"]]
+    sharing = [r for r in catalog.config["runs"] if catalog.train_id.get(r) == run_id]
     try:
-        title = run(["dvc", "exp", "run", "-S", "+targets.caat_table1.title=An experiment's title"], work)
+        title = run(["dvc", "exp", "run", "-S", "+targets.caat_table1.title=Our experiment"], work)
         assert _ran(title) == ["resolve", "table@caat_table1"]
         assert (work / "results" / "smoke" / "tables" / "caat_table1.md").read_text().startswith(
-            "# An experiment's title")
-        seed = run(["dvc", "exp", "run", "-S", f"+runs.{run_id}.seed=7"], work, timeout=600)
-        assert _ran(seed) == ["resolve", f"train@{run_id}", f"evaluate@{tdvc.unit_key(run_id, 'all')}",
-                              "table@caat_table1"]
-        assert json.loads((work / "jobs.json").read_text())["train"][run_id]["seed"] == 7
+            "# Our experiment")
+        seed = run(["dvc", "exp", "run", *[a for r in sharing for a in ("-S", f"+runs.{r}.seed=7")]], work,
+                   timeout=600)
+        ran = _ran(seed)
+        assert ran[:3] == ["resolve", f"train@{run_id}", f"evaluate@{tdvc.unit_key(run_id, 'all')}"]
+        assert "table@caat_table1" in ran[3:] and set(ran[3:]) <= {"table@caat_table1", "figure@figure3b"}
+        resolved = cfg.load_catalog([work / f for f in [*SMOKE, "params.yaml"]]).runs[run_id]
+        assert resolved["seed"] == 7
+        assert json.loads((work / "jobs.json").read_text())["train"][run_id]["settings"] == tdvc.digest(resolved)
     finally:
         run(["git", "checkout", "--", "params.yaml", "jobs.json", "dvc.lock"], work)
         run(["dvc", "checkout", "--force"], work)
