@@ -6,8 +6,8 @@
   dependencies are the source files that its ``tradeoff`` subcommand imports (:func:`code_deps`, from the import graph
   of the package), so editing the report code re-runs reports only.
 - **jobs.json** (``vars`` of dvc.yaml) lists the jobs the targets need, exactly those of Snakemake's DAG at the same
-  scale, each with its resolved settings: a stage's ``params`` are its entry there, so DVC re-runs exactly the stages
-  whose settings changed. The ``resolve`` stage writes it from config/ and params.yaml before the other stages are
+  scale, each with the digest of its resolved settings: a stage's ``params`` are its entry there, so DVC re-runs
+  exactly the stages whose settings changed. The ``resolve`` stage writes it from config/ and params.yaml before the other stages are
   checked, which is what makes ``dvc exp run -S`` work.
 - **params.yaml** is a config overlay (empty as shipped) that every stage passes last to the CLI: what
   ``dvc exp run -S '+scale_map.epochs=12'`` edits.
