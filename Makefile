@@ -35,6 +35,7 @@ smoke: install
 test: install
 	$(BIN)/python -m pytest -q
 
-# The same demo pipeline through DVC stages (dvc.yaml is generated: `tradeoff export-dvc`).
+# The same demo through DVC (dvc.yaml and jobs.json: `tradeoff export-dvc`; docs/dvc.md), one stage at a time. It
+# records what it ran in dvc.lock; `dvc push` then sends the results to the remote `localremote`.
 dvc-demo: install
 	$(BIN)/dvc repro

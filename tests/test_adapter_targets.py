@@ -179,21 +179,21 @@ def test_results_placeholder_follows_paths_results(tmp_path):
 
 
 def test_dvc_stages_depend_on_the_pretraining_run():
-    from tradeoff.dvc import render_dvc
+    from tradeoff.dvc import stages as dvc_stages
 
     files = [str(p) for p in SMOKE]
     catalog = cfg.load_catalog(files)
-    stages = yaml.safe_load(render_dvc(catalog, files, ["caat_figure4", "caat_figure5"])["dvc.yaml"])["stages"]
+    stages = dvc_stages(catalog, files, ["caat_figure4", "caat_figure5"])
     pretrain = "results/smoke/checkpoints/digits-vit_tiny-pgd_at/model.pt"
-    assert pretrain in stages["train-digits-vit_tiny-pgd_at"]["outs"]
-    fine_tunes = [name for name in stages if name.startswith("train-") and "adapter" in name]
+    assert pretrain in stages["train@digits-vit_tiny-pgd_at"]["outs"]
+    fine_tunes = [name for name in stages if name.startswith("finetune@") and "adapter" in name]
     assert len(fine_tunes) == 2 and all(pretrain in stages[n]["deps"] for n in fine_tunes)
-    assert {n for n in stages if n.startswith("train-")} == {"train-digits-vit_tiny-pgd_at", *fine_tunes}
+    assert {n for n in stages if n.startswith("train@")} == {"train@digits-vit_tiny-pgd_at"}
     # at paper scale an unset checkpoint is no dependency (the stage's command refuses, naming the key)
     paper = cfg.load_catalog(PAPER)
-    full = yaml.safe_load(render_dvc(paper, [str(PAPER[0])], ["caat_figure5"])["dvc.yaml"])["stages"]
-    deps = full["train-stanford-dogs-vit_b16_adapter-caat-ce-gamma0_8"]["deps"]
-    assert deps == ["src/tradeoff", "data/.ready/stanford-dogs"]
+    full = dvc_stages(paper, [str(PAPER[0])], ["caat_figure5"])
+    deps = full["train@stanford-dogs-vit_b16_adapter-caat-ce-gamma0_8"]["deps"]
+    assert deps[-1] == "data/.ready/stanford-dogs" and not any("checkpoints" in d or d.endswith(".pth") for d in deps)
 
 
 # ------------------------------------------------------------------------------------- training and loading

@@ -51,9 +51,12 @@ def test_unknown_analysis_is_refused_naming_the_key():
 
 
 def test_dvc_export_has_an_analysis_stage(catalog_with_analysis):
-    from tradeoff.dvc import params, stages
+    from tradeoff.dvc import digest, jobs, stages
 
-    stage = stages(catalog_with_analysis, ["config/config.yaml"])["analyze-fig_count"]
+    stage = stages(catalog_with_analysis, ["config/config.yaml"])["analyze@fig_count"]
     assert stage["cmd"].endswith("analyze fig_count")
-    assert any(d.endswith("model.pt") for d in stage["deps"])
-    assert params(catalog_with_analysis)["analyses"]["fig_count"]["name"] == "count_rows"
+    # the checkpoints it reads: its run's model.pt, or the checkpoints folder when it reads several
+    assert any(d.endswith("model.pt") or d.endswith("/checkpoints") for d in stage["deps"])
+    settings = catalog_with_analysis.targets["fig_count"]["analysis"]
+    assert settings["name"] == "count_rows" and jobs(catalog_with_analysis)["analyze"]["fig_count"]["settings"] == \
+        digest(settings)  # a stage's params: the digest of its resolved settings

@@ -12,7 +12,7 @@ import pytest
 from helpers import ROOT, results_of, run, workflow_copy
 from tradeoff import cli as tcli
 from tradeoff import config as tcfg
-from tradeoff.dvc import stages
+from tradeoff.dvc import stages, unit_key
 
 PAPER = [ROOT / "config" / "config.yaml"]
 SMOKE = PAPER + [ROOT / "config" / "smoke.yaml"]
@@ -165,5 +165,5 @@ def test_the_same_rules_at_every_unit_one_job_per_unit(tmp_path, unit):
         assert len(jobs) == 9  # the table's rows
         assert f"{results_of(work).metrics(NT, 'all').relative_to(work)}" in out.stdout
     dvc = stages(catalog, list(files))
-    assert {name for name in dvc if name.startswith("evaluate-")} == {
-        f"evaluate-{r}-{u}" for r in catalog.training_runs() for u in catalog.eval_units(r)}
+    assert {name for name in dvc if name.startswith("evaluate@")} == {
+        f"evaluate@{unit_key(r, u)}" for r in catalog.training_runs() for u in catalog.eval_units(r)}

@@ -16,7 +16,7 @@ from helpers import ROOT, results_of, run, workflow_copy
 from tradeoff import cli as tcli
 from tradeoff import config as cfg
 from tradeoff import data, digits_c, evaluate
-from tradeoff.dvc import stages
+from tradeoff.dvc import stages, unit_key
 from tradeoff.report.tables import load_reference
 from tradeoff.results import ready_marker
 from tradeoff.data import subset
@@ -252,17 +252,17 @@ def test_evaluation_jobs_depend_on_the_corruption_dataset():
     smoke = cfg.load_catalog([ROOT / f for f in files])
     out = stages(smoke, files)
     marker = str(ready_marker(smoke.data_root, "digits-c"))
-    assert out["download-digits-c"]["cmd"].endswith("download digits-c")
+    assert out["download@digits-c"]["cmd"].endswith("download digits-c")
     # the smoke scale evaluates all of a run's attacks in one job (runtime.eval_unit: run)
     generalist = smoke.train_id["tinyimagenet-resnet18-generalist"]
-    assert marker in out[f"evaluate-{generalist}-all"]["deps"]
-    assert str(smoke.layout.metrics(generalist, "all")) in [next(iter(m)) for m in
-                                                            out[f"evaluate-{generalist}-all"]["metrics"]]
+    evaluate = out[f"evaluate@{unit_key(generalist, 'all')}"]
+    assert marker in evaluate["deps"] and str(smoke.layout.metrics(generalist, "all")) in evaluate["metrics"]
     unrelated = smoke.train_id["cifar10-resnet18-generalist-no-ema"]  # evaluated, never on corrupted images
-    assert "nrob" not in smoke.run_attacks(unrelated) and marker not in out[f"evaluate-{unrelated}-all"]["deps"]
+    assert "nrob" not in smoke.run_attacks(unrelated)
+    assert marker not in out[f"evaluate@{unit_key(unrelated, 'all')}"]["deps"]
     paper = stages(cfg.load_catalog(PAPER), ["config/config.yaml"])
-    assert "data/.ready/tinyimagenet-c" in paper["evaluate-tinyimagenet-resnet18-nt-nrob"]["deps"]
-    assert "data/.ready/tinyimagenet-c" not in paper["evaluate-tinyimagenet-resnet18-nt-pgd20"]["deps"]
+    assert "data/.ready/tinyimagenet-c" in paper["evaluate@tinyimagenet-resnet18-nt~nrob"]["deps"]
+    assert "data/.ready/tinyimagenet-c" not in paper["evaluate@tinyimagenet-resnet18-nt~pgd20"]["deps"]
 
 
 def test_zipper_table4_has_the_nrob_column_with_the_papers_numbers():

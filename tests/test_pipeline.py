@@ -1,10 +1,9 @@
-"""The real Snakemake and DVC commands, end to end, at the smoke scale; the paper-scale DAG as a dry run."""
+"""The real Snakemake commands, end to end, at the smoke scale; the paper-scale DAG as a dry run (DVC: test_dvc.py)."""
 
 from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 import shutil
 
@@ -132,41 +131,9 @@ def test_paper_scale_dry_run_through_slurm_profile(tmp_path):
     assert eval_jobs and all("gpu=1" in job for job in eval_jobs)
 
 
-def test_dvc_repro_twice_then_metrics_plots_and_checkout(tmp_path):
-    work = workflow_copy(tmp_path)
-    for name in ("src",):
-        os.symlink(ROOT / name, work / name)  # stage deps: the code
-    run(["git", "init", "-q"], work)
-    run(["dvc", "init", "-q"], work)
-    # the stages of table1 only (the whole catalog's pipeline is the shipped dvc.yaml; this keeps CI short)
-    run(["tradeoff", "--config", "config/config.yaml", "--config", "config/smoke.yaml", "export-dvc",
-         "--targets", "table1"], work)
-    stages = (work / "dvc.yaml").read_text()
-    assert "report-table1a:" in stages and "report-table2:" not in stages and "train-mnist" not in stages
-    assert "- targets.table1a" in stages  # a report stage's settings are its params: editing them re-runs it
-    first = run(["dvc", "repro"], work, timeout=900)
-    assert "Running stage 'train-cifar10-resnet18-nt'" in first.stdout
-    second = run(["dvc", "repro"], work)
-    assert "Running stage" not in second.stdout
-    metrics = run(["dvc", "metrics", "show", "--json"], work)
-    shown = json.dumps(json.loads(metrics.stdout))
-    assert "pgd20.json" in shown and "accuracy" in shown
-    plots = run(["dvc", "plots", "show", "--json"], work)
-    assert "curves" in plots.stdout
-    # checkpoints are cached outputs: delete one and get it back from the cache
-    model = work / "results" / "smoke" / "checkpoints" / "cifar10-resnet18-nt" / "model.pt"
-    original = model.read_bytes()
-    model.unlink()
-    run(["dvc", "checkout"], work)
-    assert model.read_bytes() == original
-    # after a checkout Snakemake retrains nothing: `snakemake --touch` restores a consistent order of times
-    run(["snakemake", "table1", "--cores", "1", "--touch", *SMOKE], work)
-    dry = run(["snakemake", "table1", "--cores", "1", "-n", *SMOKE], work)
-    assert "rule train" not in dry.stdout and "Nothing to be done" in dry.stdout + dry.stderr
-
-
 def test_shipped_dvc_yaml_is_current(tmp_path):
-    """dvc.yaml and params.yaml are derived from the catalog; editing the config without regenerating fails."""
+    """dvc.yaml and jobs.json are derived from the catalog and the code's imports (tests/test_dvc.py runs them);
+    editing the config or an import without regenerating them fails here."""
     out = run(["tradeoff", "export-dvc", "--check"], ROOT, check=False)
     assert out.returncode == 0, out.stderr
 

@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import sys
-import time
 from pathlib import Path
 
 from . import config as cfg
@@ -36,8 +35,9 @@ def cmd_download(args, catalog: cfg.Catalog) -> int:
     from .checkpoint import atomic_write_text
 
     folder = data.download(args.dataset, catalog.data_root)
+    # the same bytes at every download (no time): DVC versions it, and a re-download must not re-run what reads it
     atomic_write_text(ready_marker(catalog.data_root, args.dataset),
-                      json.dumps({"dataset": args.dataset, "folder": str(folder), "time": time.time()}) + "\n")
+                      json.dumps({"dataset": args.dataset, "folder": str(folder)}) + "\n")
     print(f"{args.dataset}: ready in {folder}")
     return 0
 
@@ -295,25 +295,21 @@ def cmd_summary(args, catalog: cfg.Catalog) -> int:
 
 
 def cmd_export_dvc(args, catalog: cfg.Catalog) -> int:
-    from .dvc import default_files, render_dvc
+    from .dvc import PARAMS, Stale, config_files, default_files, export
 
-    config_files = args.config if args.config_given else default_files()
-    chosen = catalog if args.config_given else cfg.load_catalog(config_files)
+    files = config_files(args.config if args.config_given else default_files())  # the stages' files: + params.yaml
+    read = [f for f in files if f != PARAMS or Path(f).exists()]  # none yet: an empty overlay (export writes it)
+    chosen = catalog if read == args.config else cfg.load_catalog(read)
     for name in args.targets:
         if name not in chosen.targets:
             raise cfg.ConfigError("export-dvc: " + cfg.unknown("target", name, chosen.targets, LIST_TARGETS))
-    files = render_dvc(chosen, config_files, args.targets)
-    stale = []
-    for path, text in files.items():
-        if args.check:
-            if not Path(path).exists() or Path(path).read_text() != text:
-                stale.append(path)
-        else:
-            Path(path).write_text(text)
-            print(f"wrote {path}")
-    if stale:
-        print(f"stale: {', '.join(stale)}; run `tradeoff export-dvc` (see README)", file=sys.stderr)
+    try:
+        written = export(chosen, files, args.targets, check=args.check, jobs_only=args.jobs)
+    except Stale as exc:
+        print(f"tradeoff export-dvc: {exc}", file=sys.stderr)
         return 1
+    for path in written:
+        print(f"wrote {path}")
     return 0
 
 
@@ -521,8 +517,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("summary", help="every target: built or missing, and its largest differences from the paper"
                    ).set_defaults(func=cmd_summary)
 
-    p = sub.add_parser("export-dvc", help="write dvc.yaml and params.yaml from the catalog")
+    p = sub.add_parser("export-dvc", help="write dvc.yaml and jobs.json (the DVC pipeline) from the catalog")
     p.add_argument("--check", action="store_true", help="exit 1 if the files on disk are stale")
+    p.add_argument("--jobs", action="store_true",
+                   help="write jobs.json only, and exit 1 if dvc.yaml is stale (the pipeline's resolve stage)")
     p.add_argument("--targets", nargs="+", default=[], metavar="TARGET",
                    help="only the stages these targets need (default: every target)")
     p.set_defaults(func=cmd_export_dvc)

@@ -1,0 +1,279 @@
+"""The DVC pipeline (dvc.yaml, jobs.json, params.yaml; tradeoff.dvc): the jobs Snakemake plans, each stage on what its
+output depends on, `dvc exp run -S` doing what it says, and results that travel through a remote.
+
+The first tests read files only; the others run the real `dvc`, `git` and `snakemake` (marked slow): the shipped demo
+pipeline as a plan, and a small smoke-scale pipeline in a scratch git repository, built once for the module."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import ROOT, run, workflow_copy
+from tradeoff import config as cfg
+from tradeoff import dvc as tdvc
+
+SMOKE = ["config/config.yaml", "config/smoke.yaml"]
+DEMO = ["config/config.yaml", "config/demo.yaml"]
+REPORTS = ("table", "figure", "figure_list", "summary")
+
+
+# ------------------------------------------------------------------------------------------------- no DVC run
+
+
+def test_code_deps_come_from_the_import_graph():
+    """A stage depends on the sources its subcommand can import: training never on the report code (so editing it
+    re-runs no training), reports on all of it; modules imported by name (importlib, registries) count."""
+    train = tdvc.code_files("train")
+    report = tdvc.code_files("report")
+    package = tdvc.PACKAGE
+    assert package / "cli.py" in train and package / "train.py" in train and package / "methods" / "trades.py" in train
+    assert package / "models" / "adapters.py" in train  # importlib.import_module("tradeoff.models.adapters")
+    assert not any(p.is_relative_to(package / "report") for p in train)
+    assert package / "dvc.py" not in train and package / "bench.py" not in train
+    assert package / "report" / "tables.py" in report and package / "report" / "summary.py" in report
+    assert not any(p.is_relative_to(package / "report") for p in tdvc.code_files("export-dvc"))
+    for command in ("download", "train", "evaluate", "analyze", "report", "summary", "export-dvc"):
+        deps = tdvc.code_deps(command)
+        assert deps == sorted(set(deps)) and all((tdvc.ROOT / d).exists() for d in deps), command
+    assert "src/tradeoff/report" in tdvc.code_deps("report")  # a folder all of whose sources are needed
+    with pytest.raises(KeyError, match="cmd_no_such"):
+        tdvc.code_files("no-such")
+
+
+def test_shipped_pipeline_is_short_and_templated():
+    """dvc.yaml is a template per kind of job, not a stage per job; jobs.json holds the jobs."""
+    text = (ROOT / "dvc.yaml").read_text()
+    pipeline = yaml.safe_load(text)
+    assert len(text.splitlines()) < 250 and len((ROOT / "jobs.json").read_text().splitlines()) < 250
+    assert {"train", "finetune", "evaluate", "analyze", "table", "figure", "figure_list", "download"} <= {
+        name for name, stage in pipeline["stages"].items() if "foreach" in stage}
+    assert set(pipeline["stages"]) - {n for n, s in pipeline["stages"].items() if "foreach" in s} == {"resolve",
+                                                                                                       "summary"}
+    assert pipeline["vars"][0] == "jobs.json" and "--config params.yaml" in pipeline["vars"][1]["config"]
+    assert cfg.load_yaml(ROOT / "params.yaml") == {}  # the experiment's overlay: empty as shipped
+
+
+def test_jobs_json_holds_the_resolved_settings():
+    """A job per line; a stage's params are its entry, whose `settings` is the digest of the resolved settings that
+    Snakemake's rule takes as params: a run's resolved spec, the resolved settings of an evaluation's attacks, a
+    target's with its members' (a group re-runs when a member's title changes)."""
+    files = [str(ROOT / f) for f in SMOKE]
+    catalog = cfg.load_catalog(files)
+    items = tdvc.jobs(catalog)
+    text = tdvc.render_dvc(catalog, files)["jobs.json"]
+    written = json.loads(text)
+    assert written.pop("_generated").startswith("Written by `tradeoff export-dvc`")
+    assert written == json.loads(json.dumps(items))
+    assert len(text.splitlines()) == 3 + len(items) + sum(len(v) + 1 for v in items.values() if isinstance(v, dict))
+    run_id = catalog.train_id["cifar10-resnet18-at-beta1"]
+    assert items["train"][run_id] == {"dataset": "digits", "settings": tdvc.digest(catalog.runs[run_id])}
+    unit = items["evaluate"][tdvc.unit_key(run_id, "all")]
+    assert unit["settings"] == tdvc.digest({a: catalog.attack_for(a, run_id) for a in unit["attacks"]})
+    assert unit["attacks"] == catalog.unit_attacks(run_id, "all") and "pgd20" in unit["attacks"]
+    assert items["table"]["table1"]["settings"] == tdvc.digest(
+        {t: catalog.targets[t] for t in ("table1", "table1a", "table1b")})
+    retitled = cfg.resolve(cfg.merge(catalog.config, {"targets": {"table1a": {"title": "Another"}}}),
+                           Path(catalog.reference_dir))
+    changed = {kind: [k for k, v in tdvc.jobs(retitled)[kind].items() if v != items[kind][k]]
+               for kind in items if isinstance(items[kind], dict)}
+    assert {k: v for k, v in changed.items() if v} == {"table": ["table1", "table1a"]}
+
+
+def test_budget_units_get_names_dvc_can_address():
+    """DVC splits stage names at '@' and params keys at '.': a budget's unit is renamed, never two alike."""
+    assert tdvc.unit_key("r", "caat_pgd_l2@0.5") == "r~caat_pgd_l2~0p5"
+    paper = cfg.load_catalog([ROOT / "config" / "config.yaml"])
+    keys = list(tdvc.jobs(paper)["evaluate"])
+    assert len(keys) == len(set(keys)) and not any("." in k or "@" in k for k in keys)
+
+
+# ------------------------------------------------------------------------------------------ the shipped pipeline
+
+
+def _dvc_repo(work: Path) -> None:
+    for name in ("dvc.yaml", "jobs.json", "params.yaml"):
+        shutil.copy2(ROOT / name, work / name)
+    (work / "src").symlink_to(ROOT / "src")  # the stages' code deps
+    run(["git", "init", "-q"], work)
+    run(["dvc", "init", "-q"], work)
+
+
+def _snakemake_jobs(text: str) -> set[tuple]:
+    """(rule, wildcards...) of every job of a Snakemake dry run: a `rule X:` line, then its indented lines."""
+    jobs, rule, wildcards = set(), None, {}
+    for line in text.splitlines() + ["end"]:
+        if rule and not line.startswith(" "):
+            jobs.add((rule, *(wildcards[k] for k in ("run", "unit", "target", "dataset") if k in wildcards)))
+            rule = None
+        if m := re.match(r"^(?:local)?rule (\w+):$", line):
+            rule, wildcards = m.group(1), {}
+        elif rule and (m := re.match(r"^\s+wildcards: (.*)$", line)):
+            wildcards = dict(kv.split("=", 1) for kv in m.group(1).split(", "))
+    return jobs
+
+
+@pytest.mark.slow
+def test_dvc_plans_exactly_the_snakemake_jobs_at_the_demo_scale(tmp_path):
+    """Every target at the demo scale: `dvc repro` (dry, from nothing: --force) runs the jobs that `snakemake -n` plans,
+    no more (no run that no target needs), no fewer; DVC expands the templates as tradeoff.dvc.stages says."""
+    work = workflow_copy(tmp_path)
+    _dvc_repo(work)
+    start = time.monotonic()
+    dry = run(["dvc", "repro", "--dry", "--force"], work)
+    seconds = time.monotonic() - start
+    print(f"dvc repro --dry --force: {seconds:.1f} s")
+    assert seconds < 60
+    planned = re.findall(r"^Running stage '([^']+)':$", dry.stdout, flags=re.M)
+    items = json.loads((work / "jobs.json").read_text())
+    dvc_jobs = [tdvc.stage_job(name, items) for name in planned if name != "resolve"]
+    snakemake = _snakemake_jobs(run(["snakemake", "-n", "--cores", "1", "--configfile", "config/demo.yaml"],
+                                    work).stdout) - {("all",)}
+    assert len(dvc_jobs) == len(set(dvc_jobs)) == len(snakemake) > 140
+    assert set(dvc_jobs) == snakemake
+    assert "resolve" in planned
+
+    from dvc.repo import Repo
+
+    expected = tdvc.stages(cfg.load_catalog([work / f for f in [*DEMO, "params.yaml"]]), [*DEMO, "params.yaml"])
+    with Repo(str(work)) as repo:
+        expanded = {s.name: s for s in repo.index.stages}
+        assert set(expanded) == set(expected)
+        for name, stage in expanded.items():
+            want = expected[name]
+            assert stage.cmd == want["cmd"], name
+            assert [d.def_path for d in stage.deps if type(d).__name__ != "ParamsDependency"] == want["deps"], name
+            outs = [o if isinstance(o, str) else next(iter(o)) for k in ("outs", "metrics", "plots")
+                    for o in want.get(k, [])]
+            assert sorted(o.def_path for o in stage.outs) == sorted(outs), name
+
+
+# ------------------------------------------------------------------------------ a small pipeline, run for real
+
+TARGETS = ["caat_table1", "figure3b"]  # a table and a figure: 3 training runs, 3 evaluations at the smoke scale
+
+
+def _ran(out) -> list[str]:
+    return re.findall(r"^Running stage '([^']+)':$", out.stdout, flags=re.M)
+
+
+def _snakemake(work: Path, *args: str):
+    return run(["snakemake", *TARGETS, "--cores", "1", *args, "--configfile", "config/smoke.yaml"], work)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A git repository with the smoke scale's pipeline of TARGETS, built by `dvc repro` and committed. Its src/ is a
+    copy (a test edits it); the jobs run this checkout's code."""
+    work = workflow_copy(tmp_path_factory.mktemp("dvc") / "repo")
+    shutil.copytree(ROOT / "src", work / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    (work / ".gitignore").write_text((ROOT / ".gitignore").read_text())
+    run(["git", "init", "-q"], work)
+    run(["dvc", "init", "-q"], work)
+    shutil.copy2(ROOT / ".dvc" / "config", work / ".dvc" / "config")  # the shipped remote, `localremote`
+    run(["tradeoff", *[a for f in SMOKE for a in ("--config", f)], "export-dvc", "--targets", *TARGETS], work)
+    first = run(["dvc", "repro"], work, timeout=900)
+    run(["git", "add", "-A"], work)
+    run(["git", "commit", "-qm", "the smoke pipeline"], work)
+    return {"work": work, "first": first}
+
+
+@pytest.mark.slow
+def test_dvc_repro_twice_then_metrics_plots_and_checkout(built):
+    work = built["work"]
+    ran = _ran(built["first"])
+    assert ran[0] == "resolve" and "table@caat_table1" in ran and "figure@figure3b" in ran
+    assert sum(name.startswith("train@") for name in ran) == 3 and not any(n.startswith("summary") for n in ran)
+    assert _ran(run(["dvc", "repro"], work)) == []
+    assert "up to date" in run(["dvc", "status"], work).stdout
+    shown = json.dumps(json.loads(run(["dvc", "metrics", "show", "--json"], work).stdout))
+    assert "results/smoke/metrics/" in shown and "all.json" in shown and "accuracy" in shown
+    plots = run(["dvc", "plots", "show", "--json"], work).stdout
+    assert "results/smoke/curves/" in plots and "eval_robust" in plots
+    # checkpoints, metrics and curves are cached outputs: deleted, they come back from the cache
+    lock = yaml.safe_load((work / "dvc.lock").read_text())["stages"]
+    cached = [o["path"] for s in lock.values() for o in s.get("outs", []) if "md5" in o]
+    assert any(p.endswith("model.pt") for p in cached) and any("/metrics/" in p for p in cached) \
+        and any("/curves/" in p for p in cached)
+    files = [work / p for p in cached if "/metrics/" in p or p.endswith("model.pt")][:2]
+    original = [f.read_bytes() for f in files]
+    for f in files:
+        f.unlink()
+    run(["dvc", "checkout"], work)
+    assert [f.read_bytes() for f in files] == original
+    # after a checkout Snakemake retrains nothing: `snakemake --touch` restores a consistent order of times
+    _snakemake(work, "--touch")
+    dry = _snakemake(work, "-n")
+    assert "rule train" not in dry.stdout and "Nothing to be done" in dry.stdout + dry.stderr
+
+
+@pytest.mark.slow
+def test_editing_report_code_changes_report_stages_only(built):
+    work = built["work"]
+    tables = work / "src" / "tradeoff" / "report" / "tables.py"
+    text = tables.read_text()
+    try:
+        tables.write_text(text + "# a comment\n")
+        changed = set(json.loads(run(["dvc", "status", "--json"], work).stdout))
+    finally:
+        tables.write_text(text)
+    assert changed == {"table@caat_table1", "figure@figure3b"}
+    assert "up to date" in run(["dvc", "status"], work).stdout
+
+
+@pytest.mark.slow
+def test_exp_run_set_param_reruns_exactly_what_it_changes(built):
+    """`dvc exp run -S` edits params.yaml, the overlay every stage reads: the resolve stage rewrites the jobs'
+    settings, and exactly the stages whose settings changed run again (and their downstream)."""
+    work = built["work"]
+    catalog = cfg.load_catalog([work / f for f in SMOKE])
+    # the training job of the table's last row, and every run of the config that it trains (identical settings)
+    run_id = catalog.train_id[catalog.targets["caat_table1"]["rows"][-1]["run"]]
+    sharing = [r for r in catalog.config["runs"] if catalog.train_id.get(r) == run_id]
+    try:
+        title = run(["dvc", "exp", "run", "-S", "+targets.caat_table1.title=Our experiment"], work)
+        assert _ran(title) == ["resolve", "table@caat_table1"]
+        assert (work / "results" / "smoke" / "tables" / "caat_table1.md").read_text().startswith(
+            "# Our experiment")
+        seed = run(["dvc", "exp", "run", *[a for r in sharing for a in ("-S", f"+runs.{r}.seed=7")]], work,
+                   timeout=600)
+        ran = _ran(seed)
+        assert ran[:3] == ["resolve", f"train@{run_id}", f"evaluate@{tdvc.unit_key(run_id, 'all')}"]
+        assert "table@caat_table1" in ran[3:] and set(ran[3:]) <= {"table@caat_table1", "figure@figure3b"}
+        resolved = cfg.load_catalog([work / f for f in [*SMOKE, "params.yaml"]]).runs[run_id]
+        assert resolved["seed"] == 7
+        assert json.loads((work / "jobs.json").read_text())["train"][run_id]["settings"] == tdvc.digest(resolved)
+    finally:
+        run(["git", "checkout", "--", "params.yaml", "jobs.json", "dvc.lock"], work)
+        run(["dvc", "checkout", "--force"], work)
+    assert "up to date" in run(["dvc", "status"], work).stdout
+
+
+@pytest.mark.slow
+def test_push_clone_pull_then_snakemake_has_nothing_to_do(built, tmp_path):
+    """The shipped remote (`localremote`, pointed elsewhere with --local) carries checkpoints, metrics and curves: a
+    fresh clone pulls them, DVC finds everything up to date, and after `snakemake --touch` Snakemake too; neither
+    writes into a tracked file."""
+    work, store = built["work"], tmp_path / "store"
+    run(["dvc", "remote", "modify", "--local", "localremote", "url", str(store)], work)
+    pushed = run(["dvc", "push"], work)
+    assert "files pushed" in pushed.stdout + pushed.stderr
+    clone = tmp_path / "clone"
+    run(["git", "clone", "-q", str(work), str(clone)], tmp_path)
+    run(["dvc", "remote", "modify", "--local", "localremote", "url", str(store)], clone)
+    metrics = run(["dvc", "pull", "evaluate"], clone)  # metrics (and predictions) only: reports need no checkpoint
+    assert "fetched" in metrics.stdout + metrics.stderr and not list(clone.glob("results/smoke/checkpoints/*/*.pt"))
+    run(["dvc", "pull"], clone)
+    assert "up to date" in run(["dvc", "status"], clone).stdout
+    models = sorted(p.relative_to(work) for p in work.glob("results/smoke/checkpoints/*/model.pt"))
+    assert len(models) == 3 and all((clone / m).read_bytes() == (work / m).read_bytes() for m in models)
+    _snakemake(clone, "--touch")
+    dry = _snakemake(clone, "-n")
+    assert "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]
+    assert run(["git", "status", "--porcelain"], clone).stdout == ""
