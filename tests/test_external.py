@@ -302,6 +302,24 @@ def test_the_external_section_and_rows_that_name_it(tmp_path):
     assert "mine" in catalog.evaluated_models() and "mine" not in catalog.training_runs()
 
 
+def test_dvc_evaluates_an_external_row_from_its_checkpoint(tmp_path):
+    """DVC's jobs hold the external model's evaluation (reading its checkpoint and its dataset's marker, with its
+    settings in the digest) and no training job for it, as Snakemake's DAG does."""
+    from tradeoff import dvc
+
+    catalog = _catalog_with(tmp_path, EXTERNAL.format(checkpoint="models/mine.pt", extra=""))
+    items = dvc.jobs(catalog, ["exttable"])
+    mine = {k: v for k, v in items["evaluate"].items() if v["run"] == "mine"}
+    assert mine and all(v["model"] == "models/mine.pt" and v["data"].endswith("/.ready/digits") for v in mine.values())
+    assert "mine" not in items.get("train", {}) and "digits" in items["download"]
+    nt = next(v for v in items["evaluate"].values() if v["run"] == NT)
+    assert nt["model"] == str(catalog.layout.model(NT))
+    moved = _catalog_with(tmp_path, EXTERNAL.format(checkpoint="models/mine.pt", extra=", normalize: '0.5,0.25'"))
+    assert {k: v["settings"] for k, v in dvc.jobs(moved, ["exttable"])["evaluate"].items() if v["run"] == "mine"} != {
+        k: v["settings"] for k, v in mine.items()}  # the model's settings are the job's: DVC re-runs it
+    assert "${item.model}" in dvc.render_dvc(catalog, [str(tcfg.DEFAULT_CONFIG)], ["exttable"])["dvc.yaml"]
+
+
 @pytest.mark.parametrize(("text", "message"), [
     (EXTERNAL.replace("external: mine,", "external: mien,"),
      r"targets\.exttable\.rows\[1\]\.external: unknown external model 'mien'; did you mean 'mine'\?"),

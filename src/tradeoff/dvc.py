@@ -204,8 +204,9 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
     pairs = list(dict.fromkeys(p for t in reports for p in catalog.evaluations(t)))
     units = list(dict.fromkeys((run, catalog.unit_of(attack)) for run, attack in pairs))
     order = list(catalog.training_runs())
-    needed = {run for run, _ in units} | {r for t in reports for r in catalog.curve_runs(t)} \
-        | {r for t in reports for r in catalog.analysis_runs(t)}
+    # an external model (the catalog's `external:`) is evaluated but trained by no job here
+    needed = {run for run, _ in units if not catalog.is_external(run)} \
+        | {r for t in reports for r in catalog.curve_runs(t)} | {r for t in reports for r in catalog.analysis_runs(t)}
     writer = {str(layout.model(r)): r for r in order}
     todo = list(needed)
     while todo:  # a fine-tuning run needs the run whose model.pt is its backbone (the demo's pretraining)
@@ -214,7 +215,8 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
             needed.add(backbone)
             todo.append(backbone)
     runs = [r for r in order if r in needed]
-    units.sort(key=lambda u: (order.index(u[0]), catalog.eval_units(u[0]).index(u[1])))
+    models = order + sorted(catalog.externals)
+    units.sort(key=lambda u: (models.index(u[0]), catalog.eval_units(u[0]).index(u[1])))
     analyses = [t for t in reports if "analysis" in catalog.targets[t]]
 
     datasets = {catalog.runs[r]["dataset"] for r in runs} | {d for t in analyses for d in catalog.analysis_datasets(t)}
@@ -232,19 +234,22 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
         key = unit_key(run, unit)
         if key in out["evaluate"]:
             raise ValueError(f"two evaluation jobs of {run} are both named {key!r} in dvc.yaml")
+        if catalog.is_external(run):
+            datasets.add(catalog.model_spec(run)["dataset"])
         out["evaluate"][key] = {
-            "run": run, "unit": unit,
-            # what it reads besides the model: the corruption set of an NROB evaluation, else the run's test set
+            "run": run, "unit": unit, "model": str(catalog.model_file(run)),  # a run's model.pt or a checkpoint file
+            # what it reads besides the model: the corruption set of an NROB evaluation, else the model's test set
             "data": (markers[0] if len(markers) == 1 else str(Path(data) / ".ready") if markers
-                     else str(ready_marker(data, catalog.runs[run]["dataset"]))),
-            "attacks": attacks, "settings": digest({a: catalog.attack_for(a, run) for a in attacks})}
+                     else str(ready_marker(data, catalog.model_spec(run)["dataset"]))),
+            "attacks": attacks, "settings": digest({a: catalog.attack_for(a, run) for a in attacks} | (
+                {"external": catalog.model_spec(run)} if catalog.is_external(run) else {}))}
     for name in analyses:
         models, sets = catalog.analysis_runs(name), catalog.analysis_datasets(name)
         # the models it reads: one run's model.pt, or the checkpoints folder for several (dvc.yaml's templates cannot
         # list a varying number); none (the synthetic experiment): its data again, a dependency DVC counts once
         marker = str(ready_marker(data, sets[0])) if len(sets) == 1 else str(Path(data) / ".ready")
         out["analyze"][name] = {
-            "models": (str(layout.model(models[0])) if len(models) == 1 else str(layout.root / "checkpoints")
+            "models": (str(layout.model(models[0])) if len(models) == 1 else str(layout.folder("checkpoints"))
                        if models else marker),
             "data": marker, "settings": digest(catalog.targets[name]["analysis"])}
     for name in reports:
@@ -275,7 +280,7 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
         return code_deps(COMMAND[kind])
 
     def folders(*names: str) -> list[str]:
-        return [str(layout.root / n) for n in names]
+        return [str(layout.folder(n)) for n in names]
 
     has = {kind: kind in items for kind in ("train", "finetune", "evaluate", "analyze", "figure")}
     reads = (["metrics", "predictions"] if has["evaluate"] else []) + (
@@ -304,7 +309,7 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
                     "deps": code(kind) + [str(ready_marker(catalog.data_root, "${item.dataset}"))] + backbone,
                     "params": params(kind), "outs": [model], "plots": [str(layout.curves("${key}"))]})
     each("evaluate", {"cmd": cmd + "evaluate --run ${item.run} --unit ${item.unit}",
-                      "deps": code("evaluate") + [str(layout.model("${item.run}")), "${item.data}"],
+                      "deps": code("evaluate") + ["${item.model}", "${item.data}"],
                       "params": params("evaluate"),
                       "metrics": [str(layout.metrics("${item.run}", "${item.unit}"))],
                       "outs": [str(layout.predictions("${item.run}", "${item.unit}"))]})
@@ -322,7 +327,7 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
         built = reads + (["analysis"] if has["analyze"] else []) + ["tables"] + (["figures"] if has["figure"] else [])
         stages["summary"] = {"cmd": cmd + "summary", "deps": code("summary") + folders(*built) + reference,
                              "outs": list(map(str, layout.summary().values()))}
-    plots = [{str(layout.root / "curves"): {"x": "epoch", "y": ["train_acc", "eval_clean", "eval_robust"]}}] \
+    plots = [{str(layout.folder("curves")): {"x": "epoch", "y": ["train_acc", "eval_clean", "eval_robust"]}}] \
         if has["train"] or has["finetune"] else []
     return {"vars": [JOBS, {"config": " ".join(f"--config {f}" for f in config_files(files))}],
             "stages": stages, **({"plots": plots} if plots else {})}

@@ -100,6 +100,15 @@ class Layout:
         RobustBench's own ``model_info/<dataset>/<threat model>/<model>.json``."""
         return self.root / "robustbench" / dataset / threat_model / f"{run_id}.json"
 
+    FOLDERS = ("checkpoints", "curves", "metrics", "predictions", "analysis", "tables", "figures")
+
+    def folder(self, kind: str) -> Path:
+        """The folder holding every file of one kind (``checkpoints``, ``metrics``, ...): what a job that reads all
+        of them depends on (DVC's report stages)."""
+        if kind not in self.FOLDERS:
+            raise ValueError(f"no results folder {kind!r}; allowed: {', '.join(self.FOLDERS)}")
+        return self.root / kind
+
     @property
     def bench(self) -> Path:
         return self.root / "bench"
