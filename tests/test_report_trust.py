@@ -317,6 +317,32 @@ def test_a_figure_says_what_its_points_cannot_show(tmp_path):
         plt.close(fig)
 
 
+def test_a_targets_note_is_said_under_its_table_and_its_figure(tmp_path):
+    """A smaller scale that thins a target says so (`note:`): under the table and in the figure's footer; the demo
+    says it for every target it thins."""
+    note = "the two rows that diverge here are left out"
+    front = {"kind": "figure", "plot": "front", "title": "front", "note": note,
+             "rows": [{"key": "a", "run": AT, "series": "s"}, {"key": "c", "run": NT, "series": "s"}],
+             "columns": {"SA": "clean", "AA": "pgd20"}}
+    catalog = _catalog(tmp_path, {"trust": {**TRUST, "note": note}, "front": front})
+    _fill(catalog)
+    assert f"At this scale: {note}" in tables.render_markdown(tables.build(catalog, "trust"))
+    from tradeoff.report.figures import make_figure, plt
+
+    fig = make_figure(catalog, "front")
+    try:
+        assert f"at this scale: {note}" in " ".join(t.get_text() for t in fig.texts)
+    finally:
+        plt.close(fig)
+    paper = cfg.load_catalog([ROOT / "config" / "config.yaml"], write_cache=False)
+    for scale in ("demo", "smoke"):
+        small = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / f"{scale}.yaml"],
+                                 write_cache=False)
+        thinned = [t for t, spec in small.targets.items() if spec.get("rows") and paper.targets[t].get("rows")
+                   and len(spec["rows"]) < len(paper.targets[t]["rows"])]
+        assert thinned and [t for t in thinned if not small.targets[t].get("note")] == [], scale
+
+
 def test_a_runs_suite_file_is_read_and_vouched_for_like_its_own_files(tmp_path, capsys):
     """runtime.eval_unit: run: a run's evaluations in one file; a missing entry or a file in another format is
     refused naming the file."""

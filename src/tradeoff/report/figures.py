@@ -147,6 +147,8 @@ def make_figure(catalog: Catalog, name: str):
         else:
             fig, axes = panel_figure(kind.panels(catalog, name, target))
             kind.draw(catalog, name, target, axes)
+        if target.get("note"):
+            fig.text(0, 0, f"at this scale: {target['note']}", gid=FOOTNOTE)
         if "rows" in target and "analysis" not in target:
             for note in degenerate_notes(catalog, name):
                 fig.text(0, 0, note, gid=FOOTNOTE)

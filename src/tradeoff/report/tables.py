@@ -282,6 +282,8 @@ def _notes(catalog: Catalog, table: Table) -> list[str]:
     seeds = sorted({len(row.runs) for row in table.rows} - {1})
     out = [f"Scale: **{table.scale}** (results/{table.scale}/); accuracies in %, on "
            f"{'/'.join(map(str, examples)) or 'no'} test examples."]
+    if target.get("note"):
+        out.append(f"At this scale: {target['note']}")
     how = ("How to read a cell: ours [95% Wilson interval] for one seed" +
            (f"; ours ± standard deviation over {'/'.join(map(str, seeds))} seeds (ddof 0)" if seeds else "") +
            ". The paper's number is on its own line below ours. **Bold**: the best of ours in the column and every "
