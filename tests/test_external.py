@@ -302,6 +302,12 @@ def test_the_external_section_and_rows_that_name_it(tmp_path):
     assert "mine" in catalog.evaluated_models() and "mine" not in catalog.training_runs()
 
 
+def test_check_config_counts_the_external_models(tmp_path, monkeypatch, capsys):
+    work, configs = _workflow(tmp_path, EXTERNAL.format(checkpoint="models/mine.pt", extra=""))
+    assert _cli(work, configs, monkeypatch, "check-config") == 0
+    assert "1 external models, " in capsys.readouterr().out
+
+
 def test_dvc_evaluates_an_external_row_from_its_checkpoint(tmp_path):
     """DVC's jobs hold the external model's evaluation (reading its checkpoint and its dataset's marker, with its
     settings in the digest) and no training job for it, as Snakemake's DAG does."""

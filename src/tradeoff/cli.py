@@ -26,7 +26,8 @@ log = logging.getLogger("tradeoff")
 def cmd_check_config(args, catalog: cfg.Catalog) -> int:
     runs = catalog.training_runs()
     print(f"configuration OK: scale {catalog.scale}, {len(catalog.runs)} runs ({len(runs)} training jobs), "
-          f"{len(catalog.attacks)} attacks, {len(catalog.targets)} targets")
+          + (f"{len(catalog.externals)} external models, " if catalog.externals else "")
+          + f"{len(catalog.attacks)} attacks, {len(catalog.targets)} targets")
     return 0
 
 
