@@ -29,6 +29,7 @@ def env() -> dict:
     out.setdefault("GIT_COMMITTER_NAME", "tradeoff tests")
     out.setdefault("GIT_COMMITTER_EMAIL", "tests@tradeoff.invalid")
     out["DVC_NO_ANALYTICS"] = "1"
+    out.pop("TRADEOFF_CONFIG", None)  # a job's config files (set by the Snakefile): never the test's
     return out
 
 
@@ -56,3 +57,20 @@ def run(cmd: list[str], cwd: Path, timeout: float = 600, check: bool = True) -> 
 def results_of(work: Path, scale: str = "smoke") -> Layout:
     """The results of one scale in a workflow copy (``<work>/results/<scale>/...``)."""
     return Layout.of(work / "results", scale)
+
+
+def evaluation(work: Path, run_id: str, attack: str, overlays=("config/smoke.yaml",)) -> tuple[dict, dict]:
+    """A run's evaluation in a workflow copy, read as a report reads it: its vouched-for record and its per-example
+    predictions, whichever job wrote them (one per attack, or the run's suite file: runtime.eval_unit)."""
+    from tradeoff.config import load_catalog
+    from tradeoff.report import records
+
+    cwd = os.getcwd()
+    os.chdir(work)  # the catalog's paths are relative to the workflow's folder
+    try:
+        catalog = load_catalog(["config/config.yaml", *overlays])
+        found = records.measurement(catalog, run_id, attack)
+        assert found is not None, f"{run_id} has no metrics under {attack}"
+        return found.record, records.predictions(catalog, run_id, attack)
+    finally:
+        os.chdir(cwd)

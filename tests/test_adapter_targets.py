@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 import yaml
 
-from helpers import results_of, workflow_copy
+from helpers import evaluation, results_of, workflow_copy
 from methods_support import CPU, method_spec
 from tradeoff import config as cfg
 from tradeoff.cli import main as cli_main
@@ -339,7 +339,7 @@ def test_the_pretraining_runs_model_pt_is_a_backbone_checkpoint(tmp_path):
 
 @pytest.mark.slow
 def test_paper_scale_dag_names_the_unset_key_only_when_needed(tmp_path):
-    from helpers import run, workflow_copy
+    from helpers import run
 
     work = workflow_copy(tmp_path / "wf")
     out = run(["snakemake", "-n", "caat_figure4", "--cores", "1"], work, check=False)
@@ -362,7 +362,7 @@ def test_paper_scale_dag_names_the_unset_key_only_when_needed(tmp_path):
 def test_snakemake_builds_the_adapter_figures_at_smoke_scale(tmp_path):
     """The miniature end to end: the pretraining run first (its model.pt is the fine-tuning jobs' input), the
     smoke scale's two fine-tuning runs shared by Figure 4(a)-(d) and Figure 5, their evaluations, the figures."""
-    from helpers import run, workflow_copy
+    from helpers import run
 
     work = workflow_copy(tmp_path / "wf")
     run(["snakemake", "caat_figure4", "caat_figure5", "--cores", "2", "--configfile", "config/smoke.yaml"], work,
@@ -384,5 +384,5 @@ def test_snakemake_builds_the_adapter_figures_at_smoke_scale(tmp_path):
         meta = json.loads(torch.load(model, weights_only=True)["meta"])
         assert meta["spec"]["arch"] == "vit_tiny_adapter" and meta["spec"]["paper_arch"] == "swin_t_adapter"
         for attack in ("clean", "aa"):
-            metrics = json.loads((results / "metrics" / run_id / f"{attack}.json").read_text())
+            metrics, _ = evaluation(work, run_id, attack)
             assert 0 <= metrics["accuracy"] <= 1 and metrics["examples"] == 64

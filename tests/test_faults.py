@@ -884,7 +884,7 @@ def test_second_snakemake_in_the_same_folder_is_refused_and_a_killed_one_needs_u
     # the history keeps the killed try: a header line per start, the first try's epochs before the resume
     lines = log_history(log).read_text().splitlines()
     starts = [i for i, line in enumerate(lines) if re.match(rf"=== \S+ \S+ start: tradeoff --log {log.relative_to(work)} "
-                                                          rf".* train --run {AT} \(pid \d+ on \S+\) ===$", line)]
+                                                          rf"(?:.* )?train --run {AT} \(pid \d+ on \S+\) ===$", line)]
     assert len(starts) == 2, lines
     assert f"{AT} epoch 1/{SLOW_EPOCHS}" in "\n".join(lines[starts[0]:starts[1]]), lines
     assert "resuming after epoch" in "\n".join(lines[starts[1]:]), lines

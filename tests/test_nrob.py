@@ -12,7 +12,7 @@ import scipy.ndimage as ndi
 import torch
 from PIL import Image
 
-from helpers import ROOT, results_of, run, workflow_copy
+from helpers import ROOT, evaluation, results_of, run, workflow_copy
 from tradeoff import cli as tcli
 from tradeoff import config as cfg
 from tradeoff import data, digits_c, evaluate
@@ -303,8 +303,7 @@ def test_smoke_snakemake_fills_the_nrob_column(tmp_path):
         assert cell["ours"] != "" and 0 <= float(cell["ours"]) <= 100, row
         assert float(cell["paper"]) == pytest.approx(reference[(row, "nrob")][0])
         assert cell["ci_low"] == ""  # a mean over corrupted sets: no binomial interval
-    metrics = json.loads(results_of(work).metrics(catalog.train_id["tinyimagenet-resnet18-nt"],
-                                           "nrob").read_text())
+    metrics, _ = evaluation(work, "tinyimagenet-resnet18-nt", "nrob")
     assert metrics["corruption_dataset"] == "digits-c" and len(metrics["corruptions"]) == 13
     assert 100 * metrics["accuracy"] == pytest.approx(float(cells[("nt", "nrob")]["ours"]), abs=1e-3)
     assert (work / "data" / ".ready" / "digits-c").is_file()

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import csv
-import json
 import re
-import shutil
 
 import pytest
 
-from helpers import ROOT, run, workflow_copy
+from helpers import ROOT, evaluation, run, workflow_copy
 from tradeoff.config import load_catalog
 
 pytestmark = pytest.mark.slow
@@ -61,8 +59,7 @@ def test_a_changed_target_setting_rebuilds_that_target_only(smoke_build):
 
 
 def test_metrics_record_how_they_were_made(smoke_build):
-    path = smoke_build / "results" / "smoke" / "metrics" / "cifar10-resnet18-at-beta1" / "pgd20.json"
-    metrics = json.loads(path.read_text())
+    metrics, preds = evaluation(smoke_build, "cifar10-resnet18-at-beta1", "pgd20")
     assert metrics["type"] == "pgd" and metrics["params"]["steps"] == 3  # smoke caps attack steps
     assert metrics["eps"] == pytest.approx(0.3)
     assert metrics["examples"] == 64 and metrics["seed"] == 0
@@ -73,7 +70,6 @@ def test_metrics_record_how_they_were_made(smoke_build):
         "cifar10-resnet18-at-beta1", "smoke", "digits", "small_cnn")
     assert metrics["spec"]["steps"] == 3 and metrics["test_examples"] == 64 and metrics["test_size"] == 360
     assert len(metrics["spec_digest"]) == 16 and len(metrics["model"]) == 16
-    preds = json.loads((path.parent.parent.parent / "predictions" / "cifar10-resnet18-at-beta1" / "pgd20.json").read_text())
     assert len(preds["robust_correct"]) == 64 and set(preds["robust_correct"]) <= {"0", "1"}
 
 
@@ -142,13 +138,14 @@ def test_html_report_renders_in_a_real_browser(smoke_build):
     """`snakemake --report` is a page people open: load it in headless Chromium, open every table and figure,
     check that each renders, and keep screenshots under test-artifacts/."""
     import shutil
-    import time
 
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
         pytest.skip("Debian's chromium and chromium-driver are not installed (.ci/run installs them)")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
 
     run(["snakemake", "--report", "report.html", *SMOKE], smoke_build)
     artifacts = ROOT / "test-artifacts"
@@ -160,37 +157,37 @@ def test_html_report_renders_in_a_real_browser(smoke_build):
         options.add_argument(arg)
     options.binary_location = shutil.which("chromium")
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
-    seen = {"table": 0, "figure": 0, "summary": 0}
+    wait = WebDriverWait(driver, 60)  # waits for what the page shows, not for a time: a loaded machine is slower
+    seen = {"tables": 0, "figures": 0, "summary": 0}  # the report's categories (workflow/rules/report.smk)
+
+    def category_link(name):
+        return wait.until(EC.element_to_be_clickable((By.XPATH, f"//*[normalize-space(text())='{name}']")))
+
     try:
         driver.get(f"file://{smoke_build / 'report.html'}")
-        time.sleep(1.5)
+        category_link("summary")  # the page's menu has rendered
         driver.save_screenshot(str(artifacts / "report-home.png"))
         for category in seen:
             driver.get(f"file://{smoke_build / 'report.html'}")
-            time.sleep(1.0)
-            links = driver.find_elements(By.XPATH, f"//*[normalize-space(text())='{category}']")
-            if not links:
-                continue
-            links[0].click()
-            time.sleep(0.5)
-            entries = driver.find_elements(By.XPATH, "//td[contains(text(), 'results/')]")
+            category_link(category).click()
+            entries = wait.until(EC.presence_of_all_elements_located((By.XPATH, "//td[contains(text(), 'results/')]")))
             names = [e.text for e in entries]
             for name in names:
                 entry = driver.find_element(By.XPATH, f"//td[normalize-space(text())='{name}']")
                 entry.find_element(By.XPATH, "./ancestor::tr").find_elements(By.XPATH, ".//a|.//button")[0].click()
-                time.sleep(1.0)
                 stem = name.rsplit("/", 1)[-1].replace(".", "_")
-                driver.save_screenshot(str(artifacts / f"report-{stem}.png"))
                 if name.endswith(".html"):
-                    driver.switch_to.frame(driver.find_elements(By.TAG_NAME, "iframe")[0])
-                    rows = driver.find_elements(By.XPATH, "//table//tr")
+                    wait.until(EC.frame_to_be_available_and_switch_to_it((By.TAG_NAME, "iframe")))
+                    rows = wait.until(EC.presence_of_all_elements_located((By.XPATH, "//table//tr")))
                     assert len(rows) >= 2, f"{name}: no table rows rendered"
                     driver.switch_to.default_content()
                 else:
-                    images = driver.find_elements(By.TAG_NAME, "img")
-                    assert any(driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", i)
-                               for i in images), f"{name}: image did not render"
+                    def rendered(d):
+                        return any(d.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", i)
+                                   for i in d.find_elements(By.TAG_NAME, "img"))
+                    assert wait.until(rendered), f"{name}: image did not render"
+                driver.save_screenshot(str(artifacts / f"report-{stem}.png"))
                 seen[category] += 1
     finally:
         driver.quit()
-    assert seen["table"] >= 2 and seen["summary"] == 1
+    assert seen["tables"] >= 2 and seen["figures"] >= 2 and seen["summary"] == 1

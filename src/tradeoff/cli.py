@@ -436,10 +436,14 @@ def _absolute(path: str) -> str:
 # ---------------------------------------------------------------------------------------------- parser
 
 
+CONFIG_ENV = "TRADEOFF_CONFIG"  # the config files of a job that names none (Snakemake's common.smk sets it)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tradeoff", description=__doc__.splitlines()[0])
     parser.add_argument("--config", action="append", metavar="FILE",
-                        help="configuration file; repeat to overlay (default: config/config.yaml)")
+                        help="configuration file; repeat to overlay (default: the files in $TRADEOFF_CONFIG, "
+                             "separated by ':', as Snakemake's jobs get them; else config/config.yaml)")
     parser.add_argument("-v", "--verbose", action="store_true")
     parser.add_argument("--log", metavar="FILE",
                         help="the job's log file (Snakemake's `log:`, deleted whenever Snakemake starts the job): "
@@ -642,6 +646,8 @@ def main(argv: list[str] | None = None) -> int:
 def _main(args) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
+    if args.config is None and os.environ.get(CONFIG_ENV):  # a Snakemake job: the workflow's config files
+        args.config = [f for f in os.environ[CONFIG_ENV].split(os.pathsep) if f]
     args.config_given = args.config is not None
     cwd = os.getcwd()
     try:

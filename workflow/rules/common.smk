@@ -2,8 +2,8 @@
 # comes from tradeoff.results (through the catalog's layout), every job's inputs from the same library functions
 # that write DVC's stages (tradeoff.dvc), so the two pipelines have the same jobs.
 import json
+import os
 import re
-import shlex
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
@@ -31,7 +31,9 @@ try:
 except tcfg.ConfigError as exc:
     raise WorkflowError(f"configuration error: {exc}")
 
-CONFIG_ARGS = " ".join(f"--config {shlex.quote(f)}" for f in CONFIG_FILES)  # every job's `params: config`
+# Every job reads these files (the CLI's default, $TRADEOFF_CONFIG). Not a param: which overlay files hold the
+# settings is not a setting, and a job reruns only when its own resolved settings change (`params: settings`).
+os.environ["TRADEOFF_CONFIG"] = os.pathsep.join(CONFIG_FILES)
 LAYOUT = CATALOG.layout
 RES = config.get("resources", {})
 TRAIN_IDS = sorted(CATALOG.training_runs())
@@ -63,7 +65,7 @@ def job_shell(args):
     start: the lines before a resume are kept there. `exec` makes tradeoff the job's process itself, so the signals
     SLURM sends a job (SIGTERM at a time limit, a preemption, or the profile's early --signal) reach it: training
     then saves the step it reached."""
-    return f"exec tradeoff --log {{log}} {{params.config}} {args} > {{log}} 2>&1"
+    return f"exec tradeoff --log {{log}} {args} > {{log}} 2>&1"
 
 
 def resource(stage, key, default):

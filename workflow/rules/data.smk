@@ -7,8 +7,6 @@ localrules:
 rule download:
     output:
         str(ready_marker(CATALOG.data_root, "{dataset}")),
-    params:
-        config=CONFIG_ARGS,
     log:
         str(LAYOUT.log("download", "{dataset}")),
     shell:

@@ -20,7 +20,6 @@ rule evaluate:
         metrics=str(LAYOUT.metrics("{run}", "{unit}")),
         predictions=str(LAYOUT.predictions("{run}", "{unit}")),
     params:
-        config=CONFIG_ARGS,
         settings=unit_settings,
     log:
         str(LAYOUT.log("evaluate", "{run}", "{unit}")),
@@ -39,7 +38,6 @@ rule evaluate_shard:
     output:
         str(LAYOUT.eval_work("{run}", "{unit}", ("{shard}", "{shards}"), ".json")),
     params:
-        config=CONFIG_ARGS,
         settings=unit_settings,
     log:
         str(LAYOUT.log("evaluate", "{run}", "{unit}.shard-{shard}-of-{shards}")),
@@ -62,7 +60,6 @@ rule merge_shards:
         metrics=str(LAYOUT.metrics("{run}", "{unit}")),
         predictions=str(LAYOUT.predictions("{run}", "{unit}")),
     params:
-        config=CONFIG_ARGS,
         shards=lambda wc: CATALOG.shards_for(wc.unit),
     log:
         str(LAYOUT.log("evaluate", "{run}", "{unit}.merge")),

@@ -12,7 +12,6 @@ rule table:
         tex=str(LAYOUT.tables("{target}")["tex"]),
         html=report(str(LAYOUT.tables("{target}")["html"]), caption="../report/target.rst", category="tables"),
     params:
-        config=CONFIG_ARGS,
         settings=report_settings,
         caption=report_caption,
     log:
@@ -31,7 +30,6 @@ rule figure:
         png=report(str(LAYOUT.figures("{target}")["png"]), caption="../report/target.rst", category="figures"),
         pdf=str(LAYOUT.figures("{target}")["pdf"]),
     params:
-        config=CONFIG_ARGS,
         settings=report_settings,
         caption=report_caption,
     log:
@@ -50,7 +48,6 @@ rule figure_list:
         md=str(LAYOUT.tables("{target}")["md"]),
         html=str(LAYOUT.tables("{target}")["html"]),
     params:
-        config=CONFIG_ARGS,
         settings=report_settings,
     log:
         str(LAYOUT.log("report", "{target}")),
@@ -67,8 +64,6 @@ rule summary:
     output:
         html=report(str(LAYOUT.summary()["html"]), caption="../report/summary.rst", category="summary"),
         md=str(LAYOUT.summary()["md"]),
-    params:
-        config=CONFIG_ARGS,
     log:
         str(LAYOUT.log("report", "summary")),
     localrule: True
@@ -85,7 +80,6 @@ rule analyze:
     output:
         str(LAYOUT.analysis("{target}")),
     params:
-        config=CONFIG_ARGS,
         settings=analysis_settings,
     log:
         str(LAYOUT.log("analyze", "{target}")),

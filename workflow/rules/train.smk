@@ -11,7 +11,6 @@ rule train:
         model=str(LAYOUT.model("{run}")),
         curves=str(LAYOUT.curves("{run}")),
     params:
-        config=CONFIG_ARGS,
         settings=run_settings,
     log:
         str(LAYOUT.log("train", "{run}")),
