@@ -308,6 +308,21 @@ def cmd_bench_flops(args, catalog: cfg.Catalog) -> int:
     return 0
 
 
+def cmd_gpu_check(args, catalog: cfg.Catalog) -> int:
+    from .gpucheck import NoCuda, device_slug, gpu_check, write_report
+
+    try:
+        report = gpu_check(catalog, cpu_only=args.cpu_only, batch=args.batch, images=args.images,
+                           bench_steps=args.steps, bench_warmup=args.warmup)
+    except NoCuda as exc:
+        print(f"tradeoff: gpu-check: {exc}", file=sys.stderr)
+        return 1
+    paths = write_report(report, catalog.layout.gpu_check(device_slug(report["device"])))
+    verdict = "every comparison within its tolerance" if report["ok"] else "A COMPARISON IS OUT OF ITS TOLERANCE"
+    print(f"gpu-check on {report['device']}: {verdict}; report: {paths[1]} (and {paths[0].name})")
+    return 0 if report["ok"] else 1
+
+
 def _enter_workflow(config_files: list[str]) -> list[str]:
     """Work from the workflow's folder (the one with the Snakefile above the first config file), as Snakemake and
     DVC do, whatever folder the command was started in: the config's relative paths (``results``, ``data``) then
@@ -443,6 +458,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="count everything, write nothing, exit 1 if the file differs")
     p.set_defaults(func=cmd_bench_flops)
 
+    p = sub.add_parser("gpu-check", help="on a GPU: every method's step against the CPU's, bf16 against fp32, "
+                                         "Generalist's parallel mode against serial, bench-train and bench-eval; "
+                                         "one JSON and markdown report in the bench folder")
+    p.add_argument("--cpu-only", action="store_true", help="without CUDA: the same checks, the CPU against itself")
+    p.add_argument("--batch", type=int, default=16, help="batch of the compared steps (default 16)")
+    p.add_argument("--images", type=int, default=1000, help="images of bench-eval (default 1000)")
+    p.add_argument("--steps", type=int, default=20, help="timed steps of bench-train (default 20)")
+    p.add_argument("--warmup", type=int, default=3, help="warm-up steps of bench-train (default 3)")
+    p.set_defaults(func=cmd_gpu_check)
+
     p = sub.add_parser("list", help="list runs, targets or attacks (evaluation jobs)")
     p.add_argument("what", choices=["runs", "targets", "attacks"])
     p.set_defaults(func=cmd_list)
@@ -460,6 +485,8 @@ GPU_COMMANDS = frozenset({"train", "evaluate", "analyze", "bench-train", "bench-
 
 def _device_wanted(args, catalog: cfg.Catalog) -> str:
     """The device a GPU command asked for: its --device, else the config's runtime.device."""
+    if getattr(args, "cpu_only", False):
+        return "cpu"
     return getattr(args, "device", None) or catalog.config["runtime"].get("device", "auto")
 
 

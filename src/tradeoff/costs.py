@@ -13,8 +13,9 @@ A job's FLOPs are pass counts times pass costs:
   sizes and classes and each corruption dataset's images per test image. A test keeps the file current.
 
 Attacks are priced as upper bounds: every example is attacked by every component (AutoAttack's later components only
-see the examples still robust; FAT's early stop only shortens its attack). Time = FLOPs / (peak x achieved fraction),
-the fraction calibrated by bench files of the device (`tradeoff bench-train`) when there are any, else assumed.
+see the examples still robust; FAT's early stop only shortens its attack). Time = FLOPs / (bf16 peak x achieved
+fraction), the fraction calibrated by bench files of the device (`tradeoff bench-train`) when there are any, else
+assumed; evaluation's fp32 FLOPs count FP32_COST times.
 
 What a cluster job asks for (`resources.plan` in the config): its planned minutes x ``safety`` plus ``start_minutes``,
 at least ``floor_minutes`` (a group of evaluations shares one floor), at most ``max_minutes``; a run's evaluations
@@ -41,6 +42,9 @@ FLOPS_FILE = Path(__file__).with_name("flops.json")
 PEAK_TFLOPS = {"h100": 790.0, "h200": 790.0, "a100": 312.0, "rtx3090": 71.0, "v100": 125.0}
 # When no bench file calibrates a device, plans assume this fraction of peak (the project's target).
 ASSUMED_FRACTION = 0.30
+# Evaluation runs in fp32 (bf16 autocast is for training only): cuDNN's convolutions then use TF32 tensor cores
+# (PyTorch's default), whose dense rate is half bf16's on A100/H100; evaluation FLOPs count twice.
+FP32_COST = 2.0
 # The attack types and corruption evaluations (config.load.CORRUPTIONS_TYPE) that are not attacks
 CORRUPTIONS_TYPE = "corruptions"
 # The parameters of each attack type that its cost depends on, with the defaults of its class (tradeoff.attacks: a
@@ -238,22 +242,23 @@ def training_flops(spec: dict, table: dict) -> float:
     if selection.get("mode") == "best_robust":
         every = max(1, math.floor(float(selection.get("every") or 1) + 0.5))
         measured = epochs // every + (epochs % every != 0)
-    per_epoch = examples * F.flops(unit) * epochs
+    measuring = examples * F.flops(unit) * epochs  # the per-epoch measurements, in fp32 (FP32_COST)
     if attack is not None:
-        per_epoch += examples * evaluation_passes(attack, classes).flops(unit) * measured
+        measuring += examples * evaluation_passes(attack, classes).flops(unit) * measured
     track = spec["method"].get("track_learners")
     if isinstance(track, dict) and isinstance(track.get("attack"), dict):
         learners, attacked = 2, len(track.get("attacked", ["nt"]))
         each = evaluation_passes(track["attack"], classes) + attack_passes(track["attack"], classes) + 2 * F
-        per_epoch += int(track["examples"]) * (learners * F + attacked * each).flops(unit) * epochs
-    return epochs * n * step + per_epoch
+        measuring += int(track["examples"]) * (learners * F + attacked * each).flops(unit) * epochs
+    return epochs * n * step + FP32_COST * measuring
 
 
 def evaluation_flops(run: dict, attack: dict, table: dict) -> float:
-    """An evaluation job of one attack on a run's whole test set (``test_examples`` at a smaller scale)."""
+    """An evaluation job of one attack on a run's whole test set (``test_examples`` at a smaller scale), in
+    bf16-equivalent FLOPs (x FP32_COST)."""
     unit, data = _unit(table, run["arch"], run["dataset"]), _dataset(table, run["dataset"])
     m = min(data["test"], run.get("test_examples") or data["test"])
-    return m * evaluation_passes(attack, data["classes"], table.get("corruption_images")).flops(unit)
+    return FP32_COST * m * evaluation_passes(attack, data["classes"], table.get("corruption_images")).flops(unit)
 
 
 # ------------------------------------------------------------------------------------------------ devices
