@@ -379,7 +379,8 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
                **{f"train_{key}": (total / max(counted, 1)).item() for key, total in extras.items()}, **tracked,
                **({"track_seconds": t_track} if track is not None else {})}
         rows.append(row)
-        if not all(math.isfinite(p.float().sum().item()) for p in model.state_dict().values() if p.is_floating_point()):
+        sums = [p.float().sum() for p in model.state_dict().values() if p.is_floating_point()]
+        if sums and not bool(torch.isfinite(torch.stack(sums)).all()):  # one read of the device, not one per tensor
             raise NonFiniteLoss(f"run {run_id}: non-finite weights after epoch {epoch + 1}; not checkpointing them")
         if selection["mode"] in SELECTED and measured and clean >= selection["min_clean"]:
             score = clean + robust if selection["mode"] == "best" else robust
