@@ -243,6 +243,15 @@ def test_job_sizes_without_a_plan_or_a_price_ask_for_the_fixed_runtime(paper):
     assert unknown.eval_group("cifar10-resnet18-nt", "aa") is None
 
 
+def test_one_job_per_run_is_never_grouped(catalogs):
+    smoke = catalogs[2]
+    assert smoke.eval_unit == "run"
+    sizes = JobSizes(smoke, bench_folder="/nonexistent")
+    run = "cifar10-resnet18-at-beta1"
+    assert sizes.eval_group(run, cfg.ALL_ATTACKS) is None
+    assert sizes.eval_minutes(run, cfg.ALL_ATTACKS) == 15  # tiny: the floor
+
+
 def test_bench_files_calibrate_the_plan(paper, tmp_path):
     (tmp_path / "train-h100-x.json").write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3",
                                                             "fraction_of_peak": 0.15}))

@@ -362,8 +362,9 @@ class JobSizes:
 
     def eval_group(self, run: str, unit: str) -> str | None:
         """The cluster job (a Snakemake group) that evaluates ``unit`` of ``run`` with the run's other cheap units:
-        ``evaluate-<run>`` when it is planned under ``group_minutes`` and is not sharded; None: a job of its own."""
-        if not self.planned or self.catalog.shards_for(unit) > 1:
+        ``evaluate-<run>`` when it is planned under ``group_minutes`` and is not sharded; None: a job of its own (and
+        always with runtime.eval_unit: run, one job per run already)."""
+        if not self.planned or self.catalog.eval_unit == "run" or self.catalog.shards_for(unit) > 1:
             return None
         planned = self.planned_eval(run, unit)
         if planned is None or planned >= float(self.settings["group_minutes"]):
