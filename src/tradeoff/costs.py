@@ -392,7 +392,7 @@ class JobSizes:
 @dataclass
 class Job:
     name: str
-    kind: str                  # train | evaluate
+    kind: str                  # train | evaluate | analyze
     hours: float | None        # planned GPU-hours (None: unknown)
     after: str | None          # the training job an evaluation waits for
     cluster_job: str = ""      # the sbatch job it runs in: itself, or its run's group of cheap evaluations
@@ -424,6 +424,8 @@ def plan(catalog, target: str, gpus: int, device: str | None = None, bench_folde
             asked = sizes.shard_minutes(run, unit, shards) * shards if shards > 1 else sizes.eval_minutes(run, unit)
             jobs.append(Job(f"evaluate {run} {unit}", "evaluate", None if planned is None else planned / 60, name,
                             group or f"evaluate {run} {unit}", asked, shards))
+    for name in catalog.analysis_targets(target):  # a figure's analysis job: not priced, its stage's fixed runtime
+        jobs.append(Job(f"analyze {name}", "analyze", None, None, f"analyze {name}", sizes.fixed["evaluate"]))
     known = [j.hours for j in jobs if j.hours is not None]
     trains = [j for j in jobs if j.kind == "train"]
     groups = {j.cluster_job for j in jobs if j.cluster_job != j.name}
@@ -433,7 +435,8 @@ def plan(catalog, target: str, gpus: int, device: str | None = None, bench_folde
             "unknown": [j.name for j in jobs if j.hours is None],
             "makespan_hours": makespan([j for j in jobs if j.hours is not None], gpus),
             "planned_resources": sizes.planned, "settings": sizes.settings,
-            "cluster_jobs": len(trains) + len(groups) + sum(j.shards for j in alone),
+            "cluster_jobs": len(trains) + len(groups) + sum(j.shards for j in alone)
+            + sum(j.kind == "analyze" for j in jobs),
             "train_jobs": len(trains), "groups": len(groups),
             "asked_hours": sum(j.asked_minutes for j in jobs) / 60}
 
@@ -467,14 +470,16 @@ def format_plan(result: dict) -> str:
     lines += ["", f"total: {result['total_hours']:.1f} GPU-hours planned; makespan on {result['gpus']} GPU(s): "
                   f"{result['makespan_hours']:.1f} h"]
     if result["unknown"]:
-        lines.append(f"unknown cost (asks the stage's fixed runtime): {', '.join(result['unknown'])}; run "
-                     "`tradeoff bench-flops`")
+        lines.append(f"not priced (asks its stage's fixed runtime): {', '.join(result['unknown'])} (an analysis job, "
+                     "or an architecture missing from flops.json: `tradeoff bench-flops`)")
     how = (f"planned x {result['settings']['safety']:g} + {result['settings']['start_minutes']} min, at least "
            f"{result['settings']['floor_minutes']} min" if result["planned_resources"]
            else "the stages' fixed runtimes (no resources.plan in the config)")
-    evals = result["cluster_jobs"] - result["train_jobs"]
+    analyses = sum(j.kind == "analyze" for j in result["jobs"])
+    evals = result["cluster_jobs"] - result["train_jobs"] - analyses
+    more = f", {analyses} analysis" if analyses else ""
     lines.append(f"on a cluster (snakemake --profile slurm): {result['cluster_jobs']} GPU jobs ({result['train_jobs']} "
-                 f"training, {evals} evaluation, {result['groups']} of them a run's evaluations under "
+                 f"training{more}, {evals} evaluation, {result['groups']} of them a run's evaluations under "
                  f"{result['settings']['group_minutes']} min grouped), asking {result['asked_hours']:.1f} GPU-hours "
                  f"for {result['total_hours']:.1f} planned ({how})")
     return "\n".join(lines)
