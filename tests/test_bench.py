@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from tradeoff import config as cfg
-from tradeoff.bench import (Job, bench_train, forward_flops_per_example, makespan, plan,
-                            step_flops_per_example)
+from tradeoff.bench import bench_train, forward_flops_per_example, step_flops_per_example
+from tradeoff.costs import Job, makespan, plan
 from tradeoff.runtime import Runtime
 
 ROOT = cfg.ROOT
@@ -43,6 +43,8 @@ def test_makespan_respects_dependencies_and_gpus():
 
 
 def test_plan_of_table1a_at_paper_scale():
+    """tradeoff.costs prices jobs from pass counts and tradeoff/flops.json (tests/test_costs.py checks both against
+    counted steps); the plan takes a second, without PyTorch."""
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml"])
     result = plan(catalog, "table1a", gpus=4, device="h100", bench_folder="/nonexistent")
     trains = [j for j in result["jobs"] if j.kind == "train"]

@@ -1,8 +1,8 @@
 """SLURM for real: `snakemake --profile slurm table1` through sbatch on a single-node cluster (tests/slurm/).
 
 One cluster run (the module fixture `cluster_run`) serves three tests:
-- table1 is built, every training and evaluation job went through sbatch with the profile's resources (one
-  GPU, runtime, memory, account, partition: checked with sacct);
+- table1 is built, every training job and every run's group of evaluations went through sbatch with the profile's
+  resources (one GPU, the runtime of the cost plan's floor, memory, account, partition: checked with sacct);
 - a training job is requeued by SLURM (`scontrol requeue`, as after a preemption), then signalled mid-epoch
   (`scancel --signal=TERM`: the job's steps get SIGTERM, as the profile's `--signal=TERM@300` sends it ahead of a
   time limit; the trainer writes the state of the step it reached and the job FAILS, so `retries` resubmit it
@@ -59,9 +59,12 @@ OVERLAY = f"""\
 # tests/test_slurm.py: the test cluster's jobs are small; training is long enough to be killed mid-run.
 # One evaluation job per (run, attack), as at paper scale (the smoke scale's eval_unit: run batches them).
 runtime: {{device: cpu, eval_unit: attack}}
+# Every job priced by the cost plan asks for its floor, 10 minutes (a run's evaluations, all cheap here, go as one group
+# job sharing it).
 resources:
   train: {{gpu: 1, runtime: 10, mem_mb: 1000, cpus_per_task: 1}}
   evaluate: {{gpu: 1, runtime: 10, mem_mb: 1000, cpus_per_task: 1}}
+  plan: {{floor_minutes: 10, max_minutes: 10}}
 scale_map:
   epochs: {EPOCHS}
   train_examples: null
@@ -342,9 +345,15 @@ def test_table1_through_sbatch_with_profile_resources(cluster, cluster_run):
     catalog = cluster_run["catalog"]
     trained = {catalog.train_id[r["run"]] for t in ("table1a", "table1b") for r in catalog.targets[t]["rows"]}
     assert {rec["Comment"] for rec in rules["rule_train"]} == {f"rule_train_wildcards_{r}" for r in trained}
-    evaluations = [rec for rule, recs in rules.items() if rule.startswith("rule_evaluate") for rec in recs]
-    assert len({rec["Comment"] for rec in evaluations}) == len(trained) * len(COLUMNS)
-    assert set(rules) <= {"rule_train", "rule_evaluate", "rule_evaluate_shard"}, "only train/evaluate go to SLURM"
+    # a run's evaluations (all cheap) went as one group job (Snakemake names it <group>_<rules>) on one GPU, asking
+    # for the sum of its members' runtimes
+    groups = {f"rule_evaluate-{r}_evaluate" for r in trained}
+    evaluations = [rec for rule, recs in rules.items() if rule in groups for rec in recs]
+    assert {rec["Comment"] for rec in evaluations} == groups
+    assert set(rules) == {"rule_train"} | groups, "only train/evaluate go to SLURM"
+    for run in trained:
+        for column in COLUMNS.values():
+            assert results_of(work).metrics(run, column).exists()
     for rec in records:
         assert rec["Account"] == cluster["TRADEOFF_SLURM_ACCOUNT"], rec
         assert rec["Partition"] == cluster["TRADEOFF_SLURM_PARTITION"], rec

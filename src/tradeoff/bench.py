@@ -1,20 +1,19 @@
-"""Training throughput against the hardware's limit, and cost planning for the cluster.
+"""Training throughput against the hardware's limit, and the FLOP counts that cost planning uses.
 
 FLOPs are counted, not estimated: ``torch.utils.flop_counter.FlopCounterMode`` records the matmul and
 convolution FLOPs that one real training step executes (forward, attack, backward; an attack's input-only
 backward costs what it really costs). ``bench_train`` times steps on the current device after warm-up (CUDA
 events on a GPU) and reports images/s, seconds per epoch, achieved TFLOP/s and the fraction of the device's
-peak. ``plan`` turns the catalog and these counts (calibrated by bench files when they exist) into GPU-hours
-per job and a makespan on N GPUs.
+peak. ``pass_flops`` counts what one forward and backward pass of an architecture costs; ``tradeoff bench-flops``
+writes them for every architecture of the shipped scales into the table that :mod:`tradeoff.costs` plans every
+job with, without PyTorch (so that Snakemake sizes its jobs at start-up).
 """
 
 from __future__ import annotations
 
 import copy
-import heapq
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +23,13 @@ from torch.utils.flop_counter import FlopCounterMode
 from . import models
 from .checkpoint import atomic_write_text
 from .data import DATASETS, SPLIT_SIZES
-from .config import CORRUPTIONS_TYPE, Catalog
+from .config import Catalog
+from .attacks import frozen
+from .costs import PEAK_TFLOPS, device_key, pass_key
 from .methods import METHODS
 from .provenance import provenance
 from .runtime import Runtime
 
-# Dense bf16 tensor throughput, TFLOP/s. H100/H200: the matmul rate measured on this workplace's machines
-# (the spec sheet says 989); the others are vendors' dense figures.
-PEAK_TFLOPS = {"h100": 790.0, "h200": 790.0, "a100": 312.0, "rtx3090": 71.0, "v100": 125.0}
-# When no bench file calibrates a device, plans assume this fraction of peak (the project's target).
-ASSUMED_FRACTION = 0.30
 TRAIN_SIZES = {name: sizes[0] for name, sizes in SPLIT_SIZES.items()}
 TEST_SIZES = {name: sizes[1] for name, sizes in SPLIT_SIZES.items()}
 SHAPES = {name: (*spec.image_shape, spec.num_classes) for name, spec in DATASETS.items()}  # (c, h, w, classes)
@@ -56,15 +52,6 @@ def count_flops() -> FlopCounterMode:
     counter = FlopCounterMode(display=False)
     counter.mod_tracker = _GlobalOnly()
     return counter
-
-
-def device_key(name: str) -> str:
-    """'NVIDIA H100 80GB HBM3' -> 'h100'."""
-    lowered = name.lower().replace(" ", "")
-    for key in PEAK_TFLOPS:
-        if key in lowered:
-            return key
-    return lowered
 
 
 def synthetic_batch(dataset: str, batch: int, device: torch.device, seed: int = 0):
@@ -157,100 +144,67 @@ def write_bench(result: dict, folder: str | Path = "results/bench") -> Path:
     return path
 
 
-# ------------------------------------------------------------------------------------------------ plan
+# ------------------------------------------------------------------------------------------------ FLOP table
 
 
-@dataclass
-class Job:
-    name: str
-    kind: str          # train | evaluate
-    hours: float       # GPU-hours
-    after: str | None  # the training job an evaluation waits for
+def pass_flops(arch: str, dataset: str, batch: int = 2) -> dict[str, float]:
+    """FLOPs per example of one forward pass of an architecture on a dataset's images, of one input-only backward
+    pass (an attack's gradient: the weights frozen) and of one training backward pass (the gradients of the weights
+    that train: an adapter model's backbone is frozen), counted on the CPU: the pass costs of tradeoff.costs."""
+    c, h, _, k = SHAPES[dataset]
+    torch.manual_seed(0)
+    model = models.build_architecture(arch, k, in_channels=c, image_size=h).train()
+    x, _ = synthetic_batch(dataset, batch, torch.device("cpu"))
+    with count_flops() as counter:
+        model(x)
+    forward = counter.get_total_flops() / batch
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    with frozen(model):
+        xi = x.clone().requires_grad_(True)
+        out = model(xi).float().sum()
+        with count_flops() as counter:
+            torch.autograd.grad(out, xi)
+    input_backward = counter.get_total_flops() / batch
+    out = model(x).float().sum()
+    with count_flops() as counter:
+        torch.autograd.grad(out, trainable)
+    return {"forward": forward, "input_backward": input_backward, "train_backward": counter.get_total_flops() / batch}
 
 
-def calibrated_fraction(device: str, folder: str | Path = "results/bench") -> tuple[float, str]:
-    """The median achieved fraction of peak in bench files of this device, else the assumed target."""
-    fractions = []
-    for path in Path(folder).glob("train-*.json"):
-        data = json.loads(path.read_text())
-        if device_key(data.get("device", "")) == device and data.get("fraction_of_peak"):
-            fractions.append(data["fraction_of_peak"])
-    if fractions:
-        fractions.sort()
-        return fractions[len(fractions) // 2], f"calibrated by {len(fractions)} bench file(s)"
-    return ASSUMED_FRACTION, f"assumed {ASSUMED_FRACTION:.0%} of peak (no bench file for {device})"
+#: the configurations whose runs the FLOP table covers: the paper scale and each shipped scale
+SHIPPED_SCALES = (("config/config.yaml",), ("config/config.yaml", "config/demo.yaml"),
+                  ("config/config.yaml", "config/smoke.yaml"))
 
 
-def attack_forward_equivalents(spec: dict) -> float:
-    """Forward-pass equivalents per attacked example: a gradient step costs 2 forwards (input gradients only)."""
-    kind = spec["type"]
-    steps, restarts = spec.get("steps", 1), spec.get("restarts", 1)
-    if kind == "clean":
-        return 1.0
-    if kind == CORRUPTIONS_TYPE:  # NROB: one forward per corrupted copy, and the clean one
-        from .data import SEVERITIES, corruption_dataset
-
-        return 1.0 + len(corruption_dataset(spec["dataset"]).corruptions) * len(SEVERITIES)
-    if kind in ("autoattack", "aa"):
-        return 2 * 100 * 10 + 5000  # APGD-CE + 9 APGD-T runs of 100 steps, then Square's queries (upper bound)
-    return 1.0 + 2.0 * steps * restarts
+def shipped_pairs(catalogs: list[Catalog]) -> list[tuple[str, str]]:
+    """The (architecture, dataset) of every run of these catalogs."""
+    return sorted({(s["arch"], s["dataset"]) for c in catalogs for s in c.runs.values()})
 
 
-def plan(catalog: Catalog, target: str, gpus: int, device: str, bench_folder: str | Path = "results/bench") -> dict:
-    peak = PEAK_TFLOPS[device]
-    fraction, basis = calibrated_fraction(device, bench_folder)
-    rate = peak * fraction * 1e12 * 3600  # FLOP per GPU-hour
-    jobs: list[Job] = []
-    step_cache: dict[str, float] = {}
-    for train_id in dict.fromkeys(catalog.train_id[r["run"]] for t in catalog.leaf_targets(target)
-                                  for r in catalog.targets[t]["rows"]):
-        spec = catalog.runs[train_id]
-        key = json.dumps([spec["method"], spec["arch"], spec["dataset"]], sort_keys=True, default=str)
-        if key not in step_cache:
-            step_cache[key] = step_flops_per_example(spec)
-        n = spec.get("train_examples") or TRAIN_SIZES[spec["dataset"]]
-        fwd = forward_flops_per_example(spec["arch"], spec["dataset"])
-        sel = spec["selection"]
-        eval_per_epoch = sel["examples"] * fwd * (1 + attack_forward_equivalents(sel["attack"]))
-        flops = spec["epochs"] * (n * step_cache[key] + eval_per_epoch)
-        jobs.append(Job(f"train {train_id}", "train", flops / rate, None))
-        for run, attack in catalog.evaluations(target):
-            if run != train_id:
-                continue
-            spec_a = catalog.attack_for(attack, run)
-            m = spec.get("test_examples") or TEST_SIZES[spec["dataset"]]
-            jobs.append(Job(f"evaluate {run} {attack}", "evaluate",
-                            m * fwd * attack_forward_equivalents(spec_a) / rate, f"train {train_id}"))
-    return {"target": target, "device": device, "gpus": gpus, "peak_tflops": peak, "fraction": fraction,
-            "basis": basis, "jobs": jobs, "total_hours": sum(j.hours for j in jobs),
-            "makespan_hours": makespan(jobs, gpus)}
+def flops_table(catalogs: list[Catalog], *, known: dict | None = None, recount: bool = True) -> dict:
+    """tradeoff.costs' table (flops.json) for the runs of these catalogs: each (architecture, dataset)'s pass costs
+    (``recount=False`` keeps those already in ``known``), each dataset's sizes and classes, each corruption
+    dataset's images per test image."""
+    from .data import corruption_dataset, corruption_dataset_names
+    from .hendrycks import SEVERITIES
+
+    passes = {}
+    for arch, dataset in shipped_pairs(catalogs):
+        key = pass_key(arch, dataset)
+        kept = (known or {}).get("passes", {}).get(key)
+        passes[key] = kept if kept is not None and not recount else pass_flops(arch, dataset)
+    datasets = {name: {"train": TRAIN_SIZES[name], "test": TEST_SIZES[name], "classes": SHAPES[name][3]}
+                for name in sorted(TRAIN_SIZES) if name in SHAPES}
+    corruptions = {name: len(corruption_dataset(name).corruptions) * len(SEVERITIES)
+                   for name in sorted(corruption_dataset_names())}
+    return {"about": "FLOPs per example of one pass (forward, input-only backward, training backward) of each "
+                     "architecture on each dataset, counted by `tradeoff bench-flops` (tradeoff.bench.pass_flops); "
+                     "read by tradeoff.costs, kept current by tests/test_costs.py",
+            "passes": passes, "datasets": datasets, "corruption_images": corruptions}
 
 
-def makespan(jobs: list[Job], gpus: int) -> float:
-    """Greedy list scheduling (longest job first among those ready) of jobs with train -> evaluate edges."""
-    done_at: dict[str, float] = {}
-    free = [0.0] * gpus
-    heapq.heapify(free)
-    pending = sorted(jobs, key=lambda j: (j.kind != "train", -j.hours))
-    for job in pending:  # every training job precedes its evaluations in this order
-        start = max(heapq.heappop(free), done_at.get(job.after, 0.0) if job.after else 0.0)
-        done_at[job.name] = start + job.hours
-        heapq.heappush(free, start + job.hours)
-    return max(done_at.values(), default=0.0)
-
-
-def format_plan(result: dict) -> str:
-    lines = [f"{result['target']} on {result['gpus']} x {result['device']} ({result['peak_tflops']:.0f} TFLOP/s peak, "
-             f"{result['fraction']:.0%} achieved: {result['basis']})", "",
-             "| job | GPU-minutes |", "|---|---:|"]
-    lines += [f"| {j.name} | {60 * j.hours:.1f} |" for j in result["jobs"]]
-    lines += ["", f"total: {result['total_hours']:.1f} GPU-hours; makespan on {result['gpus']} GPU(s): "
-                  f"{result['makespan_hours']:.1f} h"]
-    return "\n".join(lines)
-
-
-def plan_as_json(result: dict) -> dict[str, Any]:
-    return {**result, "jobs": [j.__dict__ for j in result["jobs"]]}
+def format_flops_table(table: dict) -> str:
+    return json.dumps(table, indent=1, sort_keys=True) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------- ratios
@@ -269,8 +223,6 @@ def _median_interleaved(fns: dict[str, Any], repeats: int) -> dict[str, float]:
 
 def pgd_step_ratio(arch: str, dataset: str, batch: int = 128, repeats: int = 15) -> dict:
     """Seconds of one PGD step computing input gradients only, over one that also computes weight gradients."""
-    from .attacks import frozen
-
     c, h, _, k = SHAPES[dataset]
     torch.manual_seed(0)
     model = models.build_architecture(arch, k, in_channels=c, image_size=h).eval()

@@ -383,10 +383,48 @@ def cmd_bench_ratios(args, catalog: cfg.Catalog) -> int:
 
 
 def cmd_plan(args, catalog: cfg.Catalog) -> int:
-    from .bench import format_plan, plan
+    """Instant: FLOPs from tradeoff.costs' formulas and table (no PyTorch), the cluster layout as Snakemake asks."""
+    from .costs import format_plan, plan
 
     print(format_plan(plan(catalog, args.target, args.gpus, args.device, catalog.layout.bench)))
     return 0
+
+
+def cmd_bench_flops(args, catalog: cfg.Catalog) -> int:
+    """Count the pass FLOPs of every (architecture, dataset) of the shipped scales and of the given config into
+    tradeoff/flops.json, the table that `plan` and the Snakefile size jobs with."""
+    from .bench import SHIPPED_SCALES, flops_table, format_flops_table
+    from .checkpoint import atomic_write_text
+    from .costs import FLOPS_FILE, load_table
+
+    catalogs = [cfg.load_catalog([cfg.ROOT / f for f in files]) for files in SHIPPED_SCALES] + [catalog]
+    known = load_table()
+    table = flops_table(catalogs, known=known, recount=args.recount or args.check)
+    text = format_flops_table(table)
+    if args.check:
+        if not FLOPS_FILE.exists() or FLOPS_FILE.read_text() != text:
+            print(f"stale: {FLOPS_FILE}; run `tradeoff bench-flops --recount`", file=sys.stderr)
+            return 1
+        print(f"{FLOPS_FILE}: current ({len(table['passes'])} architectures x datasets)")
+        return 0
+    atomic_write_text(FLOPS_FILE, text)
+    print(f"wrote {FLOPS_FILE} ({len(table['passes'])} architectures x datasets)")
+    return 0
+
+
+def cmd_gpu_check(args, catalog: cfg.Catalog) -> int:
+    from .gpucheck import NoCuda, device_slug, gpu_check, write_report
+
+    try:
+        report = gpu_check(catalog, cpu_only=args.cpu_only, batch=args.batch, images=args.images,
+                           bench_steps=args.steps, bench_warmup=args.warmup)
+    except NoCuda as exc:
+        print(f"tradeoff: gpu-check: {exc}", file=sys.stderr)
+        return 1
+    paths = write_report(report, catalog.layout.gpu_check(device_slug(report["device"])))
+    verdict = "every comparison within its tolerance" if report["ok"] else "A COMPARISON IS OUT OF ITS TOLERANCE"
+    print(f"gpu-check on {report['device']}: {verdict}; report: {paths[1]} (and {paths[0].name})")
+    return 0 if report["ok"] else 1
 
 
 def _enter_workflow(config_files: list[str]) -> list[str]:
@@ -548,10 +586,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", nargs="*", default=[], metavar="RUN_A/RUN_B")
     p.set_defaults(func=cmd_bench_ratios)
 
-    p = sub.add_parser("plan", help="GPU-hours of every job of a target and the makespan on N GPUs")
+    p = sub.add_parser("plan", help="GPU-hours of every job of a target, the makespan on N GPUs, and the cluster "
+                                    "jobs Snakemake submits for it with what they ask for")
     p.add_argument("target")
     p.add_argument("--gpus", type=int, default=8)
-    p.add_argument("--device", default="h100", choices=["h100", "h200", "a100", "rtx3090", "v100"])
+    p.add_argument("--device", choices=["h100", "h200", "a100", "rtx3090", "v100"],
+                   help="default: the config's resources.plan.device (what cluster jobs are sized for)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("export", help="a run's or an external model's results in another project's format: "
@@ -573,6 +613,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="whether training used data beyond the training set (default: no)")
     p.set_defaults(func=cmd_export)
 
+    p = sub.add_parser("bench-flops", help="count the FLOPs of one pass of every architecture of the shipped scales "
+                                           "(and of --config's) into tradeoff/flops.json, which plan and Snakemake "
+                                           "size jobs with")
+    p.add_argument("--recount", action="store_true", help="count every entry again (default: the missing ones)")
+    p.add_argument("--check", action="store_true", help="count everything, write nothing, exit 1 if the file differs")
+    p.set_defaults(func=cmd_bench_flops)
+
+    p = sub.add_parser("gpu-check", help="on a GPU: every method's step against the CPU's, bf16 against fp32, "
+                                         "Generalist's parallel mode against serial, bench-train and bench-eval; "
+                                         "one JSON and markdown report in the bench folder")
+    p.add_argument("--cpu-only", action="store_true", help="without CUDA: the same checks, the CPU against itself")
+    p.add_argument("--batch", type=int, default=16, help="batch of the compared steps (default 16)")
+    p.add_argument("--images", type=int, default=1000, help="images of bench-eval (default 1000)")
+    p.add_argument("--steps", type=int, default=20, help="timed steps of bench-train (default 20)")
+    p.add_argument("--warmup", type=int, default=3, help="warm-up steps of bench-train (default 3)")
+    p.set_defaults(func=cmd_gpu_check)
+
     p = sub.add_parser("list", help="list runs, external models, targets or attacks (evaluation jobs)")
     p.add_argument("what", choices=["runs", "externals", "targets", "attacks"])
     p.set_defaults(func=cmd_list)
@@ -582,6 +639,17 @@ def build_parser() -> argparse.ArgumentParser:
 #: the subcommands that the pipeline's jobs run: they keep the resolved catalog for the next job
 #: (tradeoff.config.load_catalog); the others (check-config, list, export-dvc, plan, ...) only read it
 JOB_COMMANDS = frozenset({"download", "train", "evaluate", "merge-shards", "report", "analyze", "summary"})
+
+
+#: the subcommands that compute on a GPU: on a machine with several, each takes one of its own (tradeoff.gpus)
+GPU_COMMANDS = frozenset({"train", "evaluate", "analyze", "bench-train", "bench-eval", "gpu-check"})
+
+
+def _device_wanted(args, catalog: cfg.Catalog) -> str:
+    """The device a GPU command asked for: its --device, else the config's runtime.device."""
+    if getattr(args, "cpu_only", False):
+        return "cpu"
+    return getattr(args, "device", None) or catalog.config["runtime"].get("device", "auto")
 
 
 class _Tee:
@@ -653,6 +721,10 @@ def _main(args) -> int:
     try:
         args.config = _enter_workflow(args.config or [str(cfg.DEFAULT_CONFIG)])
         catalog = cfg.load_catalog(args.config, write_cache=args.command in JOB_COMMANDS)
+        if args.command in GPU_COMMANDS and _device_wanted(args, catalog) != "cpu":
+            from .gpus import claim_gpu
+
+            claim_gpu()  # several GPUs on this machine: one of its own (before CUDA starts), see tradeoff.gpus
         named = [args.target] if getattr(args, "target", None) is not None else list(getattr(args, "targets", []))
         for name in named if args.command not in ("check-config", "export-dvc") else []:
             if name not in catalog.targets:

@@ -929,8 +929,8 @@ DATASETS.register(_DigitsC("digits-c", (1, 8, 8), 10))
 
 
 # (training, test) images of each dataset with a training split, as published (digits: this module's fixed split):
-# what a job costs before any data is read (tradeoff.bench.plan) and how many iterations an epoch has (Generalist's
-# ema_horizon in epochs). A test checks digits' against the data.
+# what a job costs before any data is read (tradeoff.costs, copied into its flops.json) and how many iterations an
+# epoch has (Generalist's ema_horizon in epochs). A test checks digits' against the data.
 SPLIT_SIZES: dict[str, tuple[int, int]] = {
     "digits": (1437, 360), "mnist": (60000, 10000), "svhn": (73257, 26032), "cifar10": (50000, 10000),
     "cifar100": (50000, 10000), "tinyimagenet": (100000, 10000), "cub200": (5994, 5794),

@@ -113,6 +113,11 @@ class Layout:
     def bench(self) -> Path:
         return self.root / "bench"
 
+    def gpu_check(self, device: str) -> tuple[Path, Path]:
+        """`tradeoff gpu-check`'s report on a device (a slug of its name): JSON and markdown, in bench/."""
+        stem = self.bench / f"gpu-check-{device}"
+        return stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".md")
+
     @property
     def catalog_cache(self) -> Path:
         return self.root / "work" / "catalog"

@@ -12,11 +12,14 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from . import gpus
 from .errors import ConfigError
 
 
 #: the scales at which ``device: auto`` falls back to the CPU when no GPU is visible (see Runtime.from_config)
 CPU_SCALES = ("demo", "smoke")
+#: CUDA_VISIBLE_DEVICES values that hide a node's GPUs on purpose (the test suite's, a user's choice of the CPU)
+HIDDEN = ("", "-1")
 
 
 @dataclass(frozen=True)
@@ -30,14 +33,23 @@ class Runtime:
 
     @classmethod
     def from_config(cls, runtime: dict, scale: str | None = None) -> "Runtime":
-        """The runtime of a config's ``runtime:`` section. ``device: auto`` is CUDA when a device is visible; without
-        one it is the CPU at the small scales (``CPU_SCALES``: digits, minutes) and an error at the paper scale,
-        where the CPU would take weeks (ResNet-18's 120 epochs of PGD-AT: ~15 days): a job that lands on a node
-        without a GPU stops at once, unless the config asks for the CPU (``device: cpu``)."""
+        """The runtime of a config's ``runtime:`` section. ``device: auto`` is CUDA when a device is visible. Without
+        one it is an error on a node that has NVIDIA GPUs, unless CUDA_VISIBLE_DEVICES hides them on purpose (empty
+        or -1): a job given no GPU there (or a PyTorch without CUDA) is a misconfiguration, whatever the scale.
+        Elsewhere it is the CPU at the small scales (``CPU_SCALES``: digits, minutes) and an error at the paper
+        scale, where the CPU would take weeks (ResNet-18's 120 epochs of PGD-AT: ~15 days): a job that lands on a
+        node without a GPU stops at once. ``device: cpu`` always uses the CPU."""
         name = runtime.get("device", "auto")
         if name == "auto":
             if torch.cuda.is_available():
                 name = "cuda"
+            elif gpus.driver_gpus() and os.environ.get("CUDA_VISIBLE_DEVICES") not in HIDDEN:
+                raise ConfigError(f"runtime.device is 'auto' and this node has NVIDIA GPUs ({gpus.driver_gpus()} in "
+                                  f"{gpus.NVIDIA_GPUS}) but PyTorch sees none (CUDA_VISIBLE_DEVICES="
+                                  f"{os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')!s}, PyTorch "
+                                  f"{torch.__version__} built for CUDA {torch.version.cuda}): the job was given no GPU "
+                                  "(a scheduler job without --gpus) or its PyTorch has no CUDA; ask for a GPU, or put `runtime: {device: cpu}` in an overlay to use the "
+                                  "CPU anyway")
             elif scale is None or scale in CPU_SCALES:
                 name = "cpu"
             else:

@@ -155,6 +155,30 @@ def _stopped(run_id: str, where: str, signum: int, saved: Path | None) -> Stoppe
                    "resumes it there", signum)
 
 
+#: steps between two looks at the losses noted on the device (`nonfinite: stop`): each look is one host-device sync
+FINITE_CHECK_STEPS = 100
+
+
+class _NonFinite:
+    """The first non-finite loss of an epoch's steps, noted on the loss's device without a sync (``note``); ``check``
+    looks (one sync) and stops the run naming its epoch and step and the loss."""
+
+    def __init__(self, device: torch.device):
+        self.step = torch.full((), -1, dtype=torch.long, device=device)  # the first non-finite step, -1: none yet
+        self.loss = torch.zeros((), device=device)
+
+    def note(self, loss: torch.Tensor, step: int) -> None:
+        first = ~torch.isfinite(loss) & (self.step < 0)
+        self.step = torch.where(first, step, self.step)
+        self.loss = torch.where(first, loss.float(), self.loss)
+
+    def check(self, run_id: str, epoch: int) -> None:
+        step = int(self.step)
+        if step >= 0:
+            raise NonFiniteLoss(f"run {run_id}: non-finite loss ({self.loss.item()}) at epoch {epoch + 1}, step "
+                                f"{step + 1}; stopping (set nonfinite: skip to skip such steps)")
+
+
 def model_factory(spec: dict, ds: data.Data) -> Callable[[], nn.Module]:
     """The run's model builder. An adapter architecture (models.PRETRAINED_MODELS) starts from the checkpoint that
     the config names (``pretrained.<arch>``, resolved into the spec): build_model refuses to start without it."""
@@ -168,20 +192,26 @@ def model_factory(spec: dict, ds: data.Data) -> Callable[[], nn.Module]:
     return build
 
 
+def _to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on ``device``: to a GPU through pinned memory, asynchronously (a plain copy from pageable memory
+    waits for the device's queue: a host-device sync in every step)."""
+    return t.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else t.to(device)
+
+
 def augment(x: torch.Tensor, padding: int, flip: bool, gen: torch.Generator) -> torch.Tensor:
     """Random crop (zero padding) and horizontal flip, batched on x's device. The random numbers are drawn
     on the CPU from ``gen`` so that a run draws the same numbers on every device."""
     n, _, h, w = x.shape
     if padding:
-        dy = torch.randint(0, 2 * padding + 1, (n,), generator=gen).to(x.device)
-        dx = torch.randint(0, 2 * padding + 1, (n,), generator=gen).to(x.device)
+        dy = _to_device(torch.randint(0, 2 * padding + 1, (n,), generator=gen), x.device)
+        dx = _to_device(torch.randint(0, 2 * padding + 1, (n,), generator=gen), x.device)
         padded = nn.functional.pad(x, (padding,) * 4)
         rows = (dy[:, None] + torch.arange(h, device=x.device))[:, None, :, None]
         cols = (dx[:, None] + torch.arange(w, device=x.device))[:, None, None, :]
         x = padded[torch.arange(n, device=x.device)[:, None, None, None],
                    torch.arange(x.shape[1], device=x.device)[None, :, None, None], rows, cols]
     if flip:
-        mask = (torch.rand(n, generator=gen) < 0.5).to(x.device)
+        mask = _to_device(torch.rand(n, generator=gen) < 0.5, x.device)
         x = torch.where(mask[:, None, None, None], x.flip(3), x)
     return x
 
@@ -277,8 +307,10 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
             counted, first_step, t0 = partial["counted"], partial["step"], t0 - partial["seconds"]
             partial = None
         skip = spec["nonfinite"] == "skip"
+        nonfinite = _NonFinite(runtime.device)
         for step in range(first_step, steps_per_epoch):
             if _stop.signum is not None:  # SIGTERM / SIGUSR1: keep this step's state, then stop
+                nonfinite.check(run_id, epoch)  # never a state after a non-finite step
                 saved = None
                 if step > 0:  # at step 0 the state of the previous epoch is this very point
                     saved = checkpoint.save_state(paths.state, epoch, {
@@ -297,14 +329,18 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
                 method.set_budget_scale(min(1.0, (epoch + step / steps_per_epoch) / spec["eps_warmup"]))
             before = copy.deepcopy(method.state_dict()) if skip else None  # the update of a skipped step is undone
             out = method.train_step(xb, y_train[idx])
-            loss = out["loss"]
-            if not torch.isfinite(loss):
-                message = f"run {run_id}: non-finite loss ({loss.item()}) at epoch {epoch + 1}, step {step + 1}"
-                if not skip:
-                    raise NonFiniteLoss(message + "; stopping (set nonfinite: skip to skip such steps)")
-                method.load_state_dict(before)
-                log.warning("%s; the step was skipped (its update undone)", message)
-                continue
+            loss = out["loss"].detach()
+            if skip:  # the step is undone at once, so every loss is looked at now: a host-device sync per step
+                if not torch.isfinite(loss):
+                    log.warning("run %s: non-finite loss (%s) at epoch %d, step %d; the step was skipped (its update "
+                                "undone)", run_id, loss.item(), epoch + 1, step + 1)
+                    method.load_state_dict(before)
+                    continue
+            else:  # noted on the device, looked at every FINITE_CHECK_STEPS steps, before a state is written and at
+                # the epoch's end: no sync per step, and the run stops naming the first non-finite step all the same
+                nonfinite.note(loss, step)
+                if (step + 1) % FINITE_CHECK_STEPS == 0:
+                    nonfinite.check(run_id, epoch)
             loss_sum += loss.detach() * len(idx)
             correct += out["correct"]
             counted += 1
@@ -320,6 +356,7 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
                 last_line = time.monotonic()
                 log.info("%s epoch %d/%d: step %d/%d, %.1f it/s", run_id, epoch + 1, epochs, step + 1, steps_per_epoch,
                          (step + 1) / max(time.perf_counter() - t0, 1e-9))
+        nonfinite.check(run_id, epoch)
         if counted == 0:
             raise NonFiniteLoss(f"run {run_id}: every step of epoch {epoch + 1} had a non-finite loss; stopping")
         # the learners as this epoch trained them, before end_epoch (Generalist's communication) changes them; the
@@ -342,7 +379,8 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
                **{f"train_{key}": (total / max(counted, 1)).item() for key, total in extras.items()}, **tracked,
                **({"track_seconds": t_track} if track is not None else {})}
         rows.append(row)
-        if not all(math.isfinite(p.float().sum().item()) for p in model.state_dict().values() if p.is_floating_point()):
+        sums = [p.float().sum() for p in model.state_dict().values() if p.is_floating_point()]
+        if sums and not bool(torch.isfinite(torch.stack(sums)).all()):  # one read of the device, not one per tensor
             raise NonFiniteLoss(f"run {run_id}: non-finite weights after epoch {epoch + 1}; not checkpointing them")
         if selection["mode"] in SELECTED and measured and clean >= selection["min_clean"]:
             score = clean + robust if selection["mode"] == "best" else robust

@@ -4,12 +4,14 @@
 import json
 import os
 import re
+import sys
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from tradeoff import config as tcfg
 from tradeoff.config.design import expand
+from tradeoff.costs import JobSizes
 from tradeoff.report.build import target_caption, target_inputs, target_outputs
 from tradeoff.results import ready_marker
 
@@ -36,6 +38,11 @@ except tcfg.ConfigError as exc:
 os.environ["TRADEOFF_CONFIG"] = os.pathsep.join(CONFIG_FILES)
 LAYOUT = CATALOG.layout
 RES = config.get("resources", {})
+try:
+    # what each job costs (tradeoff.costs: pass counts x a committed FLOP table, no PyTorch) and asks a cluster for
+    SIZES = JobSizes(CATALOG, bench_folder=LAYOUT.bench)
+except tcfg.ConfigError as exc:
+    raise WorkflowError(f"configuration error: {exc}")
 TRAIN_IDS = sorted(CATALOG.training_runs())
 MODEL_IDS = CATALOG.evaluated_models()  # the training jobs and the external models (`external:`): both evaluated
 EVALUATED = {run: CATALOG.eval_units(run) for run in MODEL_IDS}
@@ -72,15 +79,52 @@ def resource(stage, key, default):
     return RES.get(stage, {}).get(key, default)
 
 
-def job_resources(stage, runtime, mem_mb):
-    """What a job asks the scheduler for (config `resources.<stage>`); a resubmitted job (`retries`) asks for
-    `attempt` times the runtime."""
+def job_resources(stage, minutes, mem_mb):
+    """What a job asks the scheduler for (config `resources.<stage>`): its runtime is `minutes(wildcards)`, the job's
+    planned time x resources.plan.safety (tradeoff.costs.JobSizes; the stage's fixed `runtime` without a plan), and a
+    resubmitted job (`retries`) asks for `attempt` times that."""
     return dict(
         gpu=resource(stage, "gpu", 1),
-        runtime=lambda wc, attempt: resource(stage, "runtime", runtime) * attempt,
+        runtime=lambda wc, attempt: minutes(wc) * attempt,
         mem_mb=resource(stage, "mem_mb", mem_mb),
         cpus_per_task=resource(stage, "cpus_per_task", 4),
     )
+
+
+# A run's cheap evaluations (planned under resources.plan.group_minutes each) go to a cluster as one job: the evaluate
+# rule puts them in the group `evaluate-<run>` (SIZES.eval_group). They do not depend on each other, so each is a
+# connected component of its own; the SLURM profile's `group-components: [evaluate=1000]` joins them, which Snakemake
+# looks up under the group's parent id, registered here. Snakemake runs a group's jobs one after the other on its one
+# GPU (the profile's `resources: [gpu=1]`, a `local` resource: the limit of each submitted job, not of the whole run),
+# and it asks for the sum of their runtimes. Groups apply to cluster execution only; a local run ignores them.
+resource_scopes:
+    gpu="local",
+
+
+for _run in MODEL_IDS:
+    workflow.parent_groupids[f"evaluate-{_run}"] = "evaluate"
+
+
+def evaluation_group(wildcards):
+    return SIZES.eval_group(wildcards.run, wildcards.unit)
+
+
+def warn_placeholder_account():
+    """The SLURM profile ships `slurm_account: CHANGE-ME`: say so at once (a dry run too), not after sbatch refuses."""
+    defaults = workflow.resource_settings.default_resources
+    account = None
+    if defaults is not None:
+        parsed = getattr(defaults, "parsed", defaults)
+        account = parsed.get("slurm_account") if hasattr(parsed, "get") else None
+        account = getattr(account, "raw", account)  # the text as given (a default resource is an expression)
+    if account is not None and str(account).strip("'\"") == "CHANGE-ME":
+        print("WARNING: slurm_account is still the placeholder 'CHANGE-ME' (workflow/profiles/slurm/config.yaml, "
+              "default-resources): set it to your SLURM account (`sacctmgr -n -s list user $USER format=account`), "
+              "or every sbatch will be refused", file=sys.stderr)
+
+
+if workflow.is_main_process:
+    warn_placeholder_account()
 
 
 # ------------------------------------------------------------------------------------------- input functions

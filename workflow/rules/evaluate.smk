@@ -26,8 +26,10 @@ rule evaluate:
     wildcard_constraints:
         run=alternatives(MODEL_IDS),
         unit=alternatives(UNSHARDED),
+    group:
+        evaluation_group
     resources:
-        **job_resources("evaluate", 240, 16000),
+        **job_resources("evaluate", lambda wc: SIZES.eval_minutes(wc.run, wc.unit), 16000),
     shell:
         job_shell("evaluate --run {wildcards.run} --unit {wildcards.unit}")
 
@@ -47,7 +49,7 @@ rule evaluate_shard:
         shard=r"\d+",
         shards=r"\d+",
     resources:
-        **job_resources("evaluate", 240, 16000),
+        **job_resources("evaluate", lambda wc: SIZES.shard_minutes(wc.run, wc.unit, int(wc.shards)), 16000),
     shell:
         job_shell("evaluate --run {wildcards.run} --attack {wildcards.unit} --shard {wildcards.shard} "
                   "--shards {wildcards.shards}")

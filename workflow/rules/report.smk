@@ -86,7 +86,7 @@ rule analyze:
     wildcard_constraints:
         target=alternatives(CATALOG.analysis_targets()),
     resources:
-        **job_resources("evaluate", 240, 16000),
+        **job_resources("evaluate", lambda wc: SIZES.fixed["evaluate"], 16000),  # not priced: the stage's runtime
     shell:
         job_shell("analyze {wildcards.target}")
 

@@ -15,6 +15,6 @@ rule train:
     log:
         str(LAYOUT.log("train", "{run}")),
     resources:
-        **job_resources("train", 1440, 32000),
+        **job_resources("train", lambda wc: SIZES.train_minutes(wc.run), 32000),
     shell:
         job_shell("train --run {wildcards.run}")

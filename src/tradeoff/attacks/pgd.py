@@ -25,7 +25,8 @@ def margin_loss(logits: torch.Tensor, y: torch.Tensor, kappa: float = float("inf
     """The CW margin loss per example, max_{j != y} z_j - z_y, clipped at kappa (TRADES/FAT form: -kappa floor
     on the negated objective, i.e. the attack stops pushing once the margin exceeds kappa)."""
     true = logits.gather(1, y[:, None]).squeeze(1)
-    other = logits.masked_fill(F.one_hot(y, logits.shape[1]).bool(), float("-inf")).amax(1)
+    true_class = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, y[:, None], True)  # (one_hot reads y's
+    other = logits.masked_fill(true_class, float("-inf")).amax(1)                            # range on the CPU)
     return (other - true).clamp(max=kappa)
 
 
@@ -116,8 +117,9 @@ class PGD(Attack):
             x_adv = self._one_run(x, objective, gen)
             with torch.no_grad():
                 fooled = self.model(x_adv).argmax(1) != y
-            # an example keeps the first perturbation that broke it; the others take the newest one
-            best[~broken] = x_adv[~broken]
+            # an example keeps the first perturbation that broke it; the others take the newest one (a select, not a
+            # boolean mask, whose indexing would make the host wait for the device)
+            best = torch.where(broken.view(-1, *([1] * (x.dim() - 1))), best, x_adv)
             broken |= fooled
         return best
 

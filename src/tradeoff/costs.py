@@ -1,0 +1,495 @@
+"""What every job of the pipeline costs, without PyTorch: the one owner of job costs, for `tradeoff plan` and for the
+time each Snakemake job asks the cluster for (workflow/rules/common.smk reads it at start-up, which must stay cheap).
+
+A job's FLOPs are pass counts times pass costs:
+
+- pass counts per example, by the formulas below: how many forward passes (F), input-only backward passes (Bi: an
+  attack's gradient, the weights frozen) and training backward passes (Bw: the weights' gradients) one training step
+  of a method, or one attack, makes, from its resolved settings (attack steps, restarts, target classes, queries, the
+  losses a method combines). tests/test_costs.py counts a real step of every method and attack of the shipped
+  catalogs with PyTorch's FLOP counter and checks these formulas against it;
+- pass costs per example of each architecture and dataset, counted once with PyTorch's FLOP counter by
+  `tradeoff bench-flops` (tradeoff.bench.pass_flops) into ``flops.json`` beside this module, with each dataset's
+  sizes and classes and each corruption dataset's images per test image. A test keeps the file current.
+
+Attacks are priced as upper bounds: every example is attacked by every component (AutoAttack's later components only
+see the examples still robust; FAT's early stop only shortens its attack). Time = FLOPs / (bf16 peak x achieved
+fraction), the fraction calibrated by bench files of the device (`tradeoff bench-train`) when there are any, else
+assumed; evaluation's fp32 FLOPs count FP32_COST times.
+
+What a cluster job asks for (`resources.plan` in the config): its planned minutes x ``safety`` plus ``start_minutes``,
+at least ``floor_minutes`` (a group of evaluations shares one floor), at most ``max_minutes``; a run's evaluations
+planned under ``group_minutes`` each go to the cluster as one job (a Snakemake group). Without ``resources.plan``, or
+for a job whose cost is unknown (an architecture missing from flops.json), the stage's fixed ``runtime``.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+FLOPS_FILE = Path(__file__).with_name("flops.json")
+
+# Dense bf16 tensor throughput, TFLOP/s. H100/H200: the matmul rate measured on this workplace's machines (the spec
+# sheet says 989); the others are vendors' dense figures.
+PEAK_TFLOPS = {"h100": 790.0, "h200": 790.0, "a100": 312.0, "rtx3090": 71.0, "v100": 125.0}
+# When no bench file calibrates a device, plans assume this fraction of peak (the project's target).
+ASSUMED_FRACTION = 0.30
+# Evaluation runs in fp32 (bf16 autocast is for training only): cuDNN's convolutions then use TF32 tensor cores
+# (PyTorch's default), whose dense rate is half bf16's on A100/H100; evaluation FLOPs count twice.
+FP32_COST = 2.0
+# The attack types and corruption evaluations (config.load.CORRUPTIONS_TYPE) that are not attacks
+CORRUPTIONS_TYPE = "corruptions"
+# The parameters of each attack type that its cost depends on, with the defaults of its class (tradeoff.attacks: a
+# test keeps them equal); AutoAttack's components run with its own steps and queries.
+ATTACK_DEFAULTS: dict[str, dict[str, Any]] = {
+    "clean": {},
+    "pgd": {"steps": 10, "restarts": 1},
+    "fgsm": {},
+    "mim": {"steps": 10},
+    "cw": {"steps": 20, "restarts": 1},
+    "pgd-dlr": {"steps": 10, "restarts": 1},
+    "t-pgd": {"steps": 10, "restarts": 1, "target_classes": 9},
+    "apgd-ce": {"steps": 100, "restarts": 1},
+    "apgd-dlr": {"steps": 100, "restarts": 1},
+    "apgd-t": {"steps": 100, "restarts": 1, "target_classes": 9},
+    "fab": {"steps": 100, "restarts": 1},
+    "fab-t": {"steps": 100, "restarts": 1, "target_classes": 9},
+    "square": {"queries": 5000, "restarts": 1},
+    "autoattack": {"steps": 100, "queries": 5000, "components": None},
+}
+AUTOATTACK_STANDARD = ("apgd-ce", "apgd-t", "fab-t", "square")
+
+
+# ------------------------------------------------------------------------------------------------ pass counts
+
+
+@dataclass(frozen=True)
+class Passes:
+    """Passes per example: forwards, input-only backwards (an attack's gradient) and training backwards."""
+
+    f: float = 0.0
+    bi: float = 0.0
+    bw: float = 0.0
+
+    def __add__(self, other: "Passes") -> "Passes":
+        return Passes(self.f + other.f, self.bi + other.bi, self.bw + other.bw)
+
+    def __mul__(self, k: float) -> "Passes":
+        return Passes(self.f * k, self.bi * k, self.bw * k)
+
+    __rmul__ = __mul__
+
+    def flops(self, unit: dict) -> float:
+        """FLOPs per example, given one architecture's pass costs (flops.json ``passes``)."""
+        return self.f * unit["forward"] + self.bi * unit["input_backward"] + self.bw * unit["train_backward"]
+
+
+NONE, F, BI, BW = Passes(), Passes(f=1), Passes(bi=1), Passes(bw=1)
+G = F + BI  # one gradient step of an attack
+
+
+class UnknownCost(LookupError):
+    """No formula for a method or attack, or no pass costs for an architecture or dataset."""
+
+
+def _settings(spec: dict) -> dict:
+    kind = spec["type"]
+    if kind not in ATTACK_DEFAULTS:
+        raise UnknownCost(f"no cost formula for attack type {kind!r} (tradeoff.costs.ATTACK_DEFAULTS)")
+    return {**ATTACK_DEFAULTS[kind], **{k: v for k, v in spec.items() if v is not None}}
+
+
+def _targets(wanted: Any, classes: int) -> int:
+    return max(1, min(int(wanted), classes - 1))
+
+
+def attack_passes(spec: dict, classes: int) -> Passes:
+    """What ``perturb`` of a resolved attack costs per attacked example (no final classification)."""
+    kind, p = spec["type"], _settings(spec)
+    steps, restarts = int(p.get("steps", 1)), int(p.get("restarts", 1))
+    if kind == "clean":
+        return NONE
+    if kind in ("pgd", "mim", "cw", "pgd-dlr", "fgsm"):
+        steps = 1 if kind == "fgsm" else steps
+        return restarts * steps * G + (restarts * F if restarts > 1 else NONE)  # restarts: a success check each
+    if kind == "t-pgd":
+        return F + _targets(p["target_classes"], classes) * restarts * (steps * G + F)  # ranking, then each target
+    if kind in ("apgd-ce", "apgd-dlr"):
+        return F + restarts * (steps + 1) * G
+    if kind == "apgd-t":
+        return F + _targets(p["target_classes"], classes) * restarts * ((steps + 1) * G + F)
+    if kind == "fab":  # the Jacobian of every class per step
+        return restarts * (steps * (2 * F + classes * BI) + 3 * F)
+    if kind == "fab-t":
+        return F + _targets(p["target_classes"], classes) * restarts * (steps + 1) * (2 * F + BI)
+    if kind == "square":
+        return restarts * (int(p["queries"]) + 3) * F
+    if kind == "autoattack":  # the clean pass, then each component and its success check, on every example
+        total = F
+        for component in p["components"] or AUTOATTACK_STANDARD:
+            settings = {"type": component, "steps": p["steps"], "queries": p["queries"]}
+            total = total + attack_passes(settings, classes) + F
+        return total
+    raise UnknownCost(f"no cost formula for attack type {kind!r}")  # pragma: no cover - ATTACK_DEFAULTS lists them
+
+
+def evaluation_passes(spec: dict, classes: int, corruption_images: dict[str, int] | None = None) -> Passes:
+    """One evaluation of one test example (tradeoff.evaluate.run_attack): the clean pass, then the attack and the
+    classification of its result (AutoAttack classifies inside its chain)."""
+    kind = spec["type"]
+    if kind == CORRUPTIONS_TYPE:
+        images = (corruption_images or {}).get(spec["dataset"])
+        if images is None:
+            raise UnknownCost(f"no image count for corruption dataset {spec['dataset']!r} in flops.json")
+        return (1 + images) * F
+    if kind == "clean":
+        return F
+    return F + attack_passes(spec, classes) + (NONE if kind == "autoattack" else F)
+
+
+def method_passes(method: dict, classes: int) -> Passes:
+    """One training step of a resolved method, per example (its training attack included)."""
+    name = method["name"]
+    train1, train2 = F + BW, 2 * F + 2 * BW  # one loss's pass; a clean and an adversarial pass in one loss
+
+    def attack() -> Passes:
+        return attack_passes(method["attack"], classes)
+
+    def kl() -> Passes:  # TRADES' maximiser: the clean logits, then its steps
+        return F + int(_settings(method["attack"]).get("steps", 10)) * G
+
+    if name == "nt":
+        return train1
+    if name in ("pgd_at", "rst"):
+        step = attack() + (train1 if float(method.get("beta", 1.0)) == 1.0 else train2)
+        return step * (2 if name == "rst" and method.get("unlabeled") else 1)  # as many pseudo-labelled images
+    if name == "trades":
+        if float(method.get("lam", 6.0)) == 0:
+            return train1
+        return (kl() if method.get("inner", "kl") == "kl" else attack()) + train2
+    if name in ("iat", "clp"):
+        return attack() + train2
+    if name == "fat":  # early stopping only shortens it
+        return int(_settings(method["attack"]).get("steps", 10)) * G + train1
+    if name == "generalist":  # the NT learner's step and the AT learner's PGD-AT step (beta 1)
+        return train1 + attack() + train1
+    if name in ("vanilla", "caat"):
+        kind = method.get("adv_loss", "ce")
+        lam = float(method.get("lam", 0.5)) if name == "vanilla" else 0.5
+        combined = name == "caat" or bool(method.get("track_conflict"))
+        adv, clean = lam > 0 or combined, lam < 1 or combined
+        maximiser = (kl() if kind == "trades" else attack()) if adv else NONE
+        if combined:  # the clean gradient, then the adversarial one (through the clean pass too unless CE)
+            return maximiser + 2 * F + (2 * BW if kind == "ce" else 3 * BW)
+        passes = int(adv) + int(clean or (adv and kind != "ce"))
+        return maximiser + passes * (F + BW)
+    raise UnknownCost(f"no cost formula for method {name!r} (tradeoff.costs.method_passes)")
+
+
+# ------------------------------------------------------------------------------------------------ the table
+
+
+@functools.cache
+def _read_table(path: str) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def load_table(path: str | Path = FLOPS_FILE) -> dict:
+    """flops.json: ``passes`` {"<arch> <dataset>": {forward, input_backward, train_backward}}, ``datasets`` {name:
+    {train, test, classes}}, ``corruption_images`` {corruption dataset: images per test image}."""
+    try:
+        return _read_table(str(path))
+    except (OSError, ValueError):
+        return {"passes": {}, "datasets": {}, "corruption_images": {}}
+
+
+def pass_key(arch: str, dataset: str) -> str:
+    return f"{arch} {dataset}"
+
+
+def _unit(table: dict, arch: str, dataset: str) -> dict:
+    unit = table["passes"].get(pass_key(arch, dataset))
+    if unit is None:
+        raise UnknownCost(f"no FLOP count for {arch} on {dataset} in {FLOPS_FILE.name}; run `tradeoff bench-flops`")
+    return unit
+
+
+def _dataset(table: dict, name: str) -> dict:
+    found = table["datasets"].get(name)
+    if found is None:
+        raise UnknownCost(f"no sizes for dataset {name!r} in {FLOPS_FILE.name}; run `tradeoff bench-flops`")
+    return found
+
+
+def training_flops(spec: dict, table: dict) -> float:
+    """A training job: every epoch's steps, its per-epoch selection measurement and its learner tracking."""
+    unit, data = _unit(table, spec["arch"], spec["dataset"]), _dataset(table, spec["dataset"])
+    classes, epochs = data["classes"], int(spec["epochs"])
+    n = min(data["train"], spec.get("train_examples") or data["train"])
+    step = method_passes(spec["method"], classes).flops(unit)
+    selection = spec["selection"]
+    examples = min(int(selection["examples"]), data["test"])
+    attack = selection["attack"] if isinstance(selection["attack"], dict) else None
+    measured = epochs
+    if selection.get("mode") == "best_robust":
+        every = max(1, math.floor(float(selection.get("every") or 1) + 0.5))
+        measured = epochs // every + (epochs % every != 0)
+    measuring = examples * F.flops(unit) * epochs  # the per-epoch measurements, in fp32 (FP32_COST)
+    if attack is not None:
+        measuring += examples * evaluation_passes(attack, classes).flops(unit) * measured
+    track = spec["method"].get("track_learners")
+    if isinstance(track, dict) and isinstance(track.get("attack"), dict):
+        learners, attacked = 2, len(track.get("attacked", ["nt"]))
+        each = evaluation_passes(track["attack"], classes) + attack_passes(track["attack"], classes) + 2 * F
+        measuring += int(track["examples"]) * (learners * F + attacked * each).flops(unit) * epochs
+    return epochs * n * step + FP32_COST * measuring
+
+
+def evaluation_flops(run: dict, attack: dict, table: dict) -> float:
+    """An evaluation job of one attack on a run's whole test set (``test_examples`` at a smaller scale), in
+    bf16-equivalent FLOPs (x FP32_COST)."""
+    unit, data = _unit(table, run["arch"], run["dataset"]), _dataset(table, run["dataset"])
+    m = min(data["test"], run.get("test_examples") or data["test"])
+    return FP32_COST * m * evaluation_passes(attack, data["classes"], table.get("corruption_images")).flops(unit)
+
+
+# ------------------------------------------------------------------------------------------------ devices
+
+
+def device_key(name: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'h100'."""
+    lowered = name.lower().replace(" ", "")
+    for key in PEAK_TFLOPS:
+        if key in lowered:
+            return key
+    return lowered
+
+
+def calibrated_fraction(device: str, folder: str | Path = "results/bench") -> tuple[float, str]:
+    """The median achieved fraction of peak in bench files of this device, else the assumed target."""
+    fractions = []
+    for path in sorted(Path(folder).glob("train-*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if device_key(data.get("device", "")) == device and data.get("fraction_of_peak"):
+            fractions.append(data["fraction_of_peak"])
+    if fractions:
+        fractions.sort()
+        return fractions[len(fractions) // 2], f"calibrated by {len(fractions)} bench file(s)"
+    return ASSUMED_FRACTION, f"assumed {ASSUMED_FRACTION:.0%} of peak (no bench file for {device})"
+
+
+# ------------------------------------------------------------------------------------------------ job sizes
+
+
+PLAN_DEFAULTS = {"device": "h100", "safety": 3.0, "start_minutes": 2, "floor_minutes": 15, "max_minutes": None,
+                 "group_minutes": 30}
+FIXED_RUNTIME = {"train": 1440, "evaluate": 240}  # minutes, when the config gives neither a plan nor a runtime
+
+
+@dataclass
+class JobSizes:
+    """Planned minutes and the minutes each cluster job asks for, from a catalog and its ``resources`` config. The
+    Snakefile asks it per job (train_minutes, eval_minutes, shard_minutes, eval_group); `tradeoff plan` lays out a
+    target's cluster jobs with it."""
+
+    catalog: Any
+    bench_folder: str | Path = "results/bench"
+    device: str | None = None  # default: resources.plan.device
+    table: dict = field(default_factory=load_table)
+    _train: dict = field(default_factory=dict, init=False, repr=False)
+    _eval: dict = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self):
+        resources = self.catalog.config.get("resources") or {}
+        given = resources.get("plan")
+        self.planned = given is not None  # without resources.plan: the stages' fixed runtimes, no groups
+        self.settings = {**PLAN_DEFAULTS, **(given or {})}
+        self.device = self.device or self.settings["device"]
+        if self.device not in PEAK_TFLOPS:
+            raise ConfigError(f"resources.plan.device: unknown device {self.device!r}; allowed: {sorted(PEAK_TFLOPS)}")
+        self.fraction, self.basis = calibrated_fraction(self.device, self.bench_folder)
+        self.rate = PEAK_TFLOPS[self.device] * self.fraction * 1e12 * 60  # FLOP per GPU-minute
+        self.fixed = {stage: int((resources.get(stage) or {}).get("runtime", default))
+                      for stage, default in FIXED_RUNTIME.items()}
+
+    # planned GPU-minutes (None: unknown)
+
+    def planned_train(self, run: str) -> float | None:
+        if run not in self._train:
+            try:
+                self._train[run] = training_flops(self.catalog.runs[run], self.table) / self.rate
+            except UnknownCost:
+                self._train[run] = None
+        return self._train[run]
+
+    def planned_eval(self, run: str, unit: str) -> float | None:
+        """One evaluation job (a unit: an attack, or all of the run's attacks with runtime.eval_unit: run)."""
+        key = (run, unit)
+        if key not in self._eval:
+            try:
+                self._eval[key] = sum(evaluation_flops(self.catalog.model_spec(run), self.catalog.attack_for(a, run),
+                                                       self.table)
+                                      for a in self.catalog.unit_attacks(run, unit)) / self.rate
+            except UnknownCost:
+                self._eval[key] = None
+        return self._eval[key]
+
+    # what a job asks for (minutes, first attempt)
+
+    def _asked(self, planned: float | None, stage: str, floor: float | None = None) -> int:
+        if not self.planned or planned is None:
+            return self.fixed[stage]
+        s = self.settings
+        minutes = planned * float(s["safety"]) + float(s["start_minutes"])
+        minutes = max(minutes, float(s["floor_minutes"]) if floor is None else floor)
+        if s["max_minutes"]:
+            minutes = min(minutes, float(s["max_minutes"]))
+        return max(1, math.ceil(minutes))
+
+    def train_minutes(self, run: str) -> int:
+        return self._asked(self.planned_train(run), "train")
+
+    def eval_group(self, run: str, unit: str) -> str | None:
+        """The cluster job (a Snakemake group) that evaluates ``unit`` of ``run`` with the run's other cheap units:
+        ``evaluate-<run>`` when it is planned under ``group_minutes`` and is not sharded; None: a job of its own (and
+        always with runtime.eval_unit: run, one job per run already)."""
+        if not self.planned or self.catalog.eval_unit == "run" or self.catalog.shards_for(unit) > 1:
+            return None
+        planned = self.planned_eval(run, unit)
+        if planned is None or planned >= float(self.settings["group_minutes"]):
+            return None
+        return f"evaluate-{run}"
+
+    def group_members(self, run: str) -> list[str]:
+        return [u for u in self.catalog.eval_units(run) if self.eval_group(run, u) is not None]
+
+    def eval_minutes(self, run: str, unit: str) -> int:
+        """A grouped evaluation asks for its share of the group's floor (a group asks for the sum of its members)."""
+        floor = None
+        if self.eval_group(run, unit) is not None:
+            floor = float(self.settings["floor_minutes"]) / len(self.group_members(run))
+        return self._asked(self.planned_eval(run, unit), "evaluate", floor)
+
+    def shard_minutes(self, run: str, unit: str, shards: int) -> int:
+        planned = self.planned_eval(run, unit)
+        return self._asked(None if planned is None else planned / shards, "evaluate")
+
+
+# ------------------------------------------------------------------------------------------------ plan
+
+
+@dataclass
+class Job:
+    name: str
+    kind: str                  # train | evaluate | analyze
+    hours: float | None        # planned GPU-hours (None: unknown)
+    after: str | None          # the training job an evaluation waits for
+    cluster_job: str = ""      # the sbatch job it runs in: itself, or its run's group of cheap evaluations
+    asked_minutes: int = 0     # what its rule asks for at the first attempt (a sharded one: all shards together)
+    shards: int = 1
+
+
+def plan(catalog, target: str, gpus: int, device: str | None = None, bench_folder: str | Path = "results/bench",
+         table: dict | None = None) -> dict:
+    """Every GPU job that a target needs, planned, and how the pipeline submits them to a cluster."""
+    sizes = JobSizes(catalog, bench_folder, device, table if table is not None else load_table())
+    jobs: list[Job] = []
+    def model(run):  # the training job of a row's run, or an external model (`external:`): evaluated, not trained
+        return run if catalog.is_external(run) else catalog.train_id[run]
+
+    runs = dict.fromkeys(model(run) for run, _ in catalog.evaluations(target))
+    for leaf in catalog.leaf_targets(target):  # training-only rows (a table of training times)
+        for row in catalog.targets[leaf]["rows"]:
+            for run in catalog.row_runs(row["run"]):
+                runs.setdefault(catalog.train_id[run])
+    needed = {}
+    for run, attack in catalog.evaluations(target):
+        needed.setdefault(run, set()).add(catalog.unit_of(attack))
+    for run in runs:
+        name = None
+        if not catalog.is_external(run):
+            planned = sizes.planned_train(run)
+            name = f"train {run}"
+            jobs.append(Job(name, "train", None if planned is None else planned / 60, None, name,
+                            sizes.train_minutes(run)))
+        for unit in [u for u in catalog.eval_units(run) if u in needed.get(run, ())]:
+            planned = sizes.planned_eval(run, unit)
+            shards = catalog.shards_for(unit)
+            group = sizes.eval_group(run, unit)
+            asked = sizes.shard_minutes(run, unit, shards) * shards if shards > 1 else sizes.eval_minutes(run, unit)
+            jobs.append(Job(f"evaluate {run} {unit}", "evaluate", None if planned is None else planned / 60, name,
+                            group or f"evaluate {run} {unit}", asked, shards))
+    for name in catalog.analysis_targets(target):  # a figure's analysis job: not priced, its stage's fixed runtime
+        jobs.append(Job(f"analyze {name}", "analyze", None, None, f"analyze {name}", sizes.fixed["evaluate"]))
+    known = [j.hours for j in jobs if j.hours is not None]
+    trains = [j for j in jobs if j.kind == "train"]
+    groups = {j.cluster_job for j in jobs if j.cluster_job != j.name}
+    alone = [j for j in jobs if j.kind == "evaluate" and j.cluster_job == j.name]
+    return {"target": target, "device": sizes.device, "gpus": gpus, "peak_tflops": PEAK_TFLOPS[sizes.device],
+            "fraction": sizes.fraction, "basis": sizes.basis, "jobs": jobs, "total_hours": sum(known),
+            "unknown": [j.name for j in jobs if j.hours is None],
+            "makespan_hours": makespan([j for j in jobs if j.hours is not None], gpus),
+            "planned_resources": sizes.planned, "settings": sizes.settings,
+            "cluster_jobs": len(trains) + len(groups) + sum(j.shards for j in alone)
+            + sum(j.kind == "analyze" for j in jobs),
+            "train_jobs": len(trains), "groups": len(groups),
+            "asked_hours": sum(j.asked_minutes for j in jobs) / 60}
+
+
+def makespan(jobs: list[Job], gpus: int) -> float:
+    """Greedy list scheduling (longest job first among those ready) of jobs with train -> evaluate edges."""
+    done_at: dict[str, float] = {}
+    free = [0.0] * gpus
+    heapq.heapify(free)
+    pending = sorted(jobs, key=lambda j: (j.kind != "train", -j.hours))
+    for job in pending:  # every training job precedes its evaluations in this order
+        start = max(heapq.heappop(free), done_at.get(job.after, 0.0) if job.after else 0.0)
+        done_at[job.name] = start + job.hours
+        heapq.heappush(free, start + job.hours)
+    return max(done_at.values(), default=0.0)
+
+
+def _minutes(hours: float | None) -> str:
+    return "unknown" if hours is None else f"{60 * hours:.1f}"
+
+
+def format_plan(result: dict) -> str:
+    lines = [f"{result['target']} on {result['gpus']} x {result['device']} ({result['peak_tflops']:.0f} TFLOP/s peak, "
+             f"{result['fraction']:.0%} achieved: {result['basis']})", "",
+             "| job | GPU-minutes | asks (min) | cluster job |", "|---|---:|---:|---|"]
+    for j in result["jobs"]:
+        where = "own" if j.cluster_job == j.name else j.cluster_job
+        if j.shards > 1:
+            where = f"{j.shards} shards"
+        lines.append(f"| {j.name} | {_minutes(j.hours)} | {j.asked_minutes} | {where} |")
+    lines += ["", f"total: {result['total_hours']:.1f} GPU-hours planned; makespan on {result['gpus']} GPU(s): "
+                  f"{result['makespan_hours']:.1f} h"]
+    if result["unknown"]:
+        lines.append(f"not priced (asks its stage's fixed runtime): {', '.join(result['unknown'])} (an analysis job, "
+                     "or an architecture missing from flops.json: `tradeoff bench-flops`)")
+    how = (f"planned x {result['settings']['safety']:g} + {result['settings']['start_minutes']} min, at least "
+           f"{result['settings']['floor_minutes']} min" if result["planned_resources"]
+           else "the stages' fixed runtimes (no resources.plan in the config)")
+    analyses = sum(j.kind == "analyze" for j in result["jobs"])
+    evals = result["cluster_jobs"] - result["train_jobs"] - analyses
+    more = f", {analyses} analysis" if analyses else ""
+    lines.append(f"on a cluster (snakemake --profile slurm): {result['cluster_jobs']} GPU jobs ({result['train_jobs']} "
+                 f"training{more}, {evals} evaluation, {result['groups']} of them a run's evaluations under "
+                 f"{result['settings']['group_minutes']} min grouped), asking {result['asked_hours']:.1f} GPU-hours "
+                 f"for {result['total_hours']:.1f} planned ({how})")
+    return "\n".join(lines)
+
+
+def plan_as_json(result: dict) -> dict[str, Any]:
+    return {**result, "jobs": [j.__dict__ for j in result["jobs"]]}

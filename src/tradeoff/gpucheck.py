@@ -1,0 +1,385 @@
+"""`tradeoff gpu-check`: is the GPU path right, and how fast is it, in one process on one device.
+
+1. Every method: one training step on the GPU against the same step on the CPU (the same initial weights, batch and
+   random numbers: the step's random draws are taken on the host from one seeded generator, see ``host_random``),
+   in fp32 with TF32 off; then the GPU step in bf16 autocast and channels_last (the production settings) against
+   the GPU step in fp32; Generalist's stream-parallel mode against its serial mode (and their speed); and, under
+   CUDA's sync debug mode, how many host-device synchronisations one step makes.
+2. `bench-train` of PGD-AT, TRADES and Generalist on ResNet-18 (batch 128 and 512) and PGD-AT on WRN-34-10
+   (tradeoff.bench.bench_train; each result is also written as a bench file, which calibrates `tradeoff plan`).
+3. `bench-eval` of PGD-20 and AutoAttack (standard) on 1,000 images of ResNet-18: the run's trained model if it
+   exists, else random weights on synthetic images labelled with the model's own predictions and a budget so small
+   that no example is broken, so every attack (each of AutoAttack's components) runs on every image: AutoAttack's
+   worst case, an upper bound of its time on a robust model.
+4. The performance targets (docs/gpu.md) against these measurements.
+
+It writes ``gpu-check-<device>.json`` and ``.md`` into the scale's bench folder (tradeoff.results) and exits 1 if a
+comparison is out of its tolerance. Without CUDA it refuses in one line, unless ``--cpu-only``: then the same
+machinery compares the CPU with itself (every difference must be zero), and the benches run briefly on the CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import math
+import re
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+
+from . import models
+from .bench import SHAPES, bench_train, synthetic_batch, write_bench
+from .checkpoint import atomic_write_text
+from .costs import device_key
+from .methods import METHODS
+from .provenance import provenance
+from .runtime import Runtime
+
+#: |loss difference| <= rel x |loss| + abs; the weight updates' cosine >= cosine, their norms within norm_rel
+TOLERANCES = {
+    # fp32 both, TF32 off: only the order of floating-point sums differs (and an attack's sign of a gradient
+    # component near 0 may flip, moving one pixel by one step)
+    "gpu_vs_cpu": {"rel": 1e-3, "abs": 1e-5, "cosine": 0.999, "norm_rel": 1e-2},
+    # bf16 autocast rounds every activation to 8 bits of mantissa; the attack sees other gradients
+    "bf16_vs_fp32": {"rel": 5e-2, "abs": 1e-3, "cosine": 0.9, "norm_rel": 0.2},
+    # the same kernels on two streams: the same numbers
+    "parallel_vs_serial": {"rel": 1e-5, "abs": 1e-6, "cosine": 0.99999, "norm_rel": 1e-5},
+}
+#: (run, batch size, label) timed by bench-train; WRN-34-10 is the catalog's wrn-32-10 (the same network)
+BENCH_TRAIN = [("cifar10-resnet18-at-beta1", 128, "AT ResNet-18"), ("cifar10-resnet18-at-beta1", 512, "AT ResNet-18"),
+               ("cifar10-resnet18-trades-lambda6", 128, "TRADES ResNet-18"),
+               ("cifar10-resnet18-trades-lambda6", 512, "TRADES ResNet-18"),
+               ("cifar10-resnet18-generalist", 128, "Generalist ResNet-18"),
+               ("cifar10-resnet18-generalist", 512, "Generalist ResNet-18"),
+               ("cifar10-wrn32-at-beta1", 128, "AT WRN-34-10")]
+BENCH_EVAL_RUN, BENCH_EVAL_ATTACKS = "cifar10-resnet18-at-beta1", ("pgd20", "aa")
+#: docs/gpu.md's targets on an H100
+TARGETS = {"at_epoch_seconds": 8.0, "generalist_over_at": 1.15, "aa_10k_minutes": 10.0}
+
+
+class NoCuda(RuntimeError):
+    pass
+
+
+# ------------------------------------------------------------------------------------------------ one step
+
+
+@contextlib.contextmanager
+def host_random(seed: int) -> Iterator[None]:
+    """Every random draw of torch's factory functions (rand, randn, randint, randperm and their _like forms) without
+    an explicit generator is taken on the CPU from one generator seeded with ``seed`` and moved to its device: a step
+    draws the same numbers on any device. (A draw with its own generator is left alone.)"""
+    gen = torch.Generator().manual_seed(seed)
+    names = ("rand", "randn", "randint", "randperm", "rand_like", "randn_like")
+    originals = {name: getattr(torch, name) for name in names}
+
+    def factory(name: str) -> Callable:
+        fn = originals[name]
+
+        def draw(*args, generator=None, device=None, **kwargs):
+            if generator is not None:
+                return fn(*args, generator=generator, device=device, **kwargs)
+            return fn(*args, generator=gen, **kwargs).to(device or "cpu")
+        return draw
+
+    def like(name: str) -> Callable:
+        fn = originals[name.removesuffix("_like")]
+
+        def draw(x, *, dtype=None, device=None, **kwargs):
+            kwargs.pop("memory_format", None)
+            return fn(x.shape, generator=gen, dtype=dtype or x.dtype).to(device or x.device)
+        return draw
+
+    try:
+        for name in names:
+            setattr(torch, name, like(name) if name.endswith("_like") else factory(name))
+        yield
+    finally:
+        for name, fn in originals.items():
+            setattr(torch, name, fn)
+
+
+@contextlib.contextmanager
+def strict_fp32() -> Iterator[None]:
+    """No TF32 in matmuls and cuDNN convolutions (PyTorch allows it in cuDNN by default)."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def _trainable(method) -> list[torch.Tensor]:
+    seen, out = set(), []
+    for model in [method.eval_model(), *method.learners().values()]:
+        for p in model.parameters():
+            if id(p) not in seen:
+                seen.add(id(p))
+                out.append(p)
+    return out
+
+
+def one_step(spec: dict, runtime: Runtime, *, batch: int = 16, seed: int = 0, build=None) -> dict:
+    """One training step of a run's method from seeded weights on a seeded synthetic batch: its loss and the change
+    of every weight (flat, float64, on the CPU)."""
+    spec = copy.deepcopy(spec)
+    c, h, _, k = SHAPES[spec["dataset"]]
+    build = build or (lambda: models.build_architecture(spec["arch"], k, in_channels=c, image_size=h,
+                                                        bn_running_stats=spec["bn_running_stats"]))
+    torch.manual_seed(seed)
+    method = METHODS[spec["method"]["name"]](spec, build, runtime)
+    method.set_epoch(1.0)
+    x, y = synthetic_batch(spec["dataset"], batch, torch.device("cpu"), seed=seed + 1)
+    x, y = runtime.place_batch(x), y.to(runtime.device)
+    before = [p.detach().double().cpu().clone() for p in _trainable(method)]
+    torch.manual_seed(seed + 2)  # the CPU draws a method makes itself (IAT's Beta weight)
+    with host_random(seed + 3):
+        out = method.train_step(x, y)
+    after = [p.detach().double().cpu() for p in _trainable(method)]
+    update = torch.cat([(a - b).flatten() for a, b in zip(after, before)])
+    return {"loss": float(out["loss"]), "update": update, "method": method, "x": x, "y": y}
+
+
+def compare(a: dict, b: dict, tolerance: dict) -> dict:
+    """How far step ``b`` is from step ``a`` (loss, and the weight update's direction and size) and whether that is
+    within ``tolerance``."""
+    loss_diff = abs(a["loss"] - b["loss"])
+    ua, ub = a["update"], b["update"]
+    na, nb = float(ua.norm()), float(ub.norm())
+    cosine = float(torch.dot(ua, ub) / (na * nb)) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
+    norm_rel = abs(na - nb) / max(na, 1e-30)
+    finite = all(math.isfinite(v) for v in (a["loss"], b["loss"], cosine, norm_rel))
+    ok = (finite and loss_diff <= tolerance["rel"] * abs(a["loss"]) + tolerance["abs"]
+          and cosine >= tolerance["cosine"] and norm_rel <= tolerance["norm_rel"])
+    return {"loss": a["loss"], "other_loss": b["loss"], "loss_diff": loss_diff, "cosine": cosine,
+            "norm_rel": norm_rel, "ok": bool(ok)}
+
+
+def count_syncs(method, x: torch.Tensor, y: torch.Tensor) -> int | None:
+    """Host-device synchronisations of one training step, from CUDA's sync debug mode (None off CUDA)."""
+    if x.device.type != "cuda":
+        return None
+    method.train_step(x, y)  # warm-up: lazy state, cuDNN's choices
+    torch.cuda.synchronize()
+    previous = torch.cuda.get_sync_debug_mode()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            method.train_step(x, y)
+        finally:
+            torch.cuda.set_sync_debug_mode(previous)
+    return sum("synchroniz" in str(w.message) for w in caught)
+
+
+def _time_steps(method, x, y, steps: int) -> float:
+    cuda = x.device.type == "cuda"
+    method.train_step(x, y)
+    if cuda:
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        method.train_step(x, y)
+    if cuda:
+        torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / steps
+
+
+def representative_runs(catalog) -> dict[str, str]:
+    """A run of every method in the catalog (CIFAR-10 ResNet-18 where there is one), method name -> run id."""
+    found: dict[str, str] = {}
+    runs = catalog.training_runs()
+    ordered = sorted(runs, key=lambda r: (runs[r]["arch"] != "resnet18" or runs[r]["dataset"] != "cifar10",
+                                          "pretrained" in runs[r], r))
+    for run in ordered:
+        found.setdefault(runs[run]["method"]["name"], run)
+    return dict(sorted(found.items()))
+
+
+def check_methods(catalog, device: torch.device, *, batch: int = 16, reference: torch.device | None = None,
+                  step: Callable[..., dict] = one_step) -> dict:
+    """Section 1 for every method of the catalog (``step`` is replaceable for tests)."""
+    reference = reference or torch.device("cpu")
+    out = {}
+    for name, run in representative_runs(catalog).items():
+        spec = {k: v for k, v in catalog.runs[run].items() if k != "pretrained"}
+        with strict_fp32():
+            ref = step(spec, Runtime(reference), batch=batch)
+            dev = step(spec, Runtime(device), batch=batch)
+        fast = step(spec, Runtime(device, bf16=True, channels_last=True), batch=batch)
+        row = {"run": run, "gpu_vs_cpu": compare(ref, dev, TOLERANCES["gpu_vs_cpu"]),
+               "bf16_vs_fp32": compare(dev, fast, TOLERANCES["bf16_vs_fp32"]),
+               "syncs_per_step": count_syncs(fast["method"], fast["x"], fast["y"])}
+        if name == "generalist":
+            parallel = {**spec, "method": {**spec["method"], "parallel": True}}
+            serial = {**spec, "method": {**spec["method"], "parallel": False}}
+            a = step(serial, Runtime(device, bf16=True, channels_last=True), batch=batch)
+            b = step(parallel, Runtime(device, bf16=True, channels_last=True), batch=batch)
+            row["parallel_vs_serial"] = compare(a, b, TOLERANCES["parallel_vs_serial"])
+            row["parallel_vs_serial"]["streams"] = b["method"].streams is not None
+            row["parallel_vs_serial"]["serial_step_s"] = _time_steps(a["method"], a["x"], a["y"], 5)
+            row["parallel_vs_serial"]["parallel_step_s"] = _time_steps(b["method"], b["x"], b["y"], 5)
+        out[name] = row
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ benches
+
+
+def run_bench_train(catalog, device: torch.device, *, steps: int, warmup: int, out_dir: Path,
+                    jobs=BENCH_TRAIN) -> list[dict]:
+    rows = []
+    for run, batch, label in jobs:
+        if run not in catalog.runs:
+            continue
+        spec = catalog.runs[run]
+        runtime = Runtime(device, bf16=device.type == "cuda", channels_last=True)
+        result = bench_train(run, spec, runtime=runtime, batch_size=batch, steps=steps, warmup=warmup)
+        result["path"] = str(write_bench(result, out_dir))
+        rows.append({"label": label, "run": run, "arch": spec["arch"], **{k: result[k] for k in (
+            "batch_size", "images_per_s", "seconds_per_epoch", "achieved_tflops", "fraction_of_peak", "path")}})
+    return rows
+
+
+def run_bench_eval(catalog, device: torch.device, *, images: int, run: str = BENCH_EVAL_RUN,
+                   attacks=BENCH_EVAL_ATTACKS) -> dict:
+    from .evaluate import run_attack
+    from .trained import load_model
+
+    spec = catalog.runs[run]
+    c, h, _, k = SHAPES[spec["dataset"]]
+    checkpoint = catalog.layout.model(catalog.train_id[run])
+    torch.manual_seed(0)
+    if checkpoint.exists():
+        model, _ = load_model(checkpoint, device.type)
+        kind = f"trained model {checkpoint}"
+    else:
+        model = models.build_architecture(spec["arch"], k, in_channels=c, image_size=h).to(device)
+        kind = "random weights (worst case: nothing is broken, every attack runs on every image)"
+    model.eval()
+    x, _ = synthetic_batch(spec["dataset"], images, device, seed=7)
+    with torch.no_grad():
+        y = torch.cat([model(x[i:i + 500]).argmax(1) for i in range(0, len(x), 500)])
+    rows = {}
+    for name in attacks:
+        attack = dict(catalog.attack_for(name, run))
+        if not checkpoint.exists() and attack["type"] != "clean":
+            attack["eps"] = 1e-4 if attack.get("norm", "linf") == "linf" else 1e-3
+            attack.pop("step_size", None)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        result = run_attack(model, x, y, attack, seed=0, batch_size=catalog.config["runtime"]["eval_batch_size"])
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - t0
+        rows[name] = {"type": attack["type"], "seconds": seconds, "images_per_s": images / seconds,
+                      "accuracy": result.accuracy, "minutes_per_10k": seconds * 10000 / images / 60}
+    return {"run": run, "arch": spec["arch"], "images": images, "model": kind, "attacks": rows}
+
+
+def targets(bench: list[dict], evaluation: dict, device: str = "") -> dict:
+    """docs/gpu.md's targets against the measurements (None where not measured; judged on an H100 only)."""
+    def epoch(label: str, batch: int = 128) -> float | None:
+        return next((r["seconds_per_epoch"] for r in bench if r["label"] == label and r["batch_size"] == batch), None)
+
+    at, gen = epoch("AT ResNet-18"), epoch("Generalist ResNet-18")
+    aa = evaluation.get("attacks", {}).get("aa", {}).get("minutes_per_10k")
+    out = {"at_epoch_seconds": {"target": TARGETS["at_epoch_seconds"], "measured": at,
+                                "how": "bench-train cifar10-resnet18-at-beta1, batch 128, bf16 + channels_last: "
+                                       "seconds per epoch of 50,000 images"},
+           "generalist_over_at": {"target": TARGETS["generalist_over_at"],
+                                  "measured": gen / at if gen and at else None,
+                                  "how": "bench-train's seconds per epoch, Generalist over AT, batch 128"},
+           "aa_10k_minutes": {"target": TARGETS["aa_10k_minutes"], "measured": aa,
+                              "how": f"bench-eval of AutoAttack on {evaluation.get('images')} images "
+                                     f"({evaluation.get('model')}), x 10,000 / images"}}
+    judged = device_key(device) == "h100"  # the targets are an H100's
+    for row in out.values():
+        row["met"] = None if row["measured"] is None or not judged else row["measured"] <= row["target"]
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ the check
+
+
+def gpu_check(catalog, *, cpu_only: bool = False, batch: int = 16, bench_steps: int = 20, bench_warmup: int = 3,
+              images: int = 1000, jobs=BENCH_TRAIN) -> dict:
+    if not cpu_only and not torch.cuda.is_available():
+        raise NoCuda("no CUDA device is visible: run it on a GPU node (`tradeoff gpu-check`), or pass --cpu-only to "
+                     "run the parts that work on the CPU")
+    device = torch.device("cpu" if cpu_only else "cuda")
+    t0 = time.perf_counter()
+    methods = check_methods(catalog, device, batch=batch)
+    bench = run_bench_train(catalog, device, steps=bench_steps, warmup=bench_warmup, out_dir=catalog.layout.bench,
+                            jobs=jobs)
+    evaluation = run_bench_eval(catalog, device, images=images)
+    ok = all(row[key]["ok"] for row in methods.values()
+             for key in ("gpu_vs_cpu", "bf16_vs_fp32", "parallel_vs_serial") if key in row)
+    return {"device": provenance(device)["device"], "cpu_only": cpu_only, "scale": catalog.scale, "ok": ok,
+            "tolerances": TOLERANCES, "methods": methods, "bench_train": bench, "bench_eval": evaluation,
+            "targets": targets(bench, evaluation, provenance(device)["device"]), "seconds": time.perf_counter() - t0,
+            "provenance": provenance(device)}
+
+
+def device_slug(device: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")[:60]
+
+
+def _f(value: Any, spec: str = ".4g") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def format_report(report: dict) -> str:
+    lines = [f"# gpu-check on {report['device']}", "",
+             f"Scale {report['scale']}{' (--cpu-only: the CPU against itself)' if report['cpu_only'] else ''}; "
+             f"{'every comparison within its tolerance' if report['ok'] else 'A COMPARISON IS OUT OF ITS TOLERANCE'}; "
+             f"{report['seconds']:.0f} s.", "", "## One training step per method", "",
+             "Tolerances: " + "; ".join(f"{k}: |loss diff| <= {t['rel']:g} x loss + {t['abs']:g}, update cosine >= "
+                                         f"{t['cosine']:g}, norms within {t['norm_rel']:g}"
+                                         for k, t in report["tolerances"].items()), "",
+             "| method | run | GPU vs CPU (loss diff, cosine) | bf16 vs fp32 (loss diff, cosine) | syncs/step | ok |",
+             "|---|---|---|---|---:|---|"]
+    for name, row in report["methods"].items():
+        a, b = row["gpu_vs_cpu"], row["bf16_vs_fp32"]
+        ok = a["ok"] and b["ok"] and row.get("parallel_vs_serial", {"ok": True})["ok"]
+        lines.append(f"| {name} | {row['run']} | {_f(a['loss_diff'])}, {_f(a['cosine'], '.6f')} | "
+                     f"{_f(b['loss_diff'])}, {_f(b['cosine'], '.4f')} | {_f(row['syncs_per_step'], 'd')} | "
+                     f"{'yes' if ok else 'NO'} |")
+    gen = report["methods"].get("generalist", {}).get("parallel_vs_serial")
+    if gen:
+        lines += ["", f"Generalist parallel (CUDA streams: {gen['streams']}) vs serial: loss diff {_f(gen['loss_diff'])}, "
+                      f"cosine {_f(gen['cosine'], '.7f')}; a step {_f(gen['parallel_step_s'] * 1e3, '.1f')} ms vs "
+                      f"{_f(gen['serial_step_s'] * 1e3, '.1f')} ms serial"]
+    lines += ["", "## bench-train (bf16 + channels_last on CUDA)", "",
+              "| job | batch | images/s | s/epoch | TFLOP/s | of peak |", "|---|---:|---:|---:|---:|---:|"]
+    for r in report["bench_train"]:
+        lines.append(f"| {r['label']} ({r['run']}) | {r['batch_size']} | {r['images_per_s']:.0f} | "
+                     f"{r['seconds_per_epoch']:.1f} | {r['achieved_tflops']:.1f} | "
+                     f"{_f(r['fraction_of_peak'], '.1%')} |")
+    ev = report["bench_eval"]
+    lines += ["", f"## bench-eval: {ev['run']} on {ev['images']} images, {ev['model']}", "",
+              "| attack | seconds | images/s | minutes per 10,000 |", "|---|---:|---:|---:|"]
+    for name, r in ev["attacks"].items():
+        lines.append(f"| {name} ({r['type']}) | {r['seconds']:.1f} | {r['images_per_s']:.0f} | "
+                     f"{r['minutes_per_10k']:.1f} |")
+    lines += ["", "## Targets (docs/gpu.md; judged on an H100 only)", "", "| target | goal | measured | met | how |",
+              "|---|---:|---:|---|---|"]
+    for name, t in report["targets"].items():
+        met = "-" if t["met"] is None else ("yes" if t["met"] else "no")
+        lines.append(f"| {name} | <= {t['target']:g} | {_f(t['measured'], '.3g')} | {met} | {t['how']} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(report: dict, paths: tuple[Path, Path]) -> tuple[Path, Path]:
+    json_path, md_path = paths
+    data = json.loads(json.dumps(report, default=lambda o: None))  # drops the steps' tensors and methods
+    atomic_write_text(json_path, json.dumps(data, indent=1) + "\n")
+    atomic_write_text(md_path, format_report(report))
+    return json_path, md_path

@@ -1,0 +1,363 @@
+"""The cost model (tradeoff.costs) against what PyTorch's FLOP counter counts, its table against the code that makes
+it, and the cluster jobs it sizes: what `tradeoff plan` says and what Snakemake asks a cluster for."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from helpers import ROOT, env, workflow_copy
+from tradeoff import config as cfg
+from tradeoff import costs, models
+from tradeoff.bench import SHIPPED_SCALES, count_flops, flops_table, pass_flops, shipped_pairs, synthetic_batch
+from tradeoff.costs import JobSizes, attack_passes, evaluation_passes, load_table, method_passes
+from tradeoff.methods import METHODS
+from tradeoff.runtime import Runtime
+
+CPU = torch.device("cpu")
+SMALL = {"default": "small_cnn", "adapter": "vit_tiny_adapter"}  # where a step is counted: digits, 10 classes
+
+
+@pytest.fixture(scope="module")
+def catalogs():
+    return [cfg.load_catalog([ROOT / f for f in files]) for files in SHIPPED_SCALES]
+
+
+@pytest.fixture(scope="module")
+def units():
+    return {arch: pass_flops(arch, "digits") for arch in SMALL.values()}
+
+
+def _shrunk(spec: dict, cap: int | None) -> dict:
+    """An attack spec with a budget so small that no example flips (every step of every attack runs, AutoAttack's
+    components see every example, FAT never stops early), its steps and queries at most ``cap``."""
+    out = dict(spec)
+    if "eps" in out and out["type"] != "clean":
+        out["eps"] = 1e-4 if out.get("norm", "linf") == "linf" else 1e-3
+        if out.get("step_size"):
+            out["step_size"] = out["eps"] / 4
+    for key in ("steps", "queries"):
+        default = costs.ATTACK_DEFAULTS[out["type"]].get(key)
+        if cap is not None and (key in out or default is not None):
+            out[key] = min(int(out.get(key) or default), cap)
+    return out
+
+
+def _method_signature(method: dict) -> str:
+    """What a step's cost depends on (tradeoff.costs.method_passes reads these): one counted step per signature."""
+    attack = method.get("attack") if isinstance(method.get("attack"), dict) else {}
+    keys = ("name", "beta", "lam", "inner", "adv_loss", "track_conflict", "unlabeled")
+    return json.dumps([{k: method.get(k) for k in keys},
+                       {k: attack.get(k) for k in ("type", "restarts", "target_classes", "components")}],
+                      sort_keys=True, default=str)
+
+
+def _method_cases(catalogs, cap):
+    seen = {}
+    for catalog in catalogs:
+        for rid, spec in catalog.training_runs().items():
+            seen.setdefault(_method_signature(spec["method"]), (rid, spec))
+    for rid, spec in seen.values():
+        spec = copy.deepcopy(spec)
+        spec["method"] = {k: (_shrunk(v, cap) if isinstance(v, dict) and "type" in v else v)
+                          for k, v in spec["method"].items()}
+        spec["arch"] = SMALL["adapter" if "adapter" in spec["arch"] else "default"]
+        spec["dataset"] = "digits"
+        spec.pop("pretrained", None)
+        yield rid, spec
+
+
+def _counted_step(spec: dict) -> float:
+    def build():
+        return models.build_architecture(spec["arch"], 10, in_channels=1, image_size=8)
+
+    torch.manual_seed(0)
+    method = METHODS[spec["method"]["name"]](spec, build, Runtime(CPU))
+    method.set_epoch(1.0)
+    x, _ = synthetic_batch("digits", 4, CPU)
+    model = method.eval_model()
+    training = model.training
+    model.eval()
+    with torch.no_grad():
+        y = model(x).argmax(1)  # every example classified correctly: no attack stops early
+    model.train(training)
+    with count_flops() as counter:
+        method.train_step(x, y)
+    return counter.get_total_flops() / 4
+
+
+def _check_methods(catalogs, units, cap):
+    wrong = []
+    for rid, spec in _method_cases(catalogs, cap):
+        counted = _counted_step(spec)
+        planned = method_passes(spec["method"], 10).flops(units[spec["arch"]])
+        if not math.isclose(counted, planned, rel_tol=0.005):  # APGD-T's one-image class count: 0.1%
+            wrong.append(f"{rid} ({spec['method']['name']}): counted {counted:.4g}, formula {planned:.4g}")
+    assert not wrong, "tradeoff.costs.method_passes disagrees with a counted step:\n" + "\n".join(wrong)
+
+
+def test_method_formulas_match_counted_steps(catalogs, units):
+    """Every kind of training step of the shipped catalogs (method, losses, training attack), its attacks capped
+    at 3 steps: the formulas are linear in steps (the slow test counts them uncapped)."""
+    _check_methods(catalogs, units, cap=3)
+
+
+@pytest.mark.slow
+def test_method_formulas_match_counted_steps_at_full_length(catalogs, units):
+    _check_methods(catalogs, units, cap=None)
+
+
+def _check_attacks(catalogs, units, cap):
+    from tradeoff import attacks
+
+    seen = {}
+    for catalog in catalogs:
+        for run in catalog.training_runs():
+            for name in catalog.run_attacks(run):
+                spec = catalog.attack_for(name, run)
+                if spec["type"] != cfg.CORRUPTIONS_TYPE:
+                    key = {k: v for k, v in spec.items() if k not in ("eps", "step_size", "seed")}
+                    seen.setdefault(json.dumps(key, sort_keys=True, default=str), (name, spec))
+    torch.manual_seed(0)
+    model = models.build_architecture("small_cnn", 10, in_channels=1, image_size=8).eval()
+    x, _ = synthetic_batch("digits", 4, CPU)
+    with torch.no_grad():
+        y = model(x).argmax(1)
+    wrong = []
+    for name, spec in seen.values():
+        spec = _shrunk(spec, cap)
+        params = {k: v for k, v in spec.items() if k not in ("type", "eps", "norm", "shards")}
+        attack = attacks.build(spec["type"], model, eps=float(spec["eps"]), norm=spec.get("norm", "linf"),
+                               **{**params, "seed": 0})
+        with count_flops() as counter:
+            if spec["type"] != "clean":
+                attack.robust(x, y)
+        counted = counter.get_total_flops() / 4 + units["small_cnn"]["forward"]  # and evaluation's clean pass
+        planned = evaluation_passes(spec, 10).flops(units["small_cnn"])
+        if not math.isclose(counted, planned, rel_tol=0.005):
+            wrong.append(f"{name} ({spec['type']}): counted {counted:.4g}, formula {planned:.4g}")
+    assert len(seen) >= 10
+    assert not wrong, "tradeoff.costs.evaluation_passes disagrees with a counted evaluation:\n" + "\n".join(wrong)
+
+
+def test_attack_formulas_match_counted_evaluations(catalogs, units):
+    """Every evaluation attack of the shipped catalogs (AutoAttack and its components included) on examples it
+    cannot break, steps and queries capped at 3."""
+    _check_attacks(catalogs, units, cap=3)
+
+
+@pytest.mark.slow
+def test_attack_formulas_match_counted_evaluations_at_full_length(catalogs, units):
+    _check_attacks(catalogs, units, cap=None)
+
+
+def test_every_registered_method_and_attack_has_a_formula_with_the_class_defaults():
+    from tradeoff.attacks import ATTACKS
+
+    assert set(costs.ATTACK_DEFAULTS) == set(ATTACKS)
+    for kind, defaults in costs.ATTACK_DEFAULTS.items():
+        for key, value in defaults.items():
+            declared = ATTACKS[kind].defaults.get(key, getattr(ATTACKS[kind], key, None))
+            assert declared == value, (kind, key, declared, value)
+        attack_passes({"type": kind}, 10)
+    pgd = {"type": "pgd", "steps": 10}
+    for name, cls in METHODS.items():
+        method = {"name": name, **cls.params, **{k: pgd for k in cls.attack_params}}
+        assert method_passes(method, 10).f > 0, name
+
+
+def test_flops_table_covers_the_shipped_scales_and_matches_a_recount(catalogs):
+    """Every architecture and dataset of the shipped scales is priced; the cheap entries are recounted here (the
+    slow test recounts all: `tradeoff bench-flops --check`), the datasets' sizes and corruption counts checked."""
+    table = load_table()
+    missing = [costs.pass_key(a, d) for a, d in shipped_pairs(catalogs) if costs.pass_key(a, d) not in table["passes"]]
+    assert not missing, f"not in {costs.FLOPS_FILE.name}: {missing}; run `tradeoff bench-flops`"
+    for arch, dataset in (("small_cnn", "digits"), ("vit_tiny_adapter", "digits"), ("resnet18", "cifar10")):
+        assert table["passes"][costs.pass_key(arch, dataset)] == pass_flops(arch, dataset)
+    fresh = flops_table(catalogs, known=table, recount=False)
+    assert fresh == table, f"{costs.FLOPS_FILE.name} is stale; run `tradeoff bench-flops`"
+
+
+@pytest.mark.slow
+def test_flops_table_is_current():
+    out = subprocess.run([sys.executable, "-m", "tradeoff.cli", "bench-flops", "--check"], cwd=ROOT, env=env(),
+                         capture_output=True, text=True, timeout=1800)
+    assert out.returncode == 0, out.stderr
+
+
+def test_the_resnet18_counts_are_the_known_ones():
+    unit = load_table()["passes"]["resnet18 cifar10"]
+    assert unit["forward"] == pytest.approx(2 * 0.5554e9, rel=0.01)  # 0.56 GMAC
+    assert unit["input_backward"] == pytest.approx(unit["forward"], rel=0.01)
+    assert unit["train_backward"] == pytest.approx(2 * unit["forward"], rel=0.01)
+
+
+# ------------------------------------------------------------------------------------------------ job sizes
+
+
+@pytest.fixture(scope="module")
+def paper():
+    return cfg.load_catalog([ROOT / "config" / "config.yaml"])
+
+
+def test_job_sizes_follow_resources_plan(paper):
+    sizes = JobSizes(paper, bench_folder="/nonexistent")
+    s = sizes.settings
+    assert s == {"device": "h100", "safety": 3, "start_minutes": 2, "floor_minutes": 15, "max_minutes": None,
+                 "group_minutes": 30}
+    run = "cifar10-resnet18-at-beta1"
+    planned = sizes.planned_train(run)
+    assert 10 < planned < 20  # PGD-10 AT, 120 epochs, at 30% of an H100's 790 TFLOP/s
+    assert sizes.train_minutes(run) == math.ceil(planned * 3 + 2)
+    assert sizes.train_minutes("cifar10-resnet18-nt") == math.ceil(max(15, sizes.planned_train("cifar10-resnet18-nt")
+                                                                       * 3 + 2))
+    # a ResNet-18's AutoAttack is cheap: grouped with the run's others; a WRN's is not
+    assert sizes.eval_group(run, "aa") == f"evaluate-{run}"
+    assert sizes.eval_group("cifar10-wrn32-at-beta1", "aa") is None
+    assert sizes.planned_eval("cifar10-wrn32-at-beta1", "aa") > 30
+    members = sizes.group_members(run)
+    clean = sizes.planned_eval(run, "clean")
+    assert "pgd20" in members and sizes.eval_minutes(run, "clean") == math.ceil(max(clean * 3 + 2, 15 / len(members)))
+    assert sum(sizes.eval_minutes(run, u) for u in members) >= 15
+
+
+def test_job_sizes_without_a_plan_or_a_price_ask_for_the_fixed_runtime(paper):
+    plain = copy.copy(paper)
+    plain.config = {**paper.config, "resources": {**paper.config["resources"], "plan": None}}
+    sizes = JobSizes(plain, bench_folder="/nonexistent")
+    assert sizes.train_minutes("cifar10-resnet18-nt") == 1440 and sizes.eval_minutes("cifar10-resnet18-nt", "aa") == 240
+    assert sizes.eval_group("cifar10-resnet18-nt", "aa") is None
+    capped = copy.copy(paper)
+    capped.config = {**paper.config, "resources": {**paper.config["resources"],
+                                                   "plan": {"max_minutes": 120, "safety": 10}}}
+    assert JobSizes(capped, bench_folder="/nonexistent").train_minutes("cifar10-wrn32-at-beta1") == 120
+    unknown = JobSizes(paper, bench_folder="/nonexistent", table={"passes": {}, "datasets": {}})
+    assert unknown.train_minutes("cifar10-resnet18-nt") == 1440 and unknown.planned_train("cifar10-resnet18-nt") is None
+    assert unknown.eval_group("cifar10-resnet18-nt", "aa") is None
+
+
+def test_one_job_per_run_is_never_grouped(catalogs):
+    smoke = catalogs[2]
+    assert smoke.eval_unit == "run"
+    sizes = JobSizes(smoke, bench_folder="/nonexistent")
+    run = "cifar10-resnet18-at-beta1"
+    assert sizes.eval_group(run, cfg.ALL_ATTACKS) is None
+    assert sizes.eval_minutes(run, cfg.ALL_ATTACKS) == 15  # tiny: the floor
+
+
+def test_bench_files_calibrate_the_plan(paper, tmp_path):
+    (tmp_path / "train-h100-x.json").write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3",
+                                                            "fraction_of_peak": 0.15}))
+    slow = JobSizes(paper, bench_folder=tmp_path)
+    assert slow.fraction == 0.15 and "calibrated by 1" in slow.basis
+    assumed = JobSizes(paper, bench_folder="/nonexistent")
+    run = "cifar10-resnet18-at-beta1"
+    assert slow.planned_train(run) == pytest.approx(2 * assumed.planned_train(run))
+
+
+def test_plan_of_table1_states_cluster_jobs_and_hours(paper, capsys):
+    from tradeoff import cli
+
+    result = costs.plan(paper, "table1", gpus=8, bench_folder="/nonexistent")
+    runs = {j.name for j in result["jobs"] if j.kind == "train"}
+    assert result["train_jobs"] == len(runs) == 18 and result["groups"] == 18
+    alone = [j.name for j in result["jobs"] if j.kind == "evaluate" and j.cluster_job == j.name]
+    assert alone and all("wrn32" in name for name in alone)  # AutoAttack and Square on the WRNs
+    assert result["cluster_jobs"] == 18 + 18 + len(alone)
+    assert result["asked_hours"] > result["total_hours"] > 40
+    assert cli.main(["plan", "table1"]) == 0
+    out = capsys.readouterr().out
+    found = re.search(r"on a cluster \(snakemake --profile slurm\): (\d+) GPU jobs \(18 training, (\d+) evaluation, 18 "
+                      r"of them .*\), asking ([\d.]+) GPU-hours for ([\d.]+) planned", out)
+    assert found and int(found.group(1)) == result["cluster_jobs"], out[-800:]
+
+
+def test_costs_and_the_snakefiles_sizes_need_no_torch(tmp_path):
+    """What the Snakefile asks of tradeoff.costs at start-up (every job's minutes and group) and `tradeoff plan` load
+    neither PyTorch nor matplotlib, with the catalog kept (as the Snakefile reads it)."""
+    overlay = tmp_path / "o.yaml"
+    overlay.write_text(f"paths: {{results: {tmp_path / 'results'}}}\n")
+    files = [str(ROOT / "config" / "config.yaml"), str(overlay)]
+    cfg.load_catalog(files, write_cache=True)
+    code = ("import sys; from tradeoff import config as c; from tradeoff.costs import JobSizes, plan\n"
+            "k = c.load_catalog(sys.argv[1:]); s = JobSizes(k)\n"
+            "assert all(s.train_minutes(r) > 0 for r in k.training_runs())\n"
+            "[(s.eval_minutes(r, u), s.eval_group(r, u)) for r in k.training_runs() for u in k.eval_units(r)]\n"
+            "plan(k, 'table1', 8)\n"
+            "loaded = {'torch', 'matplotlib'} & set(sys.modules); assert not loaded, loaded")
+    out = subprocess.run([sys.executable, "-c", code, *files], capture_output=True, text=True, env=env(),
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+
+
+# ------------------------------------------------------------------------------------------------ Snakemake
+
+
+def _dry_run(work, *args):
+    return subprocess.run([sys.executable, "-m", "snakemake", "-n", *args], cwd=work, env=env(), capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_slurm_dry_run_groups_cheap_evaluations_and_warns_about_the_account(tmp_path):
+    """`snakemake -n --profile slurm table1` at paper scale: a group per run (its cheap evaluations), the expensive
+    ones alone, each job's runtime from the plan; and a warning while slurm_account is the placeholder."""
+    work = workflow_copy(tmp_path / "w")
+    out = _dry_run(work, "--profile", "slurm", "table1")
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = out.stdout + out.stderr
+    assert "WARNING: slurm_account is still the placeholder 'CHANGE-ME'" in text
+    groups = re.findall(r"Group job (evaluate-\S+) \(jobs in lexicogr. order\)", text)
+    assert len(groups) == len(set(groups)) == 18, groups
+    catalog = cfg.load_catalog([work / "config" / "config.yaml"])
+    sizes = JobSizes(catalog, bench_folder=work / "results" / "paper" / "bench")
+    for run, minutes in re.findall(r"rule train:.*?wildcards: run=(\S+)\n.*?runtime=(\d+)", text, re.S):
+        assert int(minutes) == sizes.train_minutes(run)
+    set_account = _dry_run(work, "--profile", "slurm", "table1", "--default-resources", "slurm_account=abc",
+                           "slurm_partition=gpu")
+    assert set_account.returncode == 0 and "placeholder" not in set_account.stdout + set_account.stderr
+
+
+def test_group_jobs_run_on_one_gpu_for_the_sum_of_their_runtimes(tmp_path):
+    """What Snakemake asks for a group (it prints no group's resources in a dry run: read here from the group jobs it
+    builds): one GPU (the profile's local `gpu=1`), the sum of the members' runtimes."""
+    work = workflow_copy(tmp_path / "w")
+    code = ("import sys\nfrom snakemake import jobs\nfound = []\norig = jobs.GroupJob.log_info\n"
+            "def log_info(self, *a, **k):\n"
+            "    r = self.resources\n"
+            "    print('GROUP', self.groupid, len(self.jobs), r['gpu'], r['runtime'],"
+            " sum(j.resources['runtime'] for j in self.jobs), file=sys.stderr)\n"
+            "    return orig(self, *a, **k)\n"
+            "jobs.GroupJob.log_info = log_info\n"
+            "from snakemake.cli import main\nsys.argv = ['snakemake', '-n', '--profile', 'slurm', 'table1a']\nmain()\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=work, env=env(), capture_output=True, text=True,
+                         timeout=300)
+    rows = re.findall(r"^GROUP (\S+) (\d+) (\d+) (\d+) (\d+)$", out.stderr, re.M)
+    assert len(rows) == 9, out.stderr[-3000:]
+    for group, n, gpu, runtime, total in rows:
+        assert int(n) > 1 and int(gpu) == 1 and int(runtime) == int(total), (group, n, gpu, runtime, total)
+
+
+def test_plan_of_a_table_with_an_external_row_evaluates_it_without_training_it(paper, tmp_path):
+    """An external model (`external:`) is evaluated, never trained: `tradeoff plan` prices its evaluations (its
+    architecture and dataset are the run's) and lists no training job for it."""
+    overlay = tmp_path / "ext.yaml"
+    overlay.write_text(f"external:\n  mine: {{checkpoint: {tmp_path / 'mine.pt'}, arch: resnet18, dataset: cifar10}}\n"
+                       "targets:\n  exttable:\n    kind: table\n    title: Mine beside NT\n"
+                       "    columns: {nat: clean, pgd20: pgd20}\n    rows:\n"
+                       "      - {key: nt, run: cifar10-resnet18-nt}\n      - {key: mine, external: mine}\n")
+    catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", overlay])
+    result = costs.plan(catalog, "exttable", gpus=1, bench_folder="/nonexistent")
+    assert [j.name for j in result["jobs"] if j.kind == "train"] == ["train cifar10-resnet18-nt"]
+    mine = {j.name: j for j in result["jobs"] if j.name.startswith("evaluate mine ")}
+    assert set(mine) == {"evaluate mine clean", "evaluate mine pgd20"}
+    assert all(j.after is None and j.hours is not None and j.hours > 0 for j in mine.values())
+    nt = next(j for j in result["jobs"] if j.name == "evaluate cifar10-resnet18-nt pgd20")
+    assert mine["evaluate mine pgd20"].hours == pytest.approx(nt.hours)  # the same architecture, data and attack
+    assert result["unknown"] == []
