@@ -425,7 +425,9 @@ def test_dvc_records_pushes_and_pulls_the_cluster_run(cluster, cluster_run, tmp_
     run(["dvc", "remote", "add", "-d", "store", str(remote)], work)
     run(["git", "commit", "-qam", "remote"], work)
     pushed = run(["dvc", "push"], work)
-    assert f"{len(models)} files pushed" in pushed.stdout + pushed.stderr
+    # every output the lock records (checkpoints, metrics, predictions, curves, tables) goes to the remote
+    outs = [o for s in lock.values() for o in s.get("outs", [])]
+    assert f"{sum(o.get('nfiles', 1) for o in outs)} files pushed" in pushed.stdout + pushed.stderr, pushed.stdout
 
     clone = tmp_path / "clone"
     run(["git", "clone", "-q", str(work), str(clone)], tmp_path)
@@ -433,6 +435,8 @@ def test_dvc_records_pushes_and_pulls_the_cluster_run(cluster, cluster_run, tmp_
     run(["dvc", "pull"], clone)
     for model in models:
         assert (clone / model.relative_to(work)).read_bytes() == model.read_bytes()
+    for out in (o["path"] for o in outs if o["path"].endswith(".json")):  # the metrics came back too
+        assert (clone / out).read_bytes() == (work / out).read_bytes()
     assert "up to date" in run(["dvc", "status"], clone).stdout
 
     # DVC wrote the checkpoints after git wrote the metrics: Snakemake would re-evaluate. `--touch` fixes times.

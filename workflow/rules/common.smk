@@ -4,6 +4,7 @@
 import json
 import os
 import re
+import shlex
 import sys
 
 from snakemake.exceptions import WorkflowError
@@ -33,9 +34,10 @@ try:
 except tcfg.ConfigError as exc:
     raise WorkflowError(f"configuration error: {exc}")
 
-# Every job reads these files (the CLI's default, $TRADEOFF_CONFIG). Not a param: which overlay files hold the
-# settings is not a setting, and a job reruns only when its own resolved settings change (`params: settings`).
-os.environ["TRADEOFF_CONFIG"] = os.pathsep.join(CONFIG_FILES)
+# Every job reads these files (the CLI's default, $TRADEOFF_CONFIG, exported by every job's shell before its
+# command). Neither a param nor part of a rule's command: which overlay files hold the settings is not a setting,
+# and a job reruns only when its own resolved settings change (`params: settings`).
+shell.prefix(f"set -euo pipefail; export TRADEOFF_CONFIG={shlex.quote(os.pathsep.join(CONFIG_FILES))}; ")
 LAYOUT = CATALOG.layout
 RES = config.get("resources", {})
 try:
