@@ -759,7 +759,7 @@ def test_list_into_a_closed_pipe_ends_quietly(tmp_path):
 
 
 def test_ctrl_c_is_one_line_interrupted(tmp_path):
-    work = _copy(tmp_path, overlay=SLOW)
+    work = _copy(tmp_path, overlay=ENDLESS)
     log = tmp_path / "train.log"
     proc = _start(["tradeoff", "-v", *_cmd(work, "train", "--run", NT)[1:]], work, log)
     _wait_for_line(proc, log, re.compile(rf"{NT} epoch 1/\d+ step 2/\d+ done"))
@@ -847,6 +847,9 @@ def _wait_for_epoch(proc, state_dir, epoch, log, timeout=180):
 
 SLOW_EPOCHS = 40
 SLOW = f"scale_map: {{epochs: {SLOW_EPOCHS}, lr: {{epochs: [0, {SLOW_EPOCHS}], values: [0.1, 0.1]}}}}\n"
+# A run that no test lets finish (hours of steps): a test that stops it mid-training once it has logged a step or
+# written an epoch's state cannot lose the race to the run's end, however loaded the machine.
+ENDLESS = SLOW.replace(str(SLOW_EPOCHS), "100000")
 
 
 def _pause(proc: subprocess.Popen) -> None:
@@ -893,7 +896,7 @@ def test_second_snakemake_in_the_same_folder_is_refused_and_a_killed_one_needs_u
 
 
 def test_second_dvc_repro_in_the_same_folder_is_refused(tmp_path):
-    work = _copy(tmp_path, overlay=SLOW)
+    work = _copy(tmp_path, overlay=ENDLESS)
     os.symlink(Path(tcfg.ROOT) / "src", work / "src")
     run(["git", "init", "-q"], work)
     run(["dvc", "init", "-q"], work)

@@ -163,6 +163,22 @@ def test_html_report_renders_in_a_real_browser(smoke_build):
     def category_link(name):
         return wait.until(EC.element_to_be_clickable((By.XPATH, f"//*[normalize-space(text())='{name}']")))
 
+    def show(name):
+        """Open a file of the report (its eye button) and return the element that shows it: the iframe (HTML) or
+        image whose data URL names the file. The click is repeated until it does: a click that lands before the
+        page's scripts have bound it does nothing."""
+        tag = "iframe" if name.endswith(".html") else "img"
+        marker = f"filename={name.rsplit('/', 1)[-1]};"
+
+        def shown(d):
+            found = [e for e in d.find_elements(By.TAG_NAME, tag) if marker in (e.get_attribute("src") or "")]
+            if not found:
+                row = d.find_element(By.XPATH, f"//td[normalize-space(text())='{name}']/ancestor::tr")
+                row.find_elements(By.XPATH, ".//a|.//button")[0].click()
+            return found
+
+        return wait.until(shown)
+
     try:
         driver.get(f"file://{smoke_build / 'report.html'}")
         category_link("summary")  # the page's menu has rendered
@@ -173,18 +189,17 @@ def test_html_report_renders_in_a_real_browser(smoke_build):
             entries = wait.until(EC.presence_of_all_elements_located((By.XPATH, "//td[contains(text(), 'results/')]")))
             names = [e.text for e in entries]
             for name in names:
-                entry = driver.find_element(By.XPATH, f"//td[normalize-space(text())='{name}']")
-                entry.find_element(By.XPATH, "./ancestor::tr").find_elements(By.XPATH, ".//a|.//button")[0].click()
+                shown = show(name)
                 stem = name.rsplit("/", 1)[-1].replace(".", "_")
                 if name.endswith(".html"):
-                    wait.until(EC.frame_to_be_available_and_switch_to_it((By.TAG_NAME, "iframe")))
+                    driver.switch_to.frame(shown[0])
                     rows = wait.until(EC.presence_of_all_elements_located((By.XPATH, "//table//tr")))
                     assert len(rows) >= 2, f"{name}: no table rows rendered"
                     driver.switch_to.default_content()
                 else:
                     def rendered(d):
                         return any(d.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", i)
-                                   for i in d.find_elements(By.TAG_NAME, "img"))
+                                   for i in shown)
                     assert wait.until(rendered), f"{name}: image did not render"
                 driver.save_screenshot(str(artifacts / f"report-{stem}.png"))
                 seen[category] += 1
