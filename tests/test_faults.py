@@ -832,9 +832,16 @@ def test_autoattack_checks_flag_a_randomised_defence_in_the_log_and_the_metrics(
 # ------------------------------------------------------------------------------------------- concurrency
 
 
+def _default_sigint() -> None:
+    """In the child: Ctrl-C's default disposition, as in a terminal. A test session started in the background of a
+    non-interactive shell (`make test &`, some CI runners) ignores SIGINT, and its children inherit that: Python
+    then never raises KeyboardInterrupt and DVC never stops."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(cmd, cwd, log: Path, **environment) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=cwd, env={**env(), **environment}, stdout=open(log, "w"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
+                            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_default_sigint)
 
 
 def _wait_for_epoch(proc, state_dir, epoch, log, timeout=180):
