@@ -108,6 +108,19 @@ def test_plain_state_dicts_are_evaluated_with_a_tables_suite_and_the_default_sui
     assert set(aa["breakdown"]) == {"apgd-ce", "apgd-t", "fab-t", "square"}
     assert aa["clean_accuracy"] == pytest.approx(_clean_accuracy(resnet))
 
+    # its RobustBench JSON, from those metrics files alone (the model is in no config: its settings are rebuilt from
+    # its records, and must resolve to the digest they name)
+    out = tmp_path / "r18.json"
+    assert _cli(work, configs, monkeypatch, "export", "robustbench", "--run", "r18", "--out", str(out)) == 0
+    info = json.loads(out.read_text())
+    assert info["clean_acc"] == str(round(aa["clean_accuracy"] * 100, 2)) and info["architecture"] == "ResNet-18"
+    assert info["autoattack_acc"] == str(round(aa["accuracy"] * 100, 2)) and info["provenance"]["external"] is True
+    metrics = layout.metrics("r18", "aa")
+    metrics.write_text(metrics.read_text().replace(aa["spec_digest"], "0" * 16))  # not what clean.json measured
+    assert _cli(work, configs, monkeypatch, "export", "robustbench", "--run", "r18", "--out", str(out)) == 1
+    (layout.metrics("r18", "clean")).write_text(metrics.read_text())  # no record fits: an unknown model
+    assert _cli(work, configs, monkeypatch, "export", "robustbench", "--run", "r18", "--out", str(out)) == 2
+
     # a catalog id is the catalog's: refused, as are options that belong to --checkpoint without it
     assert _cli(work, configs, monkeypatch, "evaluate", "--checkpoint", str(tmp_path / "small.pt"), "--arch",
                 "small_cnn", "--dataset", "digits", "--name", NT) == 2

@@ -319,6 +319,8 @@ def cmd_export(args, catalog: cfg.Catalog) -> int:
     files alone (tradeoff.robustbench; no checkpoint is read, PyTorch is not imported)."""
     from .robustbench import export_robustbench
 
+    if args.run not in catalog.runs and not catalog.is_external(args.run):
+        catalog = _evaluated_checkpoint(catalog, args.run) or catalog
     model_id = _model(catalog, args.run)
     fields = {key: getattr(args, key) for key in ("name", "link", "authors", "venue", "footnote", "reported")
               if getattr(args, key) is not None}
@@ -456,6 +458,31 @@ def _run(catalog: cfg.Catalog, run_id: str) -> str:
     if run_id not in catalog.runs:
         raise cfg.ConfigError("--run: " + cfg.unknown("run", run_id, catalog.runs, "`tradeoff list runs` lists them"))
     return run_id
+
+
+def _evaluated_checkpoint(catalog: cfg.Catalog, model_id: str) -> cfg.Catalog | None:
+    """The catalog with a model that `evaluate --checkpoint ... --name <model_id>` measured, as that command had it:
+    its settings rebuilt from its own metrics records, kept only when they resolve to the settings' digest that a
+    record names (so its files are then vouched for as an `external:` model's). None if no record fits."""
+    folder = catalog.layout.metrics(model_id, "clean").parent
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            record = json.loads(path.read_text())
+            found = record["external"]
+            base = {"checkpoint": found["checkpoint"], "arch": record["arch"], "dataset": record["dataset"],
+                    "paper_dataset": record.get("paper_dataset"), "normalize": found.get("normalize")}
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        for fmt in dict.fromkeys(("auto", found.get("layout"))):
+            for sha in dict.fromkeys((None, found.get("sha256"))):
+                raw = {**base, "format": fmt, **({"sha256": sha} if sha else {})}
+                try:
+                    candidate = cfg.with_external(catalog, model_id, raw, lambda key: f"{path}: {key}")
+                except cfg.ConfigError:
+                    continue
+                if cfg.spec_digest(candidate.externals[model_id]) == record.get("spec_digest"):
+                    return candidate
+    return None
 
 
 def _model(catalog: cfg.Catalog, model_id: str) -> str:
