@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -74,3 +75,16 @@ def evaluation(work: Path, run_id: str, attack: str, overlays=("config/smoke.yam
         return found.record, records.predictions(catalog, run_id, attack)
     finally:
         os.chdir(cwd)
+
+
+def job_counts(text: str) -> dict[str, int]:
+    """The 'Job stats' table that Snakemake prints for a (dry) run."""
+    counts, inside = {}, False
+    for line in text.splitlines():
+        inside = inside or line.startswith("Job stats")
+        m = re.match(r"^(\S+)\s+(\d+)$", line.strip()) if inside else None
+        if m and m.group(1) == "total":
+            break
+        if m:
+            counts[m.group(1)] = int(m.group(2))
+    return counts

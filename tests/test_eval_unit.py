@@ -5,11 +5,10 @@ with the same numbers. Snakemake and DVC have the same rule family and the same 
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
-from helpers import ROOT, results_of, run, workflow_copy
+from helpers import ROOT, job_counts, results_of, run, workflow_copy
 from tradeoff import cli as tcli
 from tradeoff import config as tcfg
 from tradeoff.dvc import stages, unit_key
@@ -135,19 +134,6 @@ def _key(catalog, results, attack):
 # ------------------------------------------------------------------------------------ Snakemake and DVC
 
 
-def _job_counts(text: str) -> dict[str, int]:
-    """The 'Job stats' table that Snakemake prints for a (dry) run."""
-    counts, inside = {}, False
-    for line in text.splitlines():
-        inside = inside or line.startswith("Job stats")
-        m = re.match(r"^(\S+)\s+(\d+)$", line.strip()) if inside else None
-        if m and m.group(1) == "total":
-            break
-        if m:
-            counts[m.group(1)] = int(m.group(2))
-    return counts
-
-
 @pytest.mark.parametrize("unit", ["run", "attack"])
 def test_the_same_rules_at_every_unit_one_job_per_unit(tmp_path, unit):
     """The smoke scale's dry run with either unit: the same rule family (train, evaluate, ...), one evaluation job
@@ -156,7 +142,7 @@ def test_the_same_rules_at_every_unit_one_job_per_unit(tmp_path, unit):
     (work / "config" / "unit.yaml").write_text(f"runtime: {{eval_unit: {unit}}}\n")
     files = ("config/config.yaml", "config/smoke.yaml", "config/unit.yaml")
     out = run(["snakemake", "-n", "table1a", "--configfile", *files[1:]], work)
-    counts = _job_counts(out.stdout + out.stderr)
+    counts = job_counts(out.stdout + out.stderr)
     catalog = tcfg.load_catalog([work / f for f in files])
     jobs = {(r, catalog.unit_of(a)) for r, a in catalog.evaluations("table1a")}
     assert counts["evaluate"] == len(jobs)

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from helpers import ROOT, evaluation, run, workflow_copy
+from helpers import ROOT, evaluation, job_counts, run, workflow_copy
 from tradeoff.config import load_catalog
 
 pytestmark = pytest.mark.slow
@@ -55,7 +55,7 @@ def test_a_changed_target_setting_rebuilds_that_target_only(smoke_build):
         out = run(["snakemake", "-n", "--cores", "1", *SMOKE, "config/retitle.yaml"], smoke_build)
     finally:
         overlay.unlink()
-    assert _job_counts(out.stdout + out.stderr) == {"figure": 1, "table": 1, "summary": 1, "all": 1}
+    assert job_counts(out.stdout + out.stderr) == {"figure": 1, "table": 1, "summary": 1, "all": 1}
 
 
 def test_metrics_record_how_they_were_made(smoke_build):
@@ -90,24 +90,11 @@ def test_config_error_stops_snakemake_before_any_job(tmp_path):
     assert out.returncode != 0 and "--config key=value overrides are not supported" in out.stdout + out.stderr
 
 
-def _job_counts(text: str) -> dict[str, int]:
-    """The 'Job stats' table that Snakemake prints for a (dry) run."""
-    counts, inside = {}, False
-    for line in text.splitlines():
-        inside = inside or line.startswith("Job stats")
-        m = re.match(r"^(\S+)\s+(\d+)$", line.strip()) if inside else None
-        if m and m.group(1) == "total":
-            break
-        if m:
-            counts[m.group(1)] = int(m.group(2))
-    return counts
-
-
 def test_paper_scale_dry_run_through_slurm_profile(tmp_path):
     work = workflow_copy(tmp_path)
     out = run(["snakemake", "-n", "--profile", "slurm", "table1"], work)
     text = out.stdout + out.stderr
-    counts = _job_counts(text)
+    counts = job_counts(text)
     # table1 = table1a (ResNet-18) + table1b (WRN-32-10): one training job per row, one evaluation job per
     # (row, column), and per (row, column) that the authors' evaluation runs differently (generalist-code: PGD20,
     # PGD100 and CW; its MIM is the column's); the paper's Table 1 has 9 rows and 11 columns in each half

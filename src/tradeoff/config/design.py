@@ -50,12 +50,13 @@ def _error(message: str) -> Exception:
     return ConfigError(message)
 
 
-def _merge(base: dict, overlay: dict) -> dict:
-    """A recursive update, as config files are merged (tradeoff.config.merge), on copies."""
+def merge(base: dict, overlay: dict) -> dict:
+    """Recursive dict update on copies, as Snakemake merges several --configfile files (and the design merges a
+    family's settings, its variant's and a run's own)."""
     out = copy.deepcopy(base)
     for key, value in overlay.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
+            out[key] = merge(out[key], value)
         else:
             out[key] = copy.deepcopy(value)
     return out
@@ -159,13 +160,13 @@ def expand_block(name: str, block: Any) -> dict[str, dict]:
             rid = f"{family}-{variant}"
             if rid in runs:
                 raise _error(f"{var_key}: run id {rid!r} is made twice in {key} (also by {made[rid]})")
-            runs[rid] = _merge(_merge(settings, fam), {"method": method})
+            runs[rid] = merge(merge(settings, fam), {"method": method})
             made[rid] = f"{fam_key} x {var_key}"
     changes = _mapping(block.get("runs"), f"{key}.runs", "a mapping of run id -> settings")
     for rid, change in changes.items():
         if rid not in runs:
             raise _error(f"{key}.runs.{rid}: " + unknown("run of this block", rid, runs))
-        runs[rid] = _merge(runs[rid], _mapping(change, f"{key}.runs.{rid}", "a mapping of run settings"))
+        runs[rid] = merge(runs[rid], _mapping(change, f"{key}.runs.{rid}", "a mapping of run settings"))
     return runs
 
 
@@ -260,7 +261,7 @@ def expand(config: dict) -> dict:
             raise _error(f"runs: expected a mapping of run id -> settings, got {type(plain).__name__}")
         designed = list(runs)
         for rid, run in plain.items():  # an overlay's change of a designed run, as files merge; or a run of its own
-            runs[rid] = _merge(runs[rid], run) if rid in runs and isinstance(run, dict) else run
+            runs[rid] = merge(runs[rid], run) if rid in runs and isinstance(run, dict) else run
         for rid in designed:
             if "seed" not in runs[rid] and "seeds" not in runs[rid]:
                 runs[rid]["seed"] = 0  # as the run-by-run catalog wrote every run

@@ -4,14 +4,13 @@ of the format that every part of the package shares, and the one way an unknown 
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
 
 from ..errors import ConfigError
-from .design import expand
+from .design import expand, merge
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -80,17 +79,6 @@ def load_yaml(path: str | Path) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return data
-
-
-def merge(base: dict, overlay: dict) -> dict:
-    """Recursive dict update, as Snakemake merges several --configfile files."""
-    out = copy.deepcopy(base)
-    for key, value in overlay.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 def load_config(paths: Iterable[str | Path] | None = None) -> dict:
