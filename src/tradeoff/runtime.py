@@ -43,13 +43,13 @@ class Runtime:
         if name == "auto":
             if torch.cuda.is_available():
                 name = "cuda"
-            elif gpus.driver_gpus() and os.environ.get("CUDA_VISIBLE_DEVICES") not in HIDDEN:
-                raise ConfigError(f"runtime.device is 'auto' and this node has NVIDIA GPUs ({gpus.driver_gpus()} in "
+            elif (found := gpus.driver_gpus()) and os.environ.get("CUDA_VISIBLE_DEVICES") not in HIDDEN:
+                raise ConfigError(f"runtime.device is 'auto' and this node has NVIDIA GPUs ({found} in "
                                   f"{gpus.NVIDIA_GPUS}) but PyTorch sees none (CUDA_VISIBLE_DEVICES="
-                                  f"{os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')!s}, PyTorch "
-                                  f"{torch.__version__} built for CUDA {torch.version.cuda}): the job was given no GPU "
-                                  "(a scheduler job without --gpus) or its PyTorch has no CUDA; ask for a GPU, or put `runtime: {device: cpu}` in an overlay to use the "
-                                  "CPU anyway")
+                                  f"{os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}, PyTorch {torch.__version__} "
+                                  f"built for CUDA {torch.version.cuda}): the job was given no GPU (a scheduler job "
+                                  "without --gpus) or its PyTorch has no CUDA; ask for a GPU, or put "
+                                  "`runtime: {device: cpu}` in an overlay to use the CPU anyway")
             elif scale is None or scale in CPU_SCALES:
                 name = "cpu"
             else:
