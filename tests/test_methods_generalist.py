@@ -13,7 +13,8 @@ from tradeoff import checkpoint, data
 from tradeoff.results import Layout
 from helpers import data_root
 from tradeoff import config as cfg
-from tradeoff.methods.generalist import TRAIN_SIZES, Generalist, communication_epoch
+from tradeoff.methods.generalist import (TRAIN_SIZES, Generalist, communication_epoch, communication_period,
+                                         communication_step)
 from tradeoff.train import train
 
 NEVER = 10**6  # a t' no run reaches: no communication
@@ -71,15 +72,63 @@ def test_after_communication_all_three_learners_are_equal(mode):
     x, y = digits(64)
     method = build("generalist", model=TinyBN, t_prime=2, c=1, communication=mode, ema_decay=0.5,
                    gamma={"epochs": [0], "values": [0.5]})
+    n = method.steps_per_epoch  # the smoke spec's 256 training digits in batches of 64: 4
+    size = len(x) // n
     for epoch in range(3):
         method.set_epoch(epoch + 1)  # the trainer reads schedules at the 1-based epoch
-        for i in range(2):
-            method.train_step(x[32 * i:32 * (i + 1)], y[32 * i:32 * (i + 1)])
+        for i in range(n):
+            method.train_step(x[size * i:size * (i + 1)], y[size * i:size * (i + 1)])
             if mode == "iteration":  # in communication epochs, after every iteration
                 assert same_weights(method.nt.model, method.at.model) == (epoch + 1 >= 2)
+            elif i < n - 1:  # whole-epoch c: at the epoch's end only
+                assert not same_weights(method.nt.model, method.at.model)
         method.end_epoch(epoch)
         equal = same_weights(method.nt.model, method.global_model) and same_weights(method.at.model, method.global_model)
         assert equal == (epoch + 1 >= 2), epoch
+
+
+def test_a_fraction_of_an_epoch_communicates_within_epochs():
+    """The demo's c = 5/12 epoch of 23 iterations is every 10 iterations from t' = 6.25 epochs (iteration 143.75):
+    after iterations 150, 160, ..., 230, 9 times in 10 epochs as the paper's 10 in 120 (the epoch version rounded c
+    to one epoch: 4 times)."""
+    steps = [t for t in range(1, 231) if communication_step(t, 75 / 12, 5 / 12, 23)]
+    assert communication_period(5 / 12, 23) == 10 and steps == list(range(150, 231, 10))
+    # whole-epoch t' and c: the last iterations of communication_epoch's epochs (the paper's, 391 per epoch)
+    paper = [t for t in range(1, 120 * 391 + 1) if communication_step(t, 75, 5, 391)]
+    assert paper == [e * 391 for e in range(1, 121) if communication_epoch(e, 75, 5)]
+
+
+def test_communication_within_an_epoch_in_training():
+    """In the method: a period shorter than an epoch communicates after its iterations; one due at an epoch's last
+    iteration waits for end_epoch (after the trainer has observed the learners)."""
+    x, y = digits(64)
+    method = build("generalist", model=TinyBN, t_prime=0.5, c=0.5, ema_decay=0.5,
+                   gamma={"epochs": [0], "values": [0.5]})
+    assert method.steps_per_epoch == 4 and communication_period(0.5, 4) == 2
+    method.set_epoch(1)
+    equal = []
+    for i in range(4):
+        method.train_step(x[16 * i:16 * (i + 1)], y[16 * i:16 * (i + 1)])
+        equal.append(same_weights(method.nt.model, method.at.model))
+    assert equal == [False, True, False, False]  # after iteration 2; iteration 4's waits for the epoch's end
+    method.end_epoch(0)
+    assert same_weights(method.nt.model, method.at.model)
+
+
+def test_mechanism_epoch():
+    """The first epoch whose model mixes in the NT learner and has communicated (a report flags a model selected
+    before it): the demo's Generalist, gamma < 1 from epoch 7 and the first communication at iteration 150 (epoch
+    7 of 23 iterations each)."""
+    spec = method_spec("generalist", t_prime=75 / 12, c=5 / 12,
+                       gamma={"epochs": [0, 10 / 3, 20 / 3, 10], "values": [1, 1, 1, 0]})
+    spec["epochs"], spec["batch_size"], spec["train_examples"] = 10, 64, None
+    method = build("generalist", spec=spec)
+    assert method.steps_per_epoch == 23
+    assert method.mechanism()["epoch"] == 7
+    spec["method"]["t_prime"] = 8.5  # iteration 195.5: the first communication after iteration 200, in epoch 9
+    assert build("generalist", spec=spec).mechanism()["epoch"] == 9
+    spec["method"]["gamma"] = {"epochs": [0], "values": [1.0]}
+    assert build("generalist", spec=spec).mechanism()["epoch"] is None  # never a Generalist: always flagged
 
 
 def test_communication_epochs():

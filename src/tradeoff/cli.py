@@ -24,10 +24,14 @@ log = logging.getLogger("tradeoff")
 
 
 def cmd_check_config(args, catalog: cfg.Catalog) -> int:
+    from .report.claims import load_claims
+
     runs = catalog.training_runs()
+    claims = load_claims(catalog)
     print(f"configuration OK: scale {catalog.scale}, {len(catalog.runs)} runs ({len(runs)} training jobs), "
           + (f"{len(catalog.externals)} external models, " if catalog.externals else "")
-          + f"{len(catalog.attacks)} attacks, {len(catalog.targets)} targets")
+          + f"{len(catalog.attacks)} attacks, {len(catalog.targets)} targets"
+          + (f", {len(claims)} claims" if claims else ""))
     return 0
 
 

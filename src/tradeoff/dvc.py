@@ -325,7 +325,8 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
                          "params": params("figure_list"), "outs": [str(tables["md"]), str(tables["html"])]})
     if not targets:
         built = reads + (["analysis"] if has["analyze"] else []) + ["tables"] + (["figures"] if has["figure"] else [])
-        stages["summary"] = {"cmd": cmd + "summary", "deps": code("summary") + folders(*built) + reference,
+        claims = [str(Path(r).parent / "claims.yaml") for r in reference if (Path(r).parent / "claims.yaml").exists()]
+        stages["summary"] = {"cmd": cmd + "summary", "deps": code("summary") + folders(*built) + reference + claims,
                              "outs": list(map(str, layout.summary().values()))}
     plots = [{str(layout.folder("curves")): {"x": "epoch", "y": ["train_acc", "eval_clean", "eval_robust"]}}] \
         if has["train"] or has["finetune"] else []

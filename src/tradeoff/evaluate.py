@@ -316,7 +316,7 @@ def record(meta: dict, attack_name: str, spec: dict, context: dict) -> dict:
            "dataset": run_spec["dataset"], "arch": run_spec["arch"], "paper_dataset": run_spec.get("paper_dataset"),
            "paper_arch": run_spec.get("paper_arch"), "spec_digest": spec_digest(run_spec), "model": context["model"],
            "spec": spec, "test_examples": context["test_examples"], "test_size": context["test_size"],
-           "selected_epoch": meta["selected_epoch"]}
+           "selected_epoch": meta["selected_epoch"], "mechanism": meta.get("mechanism")}
     if meta.get("external") is not None:
         # an external model (tradeoff.external): which file it measured (its SHA-256) and how it was read
         out["external"] = meta["external"]

@@ -417,7 +417,8 @@ def _write_outputs(run_id: str, spec: dict, method, ds: data.Data, rows: list[di
     state = best["model"] if selection["mode"] in SELECTED else method.eval_model().state_dict()
     selected_epoch = best["epoch"] if selection["mode"] in SELECTED else rows[-1]["epoch"]
     _, channels, size, _ = ds.x_train.shape
-    meta = {"run": run_id, "spec": spec, "selected_epoch": selected_epoch, "num_classes": ds.num_classes,
+    meta = {"run": run_id, "spec": spec, "selected_epoch": selected_epoch, "mechanism": method.mechanism(),
+            "num_classes": ds.num_classes,
             "in_channels": channels, "image_size": size, "classes": list(ds.classes),
             "provenance": provenance()}
     learner_states = {name: {k: v.detach().cpu() for k, v in m.state_dict().items()}

@@ -14,6 +14,7 @@ from tradeoff import config as tcfg
 from tradeoff.config.design import expand
 from tradeoff.costs import JobSizes
 from tradeoff.report.build import target_caption, target_inputs, target_outputs
+from tradeoff.report.claims import claims_file, load_claims
 from tradeoff.results import ready_marker
 
 # The effective config is config/config.yaml overlaid by each --configfile, in order. Jobs re-read exactly
@@ -31,6 +32,7 @@ try:
     CATALOG = tcfg.load_catalog(CONFIG_FILES, write_cache=False)
     if CATALOG.config != expand(config):  # the files as written (compact) -> run by run, as load_catalog
         raise tcfg.ConfigError(OVERRIDE_HELP)
+    load_claims(CATALOG)  # config/claims.yaml, checked against the catalog
 except tcfg.ConfigError as exc:
     raise WorkflowError(f"configuration error: {exc}")
 
@@ -39,6 +41,7 @@ except tcfg.ConfigError as exc:
 # and a job reruns only when its own resolved settings change (`params: settings`).
 shell.prefix(f"set -euo pipefail; export TRADEOFF_CONFIG={shlex.quote(os.pathsep.join(CONFIG_FILES))}; ")
 LAYOUT = CATALOG.layout
+CLAIMS = [str(p) for p in [claims_file(CATALOG)] if p.exists()]  # the papers' claims, checked by the summary
 RES = config.get("resources", {})
 try:
     # what each job costs (tradeoff.costs: pass counts x a committed FLOP table, no PyTorch) and asks a cluster for

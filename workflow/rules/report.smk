@@ -61,6 +61,7 @@ rule figure_list:
 rule summary:
     input:
         all_target_outputs(),
+        CLAIMS,
     output:
         html=report(str(LAYOUT.summary()["html"]), caption="../report/summary.rst", category="summary"),
         md=str(LAYOUT.summary()["md"]),

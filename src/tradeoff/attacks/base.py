@@ -68,6 +68,13 @@ class Attack:
         for key, value in self.params.items():
             setattr(self, key, value)
 
+    @classmethod
+    def reach(cls, spec: dict) -> tuple[float, float] | None:
+        """For an attack that walks steps of a fixed size: (how far its steps can move an input, in its norm; how far
+        they must be able to, to reach every point of the eps-ball from where they start) for a resolved spec (eps
+        and step_size numbers). None for attacks that choose their own steps (APGD, FAB, Square) or none."""
+        return None
+
     def generator(self, device: torch.device) -> torch.Generator | None:
         """A generator seeded from the ``seed`` parameter, or None to use the global RNG (training)."""
         seed = self.params.get("seed")

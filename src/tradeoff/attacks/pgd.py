@@ -94,11 +94,27 @@ class PGD(Attack):
     ranges = {"steps": count(), "restarts": count(), "kappa": at_least(0, meaning="the margin's clip"),
               "momentum": at_least(0, meaning="the decay of the accumulated gradient")}
 
+    @classmethod
+    def step_for(cls, eps: float, steps: int) -> float:
+        """The step size when ``step_size`` is not given."""
+        return eps / 4
+
     def default_step(self) -> float:
-        return self.eps / 4
+        return self.step_for(self.eps, int(self.steps))
 
     def step(self) -> float:
         return self.default_step() if self.step_size is None else float(self.step_size)
+
+    @classmethod
+    def reach(cls, spec: dict) -> tuple[float, float]:
+        """steps x step, against eps from a start at x (none, or TRADES' x + 0.001 N(0, 1)) and 2 eps from a random
+        point of the ball (which may lie on its far side)."""
+        p = {**cls.defaults, **spec}
+        eps = float(spec["eps"])
+        steps = int(p["steps"]) if "steps" in p else int(cls.steps)
+        step = cls.step_for(eps, steps) if p.get("step_size") is None else float(p["step_size"])
+        from_ball = p.get("random_start") and p.get("start", cls.start) != "normal"
+        return steps * step, (2 if from_ball else 1) * eps
 
     def objective(self, y: torch.Tensor) -> Objective:
         if self.loss not in LOSSES:
@@ -161,8 +177,9 @@ class FGSM(PGD):
     defaults = {"step_size": None, "random_start": False, "loss": "ce", "seed": None}
     steps, restarts, kappa, momentum = 1, 1, float("inf"), 0.0
 
-    def default_step(self) -> float:
-        return self.eps
+    @classmethod
+    def step_for(cls, eps: float, steps: int) -> float:
+        return eps
 
 
 @register
@@ -177,8 +194,9 @@ class MIM(PGD):
                 "seed": None}
     restarts, kappa = 1, float("inf")
 
-    def default_step(self) -> float:
-        return self.eps / int(self.steps)
+    @classmethod
+    def step_for(cls, eps: float, steps: int) -> float:
+        return eps / steps
 
 
 @register

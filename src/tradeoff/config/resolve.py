@@ -17,9 +17,9 @@ from ..results import Layout
 from .catalog import Catalog, spec_digest
 from .checks import (_check_arch_map, _check_attack, _check_choice, _check_comparison, _check_corruptions_entry,
                      _check_eps, _check_eval_unit, _check_schedule, _check_target, _lookup, check_ranges)
-from .budgets import parse_budget, split_budget
+from .budgets import _RELATIVE, parse_budget, split_budget
 from ..errors import unknown
-from .load import CORRUPTIONS_TYPE, DEFAULT_CONFIG, REFERENCE_DIR, SCHEMA, load_config, merge, validate_schema
+from .load import CORRUPTIONS_TYPE, DEFAULT_CONFIG, PSEUDO_COLUMNS, REFERENCE_DIR, SCHEMA, load_config, merge, validate_schema
 from .scale import corruption_set, resolve_attack, scale_run
 
 def load_catalog(paths: Iterable[str | Path] | None = None, *, write_cache: bool = False) -> Catalog:
@@ -171,7 +171,39 @@ def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
     # sweep's largest on a dataset with a larger standard budget) stops the config, not an evaluation job
     for run_id, attack in {pair for name in targets for pair in catalog.evaluations(name)}:
         check_evaluation(catalog, run_id, attack)
+    _check_strong_columns(catalog, ATTACKS)
     return catalog
+
+
+def _check_strong_columns(catalog: Catalog, registry: dict) -> None:
+    """Every attack that a table or figure shows as its own column (not a protocol's, which runs the authors' weak
+    settings on purpose) must be able to reach its whole budget at this scale: a fixed-step attack's steps x step
+    at least eps from a start at x and 2 eps from a random start in the ball, and no absolute step under a budget
+    sweep (a step right for one budget is wrong for the others)."""
+    for name, target in catalog.targets.items():
+        for column, attack in (target.get("columns") or {}).items():
+            base = split_budget(attack)[0]
+            written = catalog.attacks.get(base)
+            if written is None or attack in PSEUDO_COLUMNS or registry.get(written.get("type")) is None:
+                continue
+            key = f"targets.{name}.columns.{column}"
+            step = written.get("step_size")
+            if isinstance(written.get("eps"), list) and step is not None and not (
+                    isinstance(step, str) and _RELATIVE.match(step)):
+                raise ConfigError(f"{key}: attacks.{base} sweeps eps {written['eps']} with the fixed step_size "
+                                  f"{step!r}: write the step relative to the budget (e.g. 'eps/4') so that every "
+                                  "budget of the sweep gets its own")
+            for job in catalog.column_jobs(attack):
+                for run in dict.fromkeys(catalog.train_id[r] for row in target["rows"]
+                                         for r in catalog.row_runs(row["run"])):
+                    spec = catalog.attack_for(job, run)
+                    reach = registry[spec["type"]].reach(spec)
+                    if reach is not None and reach[0] < reach[1] * (1 - 1e-9):
+                        raise ConfigError(
+                            f"{key}: {job} cannot reach its budget at scale {catalog.scale} (run {run}): "
+                            f"{spec.get('steps', 1)} steps travel {reach[0]:.4g} in {spec['norm']}, less than "
+                            f"{reach[1]:.4g} ({'2 eps from a random start' if reach[1] > spec['eps'] else 'eps'}, eps "
+                            f"{spec['eps']:.4g}); give it more steps or a step relative to eps ('eps/4')")
 
 
 def check_evaluation(catalog: Catalog, model_id: str, attack: str) -> dict:

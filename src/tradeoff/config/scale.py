@@ -1,6 +1,7 @@
 """The scale mapping, in one place: how a run and an attack of the paper-scale catalog look at a smaller scale
 (``scale_map`` of an overlay: config/demo.yaml, config/smoke.yaml). Datasets and architectures are replaced, budgets
-keep their ratio to the dataset's standard budget (a budget sweep's in ``sweep_unit``), epoch-valued settings are
+keep their ratio to the dataset's standard budget (all by one rule, so that a label such as 8/255 means one
+budget in a table), epoch-valued settings are
 rescaled with the run's length, the learning-rate schedule may be the scale's own, and attacks may be capped."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..results import Layout
-from .budgets import MAX_EPS, _RELATIVE, parse_budget, rel_step
+from .budgets import MAX_EPS, _RELATIVE, parse_budget, parse_step, rel_step
 from .checks import _check_eps
 from .load import AUTOATTACK_FAMILY, CORRUPTIONS_TYPE
 
@@ -58,17 +59,14 @@ def resolve_attack(spec: dict, run: dict, config: dict, key: str, *, training: b
         return out
     paper_std = _standard_budget(config, run["paper_dataset"], norm, key)
     raw = spec.get("eps")
-    # scale_map.sweep_unit: a budget sweep (eps a list) at a smaller scale keeps its budgets' ratios to the standard
-    # budget, in this unit instead of the run's dataset's standard budget (a sweep of 1-4 standard budgets spans
-    # 0-100% accuracy on CIFAR but ends at 0% from 2 on digits: the demo maps it where the digits models still differ)
-    unit = (config["scale_map"].get("sweep_unit") or {}).get(norm) if isinstance(raw, list) else None
-    factor = (parse_budget(unit, f"scale_map.sweep_unit.{norm}") if unit is not None
-              else _standard_budget(config, run["dataset"], norm, key)) / paper_std
+    # one rule for every budget of a run, trained or attacked, swept or not: its ratio to the standard budget
+    factor = _standard_budget(config, run["dataset"], norm, key) / paper_std
     eps_list = raw if isinstance(raw, list) else [raw]
     resolved = [paper_std if e is None else parse_budget(e, f"{key}.eps") for e in eps_list]
     eps_scaled = [e * factor for e in resolved]
     # scale_map.eps_cap: a smaller scale whose dataset has a larger standard budget can scale a large budget past
-    # the image range (CA-AT's 32/255 is 4 standard budgets: 1.2 on digits); the cap keeps it at the range's end
+    # the image range (CA-AT's 32/255 is 4 standard budgets: 1.2 on digits); the cap keeps it at the range's end (the
+    # column then says the budget that ran)
     eps_cap = (config["scale_map"].get("eps_cap") or {}).get(norm)
     if eps_cap is not None:
         eps_scaled = [min(e, float(eps_cap)) for e in eps_scaled]
@@ -87,9 +85,9 @@ def resolve_attack(spec: dict, run: dict, config: dict, key: str, *, training: b
             out["step_size"] = parse_budget(step, f"{key}.step_size") * factor
     smap = config["scale_map"]
     cap = smap.get("max_attack_steps")
-    for count in ("steps", "queries"):  # Square's queries are its steps
-        if cap and count in out:
-            out[count] = min(int(out[count]), int(cap))
+    if cap and "queries" in out:  # Square's queries are its steps
+        out["queries"] = min(int(out["queries"]), int(cap))
+    _cut_steps(out, cap)
     # scale_map.autoattack_caps: AutoAttack's attacks (APGD, FAB, Square, the ensemble) with fewer iterations or
     # queries at a small scale, where their standard 100 iterations and 5000 queries dominate the demo's time
     if spec["type"] in AUTOATTACK_FAMILY:
@@ -101,12 +99,23 @@ def resolve_attack(spec: dict, run: dict, config: dict, key: str, *, training: b
     # scale_map.train_attack_steps: a method's inner maximiser runs at most N steps; a fixed-step attack cut from K
     # to N steps takes steps K/N times longer, so its path still spans the same distance (PGD-10 of eps/4 becomes
     # PGD-5 of eps/2); APGD sets its own step sizes
-    train_cap = smap.get("train_attack_steps")
-    if training and train_cap and "steps" in out and int(out["steps"]) > int(train_cap):
-        if out.get("step_size") is not None:
-            out["step_size"] = out["step_size"] * int(out["steps"]) / int(train_cap)
-        out["steps"] = int(train_cap)
+    if training:
+        _cut_steps(out, smap.get("train_attack_steps"))
     return out
+
+
+def _cut_steps(out: dict, cap: int | None) -> None:
+    """At most ``cap`` steps (scale_map.max_attack_steps, train_attack_steps): a fixed-step attack cut from K to N
+    steps takes steps K/N times longer, so that its path still spans the same distance (PGD-10 of eps/4 becomes PGD-5
+    of eps/2) and a strong attack still reaches its whole budget; APGD and FAB set their own step sizes."""
+    if not cap or "steps" not in out or int(out["steps"]) <= int(cap):
+        return
+    step = out.get("step_size")
+    if isinstance(step, (int, float)):
+        out["step_size"] = step * int(out["steps"]) / int(cap)
+    elif isinstance(step, str):  # relative to a sweep's budgets: the same factor on the ratio
+        out["step_size"] = f"eps*{parse_step(step, 1.0, 'step_size') * int(out['steps']) / int(cap)!r}"
+    out["steps"] = int(cap)
 
 
 def _scale_lr(value: Any, factor: float) -> Any:

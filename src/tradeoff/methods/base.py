@@ -91,6 +91,12 @@ class Method:
         evaluation-attack spec, "attacked": [learner names]}``; None (the default) for nothing."""
         return None
 
+    def mechanism(self) -> dict | None:
+        """When the method's own mechanism is first in the model the trainer selects: ``{"epoch": e, "what": ...}``,
+        the first (1-based) epoch whose end model it has shaped, or None when it acts from the first step. A report
+        flags a model selected before it (it is then another method's model)."""
+        return None
+
     def snapshots(self) -> dict[int, dict[str, dict[str, torch.Tensor]]]:
         """Copies of ``learners()``' states kept during training, ``{epoch: {learner: state_dict}}`` (CPU), that
         the trainer saves with the run's output as ``learner_snapshots``."""

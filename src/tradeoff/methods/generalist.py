@@ -11,10 +11,15 @@ learner). Every iteration, on the same batch:
   a = ``ema_decay`` (alpha' = 0.999), or theta_g = gamma theta_r + (1 - gamma) theta_n with ``ema: false``
   (Zipper's Table 8). gamma is piecewise-linear through its values at the given epochs.
 
-From epoch t' (``t_prime``) on, every c epochs, both learners restart from theta_g at the epoch boundary:
-after completed (1-based) epoch t when t >= t' and t mod c == 0 (Algorithm 1, Eq. 7 and the authors' code: 75,
-80, ..., 120 in the paper; with c = 2, 76, 78, ...); their optimizers keep their momentum. t', c and gamma's
-breakpoints are epoch-valued, so smaller scales rescale them; c is then rounded to whole epochs, at least 1.
+From epoch t' (``t_prime``) on, every c epochs, both learners restart from theta_g: after iteration t when
+t >= t' and t mod c == 0, t' and c counted in iterations (c epochs of iterations, rounded to a whole number, at
+least 1). With whole-epoch t' and c this is the epoch boundary after (1-based) epoch t when t >= t' and t mod c == 0
+(Algorithm 1, Eq. 7 and the authors' code: 75, 80, ..., 120 in the paper; with c = 2, 76, 78, ...). t', c and
+gamma's breakpoints are epoch-valued, so smaller scales rescale them: the demo's c = 5/12 epoch communicates every
+10 of its 23 iterations per epoch, so a run keeps its number of communications and their period against the EMA
+window (at 10 epochs, rounding c to whole epochs made every c of 1..15 one epoch). The optimizers keep their
+momentum. A communication due at an epoch's last iteration happens at the epoch's end, after the learners are
+observed (``track_learners``, ``snapshot_epochs``).
 Schedules (gamma, the learning rates) are read at the 1-based epoch, as the authors' code interpolates them.
 
 ``nt_lr_schedule``: ``scaled`` (default) gives the NT learner the run's schedule rescaled to start at nt_lr
@@ -67,6 +72,19 @@ from .pgd_at import PGDAT
 
 # Training-set sizes, for the iterations per epoch that ``ema_horizon`` converts into a per-iteration decay.
 TRAIN_SIZES = {name: sizes[0] for name, sizes in SPLIT_SIZES.items()}
+
+
+def communication_period(c: float, steps_per_epoch: int) -> int:
+    """c epochs in iterations: a whole number, at least 1."""
+    return max(1, math.floor(float(c) * steps_per_epoch + 0.5))
+
+
+def communication_step(step: int, t_prime: float, c: float, steps_per_epoch: int) -> bool:
+    """Whether the learners restart from theta_g after (1-based) iteration ``step`` of the run: t >= t' and
+    t mod c == 0 with t' and c in iterations (:func:`communication_period`). With whole-epoch t' and c these are the
+    last iterations of :func:`communication_epoch`'s epochs."""
+    return (step >= float(t_prime) * steps_per_epoch - 1e-9
+            and step % communication_period(c, steps_per_epoch) == 0)
 
 
 def communication_epoch(epoch: int, t_prime: float, c: float) -> bool:
@@ -139,10 +157,11 @@ class Generalist(Method):
         self.floats = {id(m): _float_state(m) for m in (self.nt.model, self.at.model, self.global_model,
                                                           *self.averages.values())}
         self.n_params = len(list(self.global_model.parameters()))
+        self.steps_per_epoch = self._steps_per_epoch()
         self.decay = float(p["ema_decay"])
         if p["ema_horizon"] is not None:
             # a window shorter than one iteration (tiny scales) means no averaging at all
-            self.decay = max(0.0, 1.0 - 1.0 / (float(p["ema_horizon"]) * self._steps_per_epoch()))
+            self.decay = max(0.0, 1.0 - 1.0 / (float(p["ema_horizon"]) * self.steps_per_epoch))
         self.updates = 0  # theta_g updates so far (the warm-up's t)
         self.epoch, self.gamma = 0, self._gamma_at(0.0)
         self.check_params(spec)
@@ -231,11 +250,17 @@ class Generalist(Method):
             mix = torch._foreach_lerp(self.floats[id(n)], self.floats[id(r)], self.gamma)  # gamma r + (1-gamma) n
         self._track(self.global_model, mix, r, decay if self.p["ema"] else None)
         self.updates += 1
-        if self.p["communication"] == "iteration" and self._communicates(self.epoch + 1):
-            self.communicate()
+        if self.p["communication"] == "iteration":
+            if self._communicates(self.epoch + 1):
+                self.communicate()
+        elif self.updates % self.steps_per_epoch and self._due(self.updates):
+            self.communicate()  # within an epoch (a communication at its last iteration waits for end_epoch)
         return {"loss": out_at["loss"] + 0.0 * out_nt["loss"],  # a non-finite NT loss stops the run too
                 "correct": out_at["correct"], "nt_loss": out_nt["loss"],
                 "nt_acc": out_nt["correct"].float() / len(y), "gamma": torch.tensor(self.gamma)}
+
+    def _due(self, step: int) -> bool:
+        return communication_step(step, float(self.p["t_prime"]), float(self.p["c"]), self.steps_per_epoch)
 
     def _communicates(self, epoch: int) -> bool:
         return communication_epoch(epoch, float(self.p["t_prime"]), float(self.p["c"]))
@@ -244,11 +269,27 @@ class Generalist(Method):
         if epoch + 1 in self.snapshot_at:  # the learners as trained, before they restart from theta_g
             self.kept[epoch + 1] = {name: {k: v.detach().cpu().clone() for k, v in m.state_dict().items()}
                                     for name, m in self.learners().items()}
-        if self.p["communication"] == "epoch" and self._communicates(epoch + 1):
+        if self.p["communication"] == "epoch" and self._due(self.updates):
             self.communicate()
 
     def eval_model(self):
         return self.global_model
+
+    def mechanism(self):
+        """The first epoch at whose end theta_g mixes in the NT learner (gamma < 1, read at the epoch's end) and the
+        learners have communicated: before it, theta_g is the AT learner's average, not a Generalist."""
+        epochs, ipe, p = int(self.spec["epochs"]), self.steps_per_epoch, self.p
+        mixing = next((e for e in range(1, epochs + 1) if self._gamma_at(float(e)) < 1.0), None)
+        if p["communication"] == "iteration":
+            talking = next((e for e in range(1, epochs + 1) if self._communicates(e)), None)
+        else:
+            period = communication_period(p["c"], ipe)
+            first = period * math.ceil(max(1.0, float(p["t_prime"]) * ipe - 1e-9) / period)
+            talking = math.ceil(first / ipe) if first <= epochs * ipe else None
+        if mixing is None or talking is None:
+            return {"epoch": None, "what": "never within the run: gamma stays 1 or the learners never communicate"}
+        return {"epoch": max(mixing, talking),
+                "what": f"γ < 1 from epoch {mixing}, first communication in epoch {talking}"}
 
     def learners(self):
         return {"nt": self.nt.model, "at": self.at.model}
@@ -265,9 +306,11 @@ class Generalist(Method):
 
     @classmethod
     def canonical(cls, method):
-        """c and the snapshot epochs as whole epochs, as training uses them (a smaller scale rescales them: at 10
-        epochs every c of 1..17 is one epoch)."""
-        out = {**method, "c": max(1, math.floor(float(method["c"]) + 0.5))}
+        """The snapshot epochs as whole epochs, and with ``communication: iteration`` (whole communication epochs)
+        c too, as training uses them."""
+        out = dict(method)
+        if out.get("communication", cls.params["communication"]) == "iteration":
+            out["c"] = max(1, math.floor(float(method["c"]) + 0.5))
         if out.get("snapshot_epochs") is not None:
             out["snapshot_epochs"] = snapshot_epochs(out["snapshot_epochs"])
         return out

@@ -9,9 +9,9 @@ import csv
 import numpy as np
 
 from ..config import Catalog
-from . import records
+from . import ran, records
 from .kinds import figure_kind
-from .labels import column_label, curve_axis_label, curve_label, curve_scale, curve_title, curve_unit, row_label
+from .labels import curve_axis_label, curve_label, curve_scale, curve_title, curve_unit, row_label
 from .style import LINESTYLES, MARKERS, figure_legend, palette, percent_limits, plt
 from .tables import load_reference, read_metric
 
@@ -23,6 +23,11 @@ def read_predictions(catalog: Catalog, run: str, attack: str) -> dict | None:
 
 def _label(row: dict, reference: dict) -> str:
     return row_label(row, next((lab for (r, _), (_, _, lab) in reference.items() if r == row["key"]), None))
+
+
+def _title(catalog: Catalog, target: dict, column: str) -> str:
+    """A column as its axis, panel or legend names it: its measurement and the budget that ran (report.ran)."""
+    return ran.column_title(catalog, target, column, target["columns"][column])
 
 
 @figure_kind("scatter")
@@ -44,8 +49,8 @@ def plot_scatter(catalog: Catalog, name: str, target: dict, axes) -> None:
         if None not in paper:
             ax.scatter(*paper, facecolors="none", edgecolors=color, s=42, linewidths=1.3, zorder=2)
             xs.append(paper[0]), ys.append(paper[1])
-    ax.set_xlabel(f"{column_label(target, xcol)} accuracy (%)")
-    ax.set_ylabel(f"{column_label(target, ycol)} accuracy (%)")
+    ax.set_xlabel(f"{_title(catalog, target, xcol)} accuracy (%)")
+    ax.set_ylabel(f"{_title(catalog, target, ycol)} accuracy (%)")
     percent_limits(ax, xs, "x")
     percent_limits(ax, ys, "y")
     handles, labels = ax.get_legend_handles_labels()
@@ -66,7 +71,7 @@ def plot_bars(catalog: Catalog, name: str, target: dict, axes) -> None:
     xs = np.arange(len(rows))
     for j, ((column, attack), color) in enumerate(zip(columns, palette(len(columns)))):
         values = [read_metric(catalog, r["run"], attack) for r in rows]
-        ax.bar(xs + j * width, [np.nan if v is None else v for v in values], width, label=column_label(target, column),
+        ax.bar(xs + j * width, [np.nan if v is None else v for v in values], width, label=_title(catalog, target, column),
                color=color)
         for x, v in zip(xs + j * width, values):  # a bar too low to see says what it is: 0, or not measured
             if v is None or v < 0.5:
@@ -104,7 +109,7 @@ def plot_lines(catalog: Catalog, name: str, target: dict, axes) -> None:
     for ((column, attack), series), color in zip(pairs, palette(len(pairs))):
         pts = [(r["x"], read_metric(catalog, r["run"], attack)) for r in groups[series]]
         pts = [(x, y) for x, y in pts if y is not None]
-        label = f"{column_label(target, column)}, {series}" if series else column_label(target, column)
+        label = f"{_title(catalog, target, column)}, {series}" if series else _title(catalog, target, column)
         style = LINESTYLES[list(groups).index(series) % len(LINESTYLES)]
         ax.plot(*(zip(*pts) if pts else ([], [])), marker="o", markersize=5, color=color, linestyle=style,
                 label=label if pts else f"{label} (no metrics)")
@@ -141,7 +146,7 @@ def plot_budget_lines(catalog: Catalog, name: str, target: dict, axes) -> None:
         rescaled = any(abs(ran[job] - x) > 1e-9 for x, _, job in points)
         ax.set_xlabel(target.get("x_label", "attack budget") + ("\n(in brackets: the budget run at this scale)" if rescaled else ""))
         ax.set_ylabel("accuracy (%)")
-        ax.set_title(column_label(target, column))
+        ax.set_title(_title(catalog, target, column))
     for ax in axes:
         percent_limits(ax, values)
     figure_legend(axes[0].figure)
@@ -170,7 +175,7 @@ def plot_per_class(catalog: Catalog, name: str, target: dict, axes) -> None:
         ax.tick_params(axis="x", length=0)
         ax.grid(axis="x", visible=False)
         ax.set_ylim(0, 100)
-        ax.set_title(column_label(target, column))
+        ax.set_title(_title(catalog, target, column))
         ax.set_xlabel("class")
         ax.set_ylabel("correct predictions (%)")
     figure_legend(axes[0].figure)

@@ -11,8 +11,8 @@ column's robust accuracy as y. One legend (the series) right of the panels.
 from __future__ import annotations
 
 from ..config import Catalog
+from . import ran
 from .kinds import figure_kind
-from .labels import column_label
 from .style import POINT_LABEL, figure_legend, palette, percent_limits
 from .tables import read_metric
 
@@ -35,6 +35,11 @@ def front_points(catalog: Catalog, target: dict, robust_attack: str) -> dict[str
         if x is not None and y is not None:
             points.append((x, y, row.get("label")))
     return series
+
+
+def _title(catalog: Catalog, target: dict, column: str) -> str:
+    """A column as its axis, panel or legend names it: its measurement and the budget that ran (report.ran)."""
+    return ran.column_title(catalog, target, column, target["columns"][column])
 
 
 @figure_kind("front", lambda catalog, name, target: front_panels(target))
@@ -62,10 +67,10 @@ def plot_front(catalog: Catalog, name: str, target: dict, axes) -> None:
             else:  # keep the series in the legend, saying it has no measurement yet
                 ax.plot([], [], marker=marker, color=color,
                         label=f"{series} (no metrics)" if series else "(no metrics)")
-        ax.set_xlabel(f"{column_label(target, clean_column)} (%)")
-        ax.set_ylabel(f"{column_label(target, column)} (%)")
+        ax.set_xlabel(f"{_title(catalog, target, clean_column)} (%)")
+        ax.set_ylabel(f"{_title(catalog, target, column)} (%)")
         if len(robust) > 1:
-            ax.set_title(f"{column_label(target, clean_column)}–{column_label(target, column)}")
+            ax.set_title(f"{_title(catalog, target, clean_column)}–{_title(catalog, target, column)}")
         percent_limits(ax, xs, "x", margin=0.14, room=0.14)  # room for the labels of the points at the edges
         percent_limits(ax, ys, "y", margin=0.14, room=0.14)
     figure_legend(axes[0].figure)

@@ -30,6 +30,7 @@ from matplotlib.text import Annotation, Text
 
 from ..config import Catalog
 from . import fig_basic, fig_caat_synthetic, fig_front, fig_grid, fig_tsne  # noqa: F401  (they register the kinds)
+from . import ran
 from .kinds import KINDS
 from .style import (FOOTNOTE, MAX_COLUMNS, PANEL, POINT_LABEL, SAVE_METADATA, SINGLE, STYLE, plt, tick_spacing_px,
                     wrap_text)
@@ -111,7 +112,7 @@ def _finish(fig, catalog: Catalog, name: str, target: dict) -> None:
     """The common layout of every figure: title, footer, legend room, wrapped titles, placed point labels; then
     frozen (layout engine off), so that saving draws exactly this."""
     renderer = fig.canvas.get_renderer()
-    title = fig.suptitle(target.get("title", name))
+    title = fig.suptitle(ran.title(catalog, name))
     _footer(fig, catalog.scale)
     fig.canvas.draw()
     extra = _legend_widths(fig, renderer)
@@ -149,6 +150,8 @@ def make_figure(catalog: Catalog, name: str):
             kind.draw(catalog, name, target, axes)
         if target.get("note"):
             fig.text(0, 0, f"at this scale: {target['note']}", gid=FOOTNOTE)
+        for note in filter(None, [ran.twin_note(catalog, name), *ran.shared_job_notes(catalog, name)]):
+            fig.text(0, 0, note, gid=FOOTNOTE)
         if "rows" in target and "analysis" not in target:
             for note in degenerate_notes(catalog, name):
                 fig.text(0, 0, note, gid=FOOTNOTE)

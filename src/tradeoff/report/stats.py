@@ -46,3 +46,27 @@ def mcnemar(pairs: Sequence[tuple[str, str]]) -> float:
     if only_a + only_b == 0:
         return 1.0
     return float(binomtest(only_a, only_a + only_b, 0.5).pvalue)
+
+
+def mcnemar_one_sided(pairs: Sequence[tuple[str, str]]) -> float:
+    """The one-sided p-value of the exact McNemar test that model a is more accurate than model b (paired outcomes as
+    :func:`mcnemar`): of the discordant examples, a gets more right than half. 1.0 when none separates them."""
+    from scipy.stats import binomtest
+
+    only_a = only_b = 0
+    for a, b in pairs:
+        x, y = discordant(a, b)
+        only_a, only_b = only_a + x, only_b + y
+    if only_a + only_b == 0:
+        return 1.0
+    return float(binomtest(only_a, only_a + only_b, 0.5, alternative="greater").pvalue)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of a family of p-values (statsmodels' ``multipletests``), in their order: reject
+    where an adjusted p-value is below ALPHA and the family's error rate stays at most ALPHA."""
+    if not pvalues:
+        return []
+    from statsmodels.stats.multitest import multipletests
+
+    return [float(p) for p in multipletests(list(pvalues), alpha=ALPHA, method="holm")[1]]

@@ -61,15 +61,19 @@ def axes_legend(ax, **kwargs) -> None:
 
 
 def percent_limits(ax, values, axis: str = "y", margin: float = 0.08, room: float = 0.04) -> None:
-    """Limits of an accuracy axis around ``values`` (%): ``margin`` (a share of the range) either side, reaching
-    below 0 or above 100 by ``room`` (a share) at most, and a readable range when every value is the same (an
-    axis of all-zero accuracies is 0 to 10, not -0.05 to 0.05). Ticks only from 0 to 100 %."""
+    """Limits of an accuracy axis around ``values`` (%): ``margin`` (a share of the range) either side, never past
+    0 or 100 % by more than ``room`` of the range and one point (room for a marker, not for a scale beyond 100 %),
+    and a readable range when the values are close (all-zero accuracies: 0 to 4, not -0.05 to 0.05; values up to 4:
+    0 to 5, not 0 to 10). Ticks only from 0 to 100 %."""
     vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
     lo, hi = (min(vals), max(vals)) if vals else (0.0, 100.0)  # nothing measured yet: the whole range
-    if hi - lo < 5.0:
-        lo, hi = max(0.0, lo - 5.0), min(100.0, max(hi + 5.0, lo + 10.0))
+    if hi - lo < 4.0:
+        lo = max(0.0, lo - 1.0)
+        hi = min(100.0, max(hi + 1.0, lo + 4.0))
+        lo = min(lo, hi - 4.0)
     span = hi - lo
-    lo, hi = max(lo - margin * span, -room * span), min(hi + margin * span, 100.0 + room * span)
+    edge = min(room * span, 1.0)
+    lo, hi = max(lo - margin * span, -edge), min(hi + margin * span, 100.0 + edge)
     axis_ = ax.yaxis if axis == "y" else ax.xaxis
     (ax.set_ylim if axis == "y" else ax.set_xlim)(lo, hi)
     ticks = [t for t in axis_.get_major_locator().tick_values(lo, hi) if -1e-9 <= t <= 100 + 1e-9 and lo <= t <= hi]

@@ -1,7 +1,10 @@
-"""The summary page: every target, whether it is built, which runs and measurements it still misses, the cells where
-the paper's number lies outside our 95% interval, and where the authors' own evaluation overstates robustness. It
-reads whatever metrics exist, so it can be made at any time; a target whose files cannot be vouched for is listed
-as refused, with the reason."""
+"""The summary page: first the papers' claims and their verdicts at this scale (:mod:`tradeoff.report.claims`) and
+what the scale changes; then every target, whether it is built, which runs and measurements it still misses (a
+target that repeats another at this scale says so once, instead of repeating its numbers), the cells where the
+paper's number lies outside our 95% interval (only where ours ran the paper's dataset and architecture: elsewhere
+the comparison is noise), and where the authors' own evaluation overstates robustness. It reads whatever metrics
+exist, so it can be made at any time; a target whose files cannot be vouched for is listed as refused, with the
+reason."""
 
 from __future__ import annotations
 
@@ -10,18 +13,25 @@ from pathlib import Path
 
 from ..checkpoint import atomic_write_text
 from ..config import Catalog
-from . import tables
+from . import claims, ran, tables
 from .build import target_outputs
 from .records import ReportError
 
 SHOWN = 3  # cells listed per target and list
 
 
-def _outside(table: tables.Table) -> tuple[list[tuple[float, str]], int]:
+def _paper_setting(catalog: Catalog, row: tables.Row) -> bool:
+    """Whether a row's model ran the paper's dataset and architecture (else its number is not the paper's to meet)."""
+    spec = catalog.model_spec(row.runs[0])
+    return (spec.get("paper_dataset", spec.get("dataset")) == spec.get("dataset")
+            and spec.get("paper_arch", spec.get("arch")) == spec.get("arch"))
+
+
+def _outside(catalog: Catalog, table: tables.Table) -> tuple[list[tuple[float, str]], int]:
     """Cells whose paper number lies outside our interval, (distance, text) farthest first, and how many paper
-    numbers had an interval of ours to fall in."""
+    numbers had an interval of ours to fall in; only rows that ran the paper's setting."""
     found, compared = [], 0
-    for row in table.rows:
+    for row in (r for r in table.rows if _paper_setting(catalog, r)):
         for member in table.paper_rows(row):
             for c in table.columns:
                 for proto, _ in table.protocols:
@@ -67,32 +77,49 @@ def target_status(catalog: Catalog, name: str) -> dict:
         except ReportError as exc:
             refused = str(exc)
         else:
-            (outside, cells), overstated = _outside(table), _overstated(table)
+            (outside, cells), overstated = _outside(catalog, table), _overstated(table)
     return {"built": built and refused is None, "measured": len(pairs) - len(missing_metrics),
             "measurements": len(pairs), "missing_runs": missing_runs, "refused": refused, "outside": outside,
             "with_interval": cells, "overstated": overstated}
 
 
+SCALE_CHANGES = ("At the {scale} scale every run trains on another dataset and model than the paper's ({what}), "
+                 "with fewer epochs and a recipe of its own (docs/demo-scale.md says what each setting keeps of the "
+                 "papers' mechanisms, and what it changes): a verdict here says what the methods do at this scale, "
+                 "which may differ from the paper's setting, and no paper number is expected inside our intervals.")
+
+
 def build_summary(catalog: Catalog) -> dict[str, Path]:
     header = ("target", "kind", "status", "measured", "missing runs",
               "paper outside our 95% interval (farthest first)")
-    md = [f"# Summary ({catalog.scale} scale)", "",
-          "Scale: results/" + catalog.scale + "/. A cell's interval is its 95% Wilson interval over the test "
-          "examples; a paper number outside it differs from ours by more than the test set's sampling explains." +
-          ("" if catalog.scale == "paper" else f" At the {catalog.scale} scale every run trains on another dataset "
-           "and model than the paper's: the comparison shows the pipeline at work, not a reproduction."), "",
-          "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    found = claims.verdicts(catalog)
+    mapped = sorted({f"{ran.DATASET_NAMES.get(s['dataset'], s['dataset'])}, "
+                     f"{ran.ARCH_NAMES.get(s['arch'], s['arch'])}" for s in catalog.runs.values()
+                     if (s.get("paper_dataset"), s.get("paper_arch")) != (s["dataset"], s["arch"])})
+    md = [f"# Summary ({catalog.scale} scale)", ""] + (claims.markdown(found, catalog.scale) + [""] if found else [])
+    if mapped:
+        md += [SCALE_CHANGES.format(scale=catalog.scale, what="; ".join(mapped)), ""]
+    md += ["## Targets", "",
+           "Scale: results/" + catalog.scale + "/. A cell's interval is its 95% Wilson interval over the test "
+           "examples; a paper number outside it differs from ours by more than the test set's sampling explains "
+           "(counted only for rows that ran the paper's dataset and architecture).", "",
+           "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     rows_html, overstated = [], []
     for name, target in catalog.targets.items():
+        same = ran.twin(catalog, name)
         st = target_status(catalog, name)
         status = "refused: " + st["refused"] if st["refused"] else ("built" if st["built"] else "missing")
-        outside = (f"{len(st['outside'])} of {st['with_interval']}: " +
-                   "; ".join(text for _, text in st["outside"][:SHOWN])) if st["outside"] else "—"
+        if same and not st["refused"]:
+            status += f"; = {same} at this scale (the same jobs and evaluations)"
+        outside = "—" if same else (f"{len(st['outside'])} of {st['with_interval']}: " +
+                                    "; ".join(text for _, text in st["outside"][:SHOWN])) if st["outside"] else "—"
         missing = ", ".join(st["missing_runs"]) or "—"
-        values = (name, target["kind"], status, f"{st['measured']}/{st['measurements']}", missing, outside)
+        measured = f"{st['measured']}/{st['measurements']}" if st["measurements"] else "— (no evaluation)"
+        values = (name, target["kind"], status, measured, missing, outside)
         md.append("| " + " | ".join(values) + " |")
         rows_html.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in values) + "</tr>")
-        overstated += [(name, gap, text) for gap, text in st["overstated"][:SHOWN]]
+        if not same:
+            overstated += [(name, gap, text) for gap, text in st["overstated"][:SHOWN]]
     if overstated:
         md += ["", "## Where the authors' evaluation overstates robustness", "",
                "Ours under the authors' own evaluation protocol against ours under the strong attacks, same model "
@@ -100,7 +127,12 @@ def build_summary(catalog: Catalog) -> dict[str, Path]:
         md += [f"- {name}: {text}" for name, _, text in overstated]
     paths = catalog.layout.summary()
     atomic_write_text(paths["md"], "\n".join(md) + "\n")
-    body = (f"<h1>Summary ({html.escape(catalog.scale)} scale)</h1><table class='tradeoff'><thead><tr>"
+    verdicts_html = "".join(f"<li><b>{html.escape(f.verdict)}</b> — {html.escape(f.claim['paper'])}, "
+                            f"{html.escape(f.claim['where'])}: “{html.escape(f.claim['says'])}” — "
+                            f"{html.escape(f.because)}</li>" for f in found)
+    body = (f"<h1>Summary ({html.escape(catalog.scale)} scale)</h1>"
+            + (f"<h2>The papers' claims</h2><ul>{verdicts_html}</ul>" if found else "")
+            + "<h2>Targets</h2><table class='tradeoff'><thead><tr>"
             + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr></thead><tbody>" + "".join(rows_html)
             + "</tbody></table>"
             + ("<h2>Where the authors' evaluation overstates robustness</h2><ul>"

@@ -6,9 +6,13 @@ fills, or the report stops naming the file), and carries its uncertainty:
 
 - an accuracy measured on n test examples: its 95% Wilson interval; a run with seeds: mean ± standard deviation;
 - each row against the paper's own method (the table's ``compare`` row): the exact McNemar test on the per-example
-  predictions, a dagger where they differ at 5%;
+  predictions, Holm-corrected over the column's comparisons, a dagger where they differ at 5% after correction;
 - bold: the best of ours in a column and every row not significantly worse than it (exact McNemar, p ≥ 0.05), ties
-  included; never a zero, never a time.
+  included; only where such a test exists (an accuracy on paired examples: not NROB, a mean or a time); never a zero.
+
+What ran is said where it is read (:mod:`tradeoff.report.ran`): the title says what a smaller scale ran, every
+column its budget, each row its selected epoch, and a row selected before its method's mechanism acts (a Generalist
+before it mixes) is flagged.
 
 Degenerate comparisons are merged and said, not shown as results: rows that are one training job at this scale
 (identical resolved settings) are one row, labelled with every member; a column where every row is at 0% (or
@@ -26,12 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import CORRUPTIONS_TYPE, PSEUDO_COLUMNS, Catalog, parse_budget, split_budget
-from . import stats
+from . import ran, stats
 from .labels import column_label
 from .records import Measurement, ReportError, measurement, training_minutes
 
 STRONG = "strong"
 MARK = "†"  # differs significantly from the table's compare row
+EARLY = "‡"  # selected before its method's mechanism acts
 
 
 @dataclass
@@ -47,6 +52,8 @@ class Ours:
     bits: list[str] = field(default_factory=list)   # per seed: per-example correctness (accuracies only)
     files: list[str] = field(default_factory=list)
     same_as_strong: bool = False       # the protocol runs the column's own attack: nothing new to show
+    selected: list[int | None] = field(default_factory=list)   # per seed: the epoch its model was selected at
+    mechanism: dict | None = None      # when its method's mechanism first shaped the model (tradeoff.methods)
 
 
 @dataclass
@@ -79,6 +86,7 @@ class Table:
     pvalues: dict[tuple[str, str, str], float]      # against the compare row
     bold: set[tuple[str, str, str]]
     notes: list[str]
+    adjusted: dict[tuple[str, str, str], float] = field(default_factory=dict)  # pvalues, Holm over the column
 
     def paper_rows(self, row: Row) -> list[dict]:
         """The members of a row that have paper numbers (each gets its own paper line)."""
@@ -124,7 +132,9 @@ def measure(catalog: Catalog, run_id: str, attack: str) -> Ours:
     if not values or any(v is None for v in values):
         return Ours(None, kind)
     mean = sum(values) / len(values)
-    out = Ours(mean, kind, files=[str(m.metrics_path) for m in found])
+    out = Ours(mean, kind, files=[str(m.metrics_path) for m in found],
+               selected=[m.record.get("selected_epoch") for m in found],
+               mechanism=found[0].record.get("mechanism") if found else None)
     if len(values) > 1:
         out.std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
     if kind == "accuracy":
@@ -145,17 +155,6 @@ def read_metric(catalog: Catalog, run_id: str, attack: str) -> float | None:
 
 
 # ------------------------------------------------------------------------------------------------ building
-
-
-def _column_label(catalog: Catalog, target: dict, key: str, attack: str) -> str:
-    """A column's human name; a budget that this scale maps to another one says the budget that ran."""
-    label = column_label(target, key)
-    base, budget = split_budget(attack)
-    if budget is None or base not in catalog.attacks:
-        return label
-    ran = catalog.attack_for(attack, target["rows"][0]["run"])["eps"]
-    written = next(e for e, job in zip(catalog.attacks[base]["eps"], catalog.attack_jobs(base)) if job == attack)
-    return label if abs(ran - parse_budget(written, "eps")) < 1e-9 else f"{label} (here {ran:.3g})"
 
 
 def _merged_rows(catalog: Catalog, target: dict, reference: dict) -> list[Row]:
@@ -199,7 +198,7 @@ def build(catalog: Catalog, name: str) -> Table:
     target = catalog.targets[name]
     reference = load_reference(catalog, target["reference"]) if target.get("reference") else {}
     rows = _merged_rows(catalog, target, reference)
-    columns = [Column(key, attack, _column_label(catalog, target, key, attack)) for key, attack in
+    columns = [Column(key, attack, ran.column_title(catalog, target, key, attack)) for key, attack in
                target["columns"].items()]
     protocols = [(STRONG, "the strong attacks named by the columns")]
     if target.get("protocol"):
@@ -212,7 +211,7 @@ def build(catalog: Catalog, name: str) -> Table:
                 if c.attack == "mean":
                     continue
                 attack = c.attack if proto == STRONG else catalog.protocol_attack(name, c.attack, run)
-                if attack is None:  # the protocol runs the column's own attack
+                if attack is None:  # the protocol runs the column's own attack (or a time: no attack at all)
                     ours[(proto, row.key, c.key)] = Ours(None, _kind(catalog, c.attack), same_as_strong=True)
                 else:
                     ours[(proto, row.key, c.key)] = measure(catalog, run, attack)
@@ -226,7 +225,7 @@ def build(catalog: Catalog, name: str) -> Table:
     wanted = target.get("compare") or []
     wanted = [wanted] if isinstance(wanted, str) else wanted
     compare = {row.group: row.key for row in rows if any(m["key"] in wanted for m in row.members)}
-    table = Table(name, target.get("title", name), catalog.scale, rows, columns, protocols, ours, paper, compare,
+    table = Table(name, ran.title(catalog, name), catalog.scale, rows, columns, protocols, ours, paper, compare,
                   {}, set(), [])
     _compare(table)
     table.notes = _notes(catalog, table)
@@ -255,8 +254,8 @@ def _compare_group(table: Table, group: str, rows: list[Row]) -> None:
                 continue
             best_key = max(measured, key=lambda k: measured[k].value)
             best = measured[best_key]
-            if best.value <= 0.0:
-                continue  # never a bold zero
+            if best.value <= 0.0 or best.kind != "accuracy" or not best.bits:
+                continue  # never a bold zero, nor a bold without a paired test behind it (NROB, a mean)
             for key, o in measured.items():
                 if o.value == best.value:
                     table.bold.add((proto, key, c.key))
@@ -266,14 +265,50 @@ def _compare_group(table: Table, group: str, rows: list[Row]) -> None:
             ref = measured.get(compare) if compare else None
             if ref is None or ref.kind != "accuracy" or not ref.bits:
                 continue
-            for key, o in measured.items():
-                if key != compare and o.bits:
-                    table.pvalues[(proto, key, c.key)] = stats.mcnemar(_pairs(o, ref))
+            family = [(proto, key, c.key) for key, o in measured.items() if key != compare and o.bits]
+            raw = [stats.mcnemar(_pairs(measured[k], ref)) for _, k, _ in family]
+            for cell, p, adjusted in zip(family, raw, stats.holm(raw)):
+                table.pvalues[cell] = p
+                table.adjusted[cell] = adjusted
 
 
 def _compare_label(table: Table) -> str:
     keys = set(table.compare.values())
     return " / ".join(row.label for row in table.rows if row.key in keys)
+
+
+def row_cell(table: Table, row: Row) -> Ours | None:
+    """A measured cell of the row under the strong attacks (its records name the selected epoch), or None."""
+    return next((o for (proto, key, _), o in table.ours.items()
+                 if proto == STRONG and key == row.key and o.value is not None and o.selected), None)
+
+
+def selected_epochs(table: Table, row: Row) -> list[int | None]:
+    cell = row_cell(table, row)
+    return cell.selected if cell else []
+
+
+def before_mechanism(table: Table, row: Row) -> dict | None:
+    """The mechanism (its first epoch and what it is) of a row whose model was selected before it, else None."""
+    cell = row_cell(table, row)
+    mech = cell.mechanism if cell else None
+    if not mech:
+        return None
+    start = mech.get("epoch")
+    if start is None or any(e is not None and e < start for e in cell.selected):
+        return mech
+    return None
+
+
+def _same_predictions(table: Table) -> list[list[Row]]:
+    """Groups of rows (distinct training jobs) whose models give the same prediction on every test example under
+    every measured column of the strong attacks: at this scale they are one model as far as the table can tell."""
+    groups: dict[tuple, list[Row]] = {}
+    for row in table.rows:
+        bits = tuple(tuple(table.ours[(STRONG, row.key, c.key)].bits) for c in table.columns)
+        if any(bits):
+            groups.setdefault(bits, []).append(row)
+    return [rows for rows in groups.values() if len(rows) > 1]
 
 
 def _notes(catalog: Catalog, table: Table) -> list[str]:
@@ -284,14 +319,18 @@ def _notes(catalog: Catalog, table: Table) -> list[str]:
            f"{'/'.join(map(str, examples)) or 'no'} test examples."]
     if target.get("note"):
         out.append(f"At this scale: {target['note']}")
+    twin = ran.twin_note(catalog, table.name)
+    if twin:
+        out.append(twin[0].upper() + twin[1:] + ".")
     how = ("How to read a cell: ours [95% Wilson interval] for one seed" +
            (f"; ours ± standard deviation over {'/'.join(map(str, seeds))} seeds (ddof 0)" if seeds else "") +
            ". The paper's number is on its own line below ours. **Bold**: the best of ours in the column and every "
            "row not significantly worse than it (exact McNemar test on the per-example predictions, p ≥ 0.05); "
-           "never a 0.")
+           "never a 0, and only where such a test exists (not on NROB, a mean or a time).")
     if table.compare:
-        how += (f" {MARK}: differs from {_compare_label(table)} (the paper's method) at p < 0.05, exact McNemar "
-                "test.")
+        how += (f" {MARK}: differs from {_compare_label(table)} (the paper's method) at p < 0.05 after Holm's "
+                "correction over the column's comparisons with it (exact McNemar tests; the CSV keeps the raw and the "
+                "adjusted p-values).")
     out.append(how + " —: not measured (yet), or not in the paper.")
     if len(table.protocols) > 1:
         proto, title = table.protocols[1]
@@ -303,6 +342,25 @@ def _notes(catalog: Catalog, table: Table) -> list[str]:
             labels = " and ".join(m["label"] for m in row.members)
             out.append(f"{labels} are one training job at this scale (identical resolved settings, job "
                        f"`{row.runs[0]}`): one model, one row, not a comparison.")
+    for rows in _same_predictions(table):
+        out.append(f"{' and '.join(r.label for r in rows)} are distinct training jobs whose models give the same "
+                   "prediction on every test example under every column: at this scale the table cannot tell them "
+                   "apart.")
+    out += [note + "." for note in ran.shared_job_notes(catalog, table.name)]
+    epochs = [(row, selected_epochs(table, row)) for row in table.rows if not catalog.is_external(row.runs[0])]
+    if any(sel for _, sel in epochs):
+        length = {catalog.runs[row.runs[0]]["epochs"] for row, _ in epochs}
+        out.append(f"Selected epoch (of {'/'.join(map(str, sorted(length)))}; per seed): "
+                   + "; ".join(f"{row.label} {', '.join('—' if e is None else str(e) for e in sel) or '—'}"
+                               for row, sel in epochs) + ".")
+    for row in table.rows:
+        mech = before_mechanism(table, row)
+        if mech is not None:
+            start = mech.get("epoch")
+            out.append(f"{EARLY} {row.label}: its model is the one of epoch "
+                       f"{', '.join(str(e) for e in selected_epochs(table, row))}, selected before its method's "
+                       f"mechanism acts ({'from epoch ' + str(start) if start else 'never'}: {mech.get('what')}): "
+                       "this row measures another model than its label says.")
     for proto, _ in table.protocols:
         for c in table.columns:
             values = [table.ours[(proto, row.key, c.key)].value for row in table.rows]
@@ -389,13 +447,14 @@ def ours_text(table: Table, proto: str, row: Row, c: Column, *, bold: str = "**{
               pm: str = "±") -> str:
     o = table.ours[(proto, row.key, c.key)]
     if o.same_as_strong:
-        return "="
+        return "" if c.attack in PSEUDO_COLUMNS else "="
     if o.value is None:
         return "—"
-    text = _num(o.value) + (f"{pm}{_num(o.std)}" if o.std is not None else "")
+    digits = 3 if o.kind == "minutes" and o.value < 10 else 1  # minutes of a small scale: 0.137, not 0.1
+    text = _num(o.value, digits) + (f"{pm}{_num(o.std, digits)}" if o.std is not None else "")
     if (proto, row.key, c.key) in table.bold:
         text = bold.format(text)
-    p = table.pvalues.get((proto, row.key, c.key))
+    p = table.adjusted.get((proto, row.key, c.key))
     if p is not None and p < stats.ALPHA:
         text += mark
     if o.lo is not None:
@@ -413,9 +472,10 @@ def paper_text(table: Table, member: dict, c: Column, pm: str = "±") -> str:
 def _lines(table: Table, row: Row) -> list[tuple[str, str, list[str] | None, dict | None]]:
     """The lines of a row: (row label or '', line label, protocol, member): ours per protocol, then the paper's."""
     lines = []
+    label = row.label + (f" {EARLY}" if before_mechanism(table, row) else "")
     for i, (proto, _) in enumerate(table.protocols):
         what = "ours" if len(table.protocols) == 1 else ("ours, strong" if proto == STRONG else f"ours, {proto}")
-        lines.append((row.label if i == 0 else "", what, proto, None))
+        lines.append((label if i == 0 else "", what, proto, None))
     for member in table.paper_rows(row):
         what = "paper" if len(row.members) == 1 else f"paper ({member['label']})"
         lines.append(("", what, None, member))
@@ -434,8 +494,8 @@ def render_markdown(table: Table) -> str:
 
 
 CSV_FIELDS = ("target", "row", "label", "column", "column_label", "protocol", "attack", "ours", "ci_low", "ci_high",
-              "ours_std", "seeds", "examples", "paper", "paper_std", "diff", "p_vs_compare", "significant", "bold",
-              "jobs", "metrics", "scale")
+              "ours_std", "seeds", "examples", "paper", "paper_std", "diff", "p_vs_compare", "p_holm", "significant",
+              "bold", "selected_epoch", "mechanism_epoch", "before_mechanism", "jobs", "metrics", "scale")
 
 
 def render_csv(table: Table, catalog: Catalog) -> str:
@@ -452,16 +512,24 @@ def render_csv(table: Table, catalog: Catalog) -> str:
                     continue
                 attack = (c.attack if proto == STRONG
                           else catalog.protocol_attack(table.name, c.attack, row.members[0]["run"]))
+                cell = row_cell(table, row)
+                mech = (cell.mechanism or {}) if cell else {}
+                early = before_mechanism(table, row)
                 for member in row.members:
                     paper = table.paper.get((member["key"], c.key), (None, None))
                     p = table.pvalues.get((proto, row.key, c.key))
+                    adjusted = table.adjusted.get((proto, row.key, c.key))
                     diff = None if o.value is None or paper[0] is None else o.value - paper[0]
                     writer.writerow([table.name, member["key"], member["label"], c.key, c.label, proto, attack,
                                      fmt(o.value), fmt(o.lo), fmt(o.hi), fmt(o.std), len(row.runs),
                                      o.examples or "", fmt(paper[0]), fmt(paper[1]), fmt(diff),
                                      "" if p is None else f"{p:.4g}",
-                                     "" if p is None else int(p < stats.ALPHA),
-                                     int((proto, row.key, c.key) in table.bold), " ".join(row.runs),
+                                     "" if adjusted is None else f"{adjusted:.4g}",
+                                     "" if adjusted is None else int(adjusted < stats.ALPHA),
+                                     int((proto, row.key, c.key) in table.bold),
+                                     " ".join("" if e is None else str(e) for e in selected_epochs(table, row)),
+                                     "" if mech.get("epoch") is None else mech["epoch"],
+                                     "" if not mech else int(early is not None), " ".join(row.runs),
                                      " ".join(o.files), table.scale])
     return buffer.getvalue()
 
@@ -470,6 +538,7 @@ def render_csv(table: Table, catalog: Catalog) -> str:
 TEX_CHARS = {"β": r"$\beta$", "λ": r"$\lambda$", "γ": r"$\gamma$", "δ": r"$\delta$", "ε": r"$\varepsilon$",
              "μ": r"$\mu$", "τ": r"$\tau$", "ω": r"$\omega$", "α": r"$\alpha$", "∞": r"$\infty$", "—": "---",
              "–": "--", "−": "$-$", "±": r"$\pm$", "×": r"$\times$", "½": r"$\frac{1}{2}$", "†": r"$^\dagger$",
+             "‡": r"$^\ddagger$",
              "‖": r"$\|$", "≥": r"$\geq$", "≤": r"$\leq$", "→": r"$\rightarrow$", "·": r"$\cdot$", "’": "'",
              "é": r"\'e", "ü": r"\"u"}
 TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{",

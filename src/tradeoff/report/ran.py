@@ -1,0 +1,190 @@
+"""What ran, said where a reader looks: a target's title, its columns' budgets and its twins at the scale that ran.
+
+A target's title in the catalog names the paper's setting ("Table 1(a): CIFAR-10, ResNet-18, eps = 8/255"). At a
+smaller scale that setting did not run, so the title says what did ("— demo scale ran: 8×8 digits, small CNN,
+ε = 0.3"); a column names its budget as the paper writes it and, where the scale maps it, the budget that ran
+("PGD-20, ε = 8/255 (here 0.3)"); and a target whose every cell is another target's at this scale (the same
+training jobs under the same evaluations) says so in its title instead of passing for a second result. Pure: it
+reads the resolved catalog only, never a results file.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..config import PSEUDO_COLUMNS, Catalog, parse_budget, split_budget
+from .labels import budget_text, column_label
+
+#: readers' names of the datasets and architectures that a scale maps to (the others are named by their id)
+DATASET_NAMES = {"digits": "8×8 digits", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "svhn": "SVHN",
+                 "mnist": "MNIST", "tinyimagenet": "Tiny-ImageNet", "cub200": "CUB-200",
+                 "stanford-dogs": "Stanford Dogs"}
+ARCH_NAMES = {"small_cnn": "small CNN", "vit_tiny": "tiny ViT", "vit_tiny_adapter": "tiny ViT with adapters",
+              "resnet18": "ResNet-18", "resnet34": "ResNet-34", "wrn-28-10": "WRN-28-10", "wrn-32-10": "WRN-32-10",
+              "wrn-34-10": "WRN-34-10", "swin_t_adapter": "Swin-T with adapters",
+              "vit_b16_adapter": "ViT-B/16 with adapters"}
+
+
+def _runs(catalog: Catalog, target: dict) -> list[str]:
+    return [r for row in target.get("rows", []) for r in catalog.row_runs(row["run"])]
+
+
+def _written_budget(catalog: Catalog, attack: str, run_id: str) -> str | None:
+    """A budget as the paper's catalog writes it: the job's sweep label, the attack's eps, or the paper dataset's
+    standard budget for its norm."""
+    base, label = split_budget(attack)
+    spec = catalog.attacks[base]
+    if label is not None:
+        return budget_text(label)
+    if spec.get("eps") is not None:
+        return str(spec["eps"])
+    model = catalog.model_spec(run_id)
+    dataset = model.get("paper_dataset") or model.get("dataset")
+    budget = (catalog.config["datasets"].get(dataset) or {}).get(spec.get("norm", "linf"))
+    return None if budget is None else str(budget)
+
+
+def budget_phrase(catalog: Catalog, attack: str, run_ids: list[str]) -> str | None:
+    """"ε = 8/255", or "ε = 8/255 (here 0.3)" where this scale runs another budget, over a column's rows (distinct
+    settings joined by " / "); None for a column without a budget (clean accuracy, corruptions, a time)."""
+    base, label = split_budget(attack)
+    if attack in PSEUDO_COLUMNS or base not in catalog.attacks or catalog.attacks[base]["type"] in (
+            "clean", "corruptions"):
+        return None
+    if label is None and isinstance(catalog.attacks[base].get("eps"), list):
+        return None  # a whole budget sweep (a `lines` figure's x axis names its budgets)
+    parts = []
+    for run in dict.fromkeys(run_ids):
+        written = _written_budget(catalog, attack, run)
+        ran = float(catalog.attack_for(attack, run)["eps"])
+        same = written is not None and abs(parse_budget(written, "eps") - ran) < 1e-9
+        text = written if same else f"{written} (here {ran:.3g})" if written else f"{ran:.3g}"
+        if text not in parts:
+            parts.append(text)
+    return "ε = " + " / ".join(parts) if parts else None
+
+
+def column_title(catalog: Catalog, target: dict, key: str, attack: str) -> str:
+    """A column's header: its measurement and its budget (see budget_phrase)."""
+    label = column_label(target, key)
+    if "ε =" in label:  # a sweep's column label names the budget already: replace it by the full phrase
+        label = label.split(", ε =")[0]
+    budget = budget_phrase(catalog, attack, _runs(catalog, target))
+    return f"{label}, {budget}" if budget else label
+
+
+def _names(values, names: dict) -> str:
+    return ", ".join(names.get(v, v) for v in dict.fromkeys(values))
+
+
+def ran_phrase(catalog: Catalog, name: str) -> str | None:
+    """What ran at a smaller scale, for a title ("8×8 digits, small CNN, ε = 0.3"); None at the paper scale, where
+    every run is the paper's setting."""
+    target = catalog.targets[name]
+    runs = [r for r in _runs(catalog, target) if not catalog.is_external(r)]
+    if not runs or all(catalog.runs[r].get("paper_dataset", catalog.runs[r]["dataset"]) == catalog.runs[r]["dataset"]
+                       and catalog.runs[r].get("paper_arch", catalog.runs[r]["arch"]) == catalog.runs[r]["arch"]
+                       for r in runs):
+        return None
+    text = (f"{_names((catalog.runs[r]['dataset'] for r in runs), DATASET_NAMES)}, "
+            f"{_names((catalog.runs[r]['arch'] for r in runs), ARCH_NAMES)}")
+    first = runs[0]
+    budgets = {round(float(catalog.attack_for(job, first)["eps"]), 6)
+               for a in (target.get("columns") or {}).values() if budget_phrase(catalog, a, [first])
+               for job in catalog.column_jobs(a)}
+    if len(budgets) == 1:
+        text += f", ε = {next(iter(budgets)):.3g}"
+    return text
+
+
+def title(catalog: Catalog, name: str) -> str:
+    """A target's title: the catalog's (the paper's setting), what ran at a smaller scale, and the target it
+    repeats at this scale, if any."""
+    target = catalog.targets[name]
+    out = target.get("title", name)
+    ran = ran_phrase(catalog, name)
+    if ran:
+        out += f" — {catalog.scale} scale ran: {ran}"
+    same = twin(catalog, name)
+    if same:
+        out += f" (= {same} at this scale)"
+    return out
+
+
+def _signature(catalog: Catalog, name: str) -> str | None:
+    """What a target computes at this scale: its kind, its rows' training jobs and its columns' evaluations (and any
+    analysis or curves it draws); None for a group or a target without rows."""
+    target = catalog.targets[name]
+    if target["kind"] == "group" or not target.get("rows"):
+        return None
+    rows = [[catalog.train_id[r] for r in catalog.row_runs(row["run"])] for row in target["rows"]]
+    columns = {k: catalog.column_jobs(a) if a not in PSEUDO_COLUMNS else [a]
+               for k, a in (target.get("columns") or {}).items()}
+    protocol = target.get("protocol")
+    protocol_jobs = sorted({str(catalog.protocol_attack(name, j, r[0])) for js in columns.values() for j in js
+                            for r in rows if j not in PSEUDO_COLUMNS}) if protocol else []
+    what = {"kind": target["kind"], "plot": target.get("plot"), "rows": sorted(rows),
+            "columns": sorted(columns.values()), "protocol": protocol_jobs,
+            "curves": target.get("curve_columns"), "analysis": target.get("analysis")}
+    return json.dumps(what, sort_keys=True, default=str)
+
+
+_TWINS: dict[int, tuple[Catalog, dict[str, str]]] = {}  # id(catalog) -> (the catalog, its twins): computed once
+
+
+def _twins(catalog: Catalog) -> dict[str, str]:
+    cached = _TWINS.get(id(catalog))
+    if cached is not None and cached[0] is catalog:
+        return cached[1]
+    first: dict[str, str] = {}
+    out: dict[str, str] = {}
+    for name in catalog.targets:
+        sig = _signature(catalog, name)
+        if sig is None:
+            continue
+        if sig in first:
+            out[name] = first[sig]
+        else:
+            first[sig] = name
+    _TWINS.clear()
+    _TWINS[id(catalog)] = (catalog, out)
+    return out
+
+
+def twin(catalog: Catalog, name: str) -> str | None:
+    """The first target of the catalog whose every cell this one repeats at this scale (the same training jobs
+    under the same evaluations), or None."""
+    return _twins(catalog).get(name)
+
+
+def twin_note(catalog: Catalog, name: str) -> str | None:
+    same = twin(catalog, name)
+    if same is None:
+        return None
+    return (f"at the {catalog.scale} scale every row of this target is the same training job as in {same}, under the "
+            f"same evaluations: its numbers are {same}'s, not a second measurement (the paper's settings that "
+            "separate them are mapped onto one at this scale)")
+
+
+def shared_job_notes(catalog: Catalog, name: str) -> list[str]:
+    """Rows whose training job at this scale is a run of another paper setting (dataset or architecture): said, so
+    that a row labelled MNIST is not read as an MNIST model."""
+    target = catalog.targets[name]
+    by_job: dict[str, list[str]] = {}
+    for rid in catalog.runs:
+        by_job.setdefault(catalog.train_id[rid], []).append(rid)
+    notes = []
+    for row in target.get("rows", []):
+        run = row["run"]
+        if catalog.is_external(run):
+            continue
+        spec = catalog.runs[run]
+        job = catalog.train_id[run]
+        setting = (spec.get("paper_dataset"), spec.get("paper_arch"))
+        others = [r for r in by_job.get(job, []) if r != run and
+                  (catalog.runs[r].get("paper_dataset"), catalog.runs[r].get("paper_arch")) != setting]
+        if others:
+            notes.append(f"{row.get('label') or row['key']}: at this scale the same training job (`{job}`) as "
+                         f"{', '.join(f'`{r}`' for r in others[:3])}{' …' if len(others) > 3 else ''} (another "
+                         "paper dataset or architecture mapped onto the same one)")
+    return notes
