@@ -216,19 +216,19 @@ def test_demo_thinning_keeps_few_caat_trainings(demo):
         assert {row["series"] for row in smoke_rows} == {"vanilla", "CA-AT"}
 
 
-def test_demo_maps_the_budget_sweeps_where_digits_models_differ(demo):
-    """Digits models are at 0% from 2 standard budgets (0.6) up: the demo keeps a sweep's ratios (1-4) in
-    scale_map.sweep_unit (0.1 L-inf, 0.5 L2) instead of digits' standard budget (0.3, 1.5); its fixed steps scale
-    alike (2/255 of 8/255 -> 0.025 of 0.1)."""
+def test_demo_maps_the_budget_sweeps_by_the_one_rule_of_every_budget(demo):
+    """A sweep's budgets keep their ratio to the standard budget as every other budget does (8/255 is digits' 0.3,
+    in training, under AutoAttack and in the sweep alike); 32/255 (1.2) is capped at the image range by
+    scale_map.eps_cap, and a relative step follows its budget."""
     run = demo.targets["caat_table1"]["rows"][0]["run"]
     eps = [demo.attack_for(f"caat_pgd@{b}", run)["eps"] for b in ("8_255", "16_255", "24_255", "32_255")]
-    assert eps == pytest.approx([0.1, 0.2, 0.3, 0.4])
-    assert demo.attack_for("caat_pgd@32_255", run)["step_size"] == pytest.approx(0.025)
+    assert eps == pytest.approx([0.3, 0.6, 0.9, 1.0])
+    assert demo.attack_for("caat_pgd@24_255", run)["step_size"] == pytest.approx(0.9 / 4)
     l2 = [demo.attack_for(f"caat_pgd_l2@{b}", run)["eps"] for b in ("0.5", "1", "1.5", "2")]
-    assert l2 == pytest.approx([0.5 * b / (128 / 255) for b in (0.5, 1, 1.5, 2)])
-    assert demo.attack_for("aa", run)["eps"] == pytest.approx(0.3)  # a single budget: digits' standard one
+    assert l2 == pytest.approx([1.5 * b / (128 / 255) for b in (0.5, 1, 1.5, 2)])
+    assert demo.attack_for("aa", run)["eps"] == pytest.approx(0.3)
     config = copy.deepcopy(cfg.load_config(DEMO))
-    config["scale_map"]["sweep_unit"] = None  # the plain mapping takes 32/255 past the image range, and says so
+    config["scale_map"]["eps_cap"] = None  # without the cap 32/255 is past the image range, and the config says so
     with pytest.raises(cfg.ConfigError, match=r"scales to 1\.2 on digits.*scale_map\.eps_cap"):
         cfg.resolve(config)
 
@@ -267,9 +267,9 @@ def test_figure8_draws_accuracy_over_attack_budgets_from_metrics(smoke):
         lines = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
         assert [line.get_label() for line in lines] == [row["series"] for row in target["rows"]]
         assert len({line.get_color() for line in lines}) == len(lines)
-        # the paper's budgets, each with the budget that ran at this scale (the sweep in units of 0.1 on digits)
+        # the paper's budgets, each with the budget that ran at this scale (32/255 capped at the image range)
         assert [t.get_text() for t in ax.get_xticklabels()] == [
-            "0", "8/255\n(0.1)", "16/255\n(0.2)", "24/255\n(0.3)", "32/255\n(0.4)"]
+            "0", "8/255\n(0.3)", "16/255\n(0.6)", "24/255\n(0.9)", "32/255\n(1)"]
         assert "in brackets: the budget run at this scale" in ax.get_xlabel()
     pgd = next(line for line in fig.axes[1].get_lines() if line.get_label() == target["rows"][0]["series"])
     assert list(pgd.get_xdata()) == pytest.approx([0, 8 / 255, 16 / 255, 24 / 255, 32 / 255])

@@ -74,7 +74,7 @@ def test_accuracy_is_non_increasing_in_the_budget(models, tmp_path):
     overlay = tmp_path / "sweep.yaml"
     # at the demo scale 8/255 is digits' 0.3: these are 0.0375 ... 0.45
     overlay.write_text("attacks:\n  sweep: {type: pgd, steps: 20, step_size: eps/4, eps: [1/255, 2/255, 4/255, "
-                       "6/255, 8/255, 12/255]}\nscale_map: {sweep_unit: null, eps_cap: {linf: 1.0}}\n")  # in digits' budget
+                       "6/255, 8/255, 12/255]}\nscale_map: {eps_cap: {linf: 1.0}}\n")  # in digits' budget
     catalog = cfg.load_catalog(FILES + [overlay])
     previous = _evaluate(models, AT, "clean")["accuracy"]
     jobs = catalog.attack_jobs("sweep")

@@ -150,7 +150,7 @@ SWEEPS = """
 runtime: {eval_shards: 2, eval_unit: attack}  # sharding needs one job per (run, attack)
 attacks:
   pgd_sweep: {type: pgd, steps: 10, step_size: eps/4, eps: [8/255, 16/255, 24/255], shards: 3}
-  l2_sweep: {type: pgd, norm: l2, steps: 10, step_size: 0.2, eps: [0.5, 1, 1.5, 2]}
+  l2_sweep: {type: pgd, norm: l2, steps: 10, step_size: eps*0.4, eps: [0.5, 1, 1.5, 2]}
 targets:
   table1a:
     columns: {nat: clean, "pgd@16/255": "pgd_sweep@16_255", "pgd_l2@1": "l2_sweep@1"}
@@ -169,7 +169,7 @@ def test_budget_sweeps_are_one_evaluation_per_budget(tmp_path):
     spec = catalog.attack_for("pgd_sweep@16_255", run)
     assert spec["eps"] == pytest.approx(16 / 255) and spec["step_size"] == pytest.approx(4 / 255)
     assert catalog.attack_for("l2_sweep@1.5", run)["eps"] == pytest.approx(1.5)
-    assert catalog.attack_for("l2_sweep@1.5", run)["step_size"] == pytest.approx(0.2)
+    assert catalog.attack_for("l2_sweep@1.5", run)["step_size"] == pytest.approx(0.6)
     assert (run, "pgd_sweep@16_255") in catalog.evaluations("table1a")
     with pytest.raises(cfg.ConfigError, match="pgd_sweep@8_255"):
         catalog.attack_for("pgd_sweep", run)
@@ -177,12 +177,12 @@ def test_budget_sweeps_are_one_evaluation_per_budget(tmp_path):
         catalog.attack_for("pgd_sweep@9_255", run)
     assert catalog.shards_for("pgd_sweep@8_255") == 3 and catalog.shards_for("pgd20") == 2
     assert "shards" not in spec  # not a setting of the maths: changing it re-runs nothing
-    # at the demo scale a sweep keeps its budgets' ratios to the standard one in scale_map.sweep_unit (0.1 on digits:
-    # 16/255 -> 0.2, its step 4/255 -> 0.05), a single budget in the dataset's standard budget (8/255 -> 0.3)
+    # at the demo scale a sweep keeps its budgets' ratios to the standard one as every budget does (digits: 8/255 is
+    # 0.3, 16/255 0.6, its step 4/255 0.15)
     demo = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "demo.yaml", overlay])
-    assert demo.attack_for("pgd_sweep@16_255", run)["eps"] == pytest.approx(0.2)
-    assert demo.attack_for("pgd_sweep@16_255", run)["step_size"] == pytest.approx(0.05)
-    assert demo.attack_for("l2_sweep@1.5", run)["eps"] == pytest.approx(1.5 * 0.5 / (128 / 255))
+    assert demo.attack_for("pgd_sweep@16_255", run)["eps"] == pytest.approx(0.6)
+    assert demo.attack_for("pgd_sweep@16_255", run)["step_size"] == pytest.approx(0.15)
+    assert demo.attack_for("l2_sweep@1.5", run)["eps"] == pytest.approx(1.5 * 1.5 / (128 / 255))
     assert demo.attack_for("pgd20", run)["eps"] == pytest.approx(0.3)
 
 

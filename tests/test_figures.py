@@ -94,7 +94,7 @@ def test_bars_and_lines_name_their_columns(catalog):
         fig = figures.make_figure(catalog, name)
         try:
             legend = fig.axes[0].get_legend()
-            assert [t.get_text() for t in legend.get_texts()] == ["Natural", "PGD-20"]
+            assert [t.get_text() for t in legend.get_texts()] == ["Natural", "PGD-20, ε = 8/255 (here 0.3)"]
             assert fig.axes[0].get_ylabel() == "accuracy (%)"
         finally:
             figures.plt.close(fig)
@@ -104,7 +104,7 @@ def test_a_targets_own_labels_win_in_the_figure(catalog):
     fig = figures.make_figure(catalog, "fig_bars_labelled")
     try:
         ax = fig.axes[0]
-        assert [t.get_text() for t in ax.get_legend().get_texts()] == ["SA", "PGD-20"]
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == ["SA", "PGD-20, ε = 8/255 (here 0.3)"]
         assert [t.get_text() for t in ax.get_xticklabels()] == ["Mine"]
     finally:
         figures.plt.close(fig)

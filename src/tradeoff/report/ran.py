@@ -167,24 +167,27 @@ def twin_note(catalog: Catalog, name: str) -> str | None:
 
 
 def shared_job_notes(catalog: Catalog, name: str) -> list[str]:
-    """Rows whose training job at this scale is a run of another paper setting (dataset or architecture): said, so
-    that a row labelled MNIST is not read as an MNIST model."""
+    """One note naming the rows whose training job at this scale is a run of another paper setting (dataset or
+    architecture), so that a row labelled MNIST is not read as an MNIST model; none for a target that repeats
+    another (its twin note says more)."""
+    if twin(catalog, name) is not None:
+        return []
     target = catalog.targets[name]
     by_job: dict[str, list[str]] = {}
     for rid in catalog.runs:
         by_job.setdefault(catalog.train_id[rid], []).append(rid)
-    notes = []
+    shared = []
     for row in target.get("rows", []):
         run = row["run"]
         if catalog.is_external(run):
             continue
         spec = catalog.runs[run]
-        job = catalog.train_id[run]
         setting = (spec.get("paper_dataset"), spec.get("paper_arch"))
-        others = [r for r in by_job.get(job, []) if r != run and
-                  (catalog.runs[r].get("paper_dataset"), catalog.runs[r].get("paper_arch")) != setting]
-        if others:
-            notes.append(f"{row.get('label') or row['key']}: at this scale the same training job (`{job}`) as "
-                         f"{', '.join(f'`{r}`' for r in others[:3])}{' …' if len(others) > 3 else ''} (another "
-                         "paper dataset or architecture mapped onto the same one)")
-    return notes
+        job = catalog.train_id[run]
+        if any((catalog.runs[r].get("paper_dataset"), catalog.runs[r].get("paper_arch")) != setting
+               for r in by_job.get(job, []) if r != run):
+            shared.append(f"{row.get('label') or row['key']} (`{job}`)")
+    if not shared:
+        return []
+    return [f"at this scale these rows are also the training jobs of other paper datasets or architectures (mapped "
+            f"onto the same one): {', '.join(dict.fromkeys(shared))}"]
