@@ -301,3 +301,14 @@ def test_the_summary_opens_with_the_verdicts_and_compares_paper_numbers_only_in_
     # NT's clean 40/64 is far below the paper's 93.04, but on digits, not CIFAR-10: not listed as a difference
     line = next(ln for ln in lines if ln.startswith("| t |"))
     assert line.endswith("| — |")
+
+
+def test_the_papers_own_inconsistencies_are_flagged_under_their_tables(tmp_path):
+    """config/reference/flags.yaml names reference files that exist, and a table of that reference says each flag."""
+    flags = yaml.safe_load((ROOT / "config" / "reference" / "flags.yaml").read_text())
+    assert set(flags) <= {p.stem for p in (ROOT / "config" / "reference").glob("*.csv")}
+    assert {"caat_table1", "caat_table3", "caat_table4"} <= set(flags)
+    catalog = _catalog(tmp_path)
+    _fill(catalog, {NT: (60, 0), AT: (50, 30), HALF: (55, 28)})
+    notes = tables.build(catalog, "t").notes  # reference table1a
+    assert any(n.startswith("The paper's own numbers: its Generalist row is, but for APGD-T") for n in notes)

@@ -109,6 +109,14 @@ def load_reference(catalog: Catalog, name: str) -> dict[tuple[str, str], tuple[f
                                       float(r["std"]) * scale if r["std"] else None, r["label"]) for r in rows}
 
 
+def paper_flags(catalog: Catalog, name: str) -> list[str]:
+    """What the paper's own numbers of a reference file contradict (``reference/flags.yaml``), said under its table."""
+    from ..config import load_yaml
+
+    path = Path(catalog.reference_dir) / "flags.yaml"
+    return [" ".join(str(text).split()) for text in ((load_yaml(path) or {}).get(name) or [])] if path.exists() else []
+
+
 def _kind(catalog: Catalog, attack: str) -> str:
     if attack == "train:minutes":
         return "minutes"
@@ -319,6 +327,7 @@ def _notes(catalog: Catalog, table: Table) -> list[str]:
            f"{'/'.join(map(str, examples)) or 'no'} test examples."]
     if target.get("note"):
         out.append(f"At this scale: {target['note']}")
+    out += [f"The paper's own numbers: {flag}." for flag in paper_flags(catalog, target.get("reference") or "")]
     twin = ran.twin_note(catalog, table.name)
     if twin:
         out.append(twin[0].upper() + twin[1:] + ".")
