@@ -10,6 +10,8 @@ t-SNE axes carry no meaning, so they have no ticks.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..analysis import read_analysis
 from ..config import Catalog
 from .kinds import figure_kind
@@ -43,9 +45,17 @@ def make_tsne(catalog: Catalog, name: str, target: dict):
     for p in panels:
         ax = axes[keys.index(p["key"])][epochs.index(p["epoch"])]
         ax.axis("on")
+        # opaque points, both sources in one seeded random order: every point is one of the legend's colours (no
+        # blend of two translucent points reads as a third kind), and neither source always covers the other
+        xs, ys, colours = [], [], []
         for i, (source, pts) in enumerate(p["sources"].items()):
             label, color = SOURCES.get(source, (source, f"C{i + 2}"))
-            ax.scatter(pts["x"], pts["y"], s=5, alpha=0.6, color=color, label=label, linewidths=0)
+            ax.scatter([], [], s=5, color=color, label=label, linewidths=0)
+            xs += list(pts["x"])
+            ys += list(pts["y"])
+            colours += [color] * len(pts["x"])
+        order = np.random.default_rng(0).permutation(len(xs))
+        ax.scatter(np.asarray(xs)[order], np.asarray(ys)[order], s=5, c=[colours[k] for k in order], linewidths=0)
         title = f"epoch {p['epoch']}"
         if len(keys) > 1:
             title = f"{labels.get(p['key'], p['key'])}, {title}"
