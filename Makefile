@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 CORES ?= 2
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: install demo smoke test dvc-demo figures clean-demo
+.PHONY: install demo smoke test dvc-demo figures clean-demo readme
 
 install: $(STAMP)
 
@@ -39,3 +39,7 @@ test: install
 # records what it ran in dvc.lock; `dvc push` then sends the results to the remote `localremote`.
 dvc-demo: install
 	$(BIN)/dvc repro
+
+# The README's table excerpt, from the demo's built Table 1(a) (after `make demo`): generated, never hand-copied.
+readme: install
+	$(BIN)/python -m tradeoff.report.excerpt results/demo/tables/table1a.md README.md

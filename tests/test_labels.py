@@ -312,3 +312,25 @@ def test_the_papers_own_inconsistencies_are_flagged_under_their_tables(tmp_path)
     _fill(catalog, {NT: (60, 0), AT: (50, 30), HALF: (55, 28)})
     notes = tables.build(catalog, "t").notes  # reference table1a
     assert any(n.startswith("The paper's own numbers: its Generalist row is, but for APGD-T") for n in notes)
+
+
+def test_the_readmes_table_excerpt_is_generated_and_says_what_the_code_labels_now():
+    """README's excerpt is `make readme`'s output (tradeoff.report.excerpt) of the demo's Table 1(a): its title and
+    column headers are what the report code writes today (a label change without `make readme` fails here)."""
+    from tradeoff.report import excerpt
+
+    text = (ROOT / "README.md").read_text()
+    block = text.split(excerpt.BEGIN, 1)[1].split(excerpt.END, 1)[0].strip().splitlines()
+    demo = cfg.load_catalog(DEMO)
+    target = demo.targets["table1a"]
+    assert block[0] == ran.title(demo, "table1a")
+    header = [c.strip() for c in block[3].strip("|").split("|")]
+    wanted = [ran.column_title(demo, target, k, target["columns"][k]) for k in ("nat", "pgd20", "aa")]
+    assert header == ["Method", ""] + wanted
+    rows = {c.strip("| ").split("|")[0].strip() for c in block[4:-1]} - {""}
+    assert rows <= {"FAT", "Generalist", "Generalist ‡"} and rows
+    md = ("# T\n\n| Method | | Natural | PGD-20, ε = 1 | X |\n|---|---|---|---|---|\n| FAT | ours | 1 | 2 | 3 |\n"
+          "|  | paper | 4 | 5 | 6 |\n| NT | ours | 7 | 8 | 9 |\n\nnotes\n")
+    assert excerpt.excerpt(md).splitlines()[3:6] == ["| Method |       | Natural | PGD-20, ε = 1 |",
+                                                     "| FAT    | ours  | 1       | 2             |",
+                                                     "|        | paper | 4       | 5             |"]
