@@ -12,7 +12,7 @@ from ..config import Catalog
 from . import ran, records
 from .kinds import figure_kind
 from .labels import curve_axis_label, curve_label, curve_scale, curve_title, curve_unit, row_label
-from .style import LINESTYLES, MARKERS, figure_legend, palette, percent_limits, plt
+from .style import FOOTNOTE, LINESTYLES, MARKERS, figure_legend, palette, percent_limits, plt
 from .tables import load_reference, read_metric
 
 def read_predictions(catalog: Catalog, run: str, attack: str) -> dict | None:
@@ -35,6 +35,11 @@ def plot_scatter(catalog: Catalog, name: str, target: dict, axes) -> None:
     ax = axes[0]
     (xcol, xattack), (ycol, yattack) = list(target["columns"].items())[:2]
     reference = load_reference(catalog, target["reference"]) if target.get("reference") else {}
+    if reference and ran.ran_phrase(catalog, name):  # another dataset and model: not points of one plane
+        ax.figure.text(0, 0, "the paper's points are not drawn: at this scale ours are of another dataset and model",
+                       gid=FOOTNOTE)
+        labels = {r: lab for (r, _), (_, _, lab) in reference.items()}
+        reference = {(r, "_label"): (0.0, None, lab) for r, lab in labels.items()}  # the paper's row labels only
     colours = palette(len(target["rows"]))
     xs, ys = [], []
     for row, color in zip(target["rows"], colours):
@@ -54,7 +59,7 @@ def plot_scatter(catalog: Catalog, name: str, target: dict, axes) -> None:
     percent_limits(ax, xs, "x")
     percent_limits(ax, ys, "y")
     handles, labels = ax.get_legend_handles_labels()
-    if reference:
+    if any(c != "_label" for _, c in reference):
         handles += [plt.Line2D([], [], marker="o", linestyle="", color="0.25", markersize=6),
                     plt.Line2D([], [], marker="o", linestyle="", markerfacecolor="none", markeredgecolor="0.25",
                                markersize=6)]

@@ -331,6 +331,10 @@ def _notes(catalog: Catalog, table: Table) -> list[str]:
     twin = ran.twin_note(catalog, table.name)
     if twin:
         out.append(twin[0].upper() + twin[1:] + ".")
+    counts = sorted({len(row.runs) for row in table.rows if not catalog.is_external(row.runs[0])})
+    if counts:
+        out.append(f"Seeds per row: {'/'.join(map(str, counts))} (each a training job of its own"
+                   + ("; a cell is their mean ± standard deviation" if counts[-1] > 1 else "") + ").")
     how = ("How to read a cell: ours [95% Wilson interval] for one seed" +
            (f"; ours ± standard deviation over {'/'.join(map(str, seeds))} seeds (ddof 0)" if seeds else "") +
            ". The paper's number is on its own line below ours. **Bold**: the best of ours in the column and every "
