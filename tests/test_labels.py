@@ -308,10 +308,12 @@ def test_the_papers_own_inconsistencies_are_flagged_under_their_tables(tmp_path)
     flags = yaml.safe_load((ROOT / "config" / "reference" / "flags.yaml").read_text())
     assert set(flags) <= {p.stem for p in (ROOT / "config" / "reference").glob("*.csv")}
     assert {"caat_table1", "caat_table3", "caat_table4"} <= set(flags)
-    catalog = _catalog(tmp_path)
-    _fill(catalog, {NT: (60, 0), AT: (50, 30), HALF: (55, 28)})
-    notes = tables.build(catalog, "t").notes  # reference table1a
-    assert any(n.startswith("The paper's own numbers: its Generalist row is, but for APGD-T") for n in notes)
+    square = {"kind": "table", "title": "Square", "reference": "caat_table4", "rows": [{"key": "resnet18/nt", "run": NT}],
+              "columns": {"nat": "clean", "square": "pgd20"}}
+    catalog = _catalog(tmp_path, {"t": square})
+    _fill(catalog, {NT: (60, 0)})
+    notes = tables.build(catalog, "t").notes
+    assert any(n.startswith("The paper's own numbers: its standard-training models (λ=0) keep 70.3%") for n in notes)
 
 
 def test_the_readmes_table_excerpt_is_generated_and_says_what_the_code_labels_now():
