@@ -96,7 +96,7 @@ def test_front_connects_each_series_in_row_order_one_panel_per_robust_column(cat
         for series, runs in (("vanilla", RUNS[:3]), ("CA-AT", RUNS[3:])):
             assert list(lines[series].get_xdata()) == pytest.approx([100 * METRICS[r][0] for r in runs])
             assert list(lines[series].get_ydata()) == pytest.approx([100 * METRICS[r][k] for r in runs])
-        assert ax.get_xlabel() == "SA (%)" and ax.get_ylabel() == f"{column} (%)"
+        assert ax.get_xlabel() == "SA (%)" and ax.get_ylabel() == f"{column}, ε = 8/255 (here 0.3) (%)"  # the budget
         assert {t.get_text() for t in ax.texts} == {"λ=0", "λ=0.5", "λ=1", "γ=0.8", "γ=0.9"}
     plt.close(fig)
 
