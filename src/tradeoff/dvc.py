@@ -241,8 +241,8 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
             # what it reads besides the model: the corruption set of an NROB evaluation, else the model's test set
             "data": (markers[0] if len(markers) == 1 else str(Path(data) / ".ready") if markers
                      else str(ready_marker(data, catalog.model_spec(run)["dataset"]))),
-            "attacks": attacks, "settings": {a: catalog.attack_for(a, run) for a in attacks} | (
-                {"external": catalog.model_spec(run)} if catalog.is_external(run) else {})}
+            "attacks": attacks, "settings": digest({a: catalog.attack_for(a, run) for a in attacks} | (
+                {"external": catalog.model_spec(run)} if catalog.is_external(run) else {}))}
     for name in analyses:
         models, sets = catalog.analysis_runs(name), catalog.analysis_datasets(name)
         # the models it reads: one run's model.pt, or the checkpoints folder for several (dvc.yaml's templates cannot
