@@ -116,7 +116,7 @@ def write_curves(catalog, run: str, rows: list[dict]) -> Path:
     """Write ``run``'s training curves: one dict per epoch (``epoch`` and any curve columns; accuracies as
     fractions), with the trainer's logger."""
     folder = catalog.layout.curves(catalog.train_id[run])
-    live.write_curves(folder, rows)
+    live.CurveLog(folder, rows).finish()
     return folder
 
 

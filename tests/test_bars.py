@@ -54,6 +54,25 @@ def test_a_terminal_gets_a_bar_with_its_eta():
     assert "<" in text  # tqdm's [elapsed<remaining]
 
 
+def test_log_lines_go_above_the_bars_while_they_are_drawn(monkeypatch):
+    root = logging.getLogger()
+    terminal = FakeTerminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    console = logging.StreamHandler()  # the log's lines to the terminal
+    root.addHandler(console)
+    try:
+        outer = bars.Bar(2, "epochs", stream=terminal)
+        inner = bars.Bar(3, "steps", stream=terminal, leave=False)
+        assert console not in root.handlers  # replaced by tqdm's, which writes above the bars
+        inner.close()
+        assert console not in root.handlers
+        outer.close()
+        outer.close()  # twice: no harm
+        assert console in root.handlers and bars.Bar.drawn == 0
+    finally:
+        root.removeHandler(console)
+
+
 def test_a_real_pseudo_terminal_is_detected():
     leader, follower = pty.openpty()
     with os.fdopen(follower, "w") as stream:

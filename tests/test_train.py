@@ -16,7 +16,7 @@ from tradeoff import checkpoint
 from tradeoff.results import Layout
 from tradeoff import config as cfg
 from tradeoff.runtime import Runtime
-from tradeoff.live import CurveLog, read_curves, read_summary, write_curves
+from tradeoff.live import CurveLog, read_curves, read_summary
 from tradeoff.train import CURVE_FIELDS, NonFiniteLoss, augment, train
 from tradeoff.trained import load_model
 
@@ -104,7 +104,7 @@ def test_curves_are_rewritten_from_the_resumed_state(tmp_path):
     """An epoch logged after the state a run resumes from (killed between the two) is not kept: the curves are those
     of the state's epochs, then of the epochs trained again, as if never interrupted."""
     rows = [{"epoch": e, "train_loss": 1.0 / e, "eval_robust": 0.1 * e if e % 2 == 0 else None} for e in (1, 2, 3)]
-    write_curves(tmp_path, rows)
+    CurveLog(tmp_path, rows).finish()
     log = CurveLog(tmp_path, rows[:2])
     assert read_curves(tmp_path) == rows[:2]
     log.epoch(rows[2])

@@ -28,7 +28,10 @@ def duration(seconds: float) -> str:
 class Bar:
     """``total`` steps of work named ``desc``, ``initial`` of them done before this process (a resumed job: not
     counted in the rate). ``terminal``: draw a bar (None: when ``stream`` is a terminal). ``clock`` times the plain
-    lines (a test's own clock)."""
+    lines (a test's own clock). While bars are drawn, the log's lines to the terminal go through tqdm, above them
+    (a line written under a bar would be cut by its next redraw)."""
+
+    drawn = 0  # bars on the terminal now: the first redirects the log's console lines, the last one closed restores
 
     def __init__(self, total: int, desc: str, *, unit: str = "it", initial: int = 0, leave: bool = True,
                  terminal: bool | None = None, stream=None, every: float | None = None,
@@ -41,8 +44,14 @@ class Bar:
         if stream.isatty() if terminal is None else terminal:
             from tqdm import tqdm
 
+            from tqdm.contrib.logging import logging_redirect_tqdm
+
             self.bar = tqdm(total=total, desc=desc, unit=unit, initial=initial, leave=leave, file=stream,
                             dynamic_ncols=True)
+            self.redirect = logging_redirect_tqdm() if Bar.drawn == 0 else None
+            if self.redirect is not None:
+                self.redirect.__enter__()
+            Bar.drawn += 1
 
     def update(self, n: int = 1, postfix: str = "") -> None:
         """``n`` more steps done; ``postfix``: what else to show (robust so far, a loss)."""
@@ -63,6 +72,10 @@ class Bar:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+            self.bar = None
+            Bar.drawn -= 1
+            if self.redirect is not None:
+                self.redirect.__exit__(None, None, None)
 
     def __enter__(self) -> "Bar":
         return self

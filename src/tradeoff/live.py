@@ -49,15 +49,12 @@ class CurveLog:
                 self.live.log_metric(key, value)
         self.live.make_summary()
 
-    def finish(self, selected: dict) -> None:
-        """The selection's result (its epoch and that epoch's measurements) in metrics.json; closes the log."""
-        self.live.summary["selected"] = selected
+    def finish(self, selected: dict | None = None) -> None:
+        """Close the log; ``selected``: the selection's result (its epoch and that epoch's measurements), in
+        metrics.json."""
+        if selected is not None:
+            self.live.summary["selected"] = selected
         self.live.end()
-
-
-def write_curves(folder: Path, rows: list[dict]) -> None:
-    """Curves of finished epochs, as the trainer logs them (reports' test fixtures)."""
-    CurveLog(folder, rows).live.end()
 
 
 def read_curves(folder: Path) -> list[dict] | None:
