@@ -13,9 +13,9 @@ import hashlib
 import json
 from pathlib import Path
 
+from tradeoff import live
 from tradeoff.results import SUITE_FORMAT
 
-CURVE_FIELDS = ("epoch", "lr", "train_loss", "train_acc", "eval_clean", "eval_robust", "seconds", "images_per_s")
 PROVENANCE = {"git_commit": "0" * 40, "versions": {"python": "3", "torch": "2"}, "device": "cpu", "host": "test"}
 
 
@@ -114,11 +114,10 @@ def write_predictions(catalog, run: str, attack: str, labels: list[int], robust_
 
 def write_curves(catalog, run: str, rows: list[dict]) -> Path:
     """Write ``run``'s training curves: one dict per epoch (``epoch`` and any curve columns; accuracies as
-    fractions, as tradeoff.train writes them), the columns in tradeoff.train's order."""
-    keys = {k for r in rows for k in r}
-    fields = [f for f in CURVE_FIELDS if f in keys] + sorted(keys - set(CURVE_FIELDS))
-    lines = [",".join(fields)] + [",".join("" if r.get(f) is None else str(r[f]) for f in fields) for r in rows]
-    return _write(catalog.layout.curves(catalog.train_id[run]), "\n".join(lines) + "\n")
+    fractions), with the trainer's logger."""
+    folder = catalog.layout.curves(catalog.train_id[run])
+    live.CurveLog(folder, rows).finish()
+    return folder
 
 
 def write_analysis(catalog, name: str, data: dict) -> Path:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import ROOT, run, workflow_copy
+from helpers import ROOT, results_of, run, workflow_copy
 from tradeoff import config as cfg
 from tradeoff import dvc as tdvc
 
@@ -61,9 +61,10 @@ def test_shipped_pipeline_is_short_and_templated():
 
 
 def test_jobs_json_holds_the_resolved_settings():
-    """A job per line; a stage's params are its entry, whose `settings` is the digest of the resolved settings that
-    Snakemake's rule takes as params: a run's resolved spec, the resolved settings of an evaluation's attacks, a
-    target's with its members' (a group re-runs when a member's title changes)."""
+    """A job per line; a stage's params are its entry, whose `settings` are the resolved settings that Snakemake's
+    rule takes as params: a run's resolved spec spelled out (what `dvc params diff` and `dvc exp show` show), the
+    resolved settings of an evaluation's attacks and a target's with its members' as a digest (a group re-runs when a
+    member's title changes)."""
     files = [str(ROOT / f) for f in SMOKE]
     catalog = cfg.load_catalog(files)
     items = tdvc.jobs(catalog)
@@ -73,7 +74,8 @@ def test_jobs_json_holds_the_resolved_settings():
     assert written == json.loads(json.dumps(items))
     assert len(text.splitlines()) == 3 + len(items) + sum(len(v) + 1 for v in items.values() if isinstance(v, dict))
     run_id = catalog.train_id["cifar10-resnet18-at-beta1"]
-    assert items["train"][run_id] == {"dataset": "digits", "settings": tdvc.digest(catalog.runs[run_id])}
+    assert items["train"][run_id] == {"dataset": "digits", "settings": catalog.runs[run_id]}
+    assert {"method", "lr", "epochs", "batch_size", "seed"} <= set(written["train"][run_id]["settings"])
     unit = items["evaluate"][tdvc.unit_key(run_id, "all")]
     assert unit["settings"] == tdvc.digest({a: catalog.attack_for(a, run_id) for a in unit["attacks"]})
     assert unit["attacks"] == catalog.unit_attacks(run_id, "all") and "pgd20" in unit["attacks"]
@@ -248,7 +250,17 @@ def test_exp_run_set_param_reruns_exactly_what_it_changes(built):
         assert "table@caat_table1" in ran[3:] and set(ran[3:]) <= {"table@caat_table1", "figure@figure3b"}
         resolved = cfg.load_catalog([work / f for f in [*SMOKE, "params.yaml"]]).runs[run_id]
         assert resolved["seed"] == 7
-        assert json.loads((work / "jobs.json").read_text())["train"][run_id]["settings"] == tdvc.digest(resolved)
+        assert json.loads((work / "jobs.json").read_text())["train"][run_id]["settings"] == resolved
+        # DVC names the hyperparameter that changed, and shows every run's with its metrics (dvclive's files)
+        diff = json.loads(run(["dvc", "params", "diff", "--json"], work).stdout)["jobs.json"]
+        assert diff[f"train.{run_id}.settings.seed"]["new"] == 7 and not any(k.startswith("evaluate.") for k in diff)
+        shown = json.loads(run(["dvc", "exp", "show", "--json"], work).stdout)
+        workspace, baseline = (entry["data"] for entry in shown[:2])  # the last experiment's results, the commit
+        settings = [row["params"]["jobs.json"]["data"]["train"][run_id]["settings"] for row in (workspace, baseline)]
+        assert settings[0]["seed"] == 7 != settings[1]["seed"]
+        assert {"method", "lr", "epochs", "batch_size"} <= set(settings[0]) and settings[0]["method"]["name"]
+        curves = workspace["metrics"][str(results_of(Path("")).curve_files(run_id)[0])]["data"]
+        assert 0 <= curves["eval_clean"] <= 1 and curves["selected"]["epoch"] >= 1
     finally:
         run(["git", "checkout", "--", "params.yaml", "jobs.json", "dvc.lock"], work)
         run(["dvc", "checkout", "--force"], work)

@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import random
+import shutil
 import signal
 import stat
 import subprocess
@@ -36,6 +37,7 @@ from tradeoff.results import Layout, log_history
 from tradeoff import cli as tcli
 from tradeoff import config as tcfg
 from tradeoff.runtime import Runtime
+from tradeoff.live import read_curves
 from tradeoff.train import NonFiniteLoss, train
 
 SMOKE = ["config/config.yaml", "config/smoke.yaml"]
@@ -144,7 +146,7 @@ def test_kill9_training_at_random_moments_then_rerun_is_bit_identical(tmp_path, 
         assert f"resuming after epoch {interrupted_at}" in out.stderr, info
     paths = results_of(killed).run(AT)
     assert _same_weights(paths.model, results_of(reference).run(AT).model), info
-    assert [line.split(",")[0] for line in paths.curves.read_text().splitlines()[1:]] == list("123456"), info
+    assert [row["epoch"] for row in read_curves(paths.curves)] == [1, 2, 3, 4, 5, 6], info
     assert not [p for p in state_dir.iterdir() if p.name.endswith(".tmp")], f"temporary files left: {info}"
 
 
@@ -194,11 +196,8 @@ STOP_RUNS = {  # run -> what it exercises besides the model, the optimizer's mom
 
 
 def _curves_without_times(path: Path) -> list[dict]:
-    import csv
-
-    with open(path) as f:
-        return [{k: v for k, v in row.items() if k not in ("seconds", "images_per_s", "track_seconds")}
-                for row in csv.DictReader(f)]
+    return [{k: v for k, v in row.items() if k not in ("seconds", "images_per_s", "track_seconds")}
+            for row in read_curves(path)]
 
 
 @pytest.mark.parametrize("run_id", list(STOP_RUNS))
@@ -305,7 +304,7 @@ def test_corrupt_or_truncated_newest_state_resumes_from_the_previous_one(tmp_pat
     caplog.set_level(logging.INFO)
     work, paths, reference = _trained_three_epochs(tmp_path, monkeypatch)
     for damage in ("flip", "truncate"):
-        paths.curves.unlink()
+        shutil.rmtree(paths.curves)
         newest = checkpoint.list_states(paths.state)[-1]
         assert _epoch(newest) == 3
         if damage == "flip":
@@ -800,6 +799,7 @@ def trained_nt(tmp_path_factory):
 
 def test_evaluation_logs_its_progress_per_batch_and_per_autoattack_component(trained_nt, monkeypatch, caplog):
     caplog.set_level(logging.INFO)
+    monkeypatch.setenv("TRADEOFF_PROGRESS_SECONDS", "0")  # not a terminal: a line per update
     assert _cli(trained_nt, monkeypatch, "evaluate", "--run", NT, "--attack", "pgd20", "--attack", "aa") == 0
     text = caplog.text
     for b in (1, 2, 3):  # done/total, robust so far, images/s, ETA
@@ -807,8 +807,8 @@ def test_evaluation_logs_its_progress_per_batch_and_per_autoattack_component(tra
                          rf"\d+\.\d images/s, ETA \d+m\d\ds", text), text[-3000:]
         assert f"aa: batch {b}/3 done" in text
     for i, component in enumerate(("apgd-ce", "apgd-t", "fab-t", "square"), 1):
-        assert re.search(rf"autoattack: {component} \({i} of 4\) on \d+ points: \d+ of \d+ still robust, \d+\.\d s "
-                         rf"\(\d+\.\d images/s\)", text), component
+        assert re.search(rf"autoattack: component {i}/4 done, {component} on \d+ points: \d+ of \d+ still robust, "
+                         rf"\d+\.\d s \(\d+\.\d images/s\), ETA \d+m\d\ds", text), component
     metrics = json.loads(results_of(trained_nt).metrics(NT, "aa").read_text())
     assert metrics["checks"] == [], metrics["checks"]  # a deterministic model: AutoAttack's checks pass
     assert "checks" not in json.loads(results_of(trained_nt).metrics(NT, "pgd20").read_text())
@@ -898,8 +898,8 @@ def test_second_snakemake_in_the_same_folder_is_refused_and_a_killed_one_needs_u
     assert len(starts) == 2, lines
     assert f"{AT} epoch 1/{SLOW_EPOCHS}" in "\n".join(lines[starts[0]:starts[1]]), lines
     assert "resuming after epoch" in "\n".join(lines[starts[1]:]), lines
-    curves = results_of(work).run(AT).curves.read_text().splitlines()
-    assert len(curves) == SLOW_EPOCHS + 1 and checkpoint.load(work / target)["model"]
+    curves = read_curves(results_of(work).run(AT).curves)
+    assert len(curves) == SLOW_EPOCHS and checkpoint.load(work / target)["model"]
 
 
 def test_second_dvc_repro_in_the_same_folder_is_refused(tmp_path):

@@ -16,6 +16,7 @@ from tradeoff import attacks
 from tradeoff import config as cfg
 from tradeoff.attacks.base import random_start
 from tradeoff.evaluate import build_attack
+from tradeoff.live import read_curves
 from tradeoff.methods import rst as rst_module
 from tradeoff.methods.generalist import communication_epoch, communication_step
 from tradeoff.models import build_model
@@ -332,9 +333,7 @@ def _smoke_spec(run=NT, **selection):
 def _train(spec, data_root, results, run_id="sel"):
     paths = train(run_id, spec, results=results, data_root=data_root, runtime=Runtime(torch.device("cpu")),
                   progress=False)
-    lines = paths.curves.read_text().splitlines()
-    rows = [dict(zip(lines[0].split(","), line.split(","))) for line in lines[1:]]
-    return rows, load_model(paths.model)[1]["selected_epoch"]
+    return read_curves(paths.curves), load_model(paths.model)[1]["selected_epoch"]
 
 
 def test_generalist_code_min_clean_floor(tmp_path):

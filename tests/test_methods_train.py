@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import csv
-
 import pytest
 import torch
 
 from methods_support import CPU, SMOKE, build, digits
 from tradeoff import config as cfg
+from tradeoff.live import read_curves
 from tradeoff.methods import METHODS
 from tradeoff.train import model_factory, train
 from tradeoff.data import load_run_data
@@ -42,7 +41,7 @@ def test_method_learns_digits(run_id, tmp_path):
     spec = catalog.runs[run_id]
     spec["selection"]["mode"] = "last"
     paths = train(run_id, spec, results=tmp_path, data_root=catalog.data_root, runtime=CPU, progress=False)
-    rows = list(csv.DictReader(paths.curves.open()))
+    rows = read_curves(paths.curves)
     assert len(rows) == 5
     assert all(float(r["train_loss"]) == float(r["train_loss"]) for r in rows)  # no NaN
     # chance is 0.1; 40 steps of the small CNN reach 0.45-0.9 clean depending on the method (0.1 budget)

@@ -47,6 +47,7 @@ from helpers import ROOT, env, results_of, run, workflow_copy
 from tradeoff import checkpoint
 from tradeoff import config as tcfg
 from tradeoff.config.design import expand
+from tradeoff.live import read_curves
 from tradeoff.results import log_history
 
 pytestmark = pytest.mark.slow
@@ -384,8 +385,7 @@ def test_requeued_signalled_and_killed_training_resumes_bit_identically(cluster,
     a, b = checkpoint.load(results_of(work).model(run_id)), checkpoint.load(results_of(reference).model(run_id))
     assert a["model"].keys() == b["model"].keys()
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
-    curves = results_of(work).curves(run_id).read_text().splitlines()[1:]
-    assert [int(line.split(",")[0]) for line in curves] == list(range(1, EPOCHS + 1))
+    assert [row["epoch"] for row in read_curves(results_of(work).curves(run_id))] == list(range(1, EPOCHS + 1))
 
 
 def test_dvc_records_pushes_and_pulls_the_cluster_run(cluster, cluster_run, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import signal
 import subprocess
 import time
@@ -15,7 +16,8 @@ from tradeoff import checkpoint
 from tradeoff.results import Layout
 from tradeoff import config as cfg
 from tradeoff.runtime import Runtime
-from tradeoff.train import NonFiniteLoss, augment, train
+from tradeoff.live import CurveLog, read_curves, read_summary
+from tradeoff.train import CURVE_FIELDS, NonFiniteLoss, augment, train
 from tradeoff.trained import load_model
 
 SMOKE = [ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"]
@@ -45,10 +47,11 @@ def test_nt_and_at_learn_and_write_outputs(tmp_path):
         paths = _train(catalog, run_id, tmp_path)
         model, meta = load_model(paths.model)
         assert meta["run"] == run_id and not model.training
-        lines = paths.curves.read_text().splitlines()
-        assert lines[0].startswith("epoch,lr,train_loss") and len(lines) == 7
-        last = dict(zip(lines[0].split(","), lines[-1].split(",")))
-        assert float(last["eval_clean"]) > 0.5, f"{run_id} does not beat chance: {last}"  # 10 classes
+        rows = read_curves(paths.curves)
+        assert [r["epoch"] for r in rows] == [1, 2, 3, 4, 5, 6] and set(CURVE_FIELDS) <= set(rows[0])
+        assert rows[-1]["eval_clean"] > 0.5, f"{run_id} does not beat chance: {rows[-1]}"  # 10 classes
+        summary = read_summary(paths.curves)  # dvc metrics: the last epoch's values and the selection's
+        assert summary["eval_clean"] == rows[-1]["eval_clean"] and summary["selected"]["epoch"] == 6
         assert len(checkpoint.list_states(paths.state)) == 2
 
 
@@ -83,6 +86,34 @@ def test_kill_and_resume_is_bit_identical(tmp_path):
     b = _weights(results_of(killed).run("cifar10-resnet18-at-beta1").model)
     assert a.keys() == b.keys()
     assert all(torch.equal(a[k], b[k]) for k in a)
+    # dvclive's files: what an uninterrupted run logged, byte for byte (but the timings)
+    logged = [_logged(results_of(w).curves("cifar10-resnet18-at-beta1")) for w in (reference, killed)]
+    assert logged[0] == logged[1] and len(logged[0]) > 5
+
+
+TIMINGS = ("seconds", "images_per_s")
+
+
+def _logged(folder) -> dict:
+    files = {str(p.relative_to(folder)): p.read_text() for p in folder.rglob("*.tsv") if p.stem not in TIMINGS}
+    summary = json.loads((folder / "metrics.json").read_text())
+    return {**files, "metrics.json": {k: v for k, v in summary.items() if k not in TIMINGS}}
+
+
+def test_curves_are_rewritten_from_the_resumed_state(tmp_path):
+    """An epoch logged after the state a run resumes from (killed between the two) is not kept: the curves are those
+    of the state's epochs, then of the epochs trained again, as if never interrupted."""
+    rows = [{"epoch": e, "train_loss": 1.0 / e, "eval_robust": 0.1 * e if e % 2 == 0 else None} for e in (1, 2, 3)]
+    CurveLog(tmp_path, rows).finish()
+    log = CurveLog(tmp_path, rows[:2])
+    assert read_curves(tmp_path) == rows[:2]
+    log.epoch(rows[2])
+    log.finish({"epoch": 2, "eval_robust": 0.2})
+    assert read_curves(tmp_path) == rows
+    summary = read_summary(tmp_path)
+    assert summary["step"] == 3 and summary["train_loss"] == 1 / 3 and summary["selected"]["epoch"] == 2
+    assert read_curves(tmp_path)[0]["eval_robust"] is None  # not measured at epoch 1: no point logged
+    assert (tmp_path / "plots" / "metrics" / "eval_robust.tsv").read_text() == "step\teval_robust\n2\t0.2\n"
 
 
 def test_nonfinite_loss_stops_with_run_epoch_and_step(tmp_path):
@@ -102,8 +133,7 @@ def test_best_selection_keeps_best_epoch(tmp_path):
     spec["selection"]["mode"] = "best"
     paths = train("sel", spec, results=tmp_path, data_root=catalog.data_root,
                   runtime=Runtime(torch.device("cpu")), progress=False)
-    rows = [line.split(",") for line in paths.curves.read_text().splitlines()[1:]]
-    scores = [float(r[4]) + float(r[5]) for r in rows]
+    scores = [r["eval_clean"] + r["eval_robust"] for r in read_curves(paths.curves)]
     _, meta = load_model(paths.model)
     assert meta["selected_epoch"] == 1 + scores.index(max(scores))
 

@@ -4,7 +4,6 @@ learner_tsne analysis and the curves / tsne figures, at the smoke scale (digits,
 from __future__ import annotations
 
 import copy
-import csv
 import json
 
 import pytest
@@ -17,6 +16,7 @@ from tradeoff import analysis, checkpoint, learners
 from tradeoff.results import Layout
 from tradeoff import config as cfg
 from tradeoff.evaluate import accuracy_under, batch_seed, build_attack
+from tradeoff.live import read_curves
 from tradeoff.methods.generalist import snapshot_epochs
 from tradeoff.report.build import build_target
 from tradeoff.train import train
@@ -49,8 +49,7 @@ def _spec(epochs: int, *, track: bool = True, snapshots: list | None = None, **m
 
 
 def _curves(path) -> list[dict]:
-    with open(path) as f:
-        return list(csv.DictReader(f))
+    return read_curves(path)
 
 
 def _same_state(a: dict, b: dict) -> bool:
@@ -158,7 +157,7 @@ def test_tracking_on_or_off_trains_bit_identical_weights(tracked, tmp_path):
         for epoch in (1, 2, 3):
             assert _same_state(a["learner_snapshots"][epoch][name], b["learner_snapshots"][epoch][name])
     rows_on, rows_off = _curves(on.curves), _curves(off.curves)
-    assert [r["epoch"] for r in rows_on] == ["1", "2", "3"]
+    assert [r["epoch"] for r in rows_on] == [1, 2, 3]
     for r_on, r_off in zip(rows_on, rows_off):
         assert all(r_on[k] == r_off[k] for k in r_off if k not in ("seconds", "images_per_s"))
         assert all(0.0 <= float(r_on[c]) <= 1.0 for c in COLUMNS)
@@ -299,5 +298,5 @@ def test_snakemake_builds_zipper_figures_at_smoke_scale(tmp_path):
             assert (results / "figures" / f"{name}{suffix}").stat().st_size > 1000
     data = json.loads((results / "analysis" / "zipper_figure6.json").read_text())
     assert [p["epoch"] for p in data["panels"]] == [1, 2] and data["examples"] == 64
-    rows = _curves(results / "curves" / f"{RUN}.csv")
+    rows = _curves(Layout(results).curves(RUN))
     assert len(rows) == 2 and all(c in rows[0] for c in COLUMNS)

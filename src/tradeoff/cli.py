@@ -704,6 +704,11 @@ class _Tee:
             except (OSError, ValueError):
                 pass
 
+    def isatty(self) -> bool:
+        """Never: what goes to a terminal is also written to the history file, where a progress bar's carriage
+        returns do not belong (tradeoff.bars writes plain lines instead)."""
+        return False
+
     def __getattr__(self, name):
         return getattr(self.stream, name)
 

@@ -226,7 +226,7 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
         spec = catalog.runs[run]
         out["finetune" if spec.get("pretrained") else "train"][run] = {
             "dataset": spec["dataset"], **({"pretrained": spec["pretrained"]} if spec.get("pretrained") else {}),
-            "settings": digest(spec)}
+            "settings": spec}
     for run, unit in units:
         attacks = catalog.unit_attacks(run, unit)
         markers = catalog.evaluation_markers(run, attacks)
@@ -304,10 +304,14 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
     each("download", {"cmd": cmd + "download ${item}", "deps": code("download"),
                       "outs": [str(ready_marker(catalog.data_root, "${item}"))]})
     model = str(layout.model("${key}"))
+    # dvclive's files (tradeoff.live): `dvc exp show` reads the metrics file, `dvc plots diff` overlays the curves,
+    # a TSV per column with the epoch as dvclive's step
+    curve_metrics, curve_plots = map(str, layout.curve_files("${key}"))
     for kind, backbone in (("train", []), ("finetune", ["${item.pretrained}"])):
         each(kind, {"cmd": cmd + "train --run ${key}",
                     "deps": code(kind) + [str(ready_marker(catalog.data_root, "${item.dataset}"))] + backbone,
-                    "params": params(kind), "outs": [model], "plots": [str(layout.curves("${key}"))]})
+                    "params": params(kind), "outs": [model], "metrics": [curve_metrics],
+                    "plots": [{curve_plots: {"x": "step"}}]})
     each("evaluate", {"cmd": cmd + "evaluate --run ${item.run} --unit ${item.unit}",
                       "deps": code("evaluate") + ["${item.model}", "${item.data}"],
                       "params": params("evaluate"),
@@ -328,10 +332,7 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
         claims = [str(Path(r).parent / "claims.yaml") for r in reference if (Path(r).parent / "claims.yaml").exists()]
         stages["summary"] = {"cmd": cmd + "summary", "deps": code("summary") + folders(*built) + reference + claims,
                              "outs": list(map(str, layout.summary().values()))}
-    plots = [{str(layout.folder("curves")): {"x": "epoch", "y": ["train_acc", "eval_clean", "eval_robust"]}}] \
-        if has["train"] or has["finetune"] else []
-    return {"vars": [JOBS, {"config": " ".join(f"--config {f}" for f in config_files(files))}],
-            "stages": stages, **({"plots": plots} if plots else {})}
+    return {"vars": [JOBS, {"config": " ".join(f"--config {f}" for f in config_files(files))}], "stages": stages}
 
 
 # ---------------------------------------------------------------------------------------------- YAML output
@@ -344,7 +345,8 @@ def _dump(data) -> str:
 
 GENERATED = ("Written by `tradeoff export-dvc` (src/tradeoff/dvc.py) and by the pipeline's resolve stage from the catalog; "
              "do not edit. A job per line: dvc.yaml's stages are templates over these, and a stage's params are its "
-             "entry, whose `settings` is the digest of the resolved settings its output depends on. JSON, which DVC "
+             "entry, whose `settings` are the resolved settings its output depends on (a training run's and an "
+             "evaluation's attacks' spelled out, a report's or an analysis's as a digest). JSON, which DVC "
              "reads in milliseconds (it reads the params file once per stage).")
 
 
@@ -385,8 +387,6 @@ def _pipeline_text(data: dict) -> str:
         if comments.get(name):
             lines += ["  " + c for c in comments[name].splitlines()]
         lines.append("  " + _dump({name: stage}).rstrip("\n").replace("\n", "\n  "))
-    if "plots" in data:
-        lines.append(_dump({"plots": data["plots"]}).rstrip("\n"))
     return "\n".join(lines) + "\n"
 
 

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from . import attacks
+from .bars import Bar
 from .errors import UserError
 from .config import AUTOATTACK_FAMILY, CORRUPTIONS_TYPE, rel_step, spec_digest
 from .results import METRICS_FORMAT, SUITE_FORMAT, bits
@@ -152,8 +153,8 @@ def run_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *
                progress: str | None = None, whole: bool = True) -> Outcome:
     """Evaluate ``model`` on (x, y) under a resolved attack spec. ``first_batch`` is the global index of the
     first batch (for shards); ``state`` keeps partial results so that an interrupted call can resume.
-    ``progress``: a name (the attack job's) to log a line per batch under (done/total, robust so far, images/s,
-    ETA) and, for AutoAttack, a line per component; None logs nothing. AutoAttack and its components also run the library's sanity checks (Outcome.checks): those of the
+    ``progress``: a name (the attack job's) to show the progress under (tradeoff.bars: batches done, robust so
+    far, images/s, ETA) and, for AutoAttack, its components'; None shows nothing. AutoAttack and its components also run the library's sanity checks (Outcome.checks): those of the
     defence on the global first batch, the final check of every batch's adversarial examples and, when (x, y) is
     the ``whole`` evaluation (not a shard), Square's success against the gradient attacks."""
     was_training = model.training
@@ -165,6 +166,10 @@ def run_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *
     resumed_seconds = 0.0
     checks = attacks.autoattack.CheckLog() if spec["type"] in AUTOATTACK_FAMILY else None
     n_batches, timed = math.ceil(len(x) / batch_size), {"images": 0, "seconds": 0.0}
+    bar = None
+    if progress is not None:
+        resumed = sum(state.done(first_batch + b) is not None for b in range(n_batches)) if state is not None else 0
+        bar = Bar(n_batches, progress, unit="batch", initial=resumed)
     try:
         with torch.autocast(device_type=x.device.type, enabled=False):  # fp32, whatever the caller's context
             for b, start in enumerate(range(0, len(x), batch_size)):
@@ -209,11 +214,13 @@ def run_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *
                 if progress is not None:
                     timed["images"] += len(xb)
                     timed["seconds"] += time.perf_counter() - tb
-                    _log_progress(progress, b + 1, n_batches, robust_parts, timed, len(x))
+                    bar.update(postfix=_robust_so_far(robust_parts, timed))
         if checks is not None and spec["type"] == "autoattack" and whole:
             square_check(int(sum(int(c.sum()) for c in clean_parts)), breakdown, len(x), checks)
     finally:
         model.train(was_training)
+        if bar is not None:
+            bar.close()
     cat = lambda parts: torch.cat(parts).cpu() if parts else torch.zeros(0, dtype=torch.bool)  # noqa: E731
     return Outcome(y.cpu(), cat(clean_parts), cat(robust_parts), time.perf_counter() - t0 + resumed_seconds,
                    breakdown, list(checks.warnings) if checks is not None else [])
@@ -227,15 +234,12 @@ def square_check(clean: int, breakdown: dict[str, int], n: int, checks) -> None:
         check_square_sr({"clean": clean / n, **{k: v / n for k, v in breakdown.items()}}, logger=checks)
 
 
-def _log_progress(name: str, done: int, total: int, robust_parts: list, timed: dict, n: int) -> None:
-    """One line per batch of an evaluation job: batches done, robust so far, images/s of this process, ETA."""
+def _robust_so_far(robust_parts: list, timed: dict) -> str:
+    """An evaluation's progress besides its batches: robust so far, images/s of this process."""
     seen = sum(len(p) for p in robust_parts)
     robust = int(sum(int(p.sum()) for p in robust_parts))
     rate = timed["images"] / timed["seconds"] if timed["seconds"] > 0 else 0.0
-    eta = (n - seen) / rate if rate > 0 else 0.0
-    log.info("%s: batch %d/%d done, %d of %d images robust so far (%.1f%%), %.1f images/s, ETA %s",
-             name, done, total, robust, seen, 100.0 * robust / max(seen, 1), rate,
-             f"{int(eta) // 60}m{int(eta) % 60:02d}s")
+    return f"{robust} of {seen} images robust so far ({100.0 * robust / max(seen, 1):.1f}%), {rate:.1f} images/s"
 
 
 def accuracy_under(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *, seed: int,

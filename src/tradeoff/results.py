@@ -4,7 +4,8 @@ Each scale has its own folder, ``<paths.results>/<scale>/`` (``results/paper``, 
 a model or a metrics file of one scale can never stand in another scale's table:
 
     checkpoints/<run>/model.pt        a trained run's selected model
-    curves/<run>.csv                  its per-epoch curves
+    curves/<run>/                     its per-epoch curves, dvclive's folder (tradeoff.live): metrics.json (the latest
+                                      values and the selection's), plots/metrics/<column>.tsv
     work/<run>/                       its epoch states (resume)
     work/eval/<run>/<attack>...       an evaluation's resume state, a shard's partial result
     work/catalog/<key>.json           resolved catalogs (tradeoff.config's cache)
@@ -40,7 +41,7 @@ class RunPaths:
     """Where a trained run's files live."""
 
     model: Path     # the selected model (the run's output)
-    curves: Path    # per-epoch metrics, CSV
+    curves: Path    # per-epoch metrics, dvclive's folder
     state: Path     # folder of epoch states (resume)
 
 
@@ -61,7 +62,13 @@ class Layout:
         return self.root / "checkpoints" / run_id / "model.pt"
 
     def curves(self, run_id: str) -> Path:
-        return self.root / "curves" / f"{run_id}.csv"
+        return self.root / "curves" / run_id
+
+    def curve_files(self, run_id: str) -> tuple[Path, Path]:
+        """What dvclive writes in a run's curves folder: its metrics file and its folder of plots (dvc.yaml's
+        ``metrics`` and ``plots`` of a training stage)."""
+        folder = self.curves(run_id)
+        return folder / "metrics.json", folder / "plots" / "metrics"
 
     def states(self, run_id: str) -> Path:
         return self.root / "work" / run_id

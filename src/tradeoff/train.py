@@ -22,19 +22,20 @@ import logging
 import math
 import os
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 from torch import nn
 
 from . import checkpoint, data, learners, models
+from .bars import Bar, duration
 from .config import spec_digest
 from .errors import UserError
 from .evaluate import accuracy_under
+from .live import CurveLog
 from .methods import METHODS
 from .provenance import provenance
 from .results import Layout, RunPaths
@@ -42,6 +43,8 @@ from .runtime import Runtime
 
 log = logging.getLogger(__name__)
 
+# the columns of every epoch's row (a method adds its own ``train_<key>`` and tracked ones); each has a label in
+# tradeoff.report.labels.CURVES (tested)
 CURVE_FIELDS = ("epoch", "lr", "train_loss", "train_acc", "eval_clean", "eval_robust", "seconds", "images_per_s")
 
 
@@ -282,13 +285,13 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
         log.info("%s: resuming after epoch %d%s from %s", run_id, start_epoch,
                  f", step {partial['step']}" if partial else "", paths.state)
 
+    curves = CurveLog(paths.curves, rows)
     epochs, batch = spec["epochs"], spec["batch_size"]
     n = len(x_train)
     steps_per_epoch = math.ceil(n / batch)
-    show = sys.stderr.isatty() if progress is None else progress
-    # without a terminal (a job's log) a progress line at most every PROGRESS_SECONDS (environment; default 60 s)
-    every, last_line = float(os.environ.get("TRADEOFF_PROGRESS_SECONDS", 60)), time.monotonic()
     hold_at = _hold_step()
+    # progress: bars on a terminal, else (a job's log) a line at most every TRADEOFF_PROGRESS_SECONDS
+    epoch_bar = Bar(epochs, run_id, unit="epoch", initial=start_epoch, terminal=progress)
     for epoch in range(start_epoch, epochs):
         t0 = time.perf_counter()
         if spec["lr_update"] == "epoch":
@@ -308,6 +311,8 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
             partial = None
         skip = spec["nonfinite"] == "skip"
         nonfinite = _NonFinite(runtime.device)
+        step_bar = Bar(steps_per_epoch, f"{run_id} epoch {epoch + 1}/{epochs}", unit="step", initial=first_step,
+                       leave=False, terminal=progress)
         for step in range(first_step, steps_per_epoch):
             if _stop.signum is not None:  # SIGTERM / SIGUSR1: keep this step's state, then stop
                 nonfinite.check(run_id, epoch)  # never a state after a non-finite step
@@ -347,15 +352,11 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
             for key, value in out.items():
                 if key not in ("loss", "correct"):
                     extras[key] = extras.get(key, 0.0) + torch.as_tensor(value, dtype=torch.float64).detach()
-            if show:
-                _progress(run_id, epoch, epochs, step + 1, steps_per_epoch, t0)
+            step_bar.update()
             log.debug("%s epoch %d/%d step %d/%d done", run_id, epoch + 1, epochs, step + 1, steps_per_epoch)
             if hold_at == (epoch + 1, step + 1):  # TRADEOFF_HOLD_AFTER_STEP: wait here for a stop signal
                 _hold_for_signal(run_id, hold_at)
-            if not show and time.monotonic() - last_line >= every:  # a log file: a line now and then within epochs
-                last_line = time.monotonic()
-                log.info("%s epoch %d/%d: step %d/%d, %.1f it/s", run_id, epoch + 1, epochs, step + 1, steps_per_epoch,
-                         (step + 1) / max(time.perf_counter() - t0, 1e-9))
+        step_bar.close()
         nonfinite.check(run_id, epoch)
         if counted == 0:
             raise NonFiniteLoss(f"run {run_id}: every step of epoch {epoch + 1} had a non-finite loss; stopping")
@@ -379,6 +380,7 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
                **{f"train_{key}": (total / max(counted, 1)).item() for key, total in extras.items()}, **tracked,
                **({"track_seconds": t_track} if track is not None else {})}
         rows.append(row)
+        curves.epoch(row)
         sums = [p.float().sum() for p in model.state_dict().values() if p.is_floating_point()]
         if sums and not bool(torch.isfinite(torch.stack(sums)).all()):  # one read of the device, not one per tensor
             raise NonFiniteLoss(f"run {run_id}: non-finite weights after epoch {epoch + 1}; not checkpointing them")
@@ -392,14 +394,16 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
         eta = (epochs - epoch - 1) * seconds
         log.info("%s epoch %d/%d loss %.4f acc %.3f | eval clean %.3f robust %.3f | %.0f img/s | ETA %s",
                  run_id, epoch + 1, epochs, row["train_loss"], row["train_acc"], clean, robust,
-                 row["images_per_s"], _duration(eta))
+                 row["images_per_s"], duration(eta))
+        epoch_bar.update(postfix=f"loss {row['train_loss']:.4f}, clean {clean:.3f}, robust {robust:.3f}")
         saved = checkpoint.save_state(paths.state, epoch + 1, {
             "method": method.state_dict(), "data_rng": data_gen.get_state(), "rng": _rng_state(),
             "rows": json.dumps(rows), "best": best, "spec": state_identity(spec)})
         if _stop.signum is not None and epoch + 1 < epochs:
             raise _stopped(run_id, f"after epoch {epoch + 1}", _stop.signum, saved)
 
-    _write_outputs(run_id, spec, method, ds, rows, best, paths)
+    epoch_bar.close()
+    _write_outputs(run_id, spec, method, ds, rows, best, paths, curves)
     return paths
 
 
@@ -409,7 +413,7 @@ def _current_lr(method) -> float:
 
 
 def _write_outputs(run_id: str, spec: dict, method, ds: data.Data, rows: list[dict], best: dict | None,
-                   paths: RunPaths) -> None:
+                   paths: RunPaths, curves: CurveLog) -> None:
     selection = spec["selection"]
     if selection["mode"] in SELECTED and best is None:
         raise RuntimeError(f"run {run_id}: no epoch reached selection.min_clean = {selection['min_clean']}; "
@@ -427,26 +431,6 @@ def _write_outputs(run_id: str, spec: dict, method, ds: data.Data, rows: list[di
                  for epoch, kept in method.snapshots().items()}  # {epoch: {learner: state}} (Zipper Figure 6)
     checkpoint.save({"model": {k: v.detach().cpu() for k, v in state.items()}, "learners": learner_states,
                      "learner_snapshots": snapshots, "meta": json.dumps(meta)}, paths.model)
-    fields = list(CURVE_FIELDS) + sorted({k for r in rows for k in r} - set(CURVE_FIELDS))
-    lines = [",".join(fields)] + [",".join(_cell(r.get(f)) for f in fields) for r in rows]
-    checkpoint.atomic_write_text(paths.curves, "\n".join(lines) + "\n")
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    return f"{value:.6g}" if isinstance(value, float) else str(value)
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(seconds)
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
-
-
-def _progress(run_id: str, epoch: int, epochs: int, step: int, steps: int, t0: float) -> None:
-    elapsed = time.perf_counter() - t0
-    rate = step / elapsed if elapsed else 0.0
-    eta = (steps - step) / rate if rate else 0.0
-    end = "\n" if step == steps else ""
-    print(f"\r{run_id} epoch {epoch + 1}/{epochs} [{step}/{steps}] {rate:.1f} it/s ETA {_duration(eta)}  ",
-          end=end, file=sys.stderr, flush=True)
+    chosen = rows[selected_epoch - 1]
+    curves.finish({"epoch": selected_epoch, **{k: chosen[k] if math.isfinite(chosen[k]) else None
+                                               for k in ("eval_clean", "eval_robust")}})

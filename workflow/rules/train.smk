@@ -9,7 +9,7 @@ rule train:
         pretrained=pretrained_input,
     output:
         model=str(LAYOUT.model("{run}")),
-        curves=str(LAYOUT.curves("{run}")),
+        curves=directory(str(LAYOUT.curves("{run}"))),
     params:
         settings=run_settings,
     log:

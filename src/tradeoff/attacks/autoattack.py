@@ -34,6 +34,7 @@ from typing import Any, Iterator, Protocol
 
 import torch
 
+from ..bars import Bar
 from ..ranges import between, count
 from .base import Attack, AttackError, frozen, register
 
@@ -357,6 +358,8 @@ class AutoAttack(_AutoAttackBase):
             done, after = list(saved["done"]), dict(saved["after"])
             log.info("autoattack: resuming a batch after %s (%d of %d robust)", ", ".join(done) or "the clean pass",
                      int(robust.sum()), len(x))
+        bar = Bar(len(seq), "autoattack", unit="component", initial=len(done), leave=False) \
+            if self.report_progress else None
         for kind in seq:
             if kind in done:
                 continue
@@ -370,14 +373,15 @@ class AutoAttack(_AutoAttackBase):
                 x_adv[idx[fooled]] = adv[fooled]
             done.append(kind)
             after[kind] = int(robust.sum())
-            if self.report_progress:
+            if bar is not None:
                 seconds = time.perf_counter() - t0
-                log.info("autoattack: %s (%d of %d) on %d points: %d of %d still robust, %.1f s (%.1f images/s)",
-                         kind, len(done), len(seq), int(idx.numel()), after[kind], len(x), seconds,
-                         idx.numel() / seconds if seconds > 0 else 0.0)
+                bar.update(postfix=f"{kind} on {idx.numel()} points: {after[kind]} of {len(x)} still robust, "
+                                   f"{seconds:.1f} s ({idx.numel() / seconds if seconds > 0 else 0.0:.1f} images/s)")
             if progress is not None:
                 progress.save({"n": len(x), "components": list(seq), "seed": seed, "done": done, "after": after,
                                "robust": "".join("1" if v else "0" for v in robust.tolist())})
+        if bar is not None:
+            bar.close()
         #: examples still robust after each component (the ensemble's trace, as AutoAttack logs it)
         self.breakdown = after
         return x_adv, robust

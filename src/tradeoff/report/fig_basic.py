@@ -4,10 +4,10 @@ per row), lines (a metric over a swept parameter, or over attack budgets: a pane
 
 from __future__ import annotations
 
-import csv
 
 import numpy as np
 
+from .. import live
 from ..config import Catalog
 from . import ran, records
 from .kinds import figure_kind
@@ -198,12 +198,8 @@ def curve_panels(target: dict) -> int:
 
 
 def read_curves(catalog: Catalog, run: str) -> list[dict] | None:
-    """A run's training curves (one dict of strings per epoch), or None if it has not trained yet."""
-    path = catalog.layout.curves(catalog.train_id[run])
-    if not path.exists():
-        return None
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+    """A run's training curves (tradeoff.live.read_curves: a dict per epoch), or None if it has not trained yet."""
+    return live.read_curves(catalog.layout.curves(catalog.train_id[run]))
 
 
 @figure_kind("curves", lambda catalog, name, target: curve_panels(target))
@@ -221,7 +217,7 @@ def plot_curves(catalog: Catalog, name: str, target: dict, axes) -> None:
             data = read_curves(catalog, row["run"])
             label = _label(row, {})
             if data and column in data[0]:
-                pts = [(float(d["epoch"]), scale * float(d[column])) for d in data if d[column] not in ("", "nan")]
+                pts = [(d["epoch"], scale * d[column]) for d in data if d[column] is not None]
                 ax.plot(*(zip(*pts) if pts else ([], [])), label=label, color=colours[label])
                 if curve_unit(column) == "%":
                     percent_values += [y for _, y in pts]

@@ -11,13 +11,13 @@ another run, other attack settings or another test set is refused, never shown.
 
 from __future__ import annotations
 
-import csv
 import functools
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import live
 from ..errors import UserError
 from ..config import CORRUPTIONS_TYPE, Catalog, spec_digest
 from ..results import METRICS_FORMAT, SUITE_FORMAT
@@ -240,12 +240,12 @@ def training_minutes(catalog: Catalog, run_id: str) -> float | None:
     """A training job's wall-clock minutes: the sum of its epochs' seconds in its curves, or None before it has
     curves. ReportError for unreadable curves."""
     path = catalog.layout.curves(catalog.train_id[run_id])
-    if not path.exists():
-        return None
     try:
-        with open(path, newline="") as f:
-            seconds = [float(r["seconds"]) for r in csv.DictReader(f)]
-    except (OSError, KeyError, ValueError, TypeError) as exc:
+        rows = live.read_curves(path)
+        if rows is None:
+            return None
+        seconds = [float(r["seconds"]) for r in rows]
+    except (OSError, KeyError, ValueError, TypeError, StopIteration) as exc:
         raise _fail(path, f"unreadable training curves ({exc}); re-run its training") from None
     if not seconds or not all(math.isfinite(s) and s >= 0 for s in seconds):
         raise _fail(path, "field 'seconds' must be finite and non-negative on every epoch")
