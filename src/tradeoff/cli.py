@@ -151,24 +151,12 @@ def _evaluate_checkpoint(args, catalog: cfg.Catalog) -> int:
     external model of the catalog would be, under a table's suite (--suite), the attacks named (--attack), or by
     default the clean accuracy and AutoAttack at the dataset's standard L-inf budget. One process, one metrics and
     predictions file per attack, in results/<scale>/metrics/<name>/ (--name, default the file's stem)."""
-    import re
-
-    from .external import name_of
     from .runtime import Runtime
 
     if args.run is not None or args.unit is not None or args.shard is not None or args.shards is not None:
         raise cfg.ConfigError("evaluate --checkpoint: not with --run, --unit or --shard (the file is evaluated in this "
                               "process, one file per attack; a model of the catalog's `external:` is --run's)")
-    if args.arch is None or args.dataset is None:
-        raise cfg.ConfigError("evaluate --checkpoint FILE needs --arch NAME and --dataset NAME (the architecture "
-                              "and the dataset the model was trained for)")
-    name = args.name or name_of(args.checkpoint)
-    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name):
-        raise cfg.ConfigError(f"--name: {name!r} is not a model id (lower case letters, digits, '-' and '_')")
-    if name in catalog.runs or catalog.is_external(name):
-        raise cfg.ConfigError(f"--name: {name!r} is a {'run' if name in catalog.runs else 'model'} of the catalog, "
-                              f"whose metrics are its own: give another --name"
-                              + ("" if name in catalog.runs else f" (or evaluate it with --run {name})"))
+    name = _checkpoint_name(args, catalog)
     if sum((bool(args.attack), args.suite is not None)) > 1:
         raise cfg.ConfigError("evaluate --checkpoint: give --suite TARGET or --attack A (repeatable), not both")
     raw = {key: getattr(args, key) for key in CHECKPOINT_KEYS if getattr(args, key) is not None}
@@ -192,6 +180,25 @@ def _evaluate_checkpoint(args, catalog: cfg.Catalog) -> int:
     print(f"{name}: metrics in {catalog.layout.metrics(name, '<attack>')}, per-example predictions in "
           f"{catalog.layout.predictions(name, '<attack>')}")
     return 0
+
+
+def _checkpoint_name(args, catalog: cfg.Catalog) -> str:
+    """The model id of a --checkpoint file (--name, or the file's stem), once its --arch and --dataset are given."""
+    import re
+
+    from .external import name_of
+
+    if args.arch is None or args.dataset is None:
+        raise cfg.ConfigError(f"{args.command} --checkpoint FILE needs --arch NAME and --dataset NAME (the "
+                              "architecture and the dataset the model was trained for)")
+    name = args.name or name_of(args.checkpoint)
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name):
+        raise cfg.ConfigError(f"--name: {name!r} is not a model id (lower case letters, digits, '-' and '_')")
+    if name in catalog.runs or catalog.is_external(name):
+        raise cfg.ConfigError(f"--name: {name!r} is a {'run' if name in catalog.runs else 'model'} of the catalog, "
+                              f"whose files are its own: give another --name"
+                              + ("" if name in catalog.runs else f" (or give --run {name})"))
+    return name
 
 
 def _suite(catalog: cfg.Catalog, target: str, model_id: str) -> list[str]:
@@ -230,6 +237,34 @@ def _evaluate_suite(catalog: cfg.Catalog, run_id: str, specs: dict[str, dict], r
     for name, result in results.items():
         print(f"{train_id} / {name}: accuracy {result['accuracy']:.4f} ({result['examples']} examples, "
               f"{result['seconds']:.1f} s)")
+
+
+def cmd_audit(args, catalog: cfg.Catalog) -> int:
+    """`audit --run R` or `audit --checkpoint FILE --arch A --dataset D`: the audit's checks of a model (tradeoff.audit)
+    and its page, results/<scale>/audit/<model>.{md,html,json,png,pdf}."""
+    from .audit.run import audit
+    from .runtime import Runtime
+
+    if catalog.config.get("audit") is None:
+        raise cfg.ConfigError("audit: the configuration has no `audit:` section (config/config.yaml's sets it)")
+    if (args.run is None) == (args.checkpoint is None):
+        raise cfg.ConfigError("audit: give --run R (a run or an external model of the catalog), or --checkpoint FILE "
+                              "--arch A --dataset D")
+    if args.checkpoint is not None:
+        model_id = _checkpoint_name(args, catalog)
+        raw = {key: getattr(args, key) for key in CHECKPOINT_KEYS if getattr(args, key) is not None}
+        catalog = cfg.with_external(catalog, model_id, raw, lambda key: CHECKPOINT_KEYS.get(key, f"--{key}"))
+    else:
+        given = [f"--{o.replace('_', '-')}" for o in CHECKPOINT_OPTIONS if getattr(args, o) is not None]
+        if given:
+            raise cfg.ConfigError(f"audit --run: {', '.join(given)} go with --checkpoint")
+        model_id = _model(catalog, args.run)
+    runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
+    record, paths = audit(catalog, model_id, device=runtime.device.type, seed=args.seed, surrogate=args.surrogate)
+    for check in record["checks"]:
+        print(f"{model_id} / {check['name']}: {check['verdict']}: {check['summary']}")
+    print(f"{model_id}: {record['verdict']} ({record['seconds']:.1f} s); page {paths['md']} (and .html, .png, .pdf)")
+    return 0
 
 
 def cmd_merge_shards(args, catalog: cfg.Catalog) -> int:
@@ -306,7 +341,7 @@ def cmd_export_dvc(args, catalog: cfg.Catalog) -> int:
     read = [f for f in files if f != PARAMS or Path(f).exists()]  # none yet: an empty overlay (export writes it)
     chosen = catalog if read == args.config else cfg.load_catalog(read)
     for name in args.targets:
-        if name not in chosen.targets:
+        if name not in chosen.targets and name not in _audit_targets(chosen):
             raise cfg.ConfigError("export-dvc: " + cfg.unknown("target", name, chosen.targets, LIST_TARGETS))
     try:
         written = export(chosen, files, args.targets, check=args.check, jobs_only=args.jobs)
@@ -458,6 +493,13 @@ def _enter_workflow(config_files: list[str]) -> list[str]:
 LIST_TARGETS = "`tradeoff list targets` lists them"
 
 
+def _audit_targets(catalog: cfg.Catalog) -> dict[str, str]:
+    """The audit targets (`audit_<table>`), which `plan` prices beside the catalog's targets."""
+    from .audit.jobs import audit_targets
+
+    return audit_targets(catalog)
+
+
 def _run(catalog: cfg.Catalog, run_id: str) -> str:
     if run_id not in catalog.runs:
         raise cfg.ConfigError("--run: " + cfg.unknown("run", run_id, catalog.runs, "`tradeoff list runs` lists them"))
@@ -508,6 +550,22 @@ def _absolute(path: str) -> str:
 CONFIG_ENV = "TRADEOFF_CONFIG"  # the config files of a job that names none (Snakemake's common.smk sets it)
 
 
+def _checkpoint_options(p: argparse.ArgumentParser) -> None:
+    """The options that describe a --checkpoint file (evaluate, audit): CHECKPOINT_OPTIONS."""
+    p.add_argument("--arch", help="with --checkpoint: its architecture (a registered one, or RobustBench's name for it)")
+    p.add_argument("--dataset", help="with --checkpoint: the dataset it classifies (its test set is evaluated)")
+    p.add_argument("--normalize", metavar="MEAN,STD", help="with --checkpoint: the per-channel input normalisation, "
+                   "applied inside the model (attacks perturb [0, 1] images): MEAN,STD, M1,...,Mc,S1,...,Sc, or "
+                   "imagenet, cifar10, cifar100")
+    p.add_argument("--format", choices=["auto", "plain", "robustbench", "torchvision", "timm"],
+                   help="with --checkpoint: the file's layout (default auto: the first that fits)")
+    p.add_argument("--paper-dataset", help="with --checkpoint: the dataset its attacks' budgets are written for, as "
+                   "a run's at a smaller scale (default: with --suite, the paper dataset of the target's rows of the "
+                   "same dataset; else its own)")
+    p.add_argument("--sha256", help="with --checkpoint: refuse the file unless it has this SHA-256")
+    p.add_argument("--name", help="with --checkpoint: its id, the folder of its metrics (default: the file's stem)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tradeoff", description=__doc__.splitlines()[0])
     parser.add_argument("--config", action="append", metavar="FILE",
@@ -549,19 +607,19 @@ def build_parser() -> argparse.ArgumentParser:
                         "this pipeline's, torchvision's, timm's or RobustBench's layout (docs/external-models.md); with "
                         "--arch and --dataset; without --suite or --attack: the clean accuracy and AutoAttack at the "
                         "dataset's standard L-inf budget")
-    p.add_argument("--arch", help="with --checkpoint: its architecture (a registered one, or RobustBench's name for it)")
-    p.add_argument("--dataset", help="with --checkpoint: the dataset it classifies (its test set is evaluated)")
-    p.add_argument("--normalize", metavar="MEAN,STD", help="with --checkpoint: the per-channel input normalisation, "
-                   "applied inside the model (attacks perturb [0, 1] images): MEAN,STD, M1,...,Mc,S1,...,Sc, or "
-                   "imagenet, cifar10, cifar100")
-    p.add_argument("--format", choices=["auto", "plain", "robustbench", "torchvision", "timm"],
-                   help="with --checkpoint: the file's layout (default auto: the first that fits)")
-    p.add_argument("--paper-dataset", help="with --checkpoint: the dataset its attacks' budgets are written for, as "
-                   "a run's at a smaller scale (default: with --suite, the paper dataset of the target's rows of the "
-                   "same dataset; else its own)")
-    p.add_argument("--sha256", help="with --checkpoint: refuse the file unless it has this SHA-256")
-    p.add_argument("--name", help="with --checkpoint: its id, the folder of its metrics (default: the file's stem)")
+    _checkpoint_options(p)
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("audit", help="check whether a model's robustness evaluation can be trusted: a battery of "
+                       "sanity checks, one page with the verdicts in results/<scale>/audit/ (docs/audit.md)")
+    p.add_argument("--run", help="a run of the catalog, or an external model (the config's `external:`)")
+    p.add_argument("--checkpoint", type=_absolute, metavar="FILE", help="audit a model this pipeline did not train "
+                   "(as `evaluate --checkpoint`), with --arch and --dataset")
+    _checkpoint_options(p)
+    p.add_argument("--surrogate", metavar="RUN", help="the model whose adversarial examples the transfer check uses "
+                   "(default: the first of audit.surrogates of the model's dataset)")
+    p.add_argument("--seed", type=int, default=0, help="attack seed (default 0)")
+    p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("merge-shards", help="merge the shards of one evaluation into its metrics and predictions")
     p.add_argument("--run", required=True, help="a run, or an external model")
@@ -669,11 +727,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: the subcommands that the pipeline's jobs run: they keep the resolved catalog for the next job
 #: (tradeoff.config.load_catalog); the others (check-config, list, export-dvc, plan, ...) only read it
-JOB_COMMANDS = frozenset({"download", "train", "evaluate", "merge-shards", "report", "analyze", "summary"})
+JOB_COMMANDS = frozenset({"download", "train", "evaluate", "merge-shards", "report", "analyze", "summary", "audit"})
 
 
 #: the subcommands that compute on a GPU: on a machine with several, each takes one of its own (tradeoff.gpus)
-GPU_COMMANDS = frozenset({"train", "evaluate", "analyze", "bench-train", "bench-eval", "gpu-check"})
+GPU_COMMANDS = frozenset({"train", "evaluate", "analyze", "bench-train", "bench-eval", "gpu-check", "audit"})
 
 
 def _device_wanted(args, catalog: cfg.Catalog) -> str:
@@ -763,7 +821,7 @@ def _main(args) -> int:
             claim_gpu()  # several GPUs on this machine: one of its own (before CUDA starts), see tradeoff.gpus
         named = [args.target] if getattr(args, "target", None) is not None else list(getattr(args, "targets", []))
         for name in named if args.command not in ("check-config", "export-dvc") else []:
-            if name not in catalog.targets:
+            if name not in catalog.targets and not (args.command == "plan" and name in _audit_targets(catalog)):
                 raise cfg.ConfigError(cfg.unknown("target", name, catalog.targets, LIST_TARGETS))
         status = args.func(args, catalog)
         sys.stdout.flush()  # here, so that a reader that went away (`| head`) is seen now, not at exit

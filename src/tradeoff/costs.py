@@ -261,6 +261,30 @@ def evaluation_flops(run: dict, attack: dict, table: dict) -> float:
     return FP32_COST * m * evaluation_passes(attack, data["classes"], table.get("corruption_images")).flops(unit)
 
 
+def audit_passes(block: dict, attack: dict, black_box: dict | None, pairs: list[tuple[dict, dict]], classes: int,
+                 transfer: bool) -> Passes:
+    """One test example's share of an audit (tradeoff.audit.checks), for a deterministic model (a randomized one adds
+    EOT's draws): the attack at each step multiple, with restarts, on the two other losses and at each other budget
+    (and the must-fail one), the black-box attack, the transfer attack (on a surrogate of the same cost), each
+    protocol pair, the input gradient and the repeated forward passes; the few traced examples are left out."""
+    steps = int(attack["steps"])
+    runs = [{**attack, "steps": steps * int(m)} for m in block["step_multipliers"]]
+    runs += [{**attack, "restarts": int(block["restarts"])}] + [attack] * 2  # restarts; the CW and DLR losses
+    runs += [attack] * (len([m for m in block["eps_multipliers"] if m != 1]) + 1)  # other budgets, the must-fail one
+    runs += ([black_box] if black_box else []) + ([attack] if transfer else []) + [s for pair in pairs for s in pair]
+    total = F + G + int(block["eot_draws"]) * F  # the clean pass, the gradient check, the randomness check
+    for spec in runs:
+        total = total + evaluation_passes(spec, classes)
+    return total
+
+
+def audit_flops(run: dict, passes: Passes, table: dict, examples: int | None) -> float:
+    """An audit job on a model's first ``examples`` test examples, in bf16-equivalent FLOPs (x FP32_COST)."""
+    unit, data = _unit(table, run["arch"], run["dataset"]), _dataset(table, run["dataset"])
+    m = min(data["test"], run.get("test_examples") or data["test"], examples or data["test"])
+    return FP32_COST * m * passes.flops(unit)
+
+
 # ------------------------------------------------------------------------------------------------ devices
 
 
@@ -345,6 +369,21 @@ class JobSizes:
                 self._eval[key] = None
         return self._eval[key]
 
+    def planned_audit(self, run: str) -> float | None:
+        """An audit job of a model (tradeoff.audit: `tradeoff audit --run`)."""
+        from .audit.jobs import protocol_pairs, surrogate_for
+
+        block, catalog = self.catalog.config["audit"], self.catalog
+        try:
+            attack = catalog.attack_for(block["attack"], run)
+            black_box = catalog.attack_for(block["black_box"], run) if block["black_box"] else None
+            pairs = [(catalog.attack_for(s, run), catalog.attack_for(p, run)) for s, p in protocol_pairs(catalog, run)]
+            classes = _dataset(self.table, catalog.model_spec(run)["dataset"])["classes"]
+            passes = audit_passes(block, attack, black_box, pairs, classes, surrogate_for(catalog, run) is not None)
+            return audit_flops(catalog.model_spec(run), passes, self.table, block["examples"]) / self.rate
+        except UnknownCost:
+            return None
+
     # what a job asks for (minutes, first attempt)
 
     def _asked(self, planned: float | None, stage: str, floor: float | None = None) -> int:
@@ -381,6 +420,9 @@ class JobSizes:
             floor = float(self.settings["floor_minutes"]) / len(self.group_members(run))
         return self._asked(self.planned_eval(run, unit), "evaluate", floor)
 
+    def audit_minutes(self, run: str) -> int:
+        return self._asked(self.planned_audit(run), "evaluate")
+
     def shard_minutes(self, run: str, unit: str, shards: int) -> int:
         planned = self.planned_eval(run, unit)
         return self._asked(None if planned is None else planned / shards, "evaluate")
@@ -392,7 +434,7 @@ class JobSizes:
 @dataclass
 class Job:
     name: str
-    kind: str                  # train | evaluate | analyze
+    kind: str                  # train | evaluate | analyze | audit
     hours: float | None        # planned GPU-hours (None: unknown)
     after: str | None          # the training job an evaluation waits for
     cluster_job: str = ""      # the sbatch job it runs in: itself, or its run's group of cheap evaluations
@@ -408,13 +450,21 @@ def plan(catalog, target: str, gpus: int, device: str | None = None, bench_folde
     def model(run):  # the training job of a row's run, or an external model (`external:`): evaluated, not trained
         return run if catalog.is_external(run) else catalog.train_id[run]
 
-    runs = dict.fromkeys(model(run) for run, _ in catalog.evaluations(target))
-    for leaf in catalog.leaf_targets(target):  # training-only rows (a table of training times)
+    audit = target not in catalog.targets
+    if audit:  # an audit target (tradeoff.audit.jobs): the audit jobs of its rows' models
+        from .audit.jobs import audit_targets, audited_models
+
+        for run in audited_models(catalog, audit_targets(catalog)[target]):
+            planned = sizes.planned_audit(run)
+            jobs.append(Job(f"audit {run}", "audit", None if planned is None else planned / 60, None, f"audit {run}",
+                            sizes.audit_minutes(run)))
+    runs = dict.fromkeys(model(run) for run, _ in catalog.evaluations(target)) if not audit else {}
+    for leaf in catalog.leaf_targets(target) if not audit else []:  # training-only rows (a table of training times)
         for row in catalog.targets[leaf]["rows"]:
             for run in catalog.row_runs(row["run"]):
                 runs.setdefault(catalog.train_id[run])
     needed = {}
-    for run, attack in catalog.evaluations(target):
+    for run, attack in catalog.evaluations(target) if not audit else []:
         needed.setdefault(run, set()).add(catalog.unit_of(attack))
     for run in runs:
         name = None
@@ -430,7 +480,8 @@ def plan(catalog, target: str, gpus: int, device: str | None = None, bench_folde
             asked = sizes.shard_minutes(run, unit, shards) * shards if shards > 1 else sizes.eval_minutes(run, unit)
             jobs.append(Job(f"evaluate {run} {unit}", "evaluate", None if planned is None else planned / 60, name,
                             group or f"evaluate {run} {unit}", asked, shards))
-    for name in catalog.analysis_targets(target):  # a figure's analysis job: not priced, its stage's fixed runtime
+    # a figure's analysis job: not priced, its stage's fixed runtime
+    for name in catalog.analysis_targets(target) if not audit else []:
         jobs.append(Job(f"analyze {name}", "analyze", None, None, f"analyze {name}", sizes.fixed["evaluate"]))
     known = [j.hours for j in jobs if j.hours is not None]
     trains = [j for j in jobs if j.kind == "train"]
@@ -442,7 +493,7 @@ def plan(catalog, target: str, gpus: int, device: str | None = None, bench_folde
             "makespan_hours": makespan([j for j in jobs if j.hours is not None], gpus),
             "planned_resources": sizes.planned, "settings": sizes.settings,
             "cluster_jobs": len(trains) + len(groups) + sum(j.shards for j in alone)
-            + sum(j.kind == "analyze" for j in jobs),
+            + sum(j.kind in ("analyze", "audit") for j in jobs),
             "train_jobs": len(trains), "groups": len(groups),
             "asked_hours": sum(j.asked_minutes for j in jobs) / 60}
 
@@ -482,8 +533,9 @@ def format_plan(result: dict) -> str:
            f"{result['settings']['floor_minutes']} min" if result["planned_resources"]
            else "the stages' fixed runtimes (no resources.plan in the config)")
     analyses = sum(j.kind == "analyze" for j in result["jobs"])
-    evals = result["cluster_jobs"] - result["train_jobs"] - analyses
-    more = f", {analyses} analysis" if analyses else ""
+    audits = sum(j.kind == "audit" for j in result["jobs"])
+    evals = result["cluster_jobs"] - result["train_jobs"] - analyses - audits
+    more = (f", {analyses} analysis" if analyses else "") + (f", {audits} audit" if audits else "")
     lines.append(f"on a cluster (snakemake --profile slurm): {result['cluster_jobs']} GPU jobs ({result['train_jobs']} "
                  f"training{more}, {evals} evaluation, {result['groups']} of them a run's evaluations under "
                  f"{result['settings']['group_minutes']} min grouped), asking {result['asked_hours']:.1f} GPU-hours "

@@ -49,7 +49,7 @@ PARAMS_TEXT = ("# A config overlay that every DVC stage reads last (after config
 # the tradeoff subcommand each kind of stage runs (its code dependencies are what that subcommand imports)
 COMMAND = {"resolve": "export-dvc", "download": "download", "train": "train", "finetune": "train",
            "evaluate": "evaluate", "analyze": "analyze", "table": "report", "figure": "report",
-           "figure_list": "report", "summary": "summary"}
+           "figure_list": "report", "summary": "summary", "audit": "audit"}
 
 
 # ------------------------------------------------------------------------------------------ code dependencies
@@ -199,14 +199,22 @@ def digest(settings) -> str:
 def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
     """The jobs of building ``targets`` (default: every target and the summary), as Snakemake's DAG has them, each
     with what its template needs and the digest of its resolved settings: the contents of jobs.json."""
+    from .audit import jobs as audit_jobs
+
     layout, data = catalog.layout, catalog.data_root
-    reports = report_targets(catalog, targets)
+    audit_targets = audit_jobs.audit_targets(catalog)
+    # audit targets (`audit_<table>`: only when named, as in Snakemake) need their rows' models, not their reports
+    audits = [audit_targets[t] for t in targets or [] if t in audit_targets]
+    named = [t for t in targets or [] if t not in audit_targets]
+    reports = report_targets(catalog, named) if named or not audits else []
+    audited = list(dict.fromkeys(m for t in audits for m in audit_jobs.audited_models(catalog, t)))
     pairs = list(dict.fromkeys(p for t in reports for p in catalog.evaluations(t)))
     units = list(dict.fromkeys((run, catalog.unit_of(attack)) for run, attack in pairs))
     order = list(catalog.training_runs())
     # an external model (the catalog's `external:`) is evaluated but trained by no job here
     needed = {run for run, _ in units if not catalog.is_external(run)} \
-        | {r for t in reports for r in catalog.curve_runs(t)} | {r for t in reports for r in catalog.analysis_runs(t)}
+        | {r for t in reports for r in catalog.curve_runs(t)} | {r for t in reports for r in catalog.analysis_runs(t)} \
+        | {r for m in audited for r in (m, audit_jobs.surrogate_for(catalog, m)) if r and not catalog.is_external(r)}
     writer = {str(layout.model(r)): r for r in order}
     todo = list(needed)
     while todo:  # a fine-tuning run needs the run whose model.pt is its backbone (the demo's pretraining)
@@ -221,7 +229,7 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
 
     datasets = {catalog.runs[r]["dataset"] for r in runs} | {d for t in analyses for d in catalog.analysis_datasets(t)}
     out: dict = {"download": [], "train": {}, "finetune": {}, "evaluate": {}, "analyze": {},
-                 "table": {}, "figure": {}, "figure_list": {}}
+                 "table": {}, "figure": {}, "figure_list": {}, "audit": {}}
     for run in runs:
         spec = catalog.runs[run]
         out["finetune" if spec.get("pretrained") else "train"][run] = {
@@ -256,6 +264,14 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
         # a target's settings as its report sees them (a group's with its members'): Snakemake's report_settings
         out[report_kind(catalog, name)][name] = {"settings": digest(
             {t: catalog.targets[t] for t in dict.fromkeys([name, *catalog.leaf_targets(name)])})}
+    for model in audited:
+        marker = str(ready_marker(data, catalog.model_spec(model)["dataset"]))
+        datasets.add(catalog.model_spec(model)["dataset"])
+        surrogate = audit_jobs.surrogate_for(catalog, model)
+        # no surrogate: its data again, a dependency DVC counts once (a template's deps have a fixed length)
+        out["audit"][model] = {"model": str(catalog.model_file(model)), "data": marker,
+                               "surrogate": marker if surrogate is None else str(catalog.model_file(surrogate)),
+                               "settings": digest(json.loads(audit_jobs.job_settings(catalog, model)))}
     out["download"] = sorted(datasets)
     return {kind: items for kind, items in out.items() if items}
 
@@ -327,6 +343,9 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
     tables = layout.tables("${key}")
     each("figure_list", {"cmd": cmd + "report ${key}", "deps": code("figure_list") + folders("figures"),
                          "params": params("figure_list"), "outs": [str(tables["md"]), str(tables["html"])]})
+    each("audit", {"cmd": cmd + "audit --run ${key}",
+                   "deps": code("audit") + ["${item.model}", "${item.surrogate}", "${item.data}"],
+                   "params": params("audit"), "outs": list(map(str, layout.audit("${key}").values()))})
     if not targets:
         built = reads + (["analysis"] if has["analyze"] else []) + ["tables"] + (["figures"] if has["figure"] else [])
         claims = [str(Path(r).parent / "claims.yaml") for r in reference if (Path(r).parent / "claims.yaml").exists()]

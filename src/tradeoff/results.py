@@ -18,6 +18,7 @@ a model or a metrics file of one scale can never stand in another scale's table:
     logs/<step>/...                   every job's log (<name>.log: its last start; <name>.history.log: all of them)
     bench/                            timings
     robustbench/<dataset>/<threat>/<run>.json   a run's or an external model's RobustBench model-info file
+    audit/<model>.{json,md,html,png,pdf}        `tradeoff audit`'s record, page and figure of a run or external model
 
 Python code, the Snakemake rules and the DVC stages all build paths here; the arguments may be Snakemake wildcard
 patterns (``"{run}"``), since a path is only joined, never inspected.
@@ -34,6 +35,7 @@ METRICS_FORMAT = "tradeoff-metrics/2"
 # A run's evaluations in one file (runtime.eval_unit: run): {"format", "run", "evaluations": {attack: record}}
 SUITE_FORMAT = "tradeoff-evaluations/1"
 FIGURE_FORMATS = ("png", "pdf")
+AUDIT_FORMATS = ("json", "md", "html", "png", "pdf")
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,11 @@ class Layout:
         RobustBench's own ``model_info/<dataset>/<threat model>/<model>.json``."""
         return self.root / "robustbench" / dataset / threat_model / f"{run_id}.json"
 
-    FOLDERS = ("checkpoints", "curves", "metrics", "predictions", "analysis", "tables", "figures")
+    def audit(self, model_id: str) -> dict[str, Path]:
+        """An audit of a model's evaluation (``tradeoff audit``): record (json), page (md, html), figure (png, pdf)."""
+        return {ext: self.folder("audit") / f"{model_id}.{ext}" for ext in AUDIT_FORMATS}
+
+    FOLDERS = ("checkpoints", "curves", "metrics", "predictions", "analysis", "tables", "figures", "audit")
 
     def folder(self, kind: str) -> Path:
         """The folder holding every file of one kind (``checkpoints``, ``metrics``, ...): what a job that reads all

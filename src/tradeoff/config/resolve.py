@@ -165,6 +165,7 @@ def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
         _check_target(name, target, targets, runs, config["attacks"], externals)
         _check_comparison(name, target, config, references)
     _check_eval_unit(config)
+    _check_audit(config)
     catalog = Catalog(config=config, runs=runs, attacks=config["attacks"], targets=targets, train_id=train_id,
                       seed_runs=seed_runs, reference_dir=str(references), externals=externals)
     # every evaluation the targets need, resolved for its run now: a budget that a scale maps out of range (a
@@ -204,6 +205,24 @@ def _check_strong_columns(catalog: Catalog, registry: dict) -> None:
                             f"{spec.get('steps', 1)} steps travel {reach[0]:.4g} in {spec['norm']}, less than "
                             f"{reach[1]:.4g} ({'2 eps from a random start' if reach[1] > spec['eps'] else 'eps'}, eps "
                             f"{spec['eps']:.4g}); give it more steps or a step relative to eps ('eps/4')")
+
+
+def _check_audit(config: dict) -> None:
+    """The audit's attacks name attacks of their type (`tradeoff audit`). Its surrogates may name runs that a catalog
+    lacks (a config that keeps other runs): the audit takes the first that is one, and its page says when none is."""
+    audit = config.get("audit")
+    if audit is None:
+        return
+    for key, wanted in (("attack", "pgd"), ("black_box", "square")):
+        name = audit.get(key)
+        if name is None:
+            continue
+        if name not in config["attacks"]:
+            raise ConfigError(f"audit.{key}: " + unknown("attack", name, config["attacks"]))
+        if config["attacks"][name]["type"] != wanted:
+            raise ConfigError(f"audit.{key}: {name!r} is an attack of type {config['attacks'][name]['type']!r}; the "
+                              f"audit's {key.replace('_', '-')} check needs one of type {wanted!r}: "
+                              f"{sorted(n for n, a in config['attacks'].items() if a['type'] == wanted)}")
 
 
 def check_evaluation(catalog: Catalog, model_id: str, attack: str) -> dict:

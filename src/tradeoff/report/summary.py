@@ -2,15 +2,16 @@
 what the scale changes; then every target, whether it is built, which runs and measurements it still misses (a
 target that repeats another at this scale says so once, instead of repeating its numbers), the cells where the
 paper's number lies outside our 95% interval (only where ours ran the paper's dataset and architecture: elsewhere
-the comparison is noise), and where the authors' own evaluation overstates robustness. It reads whatever metrics
-exist, so it can be made at any time; a target whose files cannot be vouched for is listed as refused, with the
-reason."""
+the comparison is noise), where the authors' own evaluation overstates robustness, and every failed check of the
+audits written (tradeoff.audit). It reads whatever metrics and audits exist, so it can be made at any time; a
+target whose files cannot be vouched for is listed as refused, with the reason."""
 
 from __future__ import annotations
 
 import html
 from pathlib import Path
 
+from ..audit.record import failed_checks
 from ..checkpoint import atomic_write_text
 from ..config import Catalog
 from . import claims, ran, tables
@@ -125,6 +126,11 @@ def build_summary(catalog: Catalog) -> dict[str, Path]:
                "Ours under the authors' own evaluation protocol against ours under the strong attacks, same model "
                "(largest per table):", ""]
         md += [f"- {name}: {text}" for name, _, text in overstated]
+    failed = failed_checks(catalog)
+    if failed:
+        md += ["", "## Failed audit checks", "", "Every failed check of the audits written for this scale's models "
+               "(`tradeoff audit`, docs/audit.md; their pages are in audit/):", ""]
+        md += [f"- {model} / {name}: {text}" for model, name, text in failed]
     paths = catalog.layout.summary()
     atomic_write_text(paths["md"], "\n".join(md) + "\n")
     verdicts_html = "".join(f"<li><b>{html.escape(f.verdict)}</b> — {html.escape(f.claim['paper'])}, "
@@ -137,6 +143,9 @@ def build_summary(catalog: Catalog) -> dict[str, Path]:
             + "</tbody></table>"
             + ("<h2>Where the authors' evaluation overstates robustness</h2><ul>"
                + "".join(f"<li>{html.escape(name)}: {html.escape(text)}</li>" for name, _, text in overstated)
-               + "</ul>" if overstated else ""))
+               + "</ul>" if overstated else "")
+            + ("<h2>Failed audit checks</h2><ul>"
+               + "".join(f"<li>{html.escape(f'{model} / {name}: {text}')}</li>" for model, name, text in failed)
+               + "</ul>" if failed else ""))
     atomic_write_text(paths["html"], tables.html_page("tradeoff summary", body))
     return paths
