@@ -151,7 +151,7 @@ def make_figure(catalog: Catalog, name: str):
         if target.get("note"):
             fig.text(0, 0, f"at this scale: {target['note']}", gid=FOOTNOTE)
         for note in filter(None, [ran.twin_note(catalog, name), *ran.shared_job_notes(catalog, name)]):
-            fig.text(0, 0, note, gid=FOOTNOTE)
+            fig.text(0, 0, note, gid=FOOTNOTE)  # (a point of another paper setting's job: its label says which run)
         if "rows" in target and "analysis" not in target:
             for note in degenerate_notes(catalog, name):
                 fig.text(0, 0, note, gid=FOOTNOTE)

@@ -166,27 +166,24 @@ def twin_note(catalog: Catalog, name: str) -> str | None:
             "separate them are mapped onto one at this scale)")
 
 
-def shared_job_notes(catalog: Catalog, name: str) -> list[str]:
+def shared_job_notes(catalog: Catalog, name: str, labels: dict[str, str] | None = None) -> list[str]:
     """One note naming the rows whose training job at this scale is a run of another paper setting (dataset or
-    architecture), so that a row labelled MNIST is not read as an MNIST model; none for a target that repeats
-    another (its twin note says more)."""
+    architecture): a row labelled MNIST whose model is the CIFAR-10 run's is said to be so; none for a target that
+    repeats another (its twin note says more)."""
     if twin(catalog, name) is not None:
         return []
-    target = catalog.targets[name]
-    by_job: dict[str, list[str]] = {}
-    for rid in catalog.runs:
-        by_job.setdefault(catalog.train_id[rid], []).append(rid)
+
+    def setting(run: str) -> tuple:
+        return catalog.runs[run].get("paper_dataset"), catalog.runs[run].get("paper_arch")
+
     shared = []
-    for row in target.get("rows", []):
+    for row in catalog.targets[name].get("rows", []):
         run = row["run"]
         if catalog.is_external(run):
             continue
-        spec = catalog.runs[run]
-        setting = (spec.get("paper_dataset"), spec.get("paper_arch"))
         job = catalog.train_id[run]
-        if any((catalog.runs[r].get("paper_dataset"), catalog.runs[r].get("paper_arch")) != setting
-               for r in by_job.get(job, []) if r != run):
-            shared.append(f"{row.get('label') or row['key']} (`{job}`)")
+        if job != run and setting(job) != setting(run):
+            shared.append(f"{(labels or {}).get(row['key']) or row.get('label') or row['key']} (`{job}`)")
     if not shared:
         return []
     return [f"at this scale these rows are also the training jobs of other paper datasets or architectures (mapped "

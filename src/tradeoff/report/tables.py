@@ -359,7 +359,8 @@ def _notes(catalog: Catalog, table: Table) -> list[str]:
         out.append(f"{' and '.join(r.label for r in rows)} are distinct training jobs whose models give the same "
                    "prediction on every test example under every column: at this scale the table cannot tell them "
                    "apart.")
-    out += [note[0].upper() + note[1:] + "." for note in ran.shared_job_notes(catalog, table.name)]
+    labels = {m["key"]: m["label"] for row in table.rows for m in row.members}
+    out += [note[0].upper() + note[1:] + "." for note in ran.shared_job_notes(catalog, table.name, labels)]
     epochs = [(row, selected_epochs(table, row)) for row in table.rows if not catalog.is_external(row.runs[0])]
     if any(sel for _, sel in epochs):
         length = {catalog.runs[row.runs[0]]["epochs"] for row, _ in epochs}
