@@ -357,7 +357,9 @@ def cmd_bench_train(args, catalog: cfg.Catalog) -> int:
     from .runtime import Runtime
 
     run_id = _run(catalog, args.run)
-    settings = {**catalog.config["runtime"], "bf16": args.bf16, "channels_last": args.channels_last}
+    settings = {**catalog.config["runtime"], "channels_last": args.channels_last}
+    if args.precision:
+        settings["precision"] = args.precision
     if args.device:
         settings["device"] = args.device
     result = bench_train(run_id, catalog.runs[run_id], runtime=Runtime.from_config(settings),
@@ -601,7 +603,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--device", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True, help="bf16 autocast (CUDA)")
+    p.add_argument("--precision", choices=["fp32", "bf16"],
+                   help="training precision (bf16: autocast, CUDA only); default: the config's runtime.precision")
     p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=True, help="(CUDA)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False, help="torch.compile")
     p.set_defaults(func=cmd_bench_train)

@@ -2,11 +2,12 @@
 
 1. Every method: one training step on the GPU against the same step on the CPU (the same initial weights, batch and
    random numbers: the step's random draws are taken on the host from one seeded generator, see ``host_random``),
-   in fp32 with TF32 off; then the GPU step in bf16 autocast and channels_last (the production settings) against
-   the GPU step in fp32; Generalist's stream-parallel mode against its serial mode (and their speed); and, under
-   CUDA's sync debug mode, how many host-device synchronisations one step makes.
-2. `bench-train` of PGD-AT, TRADES and Generalist on ResNet-18 (batch 128 and 512) and PGD-AT on WRN-34-10
-   (tradeoff.bench.bench_train; each result is also written as a bench file, which calibrates `tradeoff plan`).
+   in fp32 with TF32 off; then the GPU step in bf16 autocast and channels_last (the `runtime.precision: bf16`
+   opt-in) against the GPU step in fp32; Generalist's stream-parallel mode against its serial mode (and their
+   speed); and, under CUDA's sync debug mode, how many host-device synchronisations one step makes.
+2. `bench-train` of PGD-AT, TRADES and Generalist on ResNet-18 (batch 128 and 512) and PGD-AT on WRN-34-10, in the
+   config's runtime settings (precision, channels_last: what the plan prices; tradeoff.bench.bench_train; each result
+   is also written as a bench file, which calibrates `tradeoff plan`).
 3. `bench-eval` of PGD-20 and AutoAttack (standard) on 1,000 images of ResNet-18: the run's trained model if it
    exists, else random weights on synthetic images labelled with the model's own predictions and a budget so small
    that no example is broken, so every attack (each of AutoAttack's components) runs on every image: AutoAttack's
@@ -202,6 +203,13 @@ def representative_runs(catalog) -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
+def configured(catalog, device: torch.device) -> Runtime:
+    """The config's training runtime (precision, channels_last) on ``device``: what its training jobs run."""
+    runtime = catalog.config["runtime"]
+    return Runtime(device, bf16=runtime.get("precision", "fp32") == "bf16" and device.type == "cuda",
+                   channels_last=bool(runtime.get("channels_last", False)))
+
+
 def check_methods(catalog, device: torch.device, *, batch: int = 16, reference: torch.device | None = None,
                   step: Callable[..., dict] = one_step) -> dict:
     """Section 1 for every method of the catalog (``step`` is replaceable for tests)."""
@@ -219,8 +227,8 @@ def check_methods(catalog, device: torch.device, *, batch: int = 16, reference: 
         if name == "generalist":
             parallel = {**spec, "method": {**spec["method"], "parallel": True}}
             serial = {**spec, "method": {**spec["method"], "parallel": False}}
-            a = step(serial, Runtime(device, bf16=True, channels_last=True), batch=batch)
-            b = step(parallel, Runtime(device, bf16=True, channels_last=True), batch=batch)
+            a = step(serial, configured(catalog, device), batch=batch)
+            b = step(parallel, configured(catalog, device), batch=batch)
             row["parallel_vs_serial"] = compare(a, b, TOLERANCES["parallel_vs_serial"])
             row["parallel_vs_serial"]["streams"] = b["method"].streams is not None
             row["parallel_vs_serial"]["serial_step_s"] = _time_steps(a["method"], a["x"], a["y"], 5)
@@ -239,10 +247,11 @@ def run_bench_train(catalog, device: torch.device, *, steps: int, warmup: int, o
         if run not in catalog.runs:
             continue
         spec = catalog.runs[run]
-        runtime = Runtime(device, bf16=device.type == "cuda", channels_last=True)
+        runtime = configured(catalog, device)
         result = bench_train(run, spec, runtime=runtime, batch_size=batch, steps=steps, warmup=warmup)
         result["path"] = str(write_bench(result, out_dir))
-        rows.append({"label": label, "run": run, "arch": spec["arch"], **{k: result[k] for k in (
+        rows.append({"label": label, "run": run, "arch": spec["arch"], "precision": runtime.precision,
+                     "channels_last": runtime.channels_last, **{k: result[k] for k in (
             "batch_size", "images_per_s", "seconds_per_epoch", "achieved_tflops", "fraction_of_peak", "path")}})
     return rows
 
@@ -292,8 +301,8 @@ def targets(bench: list[dict], evaluation: dict, device: str = "") -> dict:
     at, gen = epoch("AT ResNet-18"), epoch("Generalist ResNet-18")
     aa = evaluation.get("attacks", {}).get("aa", {}).get("minutes_per_10k")
     out = {"at_epoch_seconds": {"target": TARGETS["at_epoch_seconds"], "measured": at,
-                                "how": "bench-train cifar10-resnet18-at-beta1, batch 128, bf16 + channels_last: "
-                                       "seconds per epoch of 50,000 images"},
+                                "how": "bench-train cifar10-resnet18-at-beta1, batch 128, in the config's training "
+                                       "precision: seconds per epoch of 50,000 images"},
            "generalist_over_at": {"target": TARGETS["generalist_over_at"],
                                   "measured": gen / at if gen and at else None,
                                   "how": "bench-train's seconds per epoch, Generalist over AT, batch 128"},
@@ -357,10 +366,13 @@ def format_report(report: dict) -> str:
         lines += ["", f"Generalist parallel (CUDA streams: {gen['streams']}) vs serial: loss diff {_f(gen['loss_diff'])}, "
                       f"cosine {_f(gen['cosine'], '.7f')}; a step {_f(gen['parallel_step_s'] * 1e3, '.1f')} ms vs "
                       f"{_f(gen['serial_step_s'] * 1e3, '.1f')} ms serial"]
-    lines += ["", "## bench-train (bf16 + channels_last on CUDA)", "",
-              "| job | batch | images/s | s/epoch | TFLOP/s | of peak |", "|---|---:|---:|---:|---:|---:|"]
+    lines += ["", "## bench-train (the config's runtime settings; of peak: of the precision's own peak)", "",
+              "| job | precision | batch | images/s | s/epoch | TFLOP/s | of peak |",
+              "|---|---|---:|---:|---:|---:|---:|"]
     for r in report["bench_train"]:
-        lines.append(f"| {r['label']} ({r['run']}) | {r['batch_size']} | {r['images_per_s']:.0f} | "
+        layout = ", channels_last" if r["channels_last"] else ""
+        lines.append(f"| {r['label']} ({r['run']}) | {r['precision']}{layout} | {r['batch_size']} | "
+                     f"{r['images_per_s']:.0f} | "
                      f"{r['seconds_per_epoch']:.1f} | {r['achieved_tflops']:.1f} | "
                      f"{_f(r['fraction_of_peak'], '.1%')} |")
     ev = report["bench_eval"]
