@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import csv
 import signal
 import subprocess
 import time
@@ -12,6 +13,7 @@ import torch
 
 from helpers import ROOT, env, workflow_copy, results_of
 from tradeoff import checkpoint
+from tradeoff.provenance import device_name
 from tradeoff.results import Layout
 from tradeoff import config as cfg
 from tradeoff.runtime import Runtime
@@ -47,8 +49,9 @@ def test_nt_and_at_learn_and_write_outputs(tmp_path):
         assert meta["run"] == run_id and not model.training
         lines = paths.curves.read_text().splitlines()
         assert lines[0].startswith("epoch,lr,train_loss") and len(lines) == 7
-        last = dict(zip(lines[0].split(","), lines[-1].split(",")))
+        last = list(csv.DictReader(lines))[-1]
         assert float(last["eval_clean"]) > 0.5, f"{run_id} does not beat chance: {last}"  # 10 classes
+        assert (last["precision"], last["device"]) == ("fp32", device_name("cpu"))  # Table 4's minutes: where
         assert len(checkpoint.list_states(paths.state)) == 2
 
 

@@ -16,7 +16,9 @@ run with the previous states intact.
 from __future__ import annotations
 
 import copy
+import csv
 import functools
+import io
 import json
 import logging
 import math
@@ -36,13 +38,14 @@ from .config import spec_digest
 from .errors import UserError
 from .evaluate import accuracy_under
 from .methods import METHODS
-from .provenance import provenance
+from .provenance import device_name, provenance
 from .results import Layout, RunPaths
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-CURVE_FIELDS = ("epoch", "lr", "train_loss", "train_acc", "eval_clean", "eval_robust", "seconds", "images_per_s")
+CURVE_FIELDS = ("epoch", "lr", "train_loss", "train_acc", "eval_clean", "eval_robust", "seconds", "images_per_s",
+                "precision", "device")
 
 
 class NonFiniteLoss(UserError, FloatingPointError):
@@ -254,6 +257,7 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
     x_eval, y_eval = x_eval.to(runtime.device), y_eval.to(runtime.device)
     selection = spec["selection"]
     eval_attack = selection["attack"] if isinstance(selection["attack"], dict) else None
+    device = device_name(runtime.device)  # in the curves beside each epoch's seconds (Table 4's minutes)
 
     torch.manual_seed(spec["seed"])
     method = METHODS[spec["method"]["name"]](spec, model_factory(spec, ds), runtime)
@@ -375,7 +379,7 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
         seconds = time.perf_counter() - t0 - t_track
         row = {"epoch": epoch + 1, "lr": _current_lr(method), "train_loss": (loss_sum / n).item(),
                "train_acc": (correct.float() / n).item(), "eval_clean": clean, "eval_robust": robust,
-               "seconds": seconds, "images_per_s": n / seconds,
+               "seconds": seconds, "images_per_s": n / seconds, "precision": runtime.precision, "device": device,
                **{f"train_{key}": (total / max(counted, 1)).item() for key, total in extras.items()}, **tracked,
                **({"track_seconds": t_track} if track is not None else {})}
         rows.append(row)
@@ -427,8 +431,9 @@ def _write_outputs(run_id: str, spec: dict, method, ds: data.Data, rows: list[di
     checkpoint.save({"model": {k: v.detach().cpu() for k, v in state.items()}, "learners": learner_states,
                      "learner_snapshots": snapshots, "meta": json.dumps(meta)}, paths.model)
     fields = list(CURVE_FIELDS) + sorted({k for r in rows for k in r} - set(CURVE_FIELDS))
-    lines = [",".join(fields)] + [",".join(_cell(r.get(f)) for f in fields) for r in rows]
-    checkpoint.atomic_write_text(paths.curves, "\n".join(lines) + "\n")
+    text = io.StringIO()  # csv quotes a device name's commas
+    csv.writer(text, lineterminator="\n").writerows([fields] + [[_cell(r.get(f)) for f in fields] for r in rows])
+    checkpoint.atomic_write_text(paths.curves, text.getvalue())
 
 
 def _cell(value: Any) -> str:
