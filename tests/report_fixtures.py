@@ -9,16 +9,14 @@ examples and how many of them stayed robust, seed, dataset, ...), plus the run's
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 from pathlib import Path
 
 from tradeoff.results import SUITE_FORMAT
 
-CURVE_FIELDS = ("epoch", "lr", "train_loss", "train_acc", "eval_clean", "eval_robust", "seconds", "images_per_s",
-                "precision", "device")
+CURVE_FIELDS = ("epoch", "precision", "device", "lr", "train_loss", "train_acc", "eval_clean", "eval_robust", "seconds",
+                "images_per_s")
 PROVENANCE = {"git_commit": "0" * 40, "versions": {"python": "3", "torch": "2"}, "device": "cpu", "host": "test"}
 
 
@@ -120,10 +118,8 @@ def write_curves(catalog, run: str, rows: list[dict]) -> Path:
     fractions, as tradeoff.train writes them), the columns in tradeoff.train's order."""
     keys = {k for r in rows for k in r}
     fields = [f for f in CURVE_FIELDS if f in keys] + sorted(keys - set(CURVE_FIELDS))
-    text = io.StringIO()  # quoted as tradeoff.train quotes (a device name has commas)
-    csv.writer(text, lineterminator="\n").writerows([fields] + [["" if r.get(f) is None else str(r[f]) for f in fields]
-                                                             for r in rows])
-    return _write(catalog.layout.curves(catalog.train_id[run]), text.getvalue())
+    lines = [",".join(fields)] + [",".join("" if r.get(f) is None else str(r[f]) for f in fields) for r in rows]
+    return _write(catalog.layout.curves(catalog.train_id[run]), "\n".join(lines) + "\n")
 
 
 def write_analysis(catalog, name: str, data: dict) -> Path:

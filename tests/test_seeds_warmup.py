@@ -80,12 +80,12 @@ def test_notes_say_what_the_paper_averaged_how_many_seeds_ours_used_and_where_mi
     config["targets"]["tab"] = {"kind": "table", "title": "t", "rows": [{"key": "m", "run": "multi"}],
                                 "columns": {"minutes": "train:minutes"}, "paper_note": ["five runs", "(a test)."]}
     catalog = cfg.resolve(config)
-    devices = {"multi": "NVIDIA H100 80GB HBM3", "multi-seed1": "cpu (x86_64, 2 threads)"}
+    devices = {"multi": "NVIDIA H100 80GB HBM3", "multi-seed1": "cpu (x86_64; 2 threads)"}
     for run, device in devices.items():
         write_curves(catalog, run, [{"epoch": 1, "seconds": 60, "precision": "fp32", "device": device}])
     text = render_markdown(build(catalog, "tab"))
     assert "The paper's numbers: five runs (a test). Ours: the mean of 2 seeds per row." in text
-    assert "ours measured on: NVIDIA H100 80GB HBM3 in fp32; cpu (x86_64, 2 threads) in fp32" in text
+    assert "ours measured on: NVIDIA H100 80GB HBM3 in fp32; cpu (x86_64; 2 threads) in fp32" in text
     config["runs"]["multi"]["seeds"] = [0]
     assert "Ours: one seed per row." in render_markdown(build(cfg.resolve(config), "tab"))
 

@@ -48,10 +48,10 @@ def test_nt_and_at_learn_and_write_outputs(tmp_path):
         model, meta = load_model(paths.model)
         assert meta["run"] == run_id and not model.training
         lines = paths.curves.read_text().splitlines()
-        assert lines[0].startswith("epoch,lr,train_loss") and len(lines) == 7
+        assert lines[0].startswith("epoch,precision,device,lr,train_loss") and len(lines) == 7
         last = list(csv.DictReader(lines))[-1]
         assert float(last["eval_clean"]) > 0.5, f"{run_id} does not beat chance: {last}"  # 10 classes
-        assert (last["precision"], last["device"]) == ("fp32", device_name("cpu"))  # Table 4's minutes: where
+        assert (last["precision"], last["device"]) == ("fp32", device_name("cpu").replace(",", ";"))
         assert len(checkpoint.list_states(paths.state)) == 2
 
 
@@ -105,8 +105,8 @@ def test_best_selection_keeps_best_epoch(tmp_path):
     spec["selection"]["mode"] = "best"
     paths = train("sel", spec, results=tmp_path, data_root=catalog.data_root,
                   runtime=Runtime(torch.device("cpu")), progress=False)
-    rows = [line.split(",") for line in paths.curves.read_text().splitlines()[1:]]
-    scores = [float(r[4]) + float(r[5]) for r in rows]
+    rows = list(csv.DictReader(paths.curves.read_text().splitlines()))
+    scores = [float(r["eval_clean"]) + float(r["eval_robust"]) for r in rows]
     _, meta = load_model(paths.model)
     assert meta["selected_epoch"] == 1 + scores.index(max(scores))
 
