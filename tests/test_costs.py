@@ -214,7 +214,7 @@ def test_job_sizes_follow_resources_plan(paper):
                  "group_minutes": 30}
     run = "cifar10-resnet18-at-beta1"
     planned = sizes.planned_train(run)
-    assert 10 < planned < 20  # PGD-10 AT, 120 epochs, at 30% of an H100's 790 TFLOP/s
+    assert 20 < planned < 40  # PGD-10 AT, 120 epochs in fp32, at 30% of an H100's 395 TFLOP/s TF32
     assert sizes.train_minutes(run) == math.ceil(planned * 3 + 2)
     assert sizes.train_minutes("cifar10-resnet18-nt") == math.ceil(max(15, sizes.planned_train("cifar10-resnet18-nt")
                                                                        * 3 + 2))
@@ -250,6 +250,28 @@ def test_one_job_per_run_is_never_grouped(catalogs):
     run = "cifar10-resnet18-at-beta1"
     assert sizes.eval_group(run, cfg.ALL_ATTACKS) is None
     assert sizes.eval_minutes(run, cfg.ALL_ATTACKS) == 15  # tiny: the floor
+
+
+def test_the_plan_prices_training_in_the_configs_precision(paper):
+    """fp32 training (the paper scale's default) runs at TF32's rate, half bf16's: its steps cost twice; the per-epoch
+    selection measurement is fp32 either way."""
+    run = "cifar10-resnet18-at-beta1"
+    fp32 = JobSizes(paper, bench_folder="/nonexistent")
+    assert fp32.precision == "fp32"
+    bf16_catalog = copy.copy(paper)
+    bf16_catalog.config = {**paper.config, "runtime": {**paper.config["runtime"], "precision": "bf16"}}
+    bf16 = JobSizes(bf16_catalog, bench_folder="/nonexistent")
+    table, spec = load_table(), paper.runs[run]
+    unit, data = table["passes"][costs.pass_key(spec["arch"], spec["dataset"])], table["datasets"][spec["dataset"]]
+    steps = spec["epochs"] * data["train"] * method_passes(spec["method"], data["classes"]).flops(unit)
+    selection = costs.training_flops(spec, table, "bf16") - steps
+    assert selection > 0 and steps > 0
+    assert costs.training_flops(spec, table, "fp32") == pytest.approx(2 * steps + selection)
+    assert fp32.planned_train(run) / bf16.planned_train(run) == pytest.approx((2 * steps + selection)
+                                                                            / (steps + selection))
+    assert costs.peak_tflops("h100", "fp32") == costs.PEAK_TFLOPS["h100"] / 2 and costs.peak_tflops("x", "fp32") is None
+    assert "training in fp32, evaluation in fp32" in costs.format_plan(costs.plan(paper, "table1a", gpus=1,
+                                                                                  bench_folder="/nonexistent"))
 
 
 def test_bench_files_calibrate_the_plan(paper, tmp_path):

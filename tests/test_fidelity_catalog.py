@@ -41,6 +41,7 @@ RULES: list[tuple[str, str, dict]] = [
     }),
     (r"^(cifar10|cifar100|mnist|svhn|tinyimagenet)-(resnet18|wrn32)-(?!vanilla|caat)", "Selection set",
      {"selection.examples": 10000}),
+    (r"-wrn32-", "WRN-32-10", {}),
     (r"-wrn32-", "paper", {"arch": "wrn-32-10", "optimizer.weight_decay": 7e-4, "lr": lr_shape(0.1)}),
     (r"-resnet18-", "paper", {"arch": "resnet18"}),
     # the baselines of Table 1 take A.1's setup too
@@ -65,9 +66,9 @@ RULES: list[tuple[str, str, dict]] = [
         "method.name": "generalist", "method.attack": PGD10,
         "method.gamma": {"epochs": [0, 40, 80, 120], "values": [1, 1, 1, 0]},
         "method.t_prime": 75, "method.c": 5, "method.ema": True, "method.ema_decay": 0.999,
-        "method.nt_wa": True, "method.at_wa": True, "method.nt_optimizer": NT_OPT, "method.nt_lr": 0.1,
-        "method.parallel": False,
+        "method.nt_optimizer": NT_OPT, "method.nt_lr": 0.1, "method.parallel": False,
     }),
+    (r"-generalist", "Weight averaging in the base learners", {"method.nt_wa": True, "method.at_wa": True}),
     (r"-generalist", "code", {"method.attack_mode": "eval"}),
     (r"-generalist", "Generalist's communication", {"method.communication": "epoch"}),
     (r"-generalist", "Generalist's global EMA", {"method.ema_warmup": False}),
@@ -152,7 +153,7 @@ RULES: list[tuple[str, str, dict]] = [
     (r"-train_t_apgd_dlr$", "From-scratch runs", {"method.attack": {"type": "apgd-t", "norm": "linf", "steps": 10,
                                                                      "target_classes": 9, "eps": EPS}}),
     (r"-train_pgd_dlr$", "paper", {"method.attack": {**PGD10, "type": "pgd-dlr"}}),
-    (r"-train_eps12$", "From-scratch runs", {"method.attack": {**PGD10, "eps": 12 / 255}}),
+    (r"-train_eps12$", "CA-AT Figure 8's setting", {"arch": "resnet18", "method.attack": {**PGD10, "eps": 12 / 255}}),
 
     # ---- CA-AT fine-tuning with adapters (Figures 4, 5)
     (r"_adapter-", "Fine-tuning with adapters (Figures 4, 5)", {

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 import torch
 
-from helpers import ROOT
+from helpers import ROOT, workflow_copy
 from tradeoff import cli, gpucheck
 from tradeoff import config as cfg
 from tradeoff.methods import METHODS
@@ -102,3 +103,85 @@ def test_host_random_gives_a_step_the_same_draws_whatever_the_global_generators(
     assert all(torch.equal(x, y) for x, y in zip(a, b))
     assert torch.rand is not None and "draw" not in getattr(torch.rand, "__name__", "")  # put back
     assert set(gpucheck.representative_runs(catalog)) <= set(METHODS)
+
+
+# ------------------------------------------------------------------------------------------------ paper shape
+
+
+def test_the_rehearsal_is_skipped_in_one_line_while_config_rehearsal_yaml_is_missing(tmp_path):
+    root = workflow_copy(tmp_path / "wf")
+    (root / gpucheck.REHEARSAL).unlink(missing_ok=True)
+    calls = []
+    out = gpucheck.rehearse(root, "NVIDIA H100 80GB HBM3", runner=lambda *a, **k: calls.append(a))
+    assert out == {"skipped": "config/rehearsal.yaml does not exist (the rehearsal scale, issue 23): the table1a "
+                              "rehearsal at paper shape did not run"} and not calls
+    assert "Skipped: config/rehearsal.yaml does not exist" in "\n".join(gpucheck._rehearsal_lines(out))
+
+
+def _rehearsal_root(tmp_path):
+    """A workflow copy whose config/rehearsal.yaml stands in for the rehearsal scale (the smoke overlay here)."""
+    root = workflow_copy(tmp_path / "wf")
+    text = (ROOT / "config" / "smoke.yaml").read_text()
+    (root / gpucheck.REHEARSAL).write_text(text + f"\npaths: {{results: {tmp_path / 'results'}, data: data}}\n")
+    return root
+
+
+def test_the_rehearsal_runs_table1a_through_snakemake_uncapped_and_sets_measured_beside_planned(tmp_path):
+    """Snakemake builds table1a with config/rehearsal.yaml and an overlay that restores the paper's batch sizes and
+    the attacks' full strength on at least 1,000 test images on CUDA; then each method's seconds per epoch (its
+    curves, the first epoch left out) stand beside the plan's for the same resolved run."""
+    root = _rehearsal_root(tmp_path)
+    seen = {}
+
+    def snakemake(command, cwd, **kwargs):  # what Snakemake would leave: every row's training curves
+        seen["command"], seen["cwd"] = command, cwd
+        overlay = command[command.index(str(root / gpucheck.REHEARSAL)) + 1]
+        catalog = cfg.load_catalog([root / "config" / "config.yaml", root / gpucheck.REHEARSAL, overlay])
+        seen["catalog"] = catalog
+        for row in catalog.targets["table1a"]["rows"]:
+            curves = catalog.layout.curves(catalog.train_id[row["run"]])
+            curves.parent.mkdir(parents=True, exist_ok=True)
+            curves.write_text("epoch,seconds\n1,9.0\n2,2.0\n3,4.0\n")
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    out = gpucheck.rehearse(root, "NVIDIA H100 80GB HBM3", runner=snakemake)
+    command, catalog = seen["command"], seen["catalog"]
+    assert command[1:5] == ["table1a", "--cores", "1", "--configfile"] and seen["cwd"] == root
+    assert catalog.config["runtime"]["device"] == "cuda" and out["test_examples"] >= 1000
+    assert all(catalog.config["scale_map"][k] is None for k in gpucheck.REHEARSAL_UNCAPPED)
+    paper = cfg.load_catalog([ROOT / "config" / "config.yaml"])
+    run = "cifar10-resnet18-at-beta1"
+    assert catalog.runs[run]["batch_size"] == paper.runs[run]["batch_size"] == 128
+    assert catalog.attack_for("aa", run)["steps"] == paper.attack_for("aa", run)["steps"]
+    assert [m["run"] for m in out["methods"]] == [r["run"] for r in catalog.targets["table1a"]["rows"]]
+    sizes = gpucheck.JobSizes(catalog, bench_folder=catalog.layout.bench, device="h100")
+    for m in out["methods"]:
+        planned = sizes.planned_train(m["run"]) * 60 / catalog.runs[m["run"]]["epochs"]
+        assert m["measured_s_per_epoch"] == 3.0 and m["planned_s_per_epoch"] == pytest.approx(planned)
+        assert m["measured_over_planned"] == pytest.approx(3.0 / planned)
+    assert out["plan_device"] == "h100" and out["plan_precision"] == "fp32"
+    text = "\n".join(gpucheck._rehearsal_lines(out))
+    assert "| pgd_at | cifar10-resnet18-at-beta1 |" in text and "measured / planned" in text
+
+
+def test_a_failed_rehearsal_fails_the_check_with_snakemakes_words(tmp_path):
+    root = _rehearsal_root(tmp_path)
+    out = gpucheck.rehearse(root, "cpu", runner=lambda c, **k: subprocess.CompletedProcess(c, 1, "", "MissingInput"))
+    assert out["returncode"] == 1 and out["error"] == "MissingInput" and "methods" not in out
+    assert "MissingInput" in "\n".join(gpucheck._rehearsal_lines(out))
+
+
+def test_bf16_against_fp32_trains_one_seed_in_both_precisions_and_tests_the_pair(tmp_path):
+    """The same run and seed trained in fp32 and in bf16 autocast (on the CPU here: CPU autocast), both models
+    under clean and PGD-20, and the exact McNemar test of their per-example outcomes."""
+    overlay = tmp_path / "paths.yaml"
+    overlay.write_text(f"paths: {{results: {tmp_path / 'results'}, data: data}}\n")
+    smoke = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml", overlay])
+    out = gpucheck.bf16_against_fp32(smoke, CPU)
+    assert (out["run"], out["seed"], out["examples"]) == (gpucheck.PRECISION_RUN, 0, 64)
+    for precision in ("fp32", "bf16"):
+        assert (smoke.layout.gpu_check_work / precision / "checkpoints").is_dir()
+        assert set(out[precision]) == {"clean", "pgd20"} and all(0 <= v <= 1 for v in out[precision].values())
+    assert all(0 < p <= 1 for p in out["p_value"].values())
+    text = "\n".join(gpucheck._precision_lines(out))
+    assert "| pgd20 |" in text and "exact McNemar" in text

@@ -1,5 +1,6 @@
 """The GPU fast path, exercised on the CPU: bf16 autocast in training, channels_last, evaluation in fp32."""
 
+import contextlib
 import copy
 
 import pytest
@@ -16,8 +17,11 @@ CPU = torch.device("cpu")
 
 
 def test_from_config_enables_cuda_only_settings_only_on_cuda():
-    rt = Runtime.from_config({"device": "cpu", "bf16": True, "channels_last": True, "compile": "off"})
+    rt = Runtime.from_config({"device": "cpu", "precision": "bf16", "channels_last": True, "compile": "off"})
     assert (rt.bf16, rt.channels_last, rt.compile) == (False, True, None)  # bf16 is CUDA-only, channels_last not
+    assert rt.precision == "fp32"
+    with pytest.raises(cfg.ConfigError, match="runtime.precision: 'fp16' is not one of fp32, bf16"):
+        Runtime.from_config({"device": "cpu", "precision": "fp16"})
     if not torch.cuda.is_available():
         with pytest.raises(cfg.ConfigError, match="no CUDA device"):  # one line from the CLI, exit 2
             Runtime.from_config({"device": "cuda"})
@@ -69,3 +73,16 @@ def test_pgd_at_step_in_bf16_keeps_fp32_weights_and_the_threat_model():
         x_adv = attacks.build("pgd", model, eps=0.3, steps=3, seed=0).perturb(x, y)
     assert x_adv.dtype == torch.float32
     assert (x_adv - x).abs().max() <= 0.3 + 1e-6 and x_adv.min() >= 0 and x_adv.max() <= 1
+
+
+def test_paper_scale_trains_in_fp32_unless_bf16_is_asked_for(monkeypatch):
+    """The papers' code trains in fp32 with PyTorch's defaults: so does the paper scale, and bf16 autocast is an
+    opt-in (`runtime.precision: bf16`, a line of the README's differences table)."""
+    paper = cfg.load_catalog([ROOT / "config" / "config.yaml"])
+    assert paper.config["runtime"]["precision"] == "fp32" and "bf16" not in paper.config["runtime"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    on_gpu = {**paper.config["runtime"], "device": "cuda"}
+    faithful = Runtime.from_config(on_gpu, "paper")
+    assert not faithful.bf16 and isinstance(faithful.autocast(), contextlib.nullcontext)
+    opted = Runtime.from_config({**on_gpu, "precision": "bf16"}, "paper")
+    assert opted.bf16 and opted.precision == "bf16"

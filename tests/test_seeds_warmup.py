@@ -70,6 +70,26 @@ def test_table_reports_mean_and_std_over_seeds_and_pseudo_columns(tmp_path):
     assert "85.2±5.5" in text and "2 seeds" in text and "training time in minutes" in text
 
 
+def test_notes_say_what_the_paper_averaged_how_many_seeds_ours_used_and_where_minutes_ran(tmp_path):
+    """A table's `paper_note` is printed with the number of seeds behind our rows; a training-time column names
+    the devices and the precision its runs trained on (from their curves; the paper's Table 4: an RTX 3090)."""
+    config = _config(tmp_path)
+    config["scale_map"]["seeds"] = None
+    config["runs"]["multi"] = {k: v for k, v in config["runs"]["cifar10-resnet18-nt"].items() if k != "seed"}
+    config["runs"]["multi"]["seeds"] = [0, 1]
+    config["targets"]["tab"] = {"kind": "table", "title": "t", "rows": [{"key": "m", "run": "multi"}],
+                                "columns": {"minutes": "train:minutes"}, "paper_note": ["five runs", "(a test)."]}
+    catalog = cfg.resolve(config)
+    devices = {"multi": "NVIDIA H100 80GB HBM3", "multi-seed1": "cpu (x86_64; 2 threads)"}
+    for run, device in devices.items():
+        write_curves(catalog, run, [{"epoch": 1, "seconds": 60, "precision": "fp32", "device": device}])
+    text = render_markdown(build(catalog, "tab"))
+    assert "The paper's numbers: five runs (a test). Ours: the mean of 2 seeds per row." in text
+    assert "ours measured on: NVIDIA H100 80GB HBM3 in fp32; cpu (x86_64; 2 threads) in fp32" in text
+    config["runs"]["multi"]["seeds"] = [0]
+    assert "Ours: one seed per row." in render_markdown(build(cfg.resolve(config), "tab"))
+
+
 def test_smaller_scale_keeps_a_runs_learning_rate_ratio_to_its_preset(tmp_path):
     config = copy.deepcopy(cfg.load_config([cfg.ROOT / "config" / "config.yaml", cfg.ROOT / "config" / "demo.yaml"]))
     base = config["runs"]["cifar10-resnet18-at-beta1"]

@@ -13,6 +13,7 @@ import torch
 
 from helpers import ROOT, env, workflow_copy, results_of
 from tradeoff import checkpoint
+from tradeoff.provenance import device_name
 from tradeoff.results import Layout
 from tradeoff import config as cfg
 from tradeoff.runtime import Runtime
@@ -52,6 +53,7 @@ def test_nt_and_at_learn_and_write_outputs(tmp_path):
         assert rows[-1]["eval_clean"] > 0.5, f"{run_id} does not beat chance: {rows[-1]}"  # 10 classes
         summary = read_summary(paths.curves)  # dvc metrics: the last epoch's values and the selection's
         assert summary["eval_clean"] == rows[-1]["eval_clean"] and summary["selected"]["epoch"] == 6
+        assert summary["ran_on"]["6"] == {"precision": "fp32", "device": device_name("cpu").replace(",", ";")}
         assert len(checkpoint.list_states(paths.state)) == 2
 
 

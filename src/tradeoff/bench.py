@@ -25,7 +25,7 @@ from .checkpoint import atomic_write_text
 from .data import DATASETS, SPLIT_SIZES
 from .config import Catalog
 from .attacks import frozen
-from .costs import PEAK_TFLOPS, device_key, pass_key
+from .costs import device_key, pass_key, peak_tflops
 from .methods import METHODS
 from .provenance import provenance
 from .runtime import Runtime
@@ -123,7 +123,7 @@ def bench_train(run_id: str, spec: dict, *, runtime: Runtime, batch_size: int | 
     images_per_s = steps * batch / seconds
     achieved = flops * images_per_s / 1e12
     dev = provenance(runtime.device)["device"]
-    peak = PEAK_TFLOPS.get(device_key(dev)) if cuda else None
+    peak = peak_tflops(device_key(dev), runtime.precision) if cuda else None  # fp32: TF32's rate
     return {
         "run": run_id, "method": spec["method"]["name"], "arch": spec["arch"], "dataset": spec["dataset"],
         "batch_size": batch, "steps": steps, "warmup": warmup, "seconds": seconds, "images_per_s": images_per_s,

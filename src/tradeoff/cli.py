@@ -396,7 +396,9 @@ def cmd_bench_train(args, catalog: cfg.Catalog) -> int:
     from .runtime import Runtime
 
     run_id = _run(catalog, args.run)
-    settings = {**catalog.config["runtime"], "bf16": args.bf16, "channels_last": args.channels_last}
+    settings = {**catalog.config["runtime"], "channels_last": args.channels_last}
+    if args.precision:
+        settings["precision"] = args.precision
     if args.device:
         settings["device"] = args.device
     result = bench_train(run_id, catalog.runs[run_id], runtime=Runtime.from_config(settings),
@@ -456,9 +458,13 @@ def cmd_bench_flops(args, catalog: cfg.Catalog) -> int:
 def cmd_gpu_check(args, catalog: cfg.Catalog) -> int:
     from .gpucheck import NoCuda, device_slug, gpu_check, write_report
 
+    root = Path.cwd() if (Path.cwd() / "Snakefile").is_file() else None  # the workflow folder (_enter_workflow)
+    demo = root / "config" / "demo.yaml" if root else None
     try:
         report = gpu_check(catalog, cpu_only=args.cpu_only, batch=args.batch, images=args.images,
-                           bench_steps=args.steps, bench_warmup=args.warmup)
+                           bench_steps=args.steps, bench_warmup=args.warmup, root=root if args.rehearsal else None,
+                           demo=cfg.load_catalog([root / "config" / "config.yaml", demo])
+                           if args.precision_check and demo and demo.is_file() and not args.cpu_only else None)
     except NoCuda as exc:
         print(f"tradeoff: gpu-check: {exc}", file=sys.stderr)
         return 1
@@ -663,7 +669,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--device", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True, help="bf16 autocast (CUDA)")
+    p.add_argument("--precision", choices=["fp32", "bf16"],
+                   help="training precision (bf16: autocast, CUDA only); default: the config's runtime.precision")
     p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=True, help="(CUDA)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False, help="torch.compile")
     p.set_defaults(func=cmd_bench_train)
@@ -710,13 +717,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_bench_flops)
 
     p = sub.add_parser("gpu-check", help="on a GPU: every method's step against the CPU's, bf16 against fp32, "
-                                         "Generalist's parallel mode against serial, bench-train and bench-eval; "
-                                         "one JSON and markdown report in the bench folder")
+                                         "Generalist's parallel mode against serial, bench-train and bench-eval, "
+                                         "the table1a rehearsal at paper shape against the plan, a demo run trained "
+                                         "in fp32 and bf16; one JSON and markdown report in the bench folder")
     p.add_argument("--cpu-only", action="store_true", help="without CUDA: the same checks, the CPU against itself")
     p.add_argument("--batch", type=int, default=16, help="batch of the compared steps (default 16)")
     p.add_argument("--images", type=int, default=1000, help="images of bench-eval (default 1000)")
     p.add_argument("--steps", type=int, default=20, help="timed steps of bench-train (default 20)")
     p.add_argument("--warmup", type=int, default=3, help="warm-up steps of bench-train (default 3)")
+    p.add_argument("--rehearsal", action=argparse.BooleanOptionalAction, default=True,
+                   help="the table1a rehearsal through Snakemake at paper shape (config/rehearsal.yaml), measured "
+                        "seconds per epoch beside the plan's")
+    p.add_argument("--precision-check", action=argparse.BooleanOptionalAction, default=True,
+                   help="a demo-scale run trained in fp32 and in bf16 from one seed: clean and PGD accuracy, McNemar")
     p.set_defaults(func=cmd_gpu_check)
 
     p = sub.add_parser("list", help="list runs, external models, targets or attacks (evaluation jobs)")

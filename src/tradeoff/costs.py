@@ -15,7 +15,7 @@ A job's FLOPs are pass counts times pass costs:
 Attacks are priced as upper bounds: every example is attacked by every component (AutoAttack's later components only
 see the examples still robust; FAT's early stop only shortens its attack). Time = FLOPs / (bf16 peak x achieved
 fraction), the fraction calibrated by bench files of the device (`tradeoff bench-train`) when there are any, else
-assumed; evaluation's fp32 FLOPs count FP32_COST times.
+assumed; fp32 FLOPs count FP32_COST times: evaluation's always, training's unless ``runtime.precision`` is bf16.
 
 What a cluster job asks for (`resources.plan` in the config): its planned minutes x ``safety`` plus ``start_minutes``,
 at least ``floor_minutes`` (a group of evaluations shares one floor), at most ``max_minutes``; a run's evaluations
@@ -42,8 +42,8 @@ FLOPS_FILE = Path(__file__).with_name("flops.json")
 PEAK_TFLOPS = {"h100": 790.0, "h200": 790.0, "a100": 312.0, "rtx3090": 71.0, "v100": 125.0}
 # When no bench file calibrates a device, plans assume this fraction of peak (the project's target).
 ASSUMED_FRACTION = 0.30
-# Evaluation runs in fp32 (bf16 autocast is for training only): cuDNN's convolutions then use TF32 tensor cores
-# (PyTorch's default), whose dense rate is half bf16's on A100/H100; evaluation FLOPs count twice.
+# fp32 (evaluation always; training unless runtime.precision is bf16): cuDNN's convolutions then use TF32 tensor
+# cores (PyTorch's default), whose dense rate is half bf16's on A100/H100; fp32 FLOPs count twice.
 FP32_COST = 2.0
 # The attack types and corruption evaluations (config.load.CORRUPTIONS_TYPE) that are not attacks
 CORRUPTIONS_TYPE = "corruptions"
@@ -229,8 +229,9 @@ def _dataset(table: dict, name: str) -> dict:
     return found
 
 
-def training_flops(spec: dict, table: dict) -> float:
-    """A training job: every epoch's steps, its per-epoch selection measurement and its learner tracking."""
+def training_flops(spec: dict, table: dict, precision: str = "fp32") -> float:
+    """A training job: every epoch's steps (in ``precision``, runtime.precision), its per-epoch selection measurement
+    and its learner tracking (fp32), in bf16-equivalent FLOPs."""
     unit, data = _unit(table, spec["arch"], spec["dataset"]), _dataset(table, spec["dataset"])
     classes, epochs = data["classes"], int(spec["epochs"])
     n = min(data["train"], spec.get("train_examples") or data["train"])
@@ -250,7 +251,18 @@ def training_flops(spec: dict, table: dict) -> float:
         learners, attacked = 2, len(track.get("attacked", ["nt"]))
         each = evaluation_passes(track["attack"], classes) + attack_passes(track["attack"], classes) + 2 * F
         measuring += int(track["examples"]) * (learners * F + attacked * each).flops(unit) * epochs
-    return epochs * n * step + FP32_COST * measuring
+    return epochs * n * step * precision_cost(precision) + FP32_COST * measuring
+
+
+def precision_cost(precision: str) -> float:
+    """What a FLOP in ``precision`` costs in bf16 FLOPs (the unit PEAK_TFLOPS is in)."""
+    return 1.0 if precision == "bf16" else FP32_COST
+
+
+def peak_tflops(device: str, precision: str) -> float | None:
+    """A device's (device_key) dense tensor rate in ``precision``: bf16's, or TF32's for fp32; None if unknown."""
+    peak = PEAK_TFLOPS.get(device)
+    return None if peak is None else peak / precision_cost(precision)
 
 
 def evaluation_flops(run: dict, attack: dict, table: dict) -> float:
@@ -344,6 +356,7 @@ class JobSizes:
             raise ConfigError(f"resources.plan.device: unknown device {self.device!r}; allowed: {sorted(PEAK_TFLOPS)}")
         self.fraction, self.basis = calibrated_fraction(self.device, self.bench_folder)
         self.rate = PEAK_TFLOPS[self.device] * self.fraction * 1e12 * 60  # FLOP per GPU-minute
+        self.precision = (self.catalog.config.get("runtime") or {}).get("precision", "fp32")
         self.fixed = {stage: int((resources.get(stage) or {}).get("runtime", default))
                       for stage, default in FIXED_RUNTIME.items()}
 
@@ -352,7 +365,7 @@ class JobSizes:
     def planned_train(self, run: str) -> float | None:
         if run not in self._train:
             try:
-                self._train[run] = training_flops(self.catalog.runs[run], self.table) / self.rate
+                self._train[run] = training_flops(self.catalog.runs[run], self.table, self.precision) / self.rate
             except UnknownCost:
                 self._train[run] = None
         return self._train[run]
@@ -488,7 +501,7 @@ def plan(catalog, target: str, gpus: int, device: str | None = None, bench_folde
     groups = {j.cluster_job for j in jobs if j.cluster_job != j.name}
     alone = [j for j in jobs if j.kind == "evaluate" and j.cluster_job == j.name]
     return {"target": target, "device": sizes.device, "gpus": gpus, "peak_tflops": PEAK_TFLOPS[sizes.device],
-            "fraction": sizes.fraction, "basis": sizes.basis, "jobs": jobs, "total_hours": sum(known),
+            "fraction": sizes.fraction, "basis": sizes.basis, "precision": sizes.precision, "jobs": jobs, "total_hours": sum(known),
             "unknown": [j.name for j in jobs if j.hours is None],
             "makespan_hours": makespan([j for j in jobs if j.hours is not None], gpus),
             "planned_resources": sizes.planned, "settings": sizes.settings,
@@ -516,8 +529,9 @@ def _minutes(hours: float | None) -> str:
 
 
 def format_plan(result: dict) -> str:
-    lines = [f"{result['target']} on {result['gpus']} x {result['device']} ({result['peak_tflops']:.0f} TFLOP/s peak, "
-             f"{result['fraction']:.0%} achieved: {result['basis']})", "",
+    lines = [f"{result['target']} on {result['gpus']} x {result['device']} ({result['peak_tflops']:.0f} TFLOP/s bf16 peak, "
+             f"{result['fraction']:.0%} achieved: {result['basis']}; training in {result['precision']}, "
+             "evaluation in fp32)", "",
              "| job | GPU-minutes | asks (min) | cluster job |", "|---|---:|---:|---|"]
     for j in result["jobs"]:
         where = "own" if j.cluster_job == j.name else j.cluster_job

@@ -2,16 +2,23 @@
 
 1. Every method: one training step on the GPU against the same step on the CPU (the same initial weights, batch and
    random numbers: the step's random draws are taken on the host from one seeded generator, see ``host_random``),
-   in fp32 with TF32 off; then the GPU step in bf16 autocast and channels_last (the production settings) against
-   the GPU step in fp32; Generalist's stream-parallel mode against its serial mode (and their speed); and, under
-   CUDA's sync debug mode, how many host-device synchronisations one step makes.
-2. `bench-train` of PGD-AT, TRADES and Generalist on ResNet-18 (batch 128 and 512) and PGD-AT on WRN-34-10
-   (tradeoff.bench.bench_train; each result is also written as a bench file, which calibrates `tradeoff plan`).
+   in fp32 with TF32 off; then the GPU step in bf16 autocast and channels_last (the `runtime.precision: bf16`
+   opt-in) against the GPU step in fp32; Generalist's stream-parallel mode against its serial mode (and their
+   speed); and, under CUDA's sync debug mode, how many host-device synchronisations one step makes.
+2. `bench-train` of PGD-AT, TRADES and Generalist on ResNet-18 (batch 128 and 512) and PGD-AT on WRN-34-10, in the
+   config's runtime settings (precision, channels_last: what the plan prices; tradeoff.bench.bench_train; each result
+   is also written as a bench file, which calibrates `tradeoff plan`).
 3. `bench-eval` of PGD-20 and AutoAttack (standard) on 1,000 images of ResNet-18: the run's trained model if it
    exists, else random weights on synthetic images labelled with the model's own predictions and a budget so small
    that no example is broken, so every attack (each of AutoAttack's components) runs on every image: AutoAttack's
    worst case, an upper bound of its time on a robust model.
 4. The performance targets (docs/gpu.md) against these measurements.
+5. At paper shape (``rehearse``): the `table1a` rehearsal through Snakemake (``--configfile config/rehearsal.yaml``
+   and an overlay of its own: CUDA, the paper's batch sizes, attacks uncapped, at least 1,000 test images), and per
+   method the measured seconds per epoch beside what `tradeoff plan` predicts for the same runs; skipped, saying so,
+   while config/rehearsal.yaml does not exist.
+6. ``bf16_against_fp32``: one run of the demo scale trained twice from the same seed, in fp32 and under the
+   `runtime.precision: bf16` opt-in, and both models' clean and PGD accuracy with the exact McNemar test.
 
 It writes ``gpu-check-<device>.json`` and ``.md`` into the scale's bench folder (tradeoff.results) and exits 1 if a
 comparison is out of its tolerance. Without CUDA it refuses in one line, unless ``--cpu-only``: then the same
@@ -22,9 +29,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import csv
 import json
 import math
 import re
+import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -35,7 +45,7 @@ import torch
 from . import models
 from .bench import SHAPES, bench_train, synthetic_batch, write_bench
 from .checkpoint import atomic_write_text
-from .costs import device_key
+from .costs import PEAK_TFLOPS, JobSizes, device_key
 from .methods import METHODS
 from .provenance import provenance
 from .runtime import Runtime
@@ -60,6 +70,13 @@ BENCH_TRAIN = [("cifar10-resnet18-at-beta1", 128, "AT ResNet-18"), ("cifar10-res
 BENCH_EVAL_RUN, BENCH_EVAL_ATTACKS = "cifar10-resnet18-at-beta1", ("pgd20", "aa")
 #: docs/gpu.md's targets on an H100
 TARGETS = {"at_epoch_seconds": 8.0, "generalist_over_at": 1.15, "aa_10k_minutes": 10.0}
+#: the rehearsal scale (issue 23: every paper-scale setting, amounts capped), its target here, and what this check
+#: undoes of its caps: the paper's batch sizes and its attacks at full strength (null: each run's own setting)
+REHEARSAL, REHEARSAL_TARGET = "config/rehearsal.yaml", "table1a"
+REHEARSAL_UNCAPPED = {"batch_size": None, "max_attack_steps": None, "train_attack_steps": None,
+                      "autoattack_caps": None}
+#: the demo run trained in both precisions, and the attacks its two models are compared under
+PRECISION_RUN, PRECISION_ATTACKS = "cifar10-resnet18-at-beta1", ("clean", "pgd20")
 
 
 class NoCuda(RuntimeError):
@@ -202,6 +219,13 @@ def representative_runs(catalog) -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
+def configured(catalog, device: torch.device) -> Runtime:
+    """The config's training runtime (precision, channels_last) on ``device``: what its training jobs run."""
+    runtime = catalog.config["runtime"]
+    return Runtime(device, bf16=runtime.get("precision", "fp32") == "bf16" and device.type == "cuda",
+                   channels_last=bool(runtime.get("channels_last", False)))
+
+
 def check_methods(catalog, device: torch.device, *, batch: int = 16, reference: torch.device | None = None,
                   step: Callable[..., dict] = one_step) -> dict:
     """Section 1 for every method of the catalog (``step`` is replaceable for tests)."""
@@ -219,8 +243,8 @@ def check_methods(catalog, device: torch.device, *, batch: int = 16, reference: 
         if name == "generalist":
             parallel = {**spec, "method": {**spec["method"], "parallel": True}}
             serial = {**spec, "method": {**spec["method"], "parallel": False}}
-            a = step(serial, Runtime(device, bf16=True, channels_last=True), batch=batch)
-            b = step(parallel, Runtime(device, bf16=True, channels_last=True), batch=batch)
+            a = step(serial, configured(catalog, device), batch=batch)
+            b = step(parallel, configured(catalog, device), batch=batch)
             row["parallel_vs_serial"] = compare(a, b, TOLERANCES["parallel_vs_serial"])
             row["parallel_vs_serial"]["streams"] = b["method"].streams is not None
             row["parallel_vs_serial"]["serial_step_s"] = _time_steps(a["method"], a["x"], a["y"], 5)
@@ -239,10 +263,11 @@ def run_bench_train(catalog, device: torch.device, *, steps: int, warmup: int, o
         if run not in catalog.runs:
             continue
         spec = catalog.runs[run]
-        runtime = Runtime(device, bf16=device.type == "cuda", channels_last=True)
+        runtime = configured(catalog, device)
         result = bench_train(run, spec, runtime=runtime, batch_size=batch, steps=steps, warmup=warmup)
         result["path"] = str(write_bench(result, out_dir))
-        rows.append({"label": label, "run": run, "arch": spec["arch"], **{k: result[k] for k in (
+        rows.append({"label": label, "run": run, "arch": spec["arch"], "precision": runtime.precision,
+                     "channels_last": runtime.channels_last, **{k: result[k] for k in (
             "batch_size", "images_per_s", "seconds_per_epoch", "achieved_tflops", "fraction_of_peak", "path")}})
     return rows
 
@@ -292,8 +317,8 @@ def targets(bench: list[dict], evaluation: dict, device: str = "") -> dict:
     at, gen = epoch("AT ResNet-18"), epoch("Generalist ResNet-18")
     aa = evaluation.get("attacks", {}).get("aa", {}).get("minutes_per_10k")
     out = {"at_epoch_seconds": {"target": TARGETS["at_epoch_seconds"], "measured": at,
-                                "how": "bench-train cifar10-resnet18-at-beta1, batch 128, bf16 + channels_last: "
-                                       "seconds per epoch of 50,000 images"},
+                                "how": "bench-train cifar10-resnet18-at-beta1, batch 128, in the config's training "
+                                       "precision: seconds per epoch of 50,000 images"},
            "generalist_over_at": {"target": TARGETS["generalist_over_at"],
                                   "measured": gen / at if gen and at else None,
                                   "how": "bench-train's seconds per epoch, Generalist over AT, batch 128"},
@@ -306,11 +331,111 @@ def targets(bench: list[dict], evaluation: dict, device: str = "") -> dict:
     return out
 
 
+# ------------------------------------------------------------------------------------------------ paper shape
+
+
+def _snakemake() -> str:
+    beside = Path(sys.executable).with_name("snakemake")  # this environment's, as the Makefile's .venv/bin
+    return str(beside) if beside.exists() else "snakemake"
+
+
+def epoch_seconds(curves: Path) -> float | None:
+    """A training job's mean seconds per epoch from its curves, the first epoch left out when there are more
+    (cuDNN's autotuning, the allocator's warm-up); None without curves."""
+    if not curves.exists():
+        return None
+    with open(curves, newline="") as f:
+        seconds = [float(r["seconds"]) for r in csv.DictReader(f)]
+    seconds = seconds[1:] if len(seconds) > 1 else seconds
+    return sum(seconds) / len(seconds) if seconds else None
+
+
+def rehearse(root: Path, device: str, *, images: int = 1000, target: str = REHEARSAL_TARGET, cores: int = 1,
+             runner: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> dict:
+    """Section 5: build ``target`` through Snakemake at the rehearsal scale with the paper's batch sizes and
+    uncapped attacks on ``images`` test images, on CUDA, then per method the measured seconds per epoch (its
+    curves) beside the plan's for the same resolved runs (tradeoff.costs.JobSizes on ``device``, a device name;
+    the plan's default device where it has no price for it). ``root``: the workflow folder. ``runner`` runs the
+    Snakemake command (replaceable for tests)."""
+    from .config import load_catalog
+
+    rehearsal = root / REHEARSAL
+    if not rehearsal.is_file():
+        return {"skipped": f"{REHEARSAL} does not exist (the rehearsal scale, issue 23): the {target} rehearsal at "
+                           "paper shape did not run"}
+    base = load_catalog([root / "config" / "config.yaml", rehearsal], write_cache=False)
+    overlay = base.layout.gpu_check_work / "rehearsal-uncapped.yaml"
+    overlay.parent.mkdir(parents=True, exist_ok=True)
+    test_examples = max(images, int(base.config["scale_map"].get("test_examples") or images))
+    overlay.write_text(json.dumps({"runtime": {"device": "cuda"},  # JSON is YAML: Snakemake reads it as a config
+                                   "scale_map": {**REHEARSAL_UNCAPPED, "test_examples": test_examples}}) + "\n")
+    catalog = load_catalog([root / "config" / "config.yaml", rehearsal, overlay], write_cache=False)
+    command = [_snakemake(), target, "--cores", str(cores), "--configfile", str(rehearsal), str(overlay)]
+    t0 = time.perf_counter()
+    done = runner(command, cwd=root, capture_output=True, text=True)
+    out = {"target": target, "command": " ".join(command), "returncode": done.returncode,
+           "seconds": time.perf_counter() - t0, "test_examples": test_examples, "scale": catalog.scale}
+    if done.returncode != 0:
+        return {**out, "error": (done.stderr or done.stdout or "")[-2000:]}
+    key = device_key(device)
+    sizes = JobSizes(catalog, bench_folder=catalog.layout.bench, device=key if key in PEAK_TFLOPS else None)
+    rows = []
+    for row in catalog.targets[target]["rows"]:
+        run = row["run"]
+        spec, planned = catalog.runs[run], sizes.planned_train(run)
+        measured = epoch_seconds(catalog.layout.curves(catalog.train_id[run]))
+        per_epoch = None if planned is None else planned * 60 / int(spec["epochs"])
+        rows.append({"method": spec["method"]["name"], "run": run, "epochs": int(spec["epochs"]),
+                     "batch_size": spec["batch_size"], "measured_s_per_epoch": measured,
+                     "planned_s_per_epoch": per_epoch,
+                     "measured_over_planned": measured / per_epoch if measured and per_epoch else None})
+    return {**out, "plan_device": sizes.device, "plan_basis": sizes.basis, "plan_precision": sizes.precision,
+            "methods": rows}
+
+
+def bf16_against_fp32(catalog, device: torch.device, *, run: str = PRECISION_RUN,
+                      attacks=PRECISION_ATTACKS) -> dict:
+    """Section 6: ``run`` of ``catalog`` (the demo scale) trained twice from its seed, in fp32 and in bf16 autocast
+    (channels_last as the config says), and both models under ``attacks`` on the run's test set (seed 0): each
+    accuracy, and the exact McNemar test of the two models' per-example outcomes."""
+    from .data import load_run_data
+    from .evaluate import run_attack
+    from .report.stats import mcnemar
+    from .results import bits
+    from .train import train
+    from .trained import load_model
+
+    spec = catalog.runs[run]
+    channels_last = bool(catalog.config["runtime"].get("channels_last", False))
+    batch = int(catalog.config["runtime"]["eval_batch_size"])
+    ds = load_run_data(spec, catalog.data_root)
+    x, y = ds.x_test.to(device), ds.y_test.to(device)
+    outcomes: dict[str, dict[str, str]] = {}
+    out: dict[str, Any] = {"run": run, "scale": catalog.scale, "seed": spec["seed"], "examples": len(y),
+                           "attacks": list(attacks)}
+    for precision in ("fp32", "bf16"):
+        t0 = time.perf_counter()
+        paths = train(f"{run}-{precision}", spec, results=catalog.layout.gpu_check_work / precision,
+                      data_root=catalog.data_root, progress=False, eval_batch_size=batch,
+                      runtime=Runtime(device, bf16=precision == "bf16", channels_last=channels_last))
+        model, _ = load_model(paths.model, device.type)
+        out[f"{precision}_train_seconds"] = time.perf_counter() - t0
+        outcomes[precision] = {}
+        for name in attacks:
+            result = run_attack(model, x, y, catalog.attack_for(name, run), seed=0, batch_size=batch)
+            outcomes[precision][name] = bits(result.robust_correct)
+            out.setdefault(precision, {})[name] = result.accuracy
+    out["p_value"] = {name: mcnemar([(outcomes["fp32"][name], outcomes["bf16"][name])]) for name in attacks}
+    return out
+
+
 # ------------------------------------------------------------------------------------------------ the check
 
 
 def gpu_check(catalog, *, cpu_only: bool = False, batch: int = 16, bench_steps: int = 20, bench_warmup: int = 3,
-              images: int = 1000, jobs=BENCH_TRAIN) -> dict:
+              images: int = 1000, jobs=BENCH_TRAIN, root: Path | None = None, demo=None) -> dict:
+    """Every section on CUDA (``cpu_only``: sections 1-4 on the CPU, 5 and 6 skipped). ``root``: the workflow folder
+    of section 5's rehearsal (None: skipped); ``demo``: the demo-scale catalog of section 6 (None: skipped)."""
     if not cpu_only and not torch.cuda.is_available():
         raise NoCuda("no CUDA device is visible: run it on a GPU node (`tradeoff gpu-check`), or pass --cpu-only to "
                      "run the parts that work on the CPU")
@@ -320,12 +445,22 @@ def gpu_check(catalog, *, cpu_only: bool = False, batch: int = 16, bench_steps: 
     bench = run_bench_train(catalog, device, steps=bench_steps, warmup=bench_warmup, out_dir=catalog.layout.bench,
                             jobs=jobs)
     evaluation = run_bench_eval(catalog, device, images=images)
+    name = provenance(device)["device"]
+    if cpu_only or root is None:
+        rehearsal = {"skipped": "on CUDA only (--cpu-only)" if cpu_only else "not asked for (--no-rehearsal), or "
+                                                                              "no workflow folder"}
+    else:
+        rehearsal = rehearse(root, name, images=images)
+    precision = ({"skipped": "on CUDA only (--cpu-only)" if cpu_only else "not asked for (--no-precision-check), "
+                                                                          "or no config/demo.yaml"}
+                 if cpu_only or demo is None else bf16_against_fp32(demo, device))
     ok = all(row[key]["ok"] for row in methods.values()
              for key in ("gpu_vs_cpu", "bf16_vs_fp32", "parallel_vs_serial") if key in row)
+    ok = ok and "error" not in rehearsal
     return {"device": provenance(device)["device"], "cpu_only": cpu_only, "scale": catalog.scale, "ok": ok,
             "tolerances": TOLERANCES, "methods": methods, "bench_train": bench, "bench_eval": evaluation,
-            "targets": targets(bench, evaluation, provenance(device)["device"]), "seconds": time.perf_counter() - t0,
-            "provenance": provenance(device)}
+            "targets": targets(bench, evaluation, name), "rehearsal": rehearsal, "bf16_against_fp32": precision,
+            "seconds": time.perf_counter() - t0, "provenance": provenance(device)}
 
 
 def device_slug(device: str) -> str:
@@ -357,10 +492,13 @@ def format_report(report: dict) -> str:
         lines += ["", f"Generalist parallel (CUDA streams: {gen['streams']}) vs serial: loss diff {_f(gen['loss_diff'])}, "
                       f"cosine {_f(gen['cosine'], '.7f')}; a step {_f(gen['parallel_step_s'] * 1e3, '.1f')} ms vs "
                       f"{_f(gen['serial_step_s'] * 1e3, '.1f')} ms serial"]
-    lines += ["", "## bench-train (bf16 + channels_last on CUDA)", "",
-              "| job | batch | images/s | s/epoch | TFLOP/s | of peak |", "|---|---:|---:|---:|---:|---:|"]
+    lines += ["", "## bench-train (the config's runtime settings; of peak: of the precision's own peak)", "",
+              "| job | precision | batch | images/s | s/epoch | TFLOP/s | of peak |",
+              "|---|---|---:|---:|---:|---:|---:|"]
     for r in report["bench_train"]:
-        lines.append(f"| {r['label']} ({r['run']}) | {r['batch_size']} | {r['images_per_s']:.0f} | "
+        layout = ", channels_last" if r["channels_last"] else ""
+        lines.append(f"| {r['label']} ({r['run']}) | {r['precision']}{layout} | {r['batch_size']} | "
+                     f"{r['images_per_s']:.0f} | "
                      f"{r['seconds_per_epoch']:.1f} | {r['achieved_tflops']:.1f} | "
                      f"{_f(r['fraction_of_peak'], '.1%')} |")
     ev = report["bench_eval"]
@@ -374,7 +512,39 @@ def format_report(report: dict) -> str:
     for name, t in report["targets"].items():
         met = "-" if t["met"] is None else ("yes" if t["met"] else "no")
         lines.append(f"| {name} | <= {t['target']:g} | {_f(t['measured'], '.3g')} | {met} | {t['how']} |")
+    lines += _rehearsal_lines(report["rehearsal"]) + _precision_lines(report["bf16_against_fp32"])
     return "\n".join(lines) + "\n"
+
+
+def _rehearsal_lines(r: dict) -> list[str]:
+    lines = ["", f"## {REHEARSAL_TARGET} rehearsal at paper shape (Snakemake, {REHEARSAL})", ""]
+    if "skipped" in r:
+        return lines + [f"Skipped: {r['skipped']}."]
+    lines.append(f"`{r['command']}`: exit {r['returncode']} after {r['seconds']:.0f} s, {r['test_examples']} test "
+                 "images, the paper's batch sizes, attacks uncapped.")
+    if "error" in r:
+        return lines + ["", "```", r["error"], "```"]
+    lines += ["", f"Planned on {r['plan_device']} in {r['plan_precision']} ({r['plan_basis']}).", "",
+              "| method | run | epochs | batch | measured s/epoch | planned s/epoch | measured / planned |",
+              "|---|---|---:|---:|---:|---:|---:|"]
+    for m in r["methods"]:
+        lines.append(f"| {m['method']} | {m['run']} | {m['epochs']} | {m['batch_size']} | "
+                     f"{_f(m['measured_s_per_epoch'], '.2f')} | {_f(m['planned_s_per_epoch'], '.2f')} | "
+                     f"{_f(m['measured_over_planned'], '.2f')} |")
+    return lines
+
+
+def _precision_lines(p: dict) -> list[str]:
+    lines = ["", "## bf16 against fp32 (the same run and seed, trained twice)", ""]
+    if "skipped" in p:
+        return lines + [f"Skipped: {p['skipped']}."]
+    lines += [f"`{p['run']}` at the {p['scale']} scale, seed {p['seed']}, on {p['examples']} test images; exact "
+              "McNemar test of the two models' per-example outcomes.",
+              "", "| attack | fp32 | bf16 | p (exact McNemar) |", "|---|---:|---:|---:|"]
+    for name in p["attacks"]:
+        lines.append(f"| {name} | {100 * p['fp32'][name]:.1f}% | {100 * p['bf16'][name]:.1f}% | "
+                     f"{p['p_value'][name]:.3g} |")
+    return lines
 
 
 def write_report(report: dict, paths: tuple[Path, Path]) -> tuple[Path, Path]:

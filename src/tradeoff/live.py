@@ -42,10 +42,15 @@ class CurveLog:
             self.epoch(row)
 
     def epoch(self, row: dict) -> None:
-        """Log one epoch's row (``epoch`` and its measurements)."""
+        """Log one epoch's row (``epoch`` and its measurements). Text values (what the epoch ran on: ``device``,
+        ``precision``) are no curve: they go into metrics.json's ``ran_on``, per epoch (a resumed run may span
+        machines)."""
         self.live.step = int(row["epoch"])
+        text = {k: v for k, v in row.items() if isinstance(v, str)}
+        if text:
+            self.live.summary.setdefault("ran_on", {})[str(int(row["epoch"]))] = text
         for key, value in row.items():
-            if key != "epoch" and value is not None and math.isfinite(value):
+            if key != "epoch" and key not in text and value is not None and math.isfinite(value):
                 self.live.log_metric(key, value)
         self.live.make_summary()
 
@@ -74,5 +79,5 @@ def read_curves(folder: Path) -> list[dict] | None:
 
 
 def read_summary(folder: Path) -> dict:
-    """metrics.json: each column's last value, ``step`` and ``selected``."""
+    """metrics.json: each column's last value, ``step``, ``selected`` and ``ran_on`` (epoch -> its text values)."""
     return json.loads((Path(folder) / "metrics.json").read_text())

@@ -132,6 +132,11 @@ class Layout:
         return stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".md")
 
     @property
+    def gpu_check_work(self) -> Path:
+        """`tradeoff gpu-check`'s own files: the overlay of its rehearsal, the runs of its bf16-against-fp32 check."""
+        return self.bench / "gpu-check-work"
+
+    @property
     def catalog_cache(self) -> Path:
         return self.root / "work" / "catalog"
 

@@ -1,6 +1,8 @@
-"""Where and how tensors are computed: device, bf16 autocast and memory format for training.
+"""Where and how tensors are computed: device, training precision and memory format.
 
-Evaluation never uses this autocast: every reported number is computed in fp32.
+Training is fp32 with PyTorch's defaults unless ``runtime.precision: bf16`` opts into bf16 autocast (CUDA only), which
+changes the trained weights beyond rounding (docs/differences.md). Evaluation never uses this autocast: every reported
+number is computed in fp32.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from .errors import ConfigError
 CPU_SCALES = ("demo", "smoke")
 #: CUDA_VISIBLE_DEVICES values that hide a node's GPUs on purpose (the test suite's, a user's choice of the CPU)
 HIDDEN = ("", "-1")
+#: runtime.precision's values: fp32 (PyTorch's defaults, as the papers' code trains) or bf16 autocast (opt-in)
+PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass(frozen=True)
@@ -67,9 +71,17 @@ class Runtime:
         mode = runtime.get("compile", "off")
         # channels_last applies on the CPU as well (oneDNN's convolutions and pooling prefer it: a training step of
         # the demo CNN is ~15% faster, ResNet-18's unchanged); bf16 autocast stays CUDA-only
-        return cls(device, bf16=bool(runtime.get("bf16", False)) and on_cuda,
+        precision = runtime.get("precision", "fp32")
+        if precision not in PRECISIONS:
+            raise ConfigError(f"runtime.precision: {precision!r} is not one of {', '.join(PRECISIONS)}")
+        return cls(device, bf16=precision == "bf16" and on_cuda,
                    channels_last=bool(runtime.get("channels_last", False)),
                    compile=None if mode == "off" else mode)
+
+    @property
+    def precision(self) -> str:
+        """The training precision in effect (bf16 asked for on the CPU stays fp32)."""
+        return "bf16" if self.bf16 else "fp32"
 
     def autocast(self) -> contextlib.AbstractContextManager:
         if not self.bf16:

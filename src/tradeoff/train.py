@@ -37,7 +37,7 @@ from .errors import UserError
 from .evaluate import accuracy_under
 from .live import CurveLog
 from .methods import METHODS
-from .provenance import provenance
+from .provenance import device_name, provenance
 from .results import Layout, RunPaths
 from .runtime import Runtime
 
@@ -257,6 +257,8 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
     x_eval, y_eval = x_eval.to(runtime.device), y_eval.to(runtime.device)
     selection = spec["selection"]
     eval_attack = selection["attack"] if isinstance(selection["attack"], dict) else None
+    # in the curves beside each epoch's seconds (Table 4's minutes); a CSV cell, so without commas
+    device = device_name(runtime.device).replace(",", ";")
 
     torch.manual_seed(spec["seed"])
     method = METHODS[spec["method"]["name"]](spec, model_factory(spec, ds), runtime)
@@ -376,7 +378,7 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
         seconds = time.perf_counter() - t0 - t_track
         row = {"epoch": epoch + 1, "lr": _current_lr(method), "train_loss": (loss_sum / n).item(),
                "train_acc": (correct.float() / n).item(), "eval_clean": clean, "eval_robust": robust,
-               "seconds": seconds, "images_per_s": n / seconds,
+               "seconds": seconds, "images_per_s": n / seconds, "precision": runtime.precision, "device": device,
                **{f"train_{key}": (total / max(counted, 1)).item() for key, total in extras.items()}, **tracked,
                **({"track_seconds": t_track} if track is not None else {})}
         rows.append(row)

@@ -32,7 +32,7 @@ from pathlib import Path
 from ..config import CORRUPTIONS_TYPE, PSEUDO_COLUMNS, Catalog, parse_budget, split_budget
 from . import ran, stats
 from .labels import column_label
-from .records import Measurement, ReportError, measurement, training_minutes
+from .records import Measurement, ReportError, measurement, training_machines, training_minutes
 
 STRONG = "strong"
 MARK = "†"  # differs significantly from the table's compare row
@@ -332,7 +332,11 @@ def _notes(catalog: Catalog, table: Table) -> list[str]:
     if twin:
         out.append(twin[0].upper() + twin[1:] + ".")
     counts = sorted({len(row.runs) for row in table.rows if not catalog.is_external(row.runs[0])})
-    if counts:
+    if target.get("paper_note"):
+        ours = ("one seed per row" if counts == [1] else
+                f"the mean of {'/'.join(map(str, counts))} seeds per row")
+        out.append(f"The paper's numbers: {' '.join(target['paper_note'])} Ours: {ours}.")
+    elif counts:
         out.append(f"Seeds per row: {'/'.join(map(str, counts))} (each a training job of its own"
                    + ("; a cell is their mean ± standard deviation" if counts[-1] > 1 else "") + ").")
     how = ("How to read a cell: ours [95% Wilson interval] for one seed" +
@@ -398,6 +402,9 @@ def _notes(catalog: Catalog, table: Table) -> list[str]:
     first_run = target["rows"][0]["run"]
     for c in table.columns:
         out.append(f"- {c.label}: {_describe(catalog, c.attack, first_run)}")
+        if c.attack == "train:minutes":
+            machines = sorted({m for row in table.rows for r in row.runs for m in training_machines(catalog, r)})
+            out.append(f"  - ours measured on: {'; '.join(f'{d} in {p}' for d, p in machines) or 'not trained yet'}")
         for proto, _ in table.protocols[1:]:
             attack = catalog.protocol_attack(table.name, c.attack, first_run)
             if attack is not None:
