@@ -123,9 +123,7 @@ def _signature(catalog: Catalog, name: str) -> str | None:
     protocol = target.get("protocol")
     protocol_jobs = sorted({str(catalog.protocol_attack(name, j, r[0])) for js in columns.values() for j in js
                             for r in rows if j not in PSEUDO_COLUMNS}) if protocol else []
-    # the paper's numbers are part of what a table shows: Zipper's Table 1 beside Generalist's is another comparison
-    what = {"kind": target["kind"], "plot": target.get("plot"), "reference": target.get("reference"),
-            "rows": sorted(rows),
+    what = {"kind": target["kind"], "plot": target.get("plot"), "rows": sorted(rows),
             "columns": sorted(columns.values()), "protocol": protocol_jobs,
             "curves": target.get("curve_columns"), "analysis": target.get("analysis")}
     return json.dumps(what, sort_keys=True, default=str)
@@ -163,9 +161,11 @@ def twin_note(catalog: Catalog, name: str) -> str | None:
     same = twin(catalog, name)
     if same is None:
         return None
+    own = catalog.targets[name].get("reference")
+    papers = ("; only the paper's numbers beside them are its own" if own and own != catalog.targets[same].get(
+        "reference") else "")
     return (f"at the {catalog.scale} scale every row of this target is the same training job as in {same}, under the "
-            f"same evaluations: its numbers are {same}'s, not a second measurement (the paper's settings that "
-            "separate them are mapped onto one at this scale)")
+            f"same evaluations: our numbers are {same}'s, not a second measurement{papers}")
 
 
 def shared_job_notes(catalog: Catalog, name: str, labels: dict[str, str] | None = None) -> list[str]:
