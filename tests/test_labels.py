@@ -330,7 +330,7 @@ def test_the_readmes_table_excerpt_is_generated_and_says_what_the_code_labels_no
     header = [c.strip() for c in block[3].strip("|").split("|")]
     wanted = [ran.column_title(demo, target, k, target["columns"][k]) for k in ("nat", "pgd20", "aa")]
     assert header == ["Method", ""] + wanted
-    rows = {c.strip("| ").split("|")[0].strip() for c in block[4:-1]} - {""}
+    rows = {line.strip().strip("|").split("|")[0].strip() for line in block[4:-1]} - {""}
     assert rows <= {"FAT", "Generalist", "Generalist ‡"} and rows
     md = ("# T\n\n| Method | | Natural | PGD-20, ε = 1 | X |\n|---|---|---|---|---|\n| FAT | ours | 1 | 2 | 3 |\n"
           "|  | paper | 4 | 5 | 6 |\n| NT | ours | 7 | 8 | 9 |\n\nnotes\n")
