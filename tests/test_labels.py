@@ -46,7 +46,7 @@ def test_a_strong_column_that_cannot_reach_its_budget_is_refused(tmp_path):
     """CA-AT's torchattacks PGD, 10 steps of 2/255, as a strong column over the 8-32/255 sweep: a fixed step under
     a sweep is refused, and so is a path shorter than 2 eps from a random start (10 x 2/255 at 32/255)."""
     files = _overlay(tmp_path, PAPER, {"attacks": {"caat_pgd": {"step_size": "2/255"}}})
-    with pytest.raises(cfg.ConfigError, match=r"caat_table1\.columns\.pgd@8/255: attacks\.caat_pgd sweeps eps .* "
+    with pytest.raises(cfg.ConfigError, match=r"columns\.\S+: attacks\.caat_pgd sweeps eps .* "
                                               r"fixed step_size '2/255'"):
         cfg.load_catalog(files)
     weak = {"kind": "table", "title": "weak", "rows": [{"key": "nt", "run": NT}], "columns": {"pgd": "weak32"}}
