@@ -160,10 +160,13 @@ def _better(catalog: Catalog, claim: dict) -> Verdict:
     examples = sum(len(a) for a, _ in bits)
     numbers = (f"{'; '.join(texts)} (%); discordant examples {only_row} for {test['row']}, {only_than} for "
                f"{test['than']} of {examples}; one-sided exact McNemar p = {p_up:.3g}")
+    if only_row + only_than == 0:
+        return Verdict(claim, "inconclusive", f"{numbers}; no test example separates the two rows")
     if test["kind"] == "better":
-        if p_down < stats.ALPHA or reversed_columns:
-            where = f" (reversed under {', '.join(reversed_columns)})" if reversed_columns else ""
-            return Verdict(claim, "fails", f"{numbers}; the opposite is significant, p = {p_down:.3g}{where}")
+        if p_down < stats.ALPHA:
+            return Verdict(claim, "fails", f"{numbers}; the opposite is significant, p = {p_down:.3g}")
+        if reversed_columns:
+            return Verdict(claim, "fails", f"{numbers}; but significantly reversed under {', '.join(reversed_columns)}")
         if p_up < stats.ALPHA:
             return Verdict(claim, "holds", numbers)
     else:  # not_worse

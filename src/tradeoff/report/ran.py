@@ -163,9 +163,11 @@ def twin_note(catalog: Catalog, name: str) -> str | None:
     same = twin(catalog, name)
     if same is None:
         return None
+    own = catalog.targets[name].get("reference")
+    papers = ("; only the paper's numbers beside them are its own" if own and own != catalog.targets[same].get(
+        "reference") else "")
     return (f"at the {catalog.scale} scale every row of this target is the same training job as in {same}, under the "
-            f"same evaluations: its numbers are {same}'s, not a second measurement (the paper's settings that "
-            "separate them are mapped onto one at this scale)")
+            f"same evaluations: our numbers are {same}'s, not a second measurement{papers}")
 
 
 def shared_job_notes(catalog: Catalog, name: str, labels: dict[str, str] | None = None) -> list[str]:
