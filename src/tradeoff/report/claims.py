@@ -153,10 +153,7 @@ def _better(catalog: Catalog, claim: dict) -> Verdict:
     p_down = stats.mcnemar_one_sided([(b, a) for a, b in bits])
     reversed_columns = [job for _, job, x, y in pairs
                         if stats.mcnemar_one_sided(list(zip(y.bits, x.bits))) < stats.ALPHA]
-    only_row = only_than = 0
-    for a, b in bits:
-        x, y = stats.discordant(a, b)
-        only_row, only_than = only_row + x, only_than + y
+    only_row, only_than = stats.pooled(bits)
     examples = sum(len(a) for a, _ in bits)
     numbers = (f"{'; '.join(texts)} (%); discordant examples {only_row} for {test['row']}, {only_than} for "
                f"{test['than']} of {examples}; one-sided exact McNemar p = {p_up:.3g}")

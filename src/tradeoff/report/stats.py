@@ -39,13 +39,19 @@ def mcnemar(pairs: Sequence[tuple[str, str]]) -> float:
     when no example separates them."""
     from scipy.stats import binomtest
 
+    only_a, only_b = pooled(pairs)
+    if only_a + only_b == 0:
+        return 1.0
+    return float(binomtest(only_a, only_a + only_b, 0.5).pvalue)
+
+
+def pooled(pairs: Sequence[tuple[str, str]]) -> tuple[int, int]:
+    """The discordant counts of paired outcomes (one pair per seed), summed over the pairs."""
     only_a = only_b = 0
     for a, b in pairs:
         x, y = discordant(a, b)
         only_a, only_b = only_a + x, only_b + y
-    if only_a + only_b == 0:
-        return 1.0
-    return float(binomtest(only_a, only_a + only_b, 0.5).pvalue)
+    return only_a, only_b
 
 
 def mcnemar_one_sided(pairs: Sequence[tuple[str, str]]) -> float:
@@ -53,10 +59,7 @@ def mcnemar_one_sided(pairs: Sequence[tuple[str, str]]) -> float:
     :func:`mcnemar`): of the discordant examples, a gets more right than half. 1.0 when none separates them."""
     from scipy.stats import binomtest
 
-    only_a = only_b = 0
-    for a, b in pairs:
-        x, y = discordant(a, b)
-        only_a, only_b = only_a + x, only_b + y
+    only_a, only_b = pooled(pairs)
     if only_a + only_b == 0:
         return 1.0
     return float(binomtest(only_a, only_a + only_b, 0.5, alternative="greater").pvalue)
