@@ -42,4 +42,4 @@ dvc-demo: install
 
 # The README's table excerpt, from the demo's built Table 1(a) (after `make demo`): generated, never hand-copied.
 readme: install
-	$(BIN)/python -m tradeoff.report.excerpt results/demo/tables/table1a.md README.md
+	$(BIN)/python -m tradeoff.readme_excerpt results/demo/tables/table1a.md README.md

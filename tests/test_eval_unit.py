@@ -40,7 +40,7 @@ def test_shipped_scales_and_the_jobs_of_a_run():
 
 def test_sweep_jobs_are_listed_per_budget(tmp_path):
     overlay = tmp_path / "sweep.yaml"
-    overlay.write_text("attacks:\n  sweep: {type: pgd, steps: 3, step_size: eps/4, eps: [8/255, 16/255]}\n"
+    overlay.write_text("attacks:\n  sweep: {type: pgd, steps: 3, step_size: eps*0.7, eps: [8/255, 16/255]}\n"
                        "targets:\n  table1a:\n    columns: {nat: clean, s16: sweep@16_255}\n")
     catalog = tcfg.load_catalog(SMOKE + [overlay])
     assert "sweep@16_255" in catalog.run_attacks(NT) and "sweep@8_255" not in catalog.run_attacks(NT)

@@ -318,9 +318,9 @@ def test_the_papers_own_inconsistencies_are_flagged_under_their_tables(tmp_path)
 
 
 def test_the_readmes_table_excerpt_is_generated_and_says_what_the_code_labels_now():
-    """README's excerpt is `make readme`'s output (tradeoff.report.excerpt) of the demo's Table 1(a): its title and
+    """README's excerpt is `make readme`'s output (tradeoff.readme_excerpt) of the demo's Table 1(a): its title and
     column headers are what the report code writes today (a label change without `make readme` fails here)."""
-    from tradeoff.report import excerpt
+    from tradeoff import readme_excerpt as excerpt
 
     text = (ROOT / "README.md").read_text()
     block = text.split(excerpt.BEGIN, 1)[1].split(excerpt.END, 1)[0].strip().splitlines()

@@ -123,9 +123,7 @@ def _signature(catalog: Catalog, name: str) -> str | None:
     protocol = target.get("protocol")
     protocol_jobs = sorted({str(catalog.protocol_attack(name, j, r[0])) for js in columns.values() for j in js
                             for r in rows if j not in PSEUDO_COLUMNS}) if protocol else []
-    # the paper's numbers are part of what a table shows: Zipper's Table 1 beside Generalist's is another comparison
-    what = {"kind": target["kind"], "plot": target.get("plot"), "reference": target.get("reference"),
-            "rows": sorted(rows),
+    what = {"kind": target["kind"], "plot": target.get("plot"), "rows": sorted(rows),
             "columns": sorted(columns.values()), "protocol": protocol_jobs,
             "curves": target.get("curve_columns"), "analysis": target.get("analysis")}
     return json.dumps(what, sort_keys=True, default=str)

@@ -1,7 +1,7 @@
 """The README's table excerpt, generated from a built table (`make readme` after `make demo`), never hand-copied:
 some rows and columns of ``results/demo/tables/table1a.md``, written between the README's excerpt markers.
 
-    python -m tradeoff.report.excerpt results/demo/tables/table1a.md README.md
+    python -m tradeoff.readme_excerpt results/demo/tables/table1a.md README.md
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..checkpoint import atomic_write_text
+from .checkpoint import atomic_write_text
 
 BEGIN, END = "<!-- excerpt: make readme -->", "<!-- end of excerpt -->"
 ROWS = ("FAT", "Generalist")
