@@ -30,6 +30,9 @@ FAMILIES = {
     "mnist-resnet18-trades": ("pgd20", (1, 28, 28), 10),
     "svhn-resnet18-fat": ("pgd20", (3, 32, 32), 10),
     "tinyimagenet-resnet18-at-beta1": ("nrob", (3, 64, 64), 200),
+    # the adapters fine-tune a generated backbone (rule generate_backbone) on the 224 x 224 fine-grained sets
+    "cub200-swin_t_adapter-caat-ce-gamma0_8": ("clean", (3, 224, 224), 200),
+    "stanford-dogs-vit_b16_adapter-vanilla-ce-lambda0_5": ("clean", (3, 224, 224), 120),
 }
 
 
@@ -48,7 +51,7 @@ def test_one_run_of_each_family_trains_and_evaluates_at_paper_shapes(tmp_path):
         curves = layout.curves(run_id).read_text()
         assert curves.count("\n") >= 2, run_id  # a header and the epoch
     # the data are the generated files in their real formats, read through the real readers, and say so
-    for dataset in ("cifar10", "cifar100", "mnist", "svhn", "tinyimagenet", "tinyimagenet-c"):
+    for dataset in ("cifar10", "cifar100", "mnist", "svhn", "tinyimagenet", "tinyimagenet-c", "cub200", "stanford-dogs"):
         assert json.loads((work / "data" / "rehearsal" / dataset / "GENERATED.json").read_text())["generated"]
     from tradeoff.trained import load_model
 

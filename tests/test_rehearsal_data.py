@@ -119,3 +119,29 @@ def test_a_generated_root_keeps_its_permission_along_paths(tmp_path):
     assert isinstance(data.DATASETS["cifar10"].folder(root) / "x", GeneratedDataRoot)
     assert not isinstance(data.DATASETS["cifar10"].folder(str(tmp_path)), GeneratedDataRoot)
     assert isinstance(Path(tmp_path), Path) and not isinstance(Path(tmp_path), GeneratedDataRoot)
+
+
+@pytest.mark.parametrize("arch", ["swin_t_adapter", "vit_b16_adapter"])
+def test_a_generated_backbone_is_loaded_by_the_real_loader(tmp_path, arch):
+    import torch
+
+    from tradeoff.models import build_model
+
+    path = rehearsal_data.write_backbone(arch, tmp_path / "pretrained" / f"{arch}.pth")
+    model = build_model(arch, 7, pretrained=str(path))
+    saved = torch.load(path, weights_only=True)["model"]
+    own = model.net.state_dict()
+    loaded = [key for key in saved if key in own and not key.endswith("relative_position_index")]
+    assert len(loaded) > 100 and all(torch.equal(own[key], saved[key]) for key in loaded)
+    with torch.no_grad():
+        assert model.eval()(torch.rand(1, 3, 224, 224)).shape == (1, 7)
+
+
+def test_generate_backbone_refuses_a_scale_without_generated_data(tmp_path):
+    from tradeoff.cli import main
+
+    config = tmp_path / "paper.yaml"
+    config.write_text("pretrained: {swin_t_adapter: " + str(tmp_path / "x.pth") + "}\n")
+    assert main(["--config", str(ROOT / "config" / "config.yaml"), "--config", str(config),
+                 "generate-backbone", "swin_t_adapter"]) == 2
+    assert not (tmp_path / "x.pth").exists()

@@ -280,3 +280,24 @@ def checksums(folder: Path) -> dict[str, str] | None:
         return dict(json.loads((Path(folder) / MARKER).read_text(encoding="utf-8"))["md5"])
     except FileNotFoundError:
         return None
+
+
+def write_backbone(arch: str, path: str | Path) -> Path:
+    """A generated backbone checkpoint for an adapter architecture (``pretrained.<arch>``), in torchvision's layout,
+    which ``tradeoff.models.adapters.load_pretrained`` reads as it reads ARES's files: the architecture's whole
+    backbone (no adapters, no head) with seeded random weights, under ``model`` as ARES's wrapper saves it, with a
+    ``generated`` note beside it. Not a pretrained model: the rehearsal only needs the shapes and the loading."""
+    import torch
+
+    from .models.adapters import build_architecture
+
+    torch.manual_seed(SEED)
+    model = build_architecture(arch, num_classes=1000)
+    state = {key: value for key, value in model.net.state_dict().items() if not model.is_trainable_key(key)}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({"model": state, "generated": f"tradeoff.rehearsal_data {VERSION}: seeded random weights of {arch}'s "
+                f"backbone, not a pretrained model"}, tmp)
+    tmp.replace(path)
+    return path
