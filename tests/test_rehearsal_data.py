@@ -145,3 +145,10 @@ def test_generate_backbone_refuses_a_scale_without_generated_data(tmp_path):
     assert main(["--config", str(ROOT / "config" / "config.yaml"), "--config", str(config),
                  "generate-backbone", "swin_t_adapter"]) == 2
     assert not (tmp_path / "x.pth").exists()
+
+
+def test_the_rehearsal_falls_back_to_the_cpu_where_no_gpu_is_visible():
+    """tests/conftest.py hides the GPUs; the paper scale would stop there, the rehearsal runs on the CPU."""
+    from tradeoff.runtime import Runtime
+
+    assert Runtime.from_config({"device": "auto"}, scale="rehearsal").device.type == "cpu"
