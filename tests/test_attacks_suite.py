@@ -266,3 +266,20 @@ def test_a_resolved_spec_without_step_size_builds_every_attack():
         attacks.build(name, model, eps=0.1, step_size=None)
     with pytest.raises(attacks.AttackError, match="step_size"):
         attacks.build("square", model, eps=0.1, step_size=0.01)
+
+
+@pytest.mark.parametrize("kind", COMPONENTS)
+def test_autoattack_components_run_on_a_channels_last_model_of_colour_images(kind):
+    """The evaluation runs conv nets in channels_last (tradeoff.evaluate.channels_last): on 3-channel images their
+    gradients come back in that layout, which AutoAttack's ``.view`` refused (the rehearsal scale's first CIFAR
+    evaluation); 1-channel digits never showed it."""
+    from tradeoff.attacks.autoattack import run_component
+    from tradeoff.evaluate import channels_last
+    from tradeoff.models import build_model
+
+    torch.manual_seed(0)
+    model = build_model("small_cnn", 10, in_channels=3, image_size=8).eval()
+    x, y = torch.rand(6, 3, 8, 8), torch.arange(6)
+    model, x = channels_last(model, x)
+    adv = run_component(kind, model, x, y, eps=8 / 255, norm="linf", seed=0, steps=2, queries=2, target_classes=2)
+    assert adv.shape == x.shape and float((adv - x).abs().max()) <= 8 / 255 + 1e-6

@@ -158,7 +158,7 @@ _DELETE = object()
          r"runs\.cifar10-resnet18-nt\.lr\.epochs: breakpoints must be strictly increasing"),
         (["targets", "table1a", "rows", 0, "run"], "no-such-run", r"targets\.table1a\.rows\[0\]\.run: unknown run 'no-such-run'"),
         (["targets", "table1a", "columns", "nat"], "no-such-attack", r"targets\.table1a\.columns\.nat: unknown attack"),
-        (["scale"], "huge", r"scale: 'huge' is not allowed; allowed: \['paper', 'demo', 'smoke'\]"),
+        (["scale"], "huge", r"scale: 'huge' is not allowed; allowed: \['paper', 'demo', 'smoke', 'rehearsal'\]"),
         (["runs", "cifar10-resnet18-nt", "preset"], "nope", r"runs\.cifar10-resnet18-nt\.preset: unknown preset 'nope'"),
         (["runs", "cifar10-resnet18-at-beta1", "method", "bets"], 1.0, r"unknown parameter\(s\) \['bets'\] for method 'pgd_at'; allowed: \["),
     ],

@@ -47,6 +47,19 @@ def cmd_download(args, catalog: cfg.Catalog) -> int:
     return 0
 
 
+def cmd_generate_backbone(args, catalog: cfg.Catalog) -> int:
+    from . import rehearsal_data
+
+    if not catalog.config["scale_map"].get("generated_data"):
+        raise cfg.ConfigError(f"generate-backbone: scale {catalog.scale!r} reads real backbones only; generated "
+                              "ones are for a scale with scale_map.generated_data (config/rehearsal.yaml)")
+    target = (catalog.config.get("pretrained") or {}).get(args.arch)
+    if not target:
+        raise cfg.ConfigError(f"pretrained.{args.arch}: not set, so there is nowhere to write its generated backbone")
+    print(f"{args.arch}: generated backbone (random weights) in {rehearsal_data.write_backbone(args.arch, target)}")
+    return 0
+
+
 def cmd_train(args, catalog: cfg.Catalog) -> int:
     from .runtime import Runtime
     from .train import train
@@ -589,6 +602,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("download", help="download and verify a dataset")
     p.add_argument("dataset")
     p.set_defaults(func=cmd_download)
+
+    p = sub.add_parser("generate-backbone", help="write a generated backbone checkpoint for an adapter architecture "
+                       "at its pretrained.<arch> path (only at a scale with scale_map.generated_data: the rehearsal)")
+    p.add_argument("arch")
+    p.set_defaults(func=cmd_generate_backbone)
 
     p = sub.add_parser("train", help="train (or resume) one run")
     p.add_argument("--run", required=True)

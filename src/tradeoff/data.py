@@ -36,6 +36,7 @@ from .errors import UserError
 from .hendrycks import CORRUPTIONS, SEVERITIES
 from .lazy import LazyModule
 from .registry import Registry
+from .rehearsal_data import MARKER as GENERATED_MARKER, GeneratedDataRoot
 
 
 tvd = LazyModule("torchvision.datasets")
@@ -88,7 +89,8 @@ class DatasetSpec(ABC):
         return True
 
     def folder(self, root: str | Path) -> Path:
-        return Path(root) / self.name
+        # a GeneratedDataRoot stays one: the folders under it may hold generated files (tradeoff.rehearsal_data)
+        return (root if isinstance(root, Path) else Path(root)) / self.name
 
     @abstractmethod
     def problems(self, folder: Path) -> list[Path]:
@@ -101,6 +103,12 @@ class DatasetSpec(ABC):
     @abstractmethod
     def read(self, folder: Path) -> Data:
         """Parse verified files into tensors."""
+
+    def generate(self, folder: Path) -> None:
+        """Write generated files in the dataset's format instead of fetching it (under a GeneratedDataRoot)."""
+        from . import rehearsal_data
+
+        rehearsal_data.write(self.name, folder)
 
     def _data(
         self,
@@ -128,6 +136,31 @@ def _unit_float(images: np.ndarray) -> torch.Tensor:
 
 def _labels(labels: Iterable[int]) -> torch.Tensor:
     return torch.from_numpy(np.asarray(labels, dtype=np.int64).reshape(-1))
+
+
+def _generated_md5s(folder: Path) -> dict[str, str] | None:
+    """The checksums of the generated dataset in ``folder`` (its ``GENERATED.json``) when ``folder`` lies under a
+    ``GeneratedDataRoot``; None otherwise: the published checksums apply (``_refuse_generated`` stops a plain root
+    from reading a generated folder)."""
+    if not isinstance(folder, GeneratedDataRoot):
+        return None
+    from . import rehearsal_data
+
+    return rehearsal_data.checksums(folder)
+
+
+def _md5(folder: Path, relative: str, published: str) -> str:
+    """The md5 that ``folder/relative`` must have: the published one, or the generated file's (see above)."""
+    generated = _generated_md5s(folder)
+    return published if generated is None else generated.get(relative, f"not in {GENERATED_MARKER}")
+
+
+def _refuse_generated(folder: Path) -> None:
+    """A folder holding a generated dataset is read only under a GeneratedDataRoot (the rehearsal scale)."""
+    if not isinstance(folder, GeneratedDataRoot) and (folder / GENERATED_MARKER).is_file():
+        raise DatasetError(f"{folder} holds generated files ({folder / GENERATED_MARKER}), not the dataset: only a "
+                           "scale with scale_map.generated_data (config/rehearsal.yaml) reads them; point paths.data "
+                           "at the real download")
 
 
 @dataclass(frozen=True)
@@ -206,7 +239,7 @@ class _Mnist(DatasetSpec):
         for archive_name, md5 in tvd.MNIST.resources:
             archive = raw / archive_name
             extracted = raw / archive_name.removesuffix(".gz")
-            if not tv_utils.check_integrity(archive, md5):
+            if not tv_utils.check_integrity(archive, _md5(folder, f"MNIST/raw/{archive_name}", md5)):
                 bad += [archive, extracted]
             # torchvision reads the extracted files without checking them; they must match the verified
             # archive, or an interrupted extraction would be read as data.
@@ -250,15 +283,20 @@ class _Svhn(DatasetSpec):
 
     def problems(self, folder: Path) -> list[Path]:
         files = (tvd.SVHN.split_list[split] for split in self.splits)
-        return [folder / name for _, name, md5 in files if not tv_utils.check_integrity(folder / name, md5)]
+        return [folder / name for _, name, md5 in files
+                if not tv_utils.check_integrity(folder / name, _md5(folder, name, md5))]
 
     def fetch(self, folder: Path) -> None:
         files = (tvd.SVHN.split_list[split] for split in self.splits)
         _fetch_files(([url], folder, filename, md5) for url, filename, md5 in files)
 
     def read(self, folder: Path) -> Data:
-        train = tvd.SVHN(folder, split="train")
-        test = tvd.SVHN(folder, split="test")
+        source = tvd.SVHN
+        if _generated_md5s(folder) is not None:  # torchvision's reader checks the md5s too: the generated files'
+            source = type("GeneratedSVHN", (source,), {"split_list": {
+                split: [url, name, _md5(folder, name, md5)] for split, (url, name, md5) in source.split_list.items()}})
+        train = source(folder, split="train")
+        test = source(folder, split="test")
         return self._data(train.data, train.labels, test.data, test.labels, _DIGIT_CLASSES)
 
 
@@ -272,8 +310,22 @@ class _Cifar(DatasetSpec):
     def source(self) -> type:
         return getattr(tvd, self.source_name)
 
-    def problems(self, folder: Path) -> list[Path]:
+    def _reader(self, folder: Path) -> type:
+        """torchvision's class, which checks the pickles' md5s itself: for a generated dataset, with its md5s."""
         source = self.source
+        if _generated_md5s(folder) is None:
+            return source
+
+        def files(entries: list) -> list[list[str]]:
+            return [[name, _md5(folder, f"{source.base_folder}/{name}", md5)] for name, md5 in entries]
+
+        meta = {**source.meta, "md5": _md5(folder, f"{source.base_folder}/{source.meta['filename']}",
+                                            source.meta["md5"])}
+        return type(f"Generated{self.source_name}", (source,),
+                    {"train_list": files(source.train_list), "test_list": files(source.test_list), "meta": meta})
+
+    def problems(self, folder: Path) -> list[Path]:
+        source = self._reader(folder)
         base = folder / source.base_folder
         # torchvision's own _check_integrity skips the metadata file, which holds the class names.
         expected = [*source.train_list, *source.test_list, (source.meta["filename"], source.meta["md5"])]
@@ -285,8 +337,9 @@ class _Cifar(DatasetSpec):
         tv_utils.extract_archive(archive, folder)
 
     def read(self, folder: Path) -> Data:
-        train = self.source(folder, train=True)
-        test = self.source(folder, train=False)
+        reader = self._reader(folder)
+        train = reader(folder, train=True)
+        test = reader(folder, train=False)
         # torchvision keeps CIFAR images as N x H x W x C.
         x_train, x_test = train.data.transpose(0, 3, 1, 2), test.data.transpose(0, 3, 1, 2)
         return self._data(x_train, train.targets, x_test, test.targets, train.classes)
@@ -393,7 +446,8 @@ def _extraction_problems(folder: Path, archive: _Archive) -> list[Path]:
     manifest = _manifest_path(folder, archive)
     if not manifest.is_file():
         archive_path = folder / archive.filename
-        return [manifest] + ([] if tv_utils.check_integrity(archive_path, archive.md5) else [archive_path])
+        md5 = _md5(folder, archive.filename, archive.md5)
+        return [manifest] + ([] if tv_utils.check_integrity(archive_path, md5) else [archive_path])
     try:
         entries = _read_manifest(manifest)
     except (OSError, EOFError, ValueError):
@@ -533,6 +587,14 @@ class _ArchiveImages(DatasetSpec):
     def fetch(self, folder: Path) -> None:
         paths = _fetch_files((archive.urls, folder, archive.filename, archive.md5) for archive in self.archives)
         for path, archive in zip(paths, self.archives):
+            _extract(path, folder, archive)
+
+    def generate(self, folder: Path) -> None:
+        super().generate(folder)
+        for archive in self.archives:  # extracted as a download is: verified first, then with its manifest
+            path = folder / archive.filename
+            if not tv_utils.check_integrity(path, _md5(folder, archive.filename, archive.md5)):
+                raise DatasetError(f"{path}: the generated archive fails the md5 in {GENERATED_MARKER}")
             _extract(path, folder, archive)
 
     def files(self, folder: Path) -> list[str]:
@@ -961,15 +1023,18 @@ def _remove(paths: Iterable[Path]) -> None:
 
 def _ensure_downloaded(spec: DatasetSpec, root: str | Path) -> Path:
     folder = spec.folder(root)
+    _refuse_generated(folder)
     bad = spec.problems(folder)
     errors: list[str] = []
+    # under a GeneratedDataRoot (the rehearsal scale) a dataset that is not there is generated, never downloaded
+    make = spec.generate if isinstance(folder, GeneratedDataRoot) and spec.needs_download else spec.fetch
     for _ in range(1 + _RETRIES):
         if not bad:
             return folder
         # Removed first so that no corrupt file outlives a failed fetch.
         _remove(bad)
         try:
-            spec.fetch(folder)
+            make(folder)
         except (DatasetError, OSError) as err:
             errors.append(str(err))
         bad = spec.problems(folder)
@@ -1010,6 +1075,7 @@ def load(name: str, root: str | Path = "data", *, download: bool = False) -> Dat
 def _verified_folder(spec: DatasetSpec, root: str | Path) -> Path:
     """``root/name`` once every file ``read`` needs is there and intact; else DatasetError with the fix."""
     folder = spec.folder(root)
+    _refuse_generated(folder)
     bad = spec.problems(folder)
     if bad:
         shown = _names(bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")

@@ -19,7 +19,7 @@ from .errors import ConfigError
 
 
 #: the scales at which ``device: auto`` falls back to the CPU when no GPU is visible (see Runtime.from_config)
-CPU_SCALES = ("demo", "smoke")
+CPU_SCALES = ("demo", "smoke", "rehearsal")
 #: CUDA_VISIBLE_DEVICES values that hide a node's GPUs on purpose (the test suite's, a user's choice of the CPU)
 HIDDEN = ("", "-1")
 #: runtime.precision's values: fp32 (PyTorch's defaults, as the papers' code trains) or bf16 autocast (opt-in)

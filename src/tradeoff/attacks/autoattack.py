@@ -126,14 +126,40 @@ def build_component(kind: str, model: torch.nn.Module, *, eps: float, norm: str,
     raise AttackError(f"unknown AutoAttack component {kind!r}; allowed: {list(COMPONENTS)}")
 
 
+class _ContiguousGrad(torch.autograd.Function):
+    """The identity, whose gradient is returned in the standard (contiguous) layout."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        return grad.contiguous()
+
+
+class _StandardLayout(torch.nn.Module):
+    """The model as AutoAttack's code needs it: it flattens gradients and images with ``.view``, which fails on the
+    channels_last tensors that a channels_last model (tradeoff.evaluate.channels_last) gives back for 3-channel
+    images (never for 1-channel ones, where both layouts coincide: the digits scales did not see it)."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(_ContiguousGrad.apply(x))
+
+
 def run_component(kind: str, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps: float, norm: str,
                   seed: int, **settings: Any) -> torch.Tensor:
     """Adversarial examples of one component (x itself where it failed), as AutoAttack's loop calls it."""
     if kind in ("apgd-t", "fab-t"):
         settings["target_classes"] = _n_targets(model, x, settings.get("target_classes", 9))
-    attack = build_component(kind, model, eps=eps, norm=norm, seed=seed, device=x.device, **settings)
+    attack = build_component(kind, _StandardLayout(model), eps=eps, norm=norm, seed=seed, device=x.device,
+                             **settings)
     with isolated_rng(x.device), torch.no_grad():
-        return attack.perturb(x, y)
+        return attack.perturb(x.contiguous(), y)
 
 
 def model_checks(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, kinds: tuple[str, ...], target_classes: int,

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..rehearsal_data import GeneratedDataRoot
 from ..results import Layout, ready_marker
 from .budgets import parse_budget, rel_step, split_budget, sweep_labels
 from ..errors import unknown
@@ -52,6 +53,10 @@ class Catalog:
 
     @property
     def data_root(self) -> Path:
+        """``paths.data``; a GeneratedDataRoot (whose generated datasets are read) only where the scale says
+        ``scale_map.generated_data`` (the rehearsal scale: tradeoff.rehearsal_data)."""
+        if self.config["scale_map"].get("generated_data"):
+            return GeneratedDataRoot(self.config["paths"]["data"])
         return Path(self.config["paths"]["data"])
 
     def training_runs(self) -> dict[str, dict]:

@@ -118,6 +118,9 @@ def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
     smap = config["scale_map"]
     _check_choice(smap.get("dataset"), datasets, "scale_map.dataset", nullable=True)
     _check_arch_map(smap.get("arch"), archs)
+    if smap.get("generated_data") and config["scale"] == "paper":
+        raise ConfigError("scale_map.generated_data: the paper scale reads the real datasets only; generated data "
+                          "are for a scale of their own (config/rehearsal.yaml sets scale: rehearsal)")
     if smap.get("lr"):
         _check_schedule(smap["lr"], "scale_map.lr")
     for preset, schedule in (smap.get("preset_lr") or {}).items():

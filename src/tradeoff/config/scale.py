@@ -188,6 +188,11 @@ def scale_run(spec: dict, method: dict, raw: dict, config: dict, cls) -> None:
     if smap.get("weight_decay") is not None:
         spec["optimizer"]["weight_decay"] = smap["weight_decay"]
     spec["train_examples"] = smap.get("train_examples")
+    if smap.get("steps_per_epoch"):
+        # a cap on steps, not on examples: a run keeps its own batch (CA-AT's 1024, the others' 128), so every
+        # run trains the same number of steps of its paper shape
+        cap = int(smap["steps_per_epoch"]) * int(spec["batch_size"])
+        spec["train_examples"] = min(cap, spec["train_examples"] or cap)
     if smap.get("eps_warmup"):
         spec["eps_warmup"] = float(smap["eps_warmup"])
     spec["test_examples"] = smap.get("test_examples")
