@@ -16,6 +16,8 @@ import json
 import math
 from pathlib import Path
 
+RAN_ON = "ran_on.json"  # what each epoch ran on, beside the curves
+
 
 def _live_class():
     from dvclive import Live  # imported by training jobs only (0.3 s)
@@ -38,17 +40,21 @@ class CurveLog:
 
     def __init__(self, folder: Path, rows: list[dict]):
         self.live = _live_class()(str(folder), resume=False, report=None, dvcyaml=False, save_dvc_exp=False)
+        self.folder, self.ran_on = Path(folder), {}
         for row in rows:
             self.epoch(row)
 
     def epoch(self, row: dict) -> None:
         """Log one epoch's row (``epoch`` and its measurements). Text values (what the epoch ran on: ``device``,
-        ``precision``) are no curve: they go into metrics.json's ``ran_on``, per epoch (a resumed run may span
-        machines)."""
+        ``precision``) are no curve, nor a metric for ``dvc exp show`` to list: they go into ``ran_on.json`` beside,
+        per epoch (a resumed run may span machines)."""
         self.live.step = int(row["epoch"])
         text = {k: v for k, v in row.items() if isinstance(v, str)}
         if text:
-            self.live.summary.setdefault("ran_on", {})[str(int(row["epoch"]))] = text
+            from .checkpoint import atomic_write_text
+
+            self.ran_on[str(int(row["epoch"]))] = text
+            atomic_write_text(self.folder / RAN_ON, json.dumps(self.ran_on, indent=1) + "\n")
         for key, value in row.items():
             if key != "epoch" and key not in text and value is not None and math.isfinite(value):
                 self.live.log_metric(key, value)
@@ -78,6 +84,12 @@ def read_curves(folder: Path) -> list[dict] | None:
     return [{"epoch": e, **{name: values.get(e) for name, values in columns.items()}} for e in epochs]
 
 
+def read_ran_on(folder: Path) -> dict:
+    """``ran_on.json``: epoch -> what it ran on (``device``, ``precision``); empty when none was logged."""
+    path = Path(folder) / RAN_ON
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 def read_summary(folder: Path) -> dict:
-    """metrics.json: each column's last value, ``step``, ``selected`` and ``ran_on`` (epoch -> its text values)."""
+    """metrics.json: each column's last value, ``step`` and ``selected``."""
     return json.loads((Path(folder) / "metrics.json").read_text())

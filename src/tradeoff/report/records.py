@@ -239,10 +239,7 @@ def predictions(catalog: Catalog, run_id: str, attack: str) -> dict | None:
 def training_machines(catalog: Catalog, run_id: str) -> set[tuple[str, str]]:
     """The (device, training precision) pairs that a training job's epochs ran on, from its curves (a resumed job
     may span machines); empty before it has curves, or for curves written before they recorded them."""
-    folder = catalog.layout.curves(catalog.train_id[run_id])
-    if not (folder / "metrics.json").exists():
-        return set()
-    ran_on = live.read_summary(folder).get("ran_on") or {}
+    ran_on = live.read_ran_on(catalog.layout.curves(catalog.train_id[run_id]))
     return {(r["device"], r["precision"]) for r in ran_on.values() if r.get("device") and r.get("precision")}
 
 
