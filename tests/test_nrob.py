@@ -308,4 +308,4 @@ def test_smoke_snakemake_fills_the_nrob_column(tmp_path):
     assert 100 * metrics["accuracy"] == pytest.approx(float(cells[("nt", "nrob")]["ours"]), abs=1e-3)
     assert (work / "data" / ".ready" / "digits-c").is_file()
     md = (work / "results" / "smoke" / "tables" / "zipper_table4.md").read_text()
-    assert "| Natural | NROB | PGD-20 |" in md and "NROB on digits-c" in md
+    assert "| Natural | NROB | PGD-20, ε = 8/255 (here 0.3) |" in md and "NROB on digits-c" in md

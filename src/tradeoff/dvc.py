@@ -348,7 +348,9 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
                    "params": params("audit"), "outs": list(map(str, layout.audit("${key}").values()))})
     if not targets:
         built = reads + (["analysis"] if has["analyze"] else []) + ["tables"] + (["figures"] if has["figure"] else [])
-        claims = [str(Path(r).parent / "claims.yaml") for r in reference if (Path(r).parent / "claims.yaml").exists()]
+        # the papers' claims beside reference/ (tradeoff.report.claims), as the stages see the path
+        claims = [str(Path(reference[0]).parent / "claims.yaml")] if (
+            Path(catalog.reference_dir).parent / "claims.yaml").exists() else []
         stages["summary"] = {"cmd": cmd + "summary", "deps": code("summary") + folders(*built) + reference + claims,
                              "outs": list(map(str, layout.summary().values()))}
     return {"vars": [JOBS, {"config": " ".join(f"--config {f}" for f in config_files(files))}], "stages": stages}

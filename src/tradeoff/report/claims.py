@@ -75,22 +75,27 @@ def load_claims(catalog: Catalog, path: Path | None = None) -> list[dict]:
             raise ConfigError(f"{where}.test: expected exactly the keys {sorted(TEST_KEYS)}")
         if test["kind"] not in KINDS:
             raise ConfigError(f"{where}.test.kind: unknown kind {test['kind']!r}; allowed: {list(KINDS)}")
-        target = catalog.targets.get(test["target"])
-        if target is None or target["kind"] == "group":
-            allowed = sorted(n for n, t in catalog.targets.items() if t["kind"] != "group")
-            raise ConfigError(f"{where}.test.target: unknown target {test['target']!r}; allowed: {allowed}")
-        columns = test["columns"]
-        if not isinstance(columns, list) or not columns or any(c not in target["columns"] for c in columns):
-            raise ConfigError(f"{where}.test.columns: a list of the target's columns; allowed: "
-                              f"{list(target['columns'])}")
-        names = {row.get("series") for row in target["rows"]} if test["kind"] == "front" else \
-            {row["key"] for row in target["rows"]}
-        for key in ("row", "than"):
-            if test[key] not in names and not (test["kind"] == "trend" and key == "than" and test[key] is None):
-                raise ConfigError(f"{where}.test.{key}: {test[key]!r} is not a "
-                                  f"{'series' if test['kind'] == 'front' else 'row key'} of {test['target']}; "
-                                  f"allowed: {sorted(n for n in names if n)}")
+        if not isinstance(test["columns"], list) or not test["columns"]:
+            raise ConfigError(f"{where}.test.columns: a non-empty list of the target's columns")
     return claims
+
+
+def missing(catalog: Catalog, test: dict) -> str | None:
+    """What a claim's test names that this configuration lacks (an overlay may replace a target's rows or
+    columns), or None: such a claim cannot be tested here, and its verdict says why (a typo shows there too)."""
+    target = catalog.targets.get(test["target"])
+    if target is None or target["kind"] == "group":
+        return f"no table or figure {test['target']!r} in this configuration"
+    absent = [c for c in test["columns"] if c not in target["columns"]]
+    if absent:
+        return f"{test['target']} has no column {', '.join(map(repr, absent))} here; its columns: {list(target['columns'])}"
+    names = {row.get("series") for row in target["rows"]} if test["kind"] == "front" else \
+        {row["key"] for row in target["rows"]}
+    for key in ("row", "than"):
+        if test[key] not in names and not (test["kind"] == "trend" and key == "than" and test[key] is None):
+            return (f"{test[key]!r} is not a {'series' if test['kind'] == 'front' else 'row'} of {test['target']} "
+                    f"here; its {'series' if test['kind'] == 'front' else 'rows'}: {sorted(n for n in names if n)}")
+    return None
 
 
 def examples_needed(only_row: int, only_than: int, examples: int) -> int | None:
@@ -247,6 +252,10 @@ def verdicts(catalog: Catalog, path: Path | None = None) -> list[Verdict]:
     its claims inconclusive, naming the file."""
     out = []
     for claim in load_claims(catalog, path):
+        lacking = missing(catalog, claim["test"])
+        if lacking:
+            out.append(Verdict(claim, "inconclusive", f"not testable in this configuration: {lacking}"))
+            continue
         try:
             out.append(CHECKS[claim["test"]["kind"]](catalog, claim))
         except tables.ReportError as exc:
