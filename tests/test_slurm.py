@@ -277,7 +277,7 @@ def cluster_run(cluster, tmp_path_factory):
         _wait("the requeued job to train again", lambda: _newest_epoch(state_dir) > events["requeued_after"], 300,
               proc, log)
         events["log_after_requeue"] = train_log.read_text()
-        early = re.compile(rf"{killed} epoch (\d+)/{EPOCHS}: step ([1-9]|1\d)/(\d+),")
+        early = re.compile(rf"{killed} epoch (\d+)/{EPOCHS}: step ([1-9]|1\d)/(\d+) done")
         seen = len(train_log.read_text())
         _wait("an early step of an epoch", lambda: early.search(train_log.read_text(), seen), 300, proc, log, poll=0.01)
         pid = _trainer_pid(state_dir)
