@@ -30,6 +30,7 @@ TRADEOFF_SLURM_KEEP=1 leaves the cluster up afterwards (tests/slurm/down.sh stop
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
