@@ -54,8 +54,8 @@ def plot_scatter(catalog: Catalog, name: str, target: dict, axes) -> None:
         if None not in paper:
             ax.scatter(*paper, facecolors="none", edgecolors=color, s=42, linewidths=1.3, zorder=2)
             xs.append(paper[0]), ys.append(paper[1])
-    ax.set_xlabel(f"{_title(catalog, target, xcol)} accuracy (%)")
-    ax.set_ylabel(f"{_title(catalog, target, ycol)} accuracy (%)")
+    ax.set_xlabel(f"{_title(catalog, target, xcol)}: accuracy (%)")
+    ax.set_ylabel(f"{_title(catalog, target, ycol)}: accuracy (%)")
     percent_limits(ax, xs, "x")
     percent_limits(ax, ys, "y")
     handles, labels = ax.get_legend_handles_labels()

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import CORRUPTIONS_TYPE, PSEUDO_COLUMNS, Catalog, parse_budget, split_budget
+from ..config import CORRUPTIONS_TYPE, PSEUDO_COLUMNS, Catalog
 from . import ran, stats
 from .labels import column_label
 from .records import Measurement, ReportError, measurement, training_machines, training_minutes
