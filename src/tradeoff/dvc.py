@@ -322,11 +322,11 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
     model = str(layout.model("${key}"))
     # dvclive's files (tradeoff.live): `dvc exp show` reads the metrics file, `dvc plots diff` overlays the curves,
     # a TSV per column with the epoch as dvclive's step
-    curve_metrics, curve_plots = map(str, layout.curve_files("${key}"))
+    curve_metrics, curve_plots, ran_on = map(str, layout.curve_files("${key}"))
     for kind, backbone in (("train", []), ("finetune", ["${item.pretrained}"])):
         each(kind, {"cmd": cmd + "train --run ${key}",
                     "deps": code(kind) + [str(ready_marker(catalog.data_root, "${item.dataset}"))] + backbone,
-                    "params": params(kind), "outs": [model], "metrics": [curve_metrics],
+                    "params": params(kind), "outs": [model, ran_on], "metrics": [curve_metrics],
                     "plots": [{curve_plots: {"x": "step"}}]})
     each("evaluate", {"cmd": cmd + "evaluate --run ${item.run} --unit ${item.unit}",
                       "deps": code("evaluate") + ["${item.model}", "${item.data}"],

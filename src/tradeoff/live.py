@@ -16,7 +16,7 @@ import json
 import math
 from pathlib import Path
 
-RAN_ON = "ran_on.json"  # what each epoch ran on, beside the curves
+from .results import RAN_ON
 
 
 def _live_class():

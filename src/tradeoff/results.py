@@ -29,6 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+RAN_ON = "ran_on.json"  # what each epoch of a training job ran on, in its curves folder (tradeoff.live)
+
 TABLE_FORMATS = ("md", "csv", "tex", "html")
 # The version of a metrics file's record (tradeoff.evaluate writes it, tradeoff.report.records checks it)
 METRICS_FORMAT = "tradeoff-metrics/2"
@@ -66,11 +68,11 @@ class Layout:
     def curves(self, run_id: str) -> Path:
         return self.root / "curves" / run_id
 
-    def curve_files(self, run_id: str) -> tuple[Path, Path]:
-        """What dvclive writes in a run's curves folder: its metrics file and its folder of plots (dvc.yaml's
-        ``metrics`` and ``plots`` of a training stage)."""
+    def curve_files(self, run_id: str) -> tuple[Path, Path, Path]:
+        """What a training job writes in its curves folder: dvclive's metrics file and folder of plots (dvc.yaml's
+        ``metrics`` and ``plots`` of a training stage), and what each epoch ran on (an out: the reports read it)."""
         folder = self.curves(run_id)
-        return folder / "metrics.json", folder / "plots" / "metrics"
+        return folder / "metrics.json", folder / "plots" / "metrics", folder / RAN_ON
 
     def states(self, run_id: str) -> Path:
         return self.root / "work" / run_id
