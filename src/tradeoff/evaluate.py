@@ -32,7 +32,7 @@ from torch import nn
 from . import attacks
 from .bars import Bar
 from .errors import UserError
-from .config import AUTOATTACK_FAMILY, CORRUPTIONS_TYPE, rel_step, spec_digest
+from .config import CORRUPTIONS_TYPE, rel_step, spec_digest
 from .results import METRICS_FORMAT, SUITE_FORMAT, bits
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class Outcome:
     seconds: float
     #: for ensembles: examples still robust after each component (AutoAttack's trace), summed over batches
     breakdown: dict[str, int] = field(default_factory=dict)
-    #: for AutoAttack and its components: the warnings of its sanity checks (attacks.autoattack.CheckLog)
+    #: for an attack with sanity checks of its own (Attack.sanity_checked): their warnings
     checks: list[str] = field(default_factory=list)
 
     @property
@@ -154,17 +154,15 @@ def run_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *
     """Evaluate ``model`` on (x, y) under a resolved attack spec. ``first_batch`` is the global index of the
     first batch (for shards); ``state`` keeps partial results so that an interrupted call can resume.
     ``progress``: a name (the attack job's) to show the progress under (tradeoff.bars: batches done, robust so
-    far, images/s, ETA) and, for AutoAttack, its components'; None shows nothing. AutoAttack and its components also run the library's sanity checks (Outcome.checks): those of the
-    defence on the global first batch, the final check of every batch's adversarial examples and, when (x, y) is
-    the ``whole`` evaluation (not a shard), Square's success against the gradient attacks."""
+    far, images/s, ETA) and the attack's stages'; None shows nothing. An attack with sanity checks of its own
+    (``Attack.sanity_checked``: AutoAttack and its components) reports their warnings per batch (Outcome.checks),
+    and when (x, y) is the ``whole`` evaluation (not a shard), those of its checks of the whole evaluation."""
     was_training = model.training
     model.eval()
     eps = float(spec["eps"] if eps is None else eps)
+    kind = attacks.ATTACKS[spec["type"]]
     t0 = time.perf_counter()
-    clean_parts, robust_parts = [], []
-    breakdown: dict[str, int] = {}
-    resumed_seconds = 0.0
-    checks = attacks.autoattack.CheckLog() if spec["type"] in AUTOATTACK_FAMILY else None
+    tally = _Tally(state, kind.sanity_checked)
     n_batches, timed = math.ceil(len(x) / batch_size), {"images": 0, "seconds": 0.0}
     bar = None
     if progress is not None:
@@ -174,26 +172,14 @@ def run_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *
         with torch.autocast(device_type=x.device.type, enabled=False):  # fp32, whatever the caller's context
             for b, start in enumerate(range(0, len(x), batch_size)):
                 gb = first_batch + b
-                saved = state.done(gb) if state is not None else None
-                if saved is not None:
-                    clean_parts.append(unbits(saved["clean"]).to(x.device))
-                    robust_parts.append(unbits(saved["robust"]).to(x.device))
-                    resumed_seconds += saved["seconds"]
-                    for k, v in saved["breakdown"].items():
-                        breakdown[k] = breakdown.get(k, 0) + v
-                    for text in saved.get("checks", []) if checks is not None else []:
-                        checks.warning(text)
+                if tally.restore(gb, x.device):
                     continue
                 tb = time.perf_counter()
                 xb, yb = x[start:start + batch_size], y[start:start + batch_size]
                 with torch.no_grad():
                     clean = model(xb).argmax(1) == yb
                 attack = build_attack(model, spec, eps, batch_seed(seed, gb))
-                if checks is not None:
-                    batch_checks = attack.checks = attacks.autoattack.CheckLog()
-                    attack.report_progress = progress is not None
-                    if gb == 0:  # AutoAttack checks the defence on its first batch
-                        attack.model_checks(xb, yb)
+                attack.prepare(xb, yb, first=gb == 0, show_progress=progress is not None)
                 robust = clean.clone()
                 todo = clean if attack.skips_misclassified else torch.ones_like(clean)
                 if spec["type"] != "clean" and todo.any():
@@ -201,37 +187,66 @@ def run_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *
                     robust[todo] = attack.robust(xb[todo], yb[todo], saving)
                 if attack.skips_misclassified:
                     robust &= clean
-                batch_breakdown = dict(getattr(attack, "breakdown", None) or {})
-                for k, v in batch_breakdown.items():
-                    breakdown[k] = breakdown.get(k, 0) + v
-                clean_parts.append(clean)
-                robust_parts.append(robust)
-                if checks is not None:
-                    checks.warnings += [text for text in batch_checks.warnings if text not in checks.warnings]
-                if state is not None:
-                    state.finish(gb, clean, robust, time.perf_counter() - tb, batch_breakdown,
-                                 batch_checks.warnings if checks is not None else None)
+                tally.finish(gb, clean, robust, time.perf_counter() - tb, attack.trace(), attack.warnings())
                 if progress is not None:
                     timed["images"] += len(xb)
                     timed["seconds"] += time.perf_counter() - tb
-                    bar.update(postfix=_robust_so_far(robust_parts, timed))
-        if checks is not None and spec["type"] == "autoattack" and whole:
-            square_check(int(sum(int(c.sum()) for c in clean_parts)), breakdown, len(x), checks)
+                    bar.update(postfix=_robust_so_far(tally.robust, timed))
+        if whole:
+            tally.add_warnings(kind.whole_warnings(int(sum(int(c.sum()) for c in tally.clean)), tally.breakdown,
+                                                   len(x)))
     finally:
         model.train(was_training)
         if bar is not None:
             bar.close()
     cat = lambda parts: torch.cat(parts).cpu() if parts else torch.zeros(0, dtype=torch.bool)  # noqa: E731
-    return Outcome(y.cpu(), cat(clean_parts), cat(robust_parts), time.perf_counter() - t0 + resumed_seconds,
-                   breakdown, list(checks.warnings) if checks is not None else [])
+    return Outcome(y.cpu(), cat(tally.clean), cat(tally.robust), time.perf_counter() - t0 + tally.resumed_seconds,
+                   tally.breakdown, tally.warnings if tally.checked else [])
 
 
-def square_check(clean: int, breakdown: dict[str, int], n: int, checks) -> None:
-    """AutoAttack's check of Square's success against the gradient attacks before it, on a whole evaluation."""
-    from pyautoattack.checks import check_square_sr
+class _Tally:
+    """What the batches of one run_attack call add up to, restored from the resume state or computed (``finish``,
+    which also writes the batch into the state): per-example bits, seconds, the attack's trace and its warnings."""
 
-    if n:
-        check_square_sr({"clean": clean / n, **{k: v / n for k, v in breakdown.items()}}, logger=checks)
+    def __init__(self, state: EvalState | None, checked: bool):
+        self.state, self.checked = state, checked
+        self.clean: list[torch.Tensor] = []
+        self.robust: list[torch.Tensor] = []
+        self.breakdown: dict[str, int] = {}
+        self.warnings: list[str] = []
+        self.resumed_seconds = 0.0
+
+    def restore(self, batch: int, device: torch.device) -> bool:
+        """Take a batch that the resume state holds; False if it holds none."""
+        saved = self.state.done(batch) if self.state is not None else None
+        if saved is None:
+            return False
+        self.clean.append(unbits(saved["clean"]).to(device))
+        self.robust.append(unbits(saved["robust"]).to(device))
+        self.resumed_seconds += saved["seconds"]
+        self._add_trace(saved["breakdown"])
+        self.add_warnings(saved.get("checks", []) if self.checked else [], log_them=True)
+        return True
+
+    def finish(self, batch: int, clean: torch.Tensor, robust: torch.Tensor, seconds: float, trace: dict[str, int],
+               warnings: list[str]) -> None:
+        self._add_trace(trace)
+        self.clean.append(clean)
+        self.robust.append(robust)
+        self.add_warnings(warnings)
+        if self.state is not None:
+            self.state.finish(batch, clean, robust, seconds, trace, warnings if self.checked else None)
+
+    def add_warnings(self, texts: list[str], log_them: bool = False) -> None:
+        for text in texts:
+            if text not in self.warnings:
+                self.warnings.append(text)
+                if log_them:  # a resumed batch's warnings, said again in this job's log
+                    log.warning("sanity check of a resumed batch: %s", text)
+
+    def _add_trace(self, trace: dict[str, int]) -> None:
+        for k, v in trace.items():
+            self.breakdown[k] = self.breakdown.get(k, 0) + v
 
 
 def _robust_so_far(robust_parts: list, timed: dict) -> str:
@@ -506,7 +521,7 @@ class _Loaded:
             state = EvalState(job.state_path, key)
         out = run_attack(model, x[start:stop], y[start:stop], spec, seed=seed, batch_size=batch_size,
                          first_batch=first_batch, state=state, progress=attack_name, whole=shard is None)
-        checked = {"checks": out.checks} if spec["type"] in AUTOATTACK_FAMILY else {}  # the sanity checks' warnings
+        checked = {"checks": out.checks} if attacks.ATTACKS[spec["type"]].sanity_checked else {}  # their warnings
         if shard is not None:
             partial = {"format": "tradeoff-eval-shard/2", "run": meta["run"], "attack": attack_name, "spec": spec,
                        "seed": seed, "batch_size": batch_size, "examples_total": n, "shard": shard[0],
@@ -594,12 +609,11 @@ def merge_shards(paths: list[str | Path], *, metrics_out=None, predictions_out=N
     out = Outcome(labels, unbits("".join(p["clean_correct"] for p in parts)),
                   unbits("".join(p["robust_correct"] for p in parts)), sum(p["seconds"] for p in parts), breakdown)
     checked = {}
-    if first["spec"]["type"] in AUTOATTACK_FAMILY:  # the shards' warnings, then the checks of the whole evaluation
-        checks = attacks.autoattack.CheckLog()
-        checks.warnings = list(dict.fromkeys(text for p in parts for text in p.get("checks", [])))
-        if first["spec"]["type"] == "autoattack":
-            square_check(int(out.clean_correct.sum()), breakdown, len(labels), checks)
-        checked = {"checks": checks.warnings}
+    kind = attacks.ATTACKS[first["spec"]["type"]]
+    if kind.sanity_checked:  # the shards' warnings, then the checks of the whole evaluation
+        warnings = list(dict.fromkeys(text for p in parts for text in p.get("checks", [])))
+        whole = kind.whole_warnings(int(out.clean_correct.sum()), breakdown, len(labels))
+        checked = {"checks": warnings + [text for text in whole if text not in warnings]}
     metrics = _metrics(first["meta"], first["attack"], first["spec"], out, seed=first["seed"],
                        batch_size=first["batch_size"], provenance=first["provenance"], context=first["context"],
                        extra={"shards": first["shards"], "shard_seconds": [p["seconds"] for p in parts], **checked})
