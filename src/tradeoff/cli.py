@@ -14,9 +14,7 @@ import sys
 from pathlib import Path
 
 from . import config as cfg
-from .audit.jobs import audit_targets
 from .errors import UserError
-from .eval_jobs import LIST_TARGETS
 from .results import ready_marker
 
 log = logging.getLogger("tradeoff")
@@ -254,7 +252,7 @@ def cmd_export_dvc(args, catalog: cfg.Catalog) -> int:
     read = [f for f in files if f != PARAMS or Path(f).exists()]  # none yet: an empty overlay (export writes it)
     chosen = catalog if read == args.config else cfg.load_catalog(read)
     for name in args.targets:
-        if name not in chosen.targets and name not in audit_targets(chosen):
+        if name not in chosen.targets and name not in _audit_targets(chosen):
             raise cfg.ConfigError("export-dvc: " + cfg.unknown("target", name, chosen.targets, LIST_TARGETS))
     try:
         written = export(chosen, files, args.targets, check=args.check, jobs_only=args.jobs)
@@ -406,6 +404,16 @@ def _enter_workflow(config_files: list[str]) -> list[str]:
         return [str(f) for f in files]
     os.chdir(root)
     return [os.path.relpath(f, root) if f.is_relative_to(root) else str(f) for f in files]
+
+
+LIST_TARGETS = "`tradeoff list targets` lists them"
+
+
+def _audit_targets(catalog: cfg.Catalog) -> dict[str, str]:
+    """The audit targets (`audit_<table>`), which `plan` prices beside the catalog's targets."""
+    from .audit.jobs import audit_targets
+
+    return audit_targets(catalog)
 
 
 def _run(catalog: cfg.Catalog, run_id: str) -> str:
@@ -708,7 +716,7 @@ def _main(args) -> int:
             claim_gpu()  # several GPUs on this machine: one of its own (before CUDA starts), see tradeoff.gpus
         named = [args.target] if getattr(args, "target", None) is not None else list(getattr(args, "targets", []))
         for name in named if args.command not in ("check-config", "export-dvc") else []:
-            if name not in catalog.targets and not (args.command == "plan" and name in audit_targets(catalog)):
+            if name not in catalog.targets and not (args.command == "plan" and name in _audit_targets(catalog)):
                 raise cfg.ConfigError(cfg.unknown("target", name, catalog.targets, LIST_TARGETS))
         status = args.func(args, catalog)
         sys.stdout.flush()  # here, so that a reader that went away (`| head`) is seen now, not at exit

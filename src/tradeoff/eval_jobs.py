@@ -19,7 +19,6 @@ from typing import Any, Callable
 from . import config as cfg
 
 LIST_MODELS = "`tradeoff list runs` and `tradeoff list externals` list them"
-LIST_TARGETS = "`tradeoff list targets` lists them"
 
 
 def model_of(catalog: cfg.Catalog, model_id: str) -> str:
@@ -33,7 +32,8 @@ def model_of(catalog: cfg.Catalog, model_id: str) -> str:
 def suite_attacks(catalog: cfg.Catalog, target: str, model_id: str) -> list[str]:
     """The evaluations that a row of ``model_id`` needs in a target (its columns, its protocol's)."""
     if target not in catalog.targets:
-        raise cfg.ConfigError("--suite: " + cfg.unknown("target", target, catalog.targets, LIST_TARGETS))
+        raise cfg.ConfigError("--suite: " + cfg.unknown("target", target, catalog.targets,
+                                                        "`tradeoff list targets` lists them"))
     names = catalog.target_attacks(target, model_id)
     if not names:
         raise cfg.ConfigError(f"--suite: target {target!r} evaluates nothing (no attack columns)")
