@@ -61,17 +61,10 @@ def cmd_generate_backbone(args, catalog: cfg.Catalog) -> int:
 
 
 def cmd_train(args, catalog: cfg.Catalog) -> int:
-    from .runtime import Runtime
-    from .train import train
+    from .train import train_run
 
     run_id = _run(catalog, args.run)
-    if catalog.train_id[run_id] != run_id:
-        raise cfg.ConfigError(f"run {run_id!r} has the same settings as {catalog.train_id[run_id]!r} and is "
-                              f"trained as that run; train {catalog.train_id[run_id]!r}")
-    catalog.pretrained_checkpoint(run_id, must_exist=True)  # an adapter model's backbone: refused before any work
-    runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
-    paths = train(run_id, catalog.runs[run_id], results=catalog.results, data_root=catalog.data_root,
-                  runtime=runtime, eval_batch_size=catalog.config["runtime"]["eval_batch_size"])
+    paths = train_run(catalog, run_id)
     print(f"{run_id}: model {paths.model}, curves {paths.curves}")
     return 0
 
