@@ -442,33 +442,30 @@ def _checkpoint_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", help="with --checkpoint: its id, the folder of its metrics (default: the file's stem)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tradeoff", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", action="append", metavar="FILE",
-                        help="configuration file; repeat to overlay (default: the files in $TRADEOFF_CONFIG, "
-                             "separated by ':', as Snakemake's jobs get them; else config/config.yaml)")
-    parser.add_argument("-v", "--verbose", action="store_true")
-    parser.add_argument("--log", metavar="FILE",
-                        help="the job's log file (Snakemake's `log:`, deleted whenever Snakemake starts the job): "
-                             "also append everything written to stderr to its history, <name>.history.log, after a "
-                             "header line per start, so a restarted job keeps the lines of its earlier tries")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _check_config_parser(sub) -> None:
     sub.add_parser("check-config", help="validate the configuration and summarise it").set_defaults(func=cmd_check_config)
 
+
+def _download_parser(sub) -> None:
     p = sub.add_parser("download", help="download and verify a dataset")
     p.add_argument("dataset")
     p.set_defaults(func=cmd_download)
 
+
+def _generate_backbone_parser(sub) -> None:
     p = sub.add_parser("generate-backbone", help="write a generated backbone checkpoint for an adapter architecture "
                        "at its pretrained.<arch> path (only at a scale with scale_map.generated_data: the rehearsal)")
     p.add_argument("arch")
     p.set_defaults(func=cmd_generate_backbone)
 
+
+def _train_parser(sub) -> None:
     p = sub.add_parser("train", help="train (or resume) one run")
     p.add_argument("--run", required=True)
     p.set_defaults(func=cmd_train)
 
+
+def _evaluate_parser(sub) -> None:
     p = sub.add_parser("evaluate", help="evaluate one run (or external model) under one attack, or several in one "
                        "process; or any checkpoint file (--checkpoint)")
     p.add_argument("--run", help="a run of the catalog, or an external model (the config's `external:`)")
@@ -491,6 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
     _checkpoint_options(p)
     p.set_defaults(func=cmd_evaluate)
 
+
+def _audit_parser(sub) -> None:
     p = sub.add_parser("audit", help="check whether a model's robustness evaluation can be trusted: a battery of "
                        "sanity checks, one page with the verdicts in results/<scale>/audit/ (docs/audit.md)")
     p.add_argument("--run", help="a run of the catalog, or an external model (the config's `external:`)")
@@ -502,12 +501,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="attack seed (default 0)")
     p.set_defaults(func=cmd_audit)
 
+
+def _merge_shards_parser(sub) -> None:
     p = sub.add_parser("merge-shards", help="merge the shards of one evaluation into its metrics and predictions")
     p.add_argument("--run", required=True, help="a run, or an external model")
     p.add_argument("--attack", required=True)
     p.add_argument("--shards", type=int, help="default: the configured number (attack `shards` or runtime.eval_shards)")
     p.set_defaults(func=cmd_merge_shards)
 
+
+def _bench_eval_parser(sub) -> None:
     p = sub.add_parser("bench-eval", help="time the evaluation suite on a checkpoint: images/s per attack")
     p.add_argument("--run", required=True, help="the run whose model and test set are used")
     p.add_argument("--checkpoint", help="default: the run's results/<scale>/checkpoints/<run>/model.pt")
@@ -518,18 +521,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.set_defaults(func=cmd_bench_eval)
 
+
+def _report_parser(sub) -> None:
     p = sub.add_parser("report", help="build targets (tables, figures, groups) from metrics files only")
     p.add_argument("targets", nargs="*")
     p.add_argument("--all", action="store_true", help="every target, and the summary page")
     p.set_defaults(func=cmd_report)
 
+
+def _analyze_parser(sub) -> None:
     p = sub.add_parser("analyze", help="run a figure's analysis job (t-SNE, image grid, synthetic experiment)")
     p.add_argument("target")
     p.set_defaults(func=cmd_analyze)
 
+
+def _summary_parser(sub) -> None:
     sub.add_parser("summary", help="every target: built or missing, and its largest differences from the paper"
                    ).set_defaults(func=cmd_summary)
 
+
+def _export_dvc_parser(sub) -> None:
     p = sub.add_parser("export-dvc", help="write dvc.yaml and jobs.json (the DVC pipeline) from the catalog")
     p.add_argument("--check", action="store_true", help="exit 1 if the files on disk are stale")
     p.add_argument("--jobs", action="store_true",
@@ -538,6 +549,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only the stages these targets need (default: every target)")
     p.set_defaults(func=cmd_export_dvc)
 
+
+def _bench_train_parser(sub) -> None:
     p = sub.add_parser("bench-train", help="time training steps of a run's method and model (synthetic data)")
     p.add_argument("--run", required=True)
     p.add_argument("--batch-size", type=int, help="default: the run's")
@@ -550,6 +563,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False, help="torch.compile")
     p.set_defaults(func=cmd_bench_train)
 
+
+def _bench_ratios_parser(sub) -> None:
     p = sub.add_parser("bench-ratios", help="CPU cost ratios, measured interleaved: a PGD step with input "
                        "gradients only over one with weight gradients, and training-step time of RUN_A over RUN_B")
     p.add_argument("--arch", default="resnet18")
@@ -557,6 +572,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", nargs="*", default=[], metavar="RUN_A/RUN_B")
     p.set_defaults(func=cmd_bench_ratios)
 
+
+def _plan_parser(sub) -> None:
     p = sub.add_parser("plan", help="GPU-hours of every job of a target, the makespan on N GPUs, and the cluster "
                                     "jobs Snakemake submits for it with what they ask for")
     p.add_argument("target")
@@ -565,6 +582,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default: the config's resources.plan.device (what cluster jobs are sized for)")
     p.set_defaults(func=cmd_plan)
 
+
+def _export_parser(sub) -> None:
     p = sub.add_parser("export", help="a run's or an external model's results in another project's format: "
                        "RobustBench's model-info JSON (from metrics files only)")
     p.add_argument("format", choices=["robustbench"])
@@ -584,6 +603,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="whether training used data beyond the training set (default: no)")
     p.set_defaults(func=cmd_export)
 
+
+def _bench_flops_parser(sub) -> None:
     p = sub.add_parser("bench-flops", help="count the FLOPs of one pass of every architecture of the shipped scales "
                                            "(and of --config's) into tradeoff/flops.json, which plan and Snakemake "
                                            "size jobs with")
@@ -591,6 +612,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="count everything, write nothing, exit 1 if the file differs")
     p.set_defaults(func=cmd_bench_flops)
 
+
+def _gpu_check_parser(sub) -> None:
     p = sub.add_parser("gpu-check", help="on a GPU: every method's step against the CPU's, bf16 against fp32, "
                                          "Generalist's parallel mode against serial, bench-train and bench-eval, "
                                          "the table1a rehearsal at paper shape against the plan, a demo run trained "
@@ -607,9 +630,35 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a demo-scale run trained in fp32 and in bf16 from one seed: clean and PGD accuracy, McNemar")
     p.set_defaults(func=cmd_gpu_check)
 
+
+def _list_parser(sub) -> None:
     p = sub.add_parser("list", help="list runs, external models, targets or attacks (evaluation jobs)")
     p.add_argument("what", choices=["runs", "externals", "targets", "attacks"])
     p.set_defaults(func=cmd_list)
+
+
+#: the subcommands, in the order `tradeoff --help` lists them: each adds its parser, options and cmd_ function
+SUBCOMMANDS = (
+    _check_config_parser, _download_parser, _generate_backbone_parser, _train_parser, _evaluate_parser,
+    _audit_parser, _merge_shards_parser, _bench_eval_parser, _report_parser, _analyze_parser, _summary_parser,
+    _export_dvc_parser, _bench_train_parser, _bench_ratios_parser, _plan_parser, _export_parser,
+    _bench_flops_parser, _gpu_check_parser, _list_parser,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tradeoff", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", action="append", metavar="FILE",
+                        help="configuration file; repeat to overlay (default: the files in $TRADEOFF_CONFIG, "
+                             "separated by ':', as Snakemake's jobs get them; else config/config.yaml)")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--log", metavar="FILE",
+                        help="the job's log file (Snakemake's `log:`, deleted whenever Snakemake starts the job): "
+                             "also append everything written to stderr to its history, <name>.history.log, after a "
+                             "header line per start, so a restarted job keeps the lines of its earlier tries")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in SUBCOMMANDS:
+        add(sub)
     return parser
 
 
