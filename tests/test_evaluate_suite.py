@@ -17,7 +17,7 @@ import torch
 
 from helpers import ROOT, env
 from tradeoff import config as cfg
-from tradeoff.evaluate import evaluate_run, merge_shards
+from tradeoff.evaluate import AttackJob, Evaluation, Shard, evaluate, merge_shards
 from tradeoff.runtime import Runtime
 from tradeoff.train import train
 
@@ -47,9 +47,12 @@ def _evaluate(models, run, attack, *, spec=None, batch_size=360, examples=None, 
     spec = spec or catalog.attack_for(attack, run)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return evaluate_run(results / "checkpoints" / run / "model.pt", spec, attack_name=attack,
-                            data_root=catalog.data_root, device="cpu", batch_size=batch_size, seed=0,
-                            test_examples=examples, **kwargs)
+        files = {k: kwargs.pop(k) for k in ("metrics_out", "predictions_out", "state_path") if k in kwargs}
+        shard = Shard(*kwargs.pop("shard"), out=kwargs.pop("shard_out", None)) if "shard" in kwargs else None
+        [result] = evaluate(Evaluation(results / "checkpoints" / run / "model.pt", catalog.data_root,
+                                       (AttackJob(attack, spec, **files),), device="cpu", batch_size=batch_size,
+                                       seed=0, test_examples=examples, shard=shard, **kwargs))
+        return result
 
 
 def test_trained_models_are_what_the_checks_need(models):

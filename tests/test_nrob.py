@@ -132,7 +132,7 @@ def test_pixelate_and_zoom_blur_equal_the_published_functions_where_those_apply(
 
 
 def test_metrics_file_is_the_mean_of_per_severity_means(root, tmp_path, monkeypatch):  # noqa: F811
-    """Through the evaluation job's code (evaluate_run) on a generated Tiny-ImageNet-C whose every answer is known
+    """Through the evaluation job's code (evaluate.evaluate) on a generated Tiny-ImageNet-C whose every answer is known
     (tests/test_corruptions.py): the metrics file's accuracy is NROB computed by hand, and it records each
     corruption's and severity's accuracy; the predictions file each image's correctness."""
     data_root, truth = root
@@ -146,8 +146,8 @@ def test_metrics_file_is_the_mean_of_per_severity_means(root, tmp_path, monkeypa
     (tmp_path / "model.pt").write_bytes(b"the model's bytes: their digest is in the record")
     metrics_out, predictions_out = tmp_path / "nrob.json", tmp_path / "predictions.json"
     spec = {"type": "corruptions", "dataset": "tinyimagenet-c"}
-    result = evaluate.evaluate_run(tmp_path / "model.pt", spec, attack_name="nrob", data_root=data_root,
-                                   batch_size=4, metrics_out=metrics_out, predictions_out=predictions_out)
+    job = evaluate.AttackJob("nrob", spec, metrics_out=metrics_out, predictions_out=predictions_out)
+    [result] = evaluate.evaluate(evaluate.Evaluation(tmp_path / "model.pt", data_root, (job,), batch_size=4))
     written = json.loads(metrics_out.read_text())
     assert written["accuracy"] == pytest.approx(mean, abs=1e-12)
     assert written["accuracy"] == pytest.approx(np.mean([np.mean(list(v.values())) for v in per_severity.values()]))
@@ -167,8 +167,8 @@ def test_metrics_file_is_the_mean_of_per_severity_means(root, tmp_path, monkeypa
                                     for w in CLASSES for i in range(PER_CLASS))
             assert marks.count("1") / len(marks) == accuracy
     with pytest.raises(ValueError, match="not sharded"):
-        evaluate.evaluate_run(tmp_path / "model.pt", spec, attack_name="nrob", data_root=data_root, batch_size=4,
-                              shard=(0, 2))
+        evaluate.evaluate(evaluate.Evaluation(tmp_path / "model.pt", data_root, (evaluate.AttackJob("nrob", spec),),
+                                              batch_size=4, shard=evaluate.Shard(0, 2)))
 
 
 def test_cli_measures_a_smoke_run_on_digits_c(tmp_path, monkeypatch):

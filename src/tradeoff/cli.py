@@ -61,49 +61,16 @@ def cmd_generate_backbone(args, catalog: cfg.Catalog) -> int:
 
 
 def cmd_train(args, catalog: cfg.Catalog) -> int:
-    from .runtime import Runtime
-    from .train import train
+    from .train import train_run
 
     run_id = _run(catalog, args.run)
-    if catalog.train_id[run_id] != run_id:
-        raise cfg.ConfigError(f"run {run_id!r} has the same settings as {catalog.train_id[run_id]!r} and is "
-                              f"trained as that run; train {catalog.train_id[run_id]!r}")
-    catalog.pretrained_checkpoint(run_id, must_exist=True)  # an adapter model's backbone: refused before any work
-    runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
-    paths = train(run_id, catalog.runs[run_id], results=catalog.results, data_root=catalog.data_root,
-                  runtime=runtime, eval_batch_size=catalog.config["runtime"]["eval_batch_size"])
+    paths = train_run(catalog, run_id)
     print(f"{run_id}: model {paths.model}, curves {paths.curves}")
     return 0
 
 
-def _evaluate_attacks(catalog: cfg.Catalog, run_id: str, specs: dict[str, dict], runtime, *, seed: int) -> None:
-    """Evaluate a run (or an external model) under several attacks in this process (model and test set loaded once),
-    each writing its metrics, predictions and resume state as its own `tradeoff evaluate` call would."""
-    from .evaluate import AttackJob, evaluate_attacks
-
-    train_id = catalog.train_id[run_id]
-    layout = catalog.layout
-    jobs = [AttackJob(name, spec, metrics_out=layout.metrics(train_id, name),
-                      predictions_out=layout.predictions(train_id, name),
-                      state_path=layout.eval_work(train_id, name)) for name, spec in specs.items()]
-    results = evaluate_attacks(catalog.model_file(train_id), jobs,
-                               **_evaluation_settings(catalog, run_id, runtime, seed))
-    for name, result in zip(specs, results):
-        print(f"{train_id} / {name}: accuracy {result['accuracy']:.4f} "
-              f"(clean {result['clean_accuracy']:.4f}, {result['examples']} examples, {result['seconds']:.1f} s)")
-
-
-def _evaluation_settings(catalog: cfg.Catalog, run_id: str, runtime, seed: int) -> dict:
-    train_id = catalog.train_id[run_id]
-    return dict(data_root=catalog.data_root, device=runtime.device.type,
-                batch_size=catalog.config["runtime"]["eval_batch_size"], seed=seed,
-                test_examples=catalog.model_spec(run_id).get("test_examples"), scale=catalog.scale,
-                external=catalog.externals.get(train_id), model_id=train_id)
-
-
 def cmd_evaluate(args, catalog: cfg.Catalog) -> int:
-    from .evaluate import evaluate_run
-    from .runtime import Runtime
+    from .eval_jobs import plan_run
 
     if args.checkpoint is not None:
         return _evaluate_checkpoint(args, catalog)
@@ -112,45 +79,34 @@ def cmd_evaluate(args, catalog: cfg.Catalog) -> int:
         raise cfg.ConfigError("evaluate: give --run R (a run or an external model of the catalog), or --checkpoint "
                               "FILE --arch A --dataset D" + (f" ({', '.join(given)} go with --checkpoint)" if given
                                                              else ""))
-    run_id = _model(catalog, args.run)
     if sum((args.unit is not None, bool(args.attack), args.suite is not None)) != 1:
         raise cfg.ConfigError("evaluate: give --unit U (an evaluation job of the pipeline: an attack, or "
                               f"{cfg.ALL_ATTACKS!r} for all of the run's), --attack A (repeatable) or --suite TARGET, "
                               "one of them")
-    if args.unit is not None and args.unit not in catalog.eval_units(run_id):
-        raise cfg.ConfigError(f"--unit: {args.unit!r} is not an evaluation job of run {run_id!r} at this scale "
-                              f"(runtime.eval_unit: {catalog.eval_unit}); allowed: {catalog.eval_units(run_id)}")
-    names = (catalog.unit_attacks(run_id, args.unit) if args.unit is not None
-             else _suite(catalog, args.suite, run_id) if args.suite is not None
-             else list(dict.fromkeys(args.attack)))  # repeated --attack: evaluated in turn, in this order
-    specs = {name: cfg.check_evaluation(catalog, run_id, name) for name in names}  # all checked before any work
-    train_id = catalog.train_id[run_id]
-    runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)  # device, CPU threads; always fp32
-    common = _evaluation_settings(catalog, run_id, runtime, args.seed)
-    checkpoint = catalog.model_file(train_id)
     shard = None
     if args.shard is not None or args.shards is not None:
         if args.shard is None or args.shards is None or not 0 <= args.shard < args.shards:
             raise cfg.ConfigError("--shard K and --shards N go together, with 0 <= K < N")
-        if len(names) > 1:
-            raise cfg.ConfigError("--shard evaluates one attack: give a single --attack")
         shard = (args.shard, args.shards)
-        attack = names[0]
-        if specs[attack]["type"] == cfg.CORRUPTIONS_TYPE:
-            raise cfg.ConfigError(f"--shard: {attack!r} (accuracy on corrupted images) is one job, never sharded")
-        result = evaluate_run(
-            checkpoint, specs[attack], attack_name=attack, **common,
-            state_path=catalog.layout.eval_work(train_id, attack, shard),
-            shard=shard, shard_out=catalog.layout.eval_work(train_id, attack, shard, ".json"))
-        robust = result["robust_correct"].count("1")
-        print(f"{train_id} / {attack} shard {shard[0]} of {shard[1]}: {robust} of "
-              f"{result['stop'] - result['start']} robust ({result['seconds']:.1f} s)")
-        return 0
-    if args.unit == cfg.ALL_ATTACKS:
-        _evaluate_suite(catalog, run_id, specs, runtime, seed=args.seed)
-    else:
-        _evaluate_attacks(catalog, run_id, specs, runtime, seed=args.seed)
+    plan = plan_run(catalog, args.run, unit=args.unit, attacks=args.attack, suite=args.suite, shard=shard,
+                    seed=args.seed)
+    _print_evaluations(plan, plan.run())
     return 0
+
+
+def _print_evaluations(plan, results: list[dict]) -> None:
+    """One line per evaluation of a plan (tradeoff.eval_jobs.Plan): its accuracy, or a shard's robust examples."""
+    for name, result in zip(plan.names, results):
+        where = f"{plan.model_id} / {name}"
+        if plan.kind == "shard":
+            print(f"{where} shard {result['shard']} of {result['shards']}: {result['robust_correct'].count('1')} of "
+                  f"{result['stop'] - result['start']} robust ({result['seconds']:.1f} s)")
+        elif plan.kind == "suite":
+            print(f"{where}: accuracy {result['accuracy']:.4f} ({result['examples']} examples, "
+                  f"{result['seconds']:.1f} s)")
+        else:
+            print(f"{where}: accuracy {result['accuracy']:.4f} (clean {result['clean_accuracy']:.4f}, "
+                  f"{result['examples']} examples, {result['seconds']:.1f} s)")
 
 
 #: the options of `evaluate --checkpoint` that describe the file (CHECKPOINT_KEYS: the external-model setting each sets)
@@ -159,103 +115,50 @@ CHECKPOINT_KEYS = {"checkpoint": "--checkpoint", "arch": "--arch", "dataset": "-
                    "format": "--format", "paper_dataset": "--paper-dataset", "sha256": "--sha256"}
 
 
-def _evaluate_checkpoint(args, catalog: cfg.Catalog) -> int:
-    """`evaluate --checkpoint FILE --arch A --dataset D`: a model this pipeline did not train, evaluated as an
-    external model of the catalog would be, under a table's suite (--suite), the attacks named (--attack), or by
-    default the clean accuracy and AutoAttack at the dataset's standard L-inf budget. One process, one metrics and
-    predictions file per attack, in results/<scale>/metrics/<name>/ (--name, default the file's stem)."""
-    from .runtime import Runtime
-
-    if args.run is not None or args.unit is not None or args.shard is not None or args.shards is not None:
-        raise cfg.ConfigError("evaluate --checkpoint: not with --run, --unit or --shard (the file is evaluated in this "
-                              "process, one file per attack; a model of the catalog's `external:` is --run's)")
-    name = _checkpoint_name(args, catalog)
-    if sum((bool(args.attack), args.suite is not None)) > 1:
-        raise cfg.ConfigError("evaluate --checkpoint: give --suite TARGET or --attack A (repeatable), not both")
-    raw = {key: getattr(args, key) for key in CHECKPOINT_KEYS if getattr(args, key) is not None}
-    if args.suite in catalog.targets and args.paper_dataset is None:
-        # a table's suite as its rows run it: a row of the same dataset stands for a model of its paper dataset
-        row = next((r["run"] for t in catalog.leaf_targets(args.suite) for r in catalog.targets[t]["rows"]
-                    if catalog.model_spec(r["run"])["dataset"] == args.dataset), None)
-        if row is not None:
-            raw["paper_dataset"] = catalog.model_spec(row).get("paper_dataset") or args.dataset
-    catalog = cfg.with_external(catalog, name, raw, lambda key: CHECKPOINT_KEYS.get(key, f"--{key}"))
-    names = (_suite(catalog, args.suite, name) if args.suite is not None
-             else list(dict.fromkeys(args.attack)) if args.attack else _default_suite(catalog))
-    specs = {attack: cfg.check_evaluation(catalog, name, attack) for attack in names}
-    spec = catalog.externals[name]
-    print(f"{name}: {args.checkpoint} as {spec['arch']} on {spec['dataset']} ({spec['format']} layout"
-          + (f", normalised by mean {spec['normalize']['mean']} std {spec['normalize']['std']}" if spec["normalize"]
-             else "") + (f", budgets of {spec['paper_dataset']}" if spec["paper_dataset"] != spec["dataset"] else "")
-          + f"), {len(names)} evaluation(s): {', '.join(names)}")
-    runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
-    _evaluate_attacks(catalog, name, specs, runtime, seed=args.seed)
-    print(f"{name}: metrics in {catalog.layout.metrics(name, '<attack>')}, per-example predictions in "
-          f"{catalog.layout.predictions(name, '<attack>')}")
-    return 0
+def _option(key: str) -> str:
+    """The command-line option of an external-model setting, as an error message names it."""
+    return CHECKPOINT_KEYS.get(key, f"--{key}")
 
 
-def _checkpoint_name(args, catalog: cfg.Catalog) -> str:
-    """The model id of a --checkpoint file (--name, or the file's stem), once its --arch and --dataset are given."""
-    import re
-
-    from .external import name_of
+def _checkpoint_file(args):
+    """--checkpoint FILE and the options that describe it."""
+    from .eval_jobs import CheckpointFile
 
     if args.arch is None or args.dataset is None:
         raise cfg.ConfigError(f"{args.command} --checkpoint FILE needs --arch NAME and --dataset NAME (the "
                               "architecture and the dataset the model was trained for)")
-    name = args.name or name_of(args.checkpoint)
-    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name):
-        raise cfg.ConfigError(f"--name: {name!r} is not a model id (lower case letters, digits, '-' and '_')")
-    if name in catalog.runs or catalog.is_external(name):
-        raise cfg.ConfigError(f"--name: {name!r} is a {'run' if name in catalog.runs else 'model'} of the catalog, "
-                              f"whose files are its own: give another --name"
-                              + ("" if name in catalog.runs else f" (or give --run {name})"))
-    return name
+    return CheckpointFile(args.checkpoint, **{o: getattr(args, o) for o in CHECKPOINT_OPTIONS})
 
 
-def _suite(catalog: cfg.Catalog, target: str, model_id: str) -> list[str]:
-    """--suite TARGET: the evaluations that a row of ``model_id`` needs in a target (its columns, its protocol's)."""
-    if target not in catalog.targets:
-        raise cfg.ConfigError("--suite: " + cfg.unknown("target", target, catalog.targets, LIST_TARGETS))
-    names = catalog.target_attacks(target, model_id)
-    if not names:
-        raise cfg.ConfigError(f"--suite: target {target!r} evaluates nothing (no attack columns)")
-    return names
+def _evaluate_checkpoint(args, catalog: cfg.Catalog) -> int:
+    """`evaluate --checkpoint FILE --arch A --dataset D`: a model this pipeline did not train, evaluated as an
+    external model of the catalog would be (tradeoff.eval_jobs.plan_checkpoint), one metrics and predictions file per
+    attack, in results/<scale>/metrics/<name>/ (--name, default the file's stem)."""
+    from .eval_jobs import plan_checkpoint
 
-
-def _default_suite(catalog: cfg.Catalog) -> list[str]:
-    """The evaluations of `evaluate --checkpoint` without --suite or --attack: the clean accuracy and AutoAttack
-    (the standard ensemble) at the dataset's standard L-inf budget (the catalog's attacks of those types)."""
-    clean = next((n for n, a in catalog.attacks.items() if a["type"] == "clean"), None)
-    autoattack = next((n for n, a in catalog.attacks.items() if a["type"] == "autoattack"
-                       and a.get("norm", "linf") == "linf" and a.get("eps") is None), None)
-    if clean is None or autoattack is None:
-        raise cfg.ConfigError("evaluate --checkpoint: the catalog has no attack of type clean and no autoattack at the "
-                              "standard L-inf budget for the default suite; name --attack or --suite")
-    return [clean, autoattack]
-
-
-def _evaluate_suite(catalog: cfg.Catalog, run_id: str, specs: dict[str, dict], runtime, *, seed: int) -> None:
-    """Every attack of a run in this process, into the run's one metrics and one predictions file
-    (runtime.eval_unit: run)."""
-    from .evaluate import evaluate_suite
-
-    train_id, layout = catalog.train_id[run_id], catalog.layout
-    results = evaluate_suite(catalog.model_file(train_id), specs, run_id=train_id,
-                             work=lambda attack, suffix: layout.eval_work(train_id, attack, suffix=suffix),
-                             metrics_out=layout.metrics(train_id, cfg.ALL_ATTACKS),
-                             predictions_out=layout.predictions(train_id, cfg.ALL_ATTACKS),
-                             **_evaluation_settings(catalog, run_id, runtime, seed))
-    for name, result in results.items():
-        print(f"{train_id} / {name}: accuracy {result['accuracy']:.4f} ({result['examples']} examples, "
-              f"{result['seconds']:.1f} s)")
+    if args.run is not None or args.unit is not None or args.shard is not None or args.shards is not None:
+        raise cfg.ConfigError("evaluate --checkpoint: not with --run, --unit or --shard (the file is evaluated in this "
+                              "process, one file per attack; a model of the catalog's `external:` is --run's)")
+    file = _checkpoint_file(args)
+    if sum((bool(args.attack), args.suite is not None)) > 1:
+        raise cfg.ConfigError("evaluate --checkpoint: give --suite TARGET or --attack A (repeatable), not both")
+    plan = plan_checkpoint(catalog, file, suite=args.suite, attacks=args.attack, seed=args.seed, named=_option)
+    name, spec = plan.model_id, plan.catalog.externals[plan.model_id]
+    print(f"{name}: {args.checkpoint} as {spec['arch']} on {spec['dataset']} ({spec['format']} layout"
+          + (f", normalised by mean {spec['normalize']['mean']} std {spec['normalize']['std']}" if spec["normalize"]
+             else "") + (f", budgets of {spec['paper_dataset']}" if spec["paper_dataset"] != spec["dataset"] else "")
+          + f"), {len(plan.names)} evaluation(s): {', '.join(plan.names)}")
+    _print_evaluations(plan, plan.run())
+    print(f"{name}: metrics in {plan.catalog.layout.metrics(name, '<attack>')}, per-example predictions in "
+          f"{plan.catalog.layout.predictions(name, '<attack>')}")
+    return 0
 
 
 def cmd_audit(args, catalog: cfg.Catalog) -> int:
     """`audit --run R` or `audit --checkpoint FILE --arch A --dataset D`: the audit's checks of a model (tradeoff.audit)
     and its page, results/<scale>/audit/<model>.{md,html,json,png,pdf}."""
     from .audit.run import audit
+    from .eval_jobs import model_of, with_checkpoint
     from .runtime import Runtime
 
     if catalog.config.get("audit") is None:
@@ -264,14 +167,12 @@ def cmd_audit(args, catalog: cfg.Catalog) -> int:
         raise cfg.ConfigError("audit: give --run R (a run or an external model of the catalog), or --checkpoint FILE "
                               "--arch A --dataset D")
     if args.checkpoint is not None:
-        model_id = _checkpoint_name(args, catalog)
-        raw = {key: getattr(args, key) for key in CHECKPOINT_KEYS if getattr(args, key) is not None}
-        catalog = cfg.with_external(catalog, model_id, raw, lambda key: CHECKPOINT_KEYS.get(key, f"--{key}"))
+        catalog, model_id = with_checkpoint(catalog, _checkpoint_file(args), named=_option)
     else:
         given = [f"--{o.replace('_', '-')}" for o in CHECKPOINT_OPTIONS if getattr(args, o) is not None]
         if given:
             raise cfg.ConfigError(f"audit --run: {', '.join(given)} go with --checkpoint")
-        model_id = _model(catalog, args.run)
+        model_id = model_of(catalog, args.run)
     runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
     record, paths = audit(catalog, model_id, device=runtime.device.type, seed=args.seed, surrogate=args.surrogate)
     for check in record["checks"]:
@@ -281,21 +182,11 @@ def cmd_audit(args, catalog: cfg.Catalog) -> int:
 
 
 def cmd_merge_shards(args, catalog: cfg.Catalog) -> int:
-    from .evaluate import merge_shards
+    from .eval_jobs import merge_shards
 
-    run_id = _model(catalog, args.run)
-    catalog.attack_for(args.attack, run_id)  # validates the name
-    train_id = catalog.train_id[run_id]
-    shards = args.shards or catalog.shards_for(args.attack)
-    parts = [catalog.layout.eval_work(train_id, args.attack, (k, shards), ".json") for k in range(shards)]
-    missing = [str(p) for p in parts if not p.exists()]
-    if missing:
-        raise cfg.ConfigError(f"merge-shards: missing shard result(s) {missing}; run `tradeoff evaluate --run "
-                              f"{run_id} --attack {args.attack} --shard K --shards {shards}` for each")
-    result = merge_shards(parts, metrics_out=catalog.layout.metrics(train_id, args.attack),
-                          predictions_out=catalog.layout.predictions(train_id, args.attack))
-    print(f"{train_id} / {args.attack}: accuracy {result['accuracy']:.4f} merged from {shards} shards "
-          f"(clean {result['clean_accuracy']:.4f}, {result['examples']} examples, {result['seconds']:.1f} s)")
+    shards, result = merge_shards(catalog, args.run, args.attack, args.shards)
+    print(f"{catalog.train_id[args.run]} / {args.attack}: accuracy {result['accuracy']:.4f} merged from {shards} "
+          f"shards (clean {result['clean_accuracy']:.4f}, {result['examples']} examples, {result['seconds']:.1f} s)")
     return 0
 
 
@@ -369,11 +260,10 @@ def cmd_export_dvc(args, catalog: cfg.Catalog) -> int:
 def cmd_export(args, catalog: cfg.Catalog) -> int:
     """`export robustbench --run R`: RobustBench's model-info JSON of a run or an external model, from its metrics
     files alone (tradeoff.robustbench; no checkpoint is read, PyTorch is not imported)."""
+    from .eval_jobs import known_model
     from .robustbench import export_robustbench
 
-    if args.run not in catalog.runs and not catalog.is_external(args.run):
-        catalog = _evaluated_checkpoint(catalog, args.run) or catalog
-    model_id = _model(catalog, args.run)
+    catalog, model_id = known_model(catalog, args.run)
     fields = {key: getattr(args, key) for key in ("name", "link", "authors", "venue", "footnote", "reported")
               if getattr(args, key) is not None}
     if args.additional_data is not None:
@@ -525,39 +415,6 @@ def _run(catalog: cfg.Catalog, run_id: str) -> str:
     return run_id
 
 
-def _evaluated_checkpoint(catalog: cfg.Catalog, model_id: str) -> cfg.Catalog | None:
-    """The catalog with a model that `evaluate --checkpoint ... --name <model_id>` measured, as that command had it:
-    its settings rebuilt from its own metrics records, kept only when they resolve to the settings' digest that a
-    record names (so its files are then vouched for as an `external:` model's). None if no record fits."""
-    folder = catalog.layout.metrics(model_id, "clean").parent
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            record = json.loads(path.read_text())
-            found = record["external"]
-            base = {"checkpoint": found["checkpoint"], "arch": record["arch"], "dataset": record["dataset"],
-                    "paper_dataset": record.get("paper_dataset"), "normalize": found.get("normalize")}
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        for fmt in dict.fromkeys(("auto", found.get("layout"))):
-            for sha in dict.fromkeys((None, found.get("sha256"))):
-                raw = {**base, "format": fmt, **({"sha256": sha} if sha else {})}
-                try:
-                    candidate = cfg.with_external(catalog, model_id, raw, lambda key: f"{path}: {key}")
-                except cfg.ConfigError:
-                    continue
-                if cfg.spec_digest(candidate.externals[model_id]) == record.get("spec_digest"):
-                    return candidate
-    return None
-
-
-def _model(catalog: cfg.Catalog, model_id: str) -> str:
-    """A run or an external model (`external:`) of the catalog: what is evaluated and exported."""
-    if model_id in catalog.runs or catalog.is_external(model_id):
-        return model_id
-    raise cfg.ConfigError("--run: " + cfg.unknown("run or external model", model_id, [*catalog.runs, *catalog.externals],
-                                                  "`tradeoff list runs` and `tradeoff list externals` list them"))
-
-
 def _absolute(path: str) -> str:
     """A file named on the command line, absolute: the commands work from the workflow's folder (_enter_workflow)."""
     return str(Path(path).absolute())
@@ -585,33 +442,30 @@ def _checkpoint_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", help="with --checkpoint: its id, the folder of its metrics (default: the file's stem)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tradeoff", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", action="append", metavar="FILE",
-                        help="configuration file; repeat to overlay (default: the files in $TRADEOFF_CONFIG, "
-                             "separated by ':', as Snakemake's jobs get them; else config/config.yaml)")
-    parser.add_argument("-v", "--verbose", action="store_true")
-    parser.add_argument("--log", metavar="FILE",
-                        help="the job's log file (Snakemake's `log:`, deleted whenever Snakemake starts the job): "
-                             "also append everything written to stderr to its history, <name>.history.log, after a "
-                             "header line per start, so a restarted job keeps the lines of its earlier tries")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _check_config_parser(sub) -> None:
     sub.add_parser("check-config", help="validate the configuration and summarise it").set_defaults(func=cmd_check_config)
 
+
+def _download_parser(sub) -> None:
     p = sub.add_parser("download", help="download and verify a dataset")
     p.add_argument("dataset")
     p.set_defaults(func=cmd_download)
 
+
+def _generate_backbone_parser(sub) -> None:
     p = sub.add_parser("generate-backbone", help="write a generated backbone checkpoint for an adapter architecture "
                        "at its pretrained.<arch> path (only at a scale with scale_map.generated_data: the rehearsal)")
     p.add_argument("arch")
     p.set_defaults(func=cmd_generate_backbone)
 
+
+def _train_parser(sub) -> None:
     p = sub.add_parser("train", help="train (or resume) one run")
     p.add_argument("--run", required=True)
     p.set_defaults(func=cmd_train)
 
+
+def _evaluate_parser(sub) -> None:
     p = sub.add_parser("evaluate", help="evaluate one run (or external model) under one attack, or several in one "
                        "process; or any checkpoint file (--checkpoint)")
     p.add_argument("--run", help="a run of the catalog, or an external model (the config's `external:`)")
@@ -634,6 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
     _checkpoint_options(p)
     p.set_defaults(func=cmd_evaluate)
 
+
+def _audit_parser(sub) -> None:
     p = sub.add_parser("audit", help="check whether a model's robustness evaluation can be trusted: a battery of "
                        "sanity checks, one page with the verdicts in results/<scale>/audit/ (docs/audit.md)")
     p.add_argument("--run", help="a run of the catalog, or an external model (the config's `external:`)")
@@ -645,12 +501,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="attack seed (default 0)")
     p.set_defaults(func=cmd_audit)
 
+
+def _merge_shards_parser(sub) -> None:
     p = sub.add_parser("merge-shards", help="merge the shards of one evaluation into its metrics and predictions")
     p.add_argument("--run", required=True, help="a run, or an external model")
     p.add_argument("--attack", required=True)
     p.add_argument("--shards", type=int, help="default: the configured number (attack `shards` or runtime.eval_shards)")
     p.set_defaults(func=cmd_merge_shards)
 
+
+def _bench_eval_parser(sub) -> None:
     p = sub.add_parser("bench-eval", help="time the evaluation suite on a checkpoint: images/s per attack")
     p.add_argument("--run", required=True, help="the run whose model and test set are used")
     p.add_argument("--checkpoint", help="default: the run's results/<scale>/checkpoints/<run>/model.pt")
@@ -661,18 +521,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.set_defaults(func=cmd_bench_eval)
 
+
+def _report_parser(sub) -> None:
     p = sub.add_parser("report", help="build targets (tables, figures, groups) from metrics files only")
     p.add_argument("targets", nargs="*")
     p.add_argument("--all", action="store_true", help="every target, and the summary page")
     p.set_defaults(func=cmd_report)
 
+
+def _analyze_parser(sub) -> None:
     p = sub.add_parser("analyze", help="run a figure's analysis job (t-SNE, image grid, synthetic experiment)")
     p.add_argument("target")
     p.set_defaults(func=cmd_analyze)
 
+
+def _summary_parser(sub) -> None:
     sub.add_parser("summary", help="every target: built or missing, and its largest differences from the paper"
                    ).set_defaults(func=cmd_summary)
 
+
+def _export_dvc_parser(sub) -> None:
     p = sub.add_parser("export-dvc", help="write dvc.yaml and jobs.json (the DVC pipeline) from the catalog")
     p.add_argument("--check", action="store_true", help="exit 1 if the files on disk are stale")
     p.add_argument("--jobs", action="store_true",
@@ -681,6 +549,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only the stages these targets need (default: every target)")
     p.set_defaults(func=cmd_export_dvc)
 
+
+def _bench_train_parser(sub) -> None:
     p = sub.add_parser("bench-train", help="time training steps of a run's method and model (synthetic data)")
     p.add_argument("--run", required=True)
     p.add_argument("--batch-size", type=int, help="default: the run's")
@@ -693,6 +563,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False, help="torch.compile")
     p.set_defaults(func=cmd_bench_train)
 
+
+def _bench_ratios_parser(sub) -> None:
     p = sub.add_parser("bench-ratios", help="CPU cost ratios, measured interleaved: a PGD step with input "
                        "gradients only over one with weight gradients, and training-step time of RUN_A over RUN_B")
     p.add_argument("--arch", default="resnet18")
@@ -700,6 +572,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", nargs="*", default=[], metavar="RUN_A/RUN_B")
     p.set_defaults(func=cmd_bench_ratios)
 
+
+def _plan_parser(sub) -> None:
     p = sub.add_parser("plan", help="GPU-hours of every job of a target, the makespan on N GPUs, and the cluster "
                                     "jobs Snakemake submits for it with what they ask for")
     p.add_argument("target")
@@ -708,6 +582,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default: the config's resources.plan.device (what cluster jobs are sized for)")
     p.set_defaults(func=cmd_plan)
 
+
+def _export_parser(sub) -> None:
     p = sub.add_parser("export", help="a run's or an external model's results in another project's format: "
                        "RobustBench's model-info JSON (from metrics files only)")
     p.add_argument("format", choices=["robustbench"])
@@ -727,6 +603,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="whether training used data beyond the training set (default: no)")
     p.set_defaults(func=cmd_export)
 
+
+def _bench_flops_parser(sub) -> None:
     p = sub.add_parser("bench-flops", help="count the FLOPs of one pass of every architecture of the shipped scales "
                                            "(and of --config's) into tradeoff/flops.json, which plan and Snakemake "
                                            "size jobs with")
@@ -734,6 +612,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="count everything, write nothing, exit 1 if the file differs")
     p.set_defaults(func=cmd_bench_flops)
 
+
+def _gpu_check_parser(sub) -> None:
     p = sub.add_parser("gpu-check", help="on a GPU: every method's step against the CPU's, bf16 against fp32, "
                                          "Generalist's parallel mode against serial, bench-train and bench-eval, "
                                          "the table1a rehearsal at paper shape against the plan, a demo run trained "
@@ -750,9 +630,35 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a demo-scale run trained in fp32 and in bf16 from one seed: clean and PGD accuracy, McNemar")
     p.set_defaults(func=cmd_gpu_check)
 
+
+def _list_parser(sub) -> None:
     p = sub.add_parser("list", help="list runs, external models, targets or attacks (evaluation jobs)")
     p.add_argument("what", choices=["runs", "externals", "targets", "attacks"])
     p.set_defaults(func=cmd_list)
+
+
+#: the subcommands, in the order `tradeoff --help` lists them: each adds its parser, options and cmd_ function
+SUBCOMMANDS = (
+    _check_config_parser, _download_parser, _generate_backbone_parser, _train_parser, _evaluate_parser,
+    _audit_parser, _merge_shards_parser, _bench_eval_parser, _report_parser, _analyze_parser, _summary_parser,
+    _export_dvc_parser, _bench_train_parser, _bench_ratios_parser, _plan_parser, _export_parser,
+    _bench_flops_parser, _gpu_check_parser, _list_parser,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tradeoff", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", action="append", metavar="FILE",
+                        help="configuration file; repeat to overlay (default: the files in $TRADEOFF_CONFIG, "
+                             "separated by ':', as Snakemake's jobs get them; else config/config.yaml)")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--log", metavar="FILE",
+                        help="the job's log file (Snakemake's `log:`, deleted whenever Snakemake starts the job): "
+                             "also append everything written to stderr to its history, <name>.history.log, after a "
+                             "header line per start, so a restarted job keeps the lines of its earlier tries")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in SUBCOMMANDS:
+        add(sub)
     return parser
 
 

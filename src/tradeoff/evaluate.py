@@ -11,8 +11,9 @@ is killed resumes from it and gives the same answer as an uninterrupted one; the
 job's outputs are written, and ignored (recomputed) if it belongs to another model, attack or setting.
 An entry of type ``corruptions`` is not an attack: it measures NROB on its corruption dataset (Tiny-ImageNet-C, or
 digits-c at the smaller scales) with :func:`tradeoff.corruptions.nrob`, and writes the same two files.
-Several attacks of one run can be evaluated in one process (:func:`evaluate_attacks`; runtime.eval_unit: run):
-the model and test set are loaded once, and each attack keeps its own state file and writes its own files.
+One entry point, :func:`evaluate`, takes an :class:`Evaluation` (the model file, the attacks and their files, the
+settings): several attacks of one model are evaluated in one process, the model and test set loaded once, each attack
+with its own state file and its own files, or one shard of one attack, or every attack into one file (a suite).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -32,7 +33,7 @@ from torch import nn
 from . import attacks
 from .bars import Bar
 from .errors import UserError
-from .config import AUTOATTACK_FAMILY, CORRUPTIONS_TYPE, rel_step, spec_digest
+from .config import CORRUPTIONS_TYPE, rel_step, spec_digest
 from .results import METRICS_FORMAT, SUITE_FORMAT, bits
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ class Outcome:
     seconds: float
     #: for ensembles: examples still robust after each component (AutoAttack's trace), summed over batches
     breakdown: dict[str, int] = field(default_factory=dict)
-    #: for AutoAttack and its components: the warnings of its sanity checks (attacks.autoattack.CheckLog)
+    #: for an attack with sanity checks of its own (Attack.sanity_checked): their warnings
     checks: list[str] = field(default_factory=list)
 
     @property
@@ -154,17 +155,15 @@ def run_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *
     """Evaluate ``model`` on (x, y) under a resolved attack spec. ``first_batch`` is the global index of the
     first batch (for shards); ``state`` keeps partial results so that an interrupted call can resume.
     ``progress``: a name (the attack job's) to show the progress under (tradeoff.bars: batches done, robust so
-    far, images/s, ETA) and, for AutoAttack, its components'; None shows nothing. AutoAttack and its components also run the library's sanity checks (Outcome.checks): those of the
-    defence on the global first batch, the final check of every batch's adversarial examples and, when (x, y) is
-    the ``whole`` evaluation (not a shard), Square's success against the gradient attacks."""
+    far, images/s, ETA) and the attack's stages'; None shows nothing. An attack with sanity checks of its own
+    (``Attack.sanity_checked``: AutoAttack and its components) reports their warnings per batch (Outcome.checks),
+    and when (x, y) is the ``whole`` evaluation (not a shard), those of its checks of the whole evaluation."""
     was_training = model.training
     model.eval()
     eps = float(spec["eps"] if eps is None else eps)
+    kind = attacks.ATTACKS[spec["type"]]
     t0 = time.perf_counter()
-    clean_parts, robust_parts = [], []
-    breakdown: dict[str, int] = {}
-    resumed_seconds = 0.0
-    checks = attacks.autoattack.CheckLog() if spec["type"] in AUTOATTACK_FAMILY else None
+    tally = _Tally(state, kind.sanity_checked)
     n_batches, timed = math.ceil(len(x) / batch_size), {"images": 0, "seconds": 0.0}
     bar = None
     if progress is not None:
@@ -174,26 +173,14 @@ def run_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *
         with torch.autocast(device_type=x.device.type, enabled=False):  # fp32, whatever the caller's context
             for b, start in enumerate(range(0, len(x), batch_size)):
                 gb = first_batch + b
-                saved = state.done(gb) if state is not None else None
-                if saved is not None:
-                    clean_parts.append(unbits(saved["clean"]).to(x.device))
-                    robust_parts.append(unbits(saved["robust"]).to(x.device))
-                    resumed_seconds += saved["seconds"]
-                    for k, v in saved["breakdown"].items():
-                        breakdown[k] = breakdown.get(k, 0) + v
-                    for text in saved.get("checks", []) if checks is not None else []:
-                        checks.warning(text)
+                if tally.restore(gb, x.device):
                     continue
                 tb = time.perf_counter()
                 xb, yb = x[start:start + batch_size], y[start:start + batch_size]
                 with torch.no_grad():
                     clean = model(xb).argmax(1) == yb
                 attack = build_attack(model, spec, eps, batch_seed(seed, gb))
-                if checks is not None:
-                    batch_checks = attack.checks = attacks.autoattack.CheckLog()
-                    attack.report_progress = progress is not None
-                    if gb == 0:  # AutoAttack checks the defence on its first batch
-                        attack.model_checks(xb, yb)
+                attack.prepare(xb, yb, first=gb == 0, show_progress=progress is not None)
                 robust = clean.clone()
                 todo = clean if attack.skips_misclassified else torch.ones_like(clean)
                 if spec["type"] != "clean" and todo.any():
@@ -201,37 +188,66 @@ def run_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *
                     robust[todo] = attack.robust(xb[todo], yb[todo], saving)
                 if attack.skips_misclassified:
                     robust &= clean
-                batch_breakdown = dict(getattr(attack, "breakdown", None) or {})
-                for k, v in batch_breakdown.items():
-                    breakdown[k] = breakdown.get(k, 0) + v
-                clean_parts.append(clean)
-                robust_parts.append(robust)
-                if checks is not None:
-                    checks.warnings += [text for text in batch_checks.warnings if text not in checks.warnings]
-                if state is not None:
-                    state.finish(gb, clean, robust, time.perf_counter() - tb, batch_breakdown,
-                                 batch_checks.warnings if checks is not None else None)
+                tally.finish(gb, clean, robust, time.perf_counter() - tb, attack.trace(), attack.warnings())
                 if progress is not None:
                     timed["images"] += len(xb)
                     timed["seconds"] += time.perf_counter() - tb
-                    bar.update(postfix=_robust_so_far(robust_parts, timed))
-        if checks is not None and spec["type"] == "autoattack" and whole:
-            square_check(int(sum(int(c.sum()) for c in clean_parts)), breakdown, len(x), checks)
+                    bar.update(postfix=_robust_so_far(tally.robust, timed))
+        if whole:
+            tally.add_warnings(kind.whole_warnings(int(sum(int(c.sum()) for c in tally.clean)), tally.breakdown,
+                                                   len(x)))
     finally:
         model.train(was_training)
         if bar is not None:
             bar.close()
     cat = lambda parts: torch.cat(parts).cpu() if parts else torch.zeros(0, dtype=torch.bool)  # noqa: E731
-    return Outcome(y.cpu(), cat(clean_parts), cat(robust_parts), time.perf_counter() - t0 + resumed_seconds,
-                   breakdown, list(checks.warnings) if checks is not None else [])
+    return Outcome(y.cpu(), cat(tally.clean), cat(tally.robust), time.perf_counter() - t0 + tally.resumed_seconds,
+                   tally.breakdown, tally.warnings if tally.checked else [])
 
 
-def square_check(clean: int, breakdown: dict[str, int], n: int, checks) -> None:
-    """AutoAttack's check of Square's success against the gradient attacks before it, on a whole evaluation."""
-    from pyautoattack.checks import check_square_sr
+class _Tally:
+    """What the batches of one run_attack call add up to, restored from the resume state or computed (``finish``,
+    which also writes the batch into the state): per-example bits, seconds, the attack's trace and its warnings."""
 
-    if n:
-        check_square_sr({"clean": clean / n, **{k: v / n for k, v in breakdown.items()}}, logger=checks)
+    def __init__(self, state: EvalState | None, checked: bool):
+        self.state, self.checked = state, checked
+        self.clean: list[torch.Tensor] = []
+        self.robust: list[torch.Tensor] = []
+        self.breakdown: dict[str, int] = {}
+        self.warnings: list[str] = []
+        self.resumed_seconds = 0.0
+
+    def restore(self, batch: int, device: torch.device) -> bool:
+        """Take a batch that the resume state holds; False if it holds none."""
+        saved = self.state.done(batch) if self.state is not None else None
+        if saved is None:
+            return False
+        self.clean.append(unbits(saved["clean"]).to(device))
+        self.robust.append(unbits(saved["robust"]).to(device))
+        self.resumed_seconds += saved["seconds"]
+        self._add_trace(saved["breakdown"])
+        self.add_warnings(saved.get("checks", []) if self.checked else [], log_them=True)
+        return True
+
+    def finish(self, batch: int, clean: torch.Tensor, robust: torch.Tensor, seconds: float, trace: dict[str, int],
+               warnings: list[str]) -> None:
+        self._add_trace(trace)
+        self.clean.append(clean)
+        self.robust.append(robust)
+        self.add_warnings(warnings)
+        if self.state is not None:
+            self.state.finish(batch, clean, robust, seconds, trace, warnings if self.checked else None)
+
+    def add_warnings(self, texts: list[str], log_them: bool = False) -> None:
+        for text in texts:
+            if text not in self.warnings:
+                self.warnings.append(text)
+                if log_them:  # a resumed batch's warnings, said again in this job's log
+                    log.warning("sanity check of a resumed batch: %s", text)
+
+    def _add_trace(self, trace: dict[str, int]) -> None:
+        for k, v in trace.items():
+            self.breakdown[k] = self.breakdown.get(k, 0) + v
 
 
 def _robust_so_far(robust_parts: list, timed: dict) -> str:
@@ -360,78 +376,91 @@ def _write_json(path, obj: dict, indent: int | None = None) -> None:
     atomic_write_text(path, json.dumps(obj, indent=indent, default=float) + "\n")
 
 
-@dataclass
+@dataclass(frozen=True)
 class AttackJob:
-    """One attack of a batched evaluation (:func:`evaluate_attacks`): its name, resolved spec and files."""
+    """One attack of an evaluation: its name, resolved spec and files (None: not written)."""
     attack_name: str
     spec: dict
     metrics_out: Any = None
     predictions_out: Any = None
-    state_path: Any = None
+    state_path: Any = None  # the resume state (see the module docstring)
+    done_path: Any = None  # in a suite: the finished attack, kept until the suite's files are written
 
 
-def evaluate_run(checkpoint_path, spec: dict, *, attack_name: str, data_root, device: str = "auto",
-                 batch_size: int = 500, seed: int = 0, metrics_out=None, predictions_out=None,
-                 test_examples: int | None = None, state_path=None, shard: tuple[int, int] | None = None,
-                 shard_out=None, scale: str | None = None, external: dict | None = None,
-                 model_id: str | None = None) -> dict:
-    """Evaluate a trained run's selected model on its test set.
-
-    Unsharded: write the metrics JSON (scalars) and the predictions JSON (per-example correctness), atomically,
-    and return the metrics. With ``shard=(k, n)``: evaluate only shard k of n (whole batches of the global
-    grid) and write its partial result to ``shard_out`` for :func:`merge_shards`; return that partial result.
-    ``state_path``: the resume file (see the module docstring). ``scale``: the scale the metrics record.
-    ``external``: the checkpoint is an external model's (its resolved settings, tradeoff.external), ``model_id``
-    its id."""
-    loaded = _Loaded(checkpoint_path, data_root, device, test_examples, scale, external, model_id)
-    job = AttackJob(attack_name, spec, metrics_out, predictions_out, state_path)
-    return loaded.evaluate(job, batch_size=batch_size, seed=seed, shard=shard, shard_out=shard_out)
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` (0-based) of ``count``: whole batches of the global grid, its partial result written to ``out``
+    for :func:`merge_shards`."""
+    index: int
+    count: int
+    out: Any = None
 
 
-def evaluate_attacks(checkpoint_path, jobs: list[AttackJob], *, data_root, device: str = "auto",
-                     batch_size: int = 500, seed: int = 0, test_examples: int | None = None,
-                     scale: str | None = None, external: dict | None = None, model_id: str | None = None) -> list[dict]:
-    """Evaluate one trained run under several attacks in turn, loading the model and the test set once.
-
-    Every attack writes the same files, with the same numbers, as its own :func:`evaluate_run` call: batches are
-    seeded by (seed, global batch index), never by what ran before in the process. Returns the metrics, in order.
-    ``external``, ``model_id``: as for :func:`evaluate_run`."""
-    loaded = _Loaded(checkpoint_path, data_root, device, test_examples, scale, external, model_id)
-    return [loaded.evaluate(job, batch_size=batch_size, seed=seed) for job in jobs]
+@dataclass(frozen=True)
+class Suite:
+    """Every attack of an evaluation into ONE metrics and ONE predictions file (runtime.eval_unit: run)."""
+    metrics_out: Any
+    predictions_out: Any
 
 
-def evaluate_suite(checkpoint_path, specs: dict[str, dict], *, run_id: str, work: Callable[[str, str], Path],
-                   metrics_out, predictions_out, data_root, device: str = "auto", batch_size: int = 500,
-                   seed: int = 0, test_examples: int | None = None, scale: str | None = None,
-                   external: dict | None = None, model_id: str | None = None) -> dict[str, dict]:
-    """Evaluate one trained run under every attack of ``specs`` in one process, into ONE metrics file and ONE
-    predictions file (runtime.eval_unit: run): ``{"format", "run", "evaluations": {attack: record}}``, each record
-    exactly what the attack's own job (:func:`evaluate_run`) writes. Each attack resumes from its state file
-    (``work(attack, ".state")``), and a finished attack is kept in ``work(attack, ".done.json")`` until the files
-    are written, so a job killed after some attacks redoes none of them. Returns the records, in order.
-    ``external``, ``model_id``: as for :func:`evaluate_run`."""
-    loaded = _Loaded(checkpoint_path, data_root, device, test_examples, scale, external, model_id)
+@dataclass(frozen=True)
+class Evaluation:
+    """What one evaluation process computes: a model file's model on its test set under each attack of ``jobs``, in
+    turn, model and test set loaded once. ``model_id``: the model's id (a suite file's ``run``; an external model's
+    id in its records); ``external``: the resolved settings of an external model (tradeoff.external), None for a run's
+    model.pt; ``scale``: the scale the metrics record. Every attack writes the same files, with the same numbers,
+    whatever else the process evaluates: batches are seeded by (seed, global batch index). ``shard`` (one job): only
+    that shard, its partial result; ``suite``: every job's records into one file of each."""
+    checkpoint: Any
+    data_root: Any
+    jobs: tuple[AttackJob, ...] = ()
+    model_id: str | None = None
+    external: dict | None = None
+    device: str = "auto"
+    batch_size: int = 500
+    seed: int = 0
+    test_examples: int | None = None
+    scale: str | None = None
+    shard: Shard | None = None
+    suite: Suite | None = None
+
+
+def evaluate(ev: Evaluation) -> list[dict]:
+    """Evaluate, and return in the order of ``ev.jobs`` each attack's metrics (written to its ``metrics_out`` and its
+    predictions to its ``predictions_out`` where given), or with ``ev.shard`` the shard's partial result (written to
+    ``ev.shard.out``), or with ``ev.suite`` each attack's record of the suite's file."""
+    if ev.shard is not None and (len(ev.jobs) != 1 or ev.suite is not None):
+        raise ValueError("a shard is of one attack's evaluation, in its own files")
+    loaded = Loaded(ev)
+    if ev.suite is not None:
+        return _suite(loaded, ev)
+    return [loaded.evaluate(job) for job in ev.jobs]
+
+
+def _suite(loaded: "Loaded", ev: Evaluation) -> list[dict]:
+    """Every attack of ``ev`` into one metrics and one predictions file: ``{"format", "run", "evaluations": {attack:
+    record}}``, each record exactly what the attack's own evaluation writes. Each attack resumes from its state file,
+    and a finished one is kept in its ``done_path`` until the files are written, so a job killed after some attacks
+    redoes none of them."""
     metrics, predictions = {}, {}
-    for name, spec in specs.items():
-        done = Path(work(name, ".done.json"))
-        key = state_key(loaded.state_digest, spec, seed, batch_size, len(loaded.x), 0)
-        kept = _read_done(done, key)
+    for job in ev.jobs:
+        key = state_key(loaded.state_digest, job.spec, ev.seed, ev.batch_size, len(loaded.x), 0)
+        kept = _read_done(Path(job.done_path), key)
         if kept is None:
-            job = AttackJob(name, spec, state_path=work(name, ".state"))
-            kept = dict(zip(("metrics", "predictions"), loaded.compute(job, batch_size=batch_size, seed=seed)))
-            _write_json(done, {"key": key, **kept})
+            kept = dict(zip(("metrics", "predictions"), loaded.compute(job)))
+            _write_json(job.done_path, {"key": key, **kept})
         else:
-            log.info("%s / %s: already evaluated (%s)", run_id, name, done)
-        metrics[name], predictions[name] = kept["metrics"], kept["predictions"]
-    _write_json(metrics_out, {"format": SUITE_FORMAT, "run": run_id, "evaluations": metrics}, indent=1)
-    _write_json(predictions_out, {"format": SUITE_FORMAT, "run": run_id, "evaluations": predictions})
-    for name in specs:
-        Path(work(name, ".done.json")).unlink(missing_ok=True)
-    return metrics
+            log.info("%s / %s: already evaluated (%s)", ev.model_id, job.attack_name, job.done_path)
+        metrics[job.attack_name], predictions[job.attack_name] = kept["metrics"], kept["predictions"]
+    _write_json(ev.suite.metrics_out, {"format": SUITE_FORMAT, "run": ev.model_id, "evaluations": metrics}, indent=1)
+    _write_json(ev.suite.predictions_out, {"format": SUITE_FORMAT, "run": ev.model_id, "evaluations": predictions})
+    for job in ev.jobs:
+        Path(job.done_path).unlink(missing_ok=True)
+    return [metrics[job.attack_name] for job in ev.jobs]
 
 
 def _read_done(path: Path, key: str) -> dict | None:
-    """A finished attack of a suite kept in ``path`` (see evaluate_suite), if it is of this model and setting."""
+    """A finished attack of a suite kept in ``path`` (see _suite), if it is of this model and setting."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -439,27 +468,26 @@ def _read_done(path: Path, key: str) -> dict | None:
     return data if isinstance(data, dict) and data.get("key") == key else None
 
 
-class _Loaded:
-    """A checkpoint's model and its run's test set, on the device, ready for any number of attacks."""
+class Loaded:
+    """An evaluation's model and its test set, on the device, ready for any number of attacks (``model``, ``meta``,
+    ``x``, ``y``, ``device``: what the audit reads too)."""
 
-    def __init__(self, checkpoint_path, data_root, device: str, test_examples: int | None, scale: str | None,
-                 external: dict | None = None, model_id: str | None = None):
-        self.checkpoint_path, self.data_root, self.test_examples = checkpoint_path, data_root, test_examples
-        self.model, self.meta, self.x, self.y, self.device, self.test_size = _load(checkpoint_path, data_root, device,
-                                                                                   test_examples, external, model_id)
-        self.scale = scale
+    def __init__(self, ev: Evaluation):
+        self.ev = ev
+        self.model, self.meta, self.x, self.y, self.device, self.test_size = _load(
+            ev.checkpoint, ev.data_root, ev.device, ev.test_examples, ev.external, ev.model_id)
         self._digest: str | None = None
 
     @property
     def context(self) -> dict:
         """What a metrics record says of where its numbers come from besides the model's own metadata."""
-        return {"scale": self.scale, "model": self.digest, "test_examples": self.test_examples,
+        return {"scale": self.ev.scale, "model": self.digest, "test_examples": self.ev.test_examples,
                 "test_size": self.test_size}
 
     @property
     def digest(self) -> str:
         if self._digest is None:
-            self._digest = model_digest(self.checkpoint_path)
+            self._digest = model_digest(self.ev.checkpoint)
         return self._digest
 
     @property
@@ -470,51 +498,50 @@ class _Loaded:
             return self.digest
         return f"{self.digest}-{spec_digest(self.meta['spec'])}"
 
-    def evaluate(self, job: AttackJob, *, batch_size: int, seed: int, shard: tuple[int, int] | None = None,
-                 shard_out=None) -> dict:
+    def evaluate(self, job: AttackJob) -> dict:
         """One attack's metrics (written to ``job.metrics_out`` and its predictions to ``job.predictions_out``
-        when given), or with ``shard`` a shard's partial result (written to ``shard_out``)."""
-        if shard is not None:
-            return self._shard(job, batch_size=batch_size, seed=seed, shard=shard, shard_out=shard_out)
-        metrics, predictions = self.compute(job, batch_size=batch_size, seed=seed)
+        when given), or with the evaluation's shard the shard's partial result (written to its ``out``)."""
+        if self.ev.shard is not None:
+            return self._shard(job, self.ev.shard)
+        metrics, predictions = self.compute(job)
         if job.metrics_out is not None:
             _write_json(job.metrics_out, metrics, indent=1)
         if job.predictions_out is not None:
             _write_json(job.predictions_out, predictions)
         return metrics
 
-    def compute(self, job: AttackJob, *, batch_size: int, seed: int) -> tuple[dict, dict]:
+    def compute(self, job: AttackJob) -> tuple[dict, dict]:
         """One attack's (or one NROB's) metrics record and per-example predictions, resuming from and then removing
         ``job.state_path``."""
         if job.spec["type"] == CORRUPTIONS_TYPE:
-            return self._corruptions(job, batch_size=batch_size)
-        return self._shard(job, batch_size=batch_size, seed=seed, shard=None, shard_out=None)
+            return self._corruptions(job)
+        return self._shard(job, None)
 
-    def _shard(self, job: AttackJob, *, batch_size: int, seed: int, shard: tuple[int, int] | None,
-               shard_out) -> dict | tuple[dict, dict]:
+    def _shard(self, job: AttackJob, shard: Shard | None) -> dict | tuple[dict, dict]:
         from .provenance import provenance
 
         model, meta, x, y, device = self.model, self.meta, self.x, self.y, self.device
-        spec, attack_name = job.spec, job.attack_name
+        spec, attack_name, seed, batch_size = job.spec, job.attack_name, self.ev.seed, self.ev.batch_size
         if spec["type"] == CORRUPTIONS_TYPE:
             raise ValueError(f"{attack_name}: an evaluation on corrupted images is not sharded")
         n = len(x)
-        first_batch, start, stop = (0, 0, n) if shard is None else shard_range(n, batch_size, *shard)
+        first_batch, start, stop = (0, 0, n) if shard is None else shard_range(n, batch_size, shard.index,
+                                                                               shard.count)
         state = None
         if job.state_path is not None:
             key = state_key(self.state_digest, spec, seed, batch_size, n, first_batch)
             state = EvalState(job.state_path, key)
         out = run_attack(model, x[start:stop], y[start:stop], spec, seed=seed, batch_size=batch_size,
                          first_batch=first_batch, state=state, progress=attack_name, whole=shard is None)
-        checked = {"checks": out.checks} if spec["type"] in AUTOATTACK_FAMILY else {}  # the sanity checks' warnings
+        checked = {"checks": out.checks} if attacks.ATTACKS[spec["type"]].sanity_checked else {}  # their warnings
         if shard is not None:
             partial = {"format": "tradeoff-eval-shard/2", "run": meta["run"], "attack": attack_name, "spec": spec,
-                       "seed": seed, "batch_size": batch_size, "examples_total": n, "shard": shard[0],
-                       "shards": shard[1], "first_batch": first_batch, "start": start, "stop": stop,
+                       "seed": seed, "batch_size": batch_size, "examples_total": n, "shard": shard.index,
+                       "shards": shard.count, "first_batch": first_batch, "start": start, "stop": stop,
                        "seconds": out.seconds, "breakdown": out.breakdown, "meta": meta, "context": self.context,
                        "provenance": provenance(device), **_predictions(meta["run"], attack_name, out), **checked}
-            if shard_out is not None:
-                _write_json(shard_out, partial)
+            if shard.out is not None:
+                _write_json(shard.out, partial)
             result = partial
         else:
             result = (_metrics(meta, attack_name, spec, out, seed=seed, batch_size=batch_size,
@@ -526,8 +553,7 @@ class _Loaded:
             state.remove()
         return result
 
-
-    def _corruptions(self, job: AttackJob, *, batch_size: int) -> tuple[dict, dict]:
+    def _corruptions(self, job: AttackJob) -> tuple[dict, dict]:
         """NROB on the entry's corruption dataset (``tradeoff.corruptions``): the metrics file's accuracy is the mean
         over corruptions of the mean over severities, and it records both; the predictions file has, per set,
         whether each corrupted image is classified correctly, and the images' labels. Deterministic (no attack, no
@@ -535,14 +561,14 @@ class _Loaded:
         from . import corruptions
         from .provenance import provenance
 
-        meta, spec, model = self.meta, job.spec, self.model
+        meta, spec, model, batch_size = self.meta, job.spec, self.model, self.ev.batch_size
         t0 = time.perf_counter()
         was_training = model.training
         model.eval()
         try:
             clean = corruptions.correct(model, self.x, self.y, batch_size=batch_size, device=self.device)
-            result = corruptions.nrob(model, self.data_root, dataset=spec["dataset"], batch_size=batch_size,
-                                      device=self.device, examples=self.test_examples)
+            result = corruptions.nrob(model, self.ev.data_root, dataset=spec["dataset"], batch_size=batch_size,
+                                      device=self.device, examples=self.ev.test_examples)
         finally:
             model.train(was_training)
         seconds = time.perf_counter() - t0
@@ -594,12 +620,11 @@ def merge_shards(paths: list[str | Path], *, metrics_out=None, predictions_out=N
     out = Outcome(labels, unbits("".join(p["clean_correct"] for p in parts)),
                   unbits("".join(p["robust_correct"] for p in parts)), sum(p["seconds"] for p in parts), breakdown)
     checked = {}
-    if first["spec"]["type"] in AUTOATTACK_FAMILY:  # the shards' warnings, then the checks of the whole evaluation
-        checks = attacks.autoattack.CheckLog()
-        checks.warnings = list(dict.fromkeys(text for p in parts for text in p.get("checks", [])))
-        if first["spec"]["type"] == "autoattack":
-            square_check(int(out.clean_correct.sum()), breakdown, len(labels), checks)
-        checked = {"checks": checks.warnings}
+    kind = attacks.ATTACKS[first["spec"]["type"]]
+    if kind.sanity_checked:  # the shards' warnings, then the checks of the whole evaluation
+        warnings = list(dict.fromkeys(text for p in parts for text in p.get("checks", [])))
+        whole = kind.whole_warnings(int(out.clean_correct.sum()), breakdown, len(labels))
+        checked = {"checks": warnings + [text for text in whole if text not in warnings]}
     metrics = _metrics(first["meta"], first["attack"], first["spec"], out, seed=first["seed"],
                        batch_size=first["batch_size"], provenance=first["provenance"], context=first["context"],
                        extra={"shards": first["shards"], "shard_seconds": [p["seconds"] for p in parts], **checked})

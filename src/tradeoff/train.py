@@ -32,7 +32,7 @@ from torch import nn
 
 from . import checkpoint, data, learners, models
 from .bars import Bar, duration
-from .config import spec_digest
+from .config import ConfigError, spec_digest
 from .errors import UserError
 from .evaluate import accuracy_under
 from .live import CurveLog
@@ -145,10 +145,17 @@ def _hold_step() -> tuple[int, int] | None:
     return int(epoch), int(step)
 
 
-def _hold_for_signal(run_id: str, at: tuple[int, int]) -> None:
-    log.info("%s: holding after epoch %d step %d until a stop signal (TRADEOFF_HOLD_AFTER_STEP)", run_id, *at)
-    while _stop.signum is None:
-        time.sleep(0.01)
+def _holding(train_step: Callable, run_id: str, at: tuple[int, int]) -> Callable:
+    """A trainer's step that, after step ``at`` (see _hold_step), waits for a stop signal: set in place of the step
+    only when asked for, so that the training loop itself has no such test."""
+    def held_step(epoch: int, step: int, sums: "_EpochSums", nonfinite: "_NonFinite") -> bool:
+        taken = train_step(epoch, step, sums, nonfinite)
+        if taken and (epoch + 1, step + 1) == at:
+            log.info("%s: holding after epoch %d step %d until a stop signal (TRADEOFF_HOLD_AFTER_STEP)", run_id, *at)
+            while _stop.signum is None:
+                time.sleep(0.01)
+        return taken
+    return held_step
 
 
 def _stopped(run_id: str, where: str, signum: int, saved: Path | None) -> Stopped:
@@ -241,6 +248,18 @@ def _one_trainer_per_run(fn):
     return locked
 
 
+def train_run(catalog, run_id: str) -> RunPaths:
+    """`tradeoff train --run R`: a run of the catalog (tradeoff.config.Catalog) that is its own training job, with
+    the catalog's runtime, data and results folders; an adapter model's backbone is looked for before any work."""
+    if catalog.train_id[run_id] != run_id:
+        raise ConfigError(f"run {run_id!r} has the same settings as {catalog.train_id[run_id]!r} and is "
+                          f"trained as that run; train {catalog.train_id[run_id]!r}")
+    catalog.pretrained_checkpoint(run_id, must_exist=True)
+    runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
+    return train(run_id, catalog.runs[run_id], results=catalog.results, data_root=catalog.data_root,
+                 runtime=runtime, eval_batch_size=catalog.config["runtime"]["eval_batch_size"])
+
+
 @_one_trainer_per_run
 @_stop_on_signals
 def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path, runtime: Runtime,
@@ -250,163 +269,241 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
     SIGTERM or SIGUSR1 stops it between two steps: the state of that step is written (``partial``: the epoch's data
     order, its loss and accuracy sums, besides what every epoch state holds) and Stopped is raised; the same call
     resumes from there and ends as an uninterrupted run would (bit-identical on the CPU)."""
-    paths = Layout(Path(results)).run(run_id)
-    ds = data.load_run_data(spec, data_root)
-    x_train, y_train = runtime.place_batch(ds.x_train), ds.y_train.to(runtime.device)
-    x_eval, y_eval = data.subset(ds.x_test, ds.y_test, spec["selection"]["examples"])
-    x_eval, y_eval = x_eval.to(runtime.device), y_eval.to(runtime.device)
-    selection = spec["selection"]
-    eval_attack = selection["attack"] if isinstance(selection["attack"], dict) else None
-    # in the curves beside each epoch's seconds (Table 4's minutes); a CSV cell, so without commas
-    device = device_name(runtime.device).replace(",", ";")
-
-    torch.manual_seed(spec["seed"])
-    method = METHODS[spec["method"]["name"]](spec, model_factory(spec, ds), runtime)
-    data_gen = torch.Generator().manual_seed(spec["seed"] + 1)
-    track = method.tracking()  # per-epoch measurements of the method's learners (Zipper Figure 5), or None
-    if track is not None:
-        x_track, y_track = data.subset(ds.x_test, ds.y_test, track["examples"])
-        x_track, y_track = x_track.to(runtime.device), y_track.to(runtime.device)
-
-    start_epoch, rows, best, partial = 0, [], None, None
-    resumed = checkpoint.latest_state(paths.state)
-    if resumed is not None and resumed[1].get("spec") != state_identity(spec):
-        # states of the same run id with other settings (the config changed) or written by an older trainer: resuming
-        # them would mix the two
-        log.warning("%s: the epoch states in %s were written with other settings; discarding them and starting "
-                    "from epoch 0", run_id, paths.state)
-        checkpoint.clear_states(paths.state)
-        resumed = None
-    if resumed is not None:
-        start_epoch, state = resumed
-        method.load_state_dict(state["method"])
-        data_gen.set_state(state["data_rng"])
-        _set_rng_state(state["rng"])
-        rows, best = json.loads(state["rows"]), state["best"]
-        partial = state.get("partial")  # stopped mid-epoch by a signal: where it was in the epoch
-        log.info("%s: resuming after epoch %d%s from %s", run_id, start_epoch,
-                 f", step {partial['step']}" if partial else "", paths.state)
-
-    curves = CurveLog(paths.curves, rows)
-    epochs, batch = spec["epochs"], spec["batch_size"]
-    n = len(x_train)
-    steps_per_epoch = math.ceil(n / batch)
-    hold_at = _hold_step()
+    trainer = _Trainer(run_id, spec, Layout(Path(results)).run(run_id), data_root, runtime, eval_batch_size, progress)
     # progress: bars on a terminal, else (a job's log) a line at most every TRADEOFF_PROGRESS_SECONDS
-    epoch_bar = Bar(epochs, run_id, unit="epoch", initial=start_epoch, terminal=progress)
-    for epoch in range(start_epoch, epochs):
+    epoch_bar = Bar(trainer.epochs, run_id, unit="epoch", initial=trainer.start_epoch, terminal=progress)
+    for epoch in range(trainer.start_epoch, trainer.epochs):
+        sums = trainer.begin_epoch(epoch)
+        trainer.train_steps(epoch, sums)
+        row, model, measured = trainer.measure(epoch, sums)
+        _check_weights(run_id, epoch, model)
+        trainer.best = _selected(spec["selection"], trainer.best, row, model, measured)
+        trainer.log_epoch(row, epoch_bar)
+        saved = trainer.save(epoch + 1)
+        if _stop.signum is not None and epoch + 1 < trainer.epochs:
+            raise _stopped(run_id, f"after epoch {epoch + 1}", _stop.signum, saved)
+    epoch_bar.close()
+    _write_outputs(run_id, spec, trainer.method, trainer.ds, trainer.rows, trainer.best, trainer.paths,
+                   trainer.curves)
+    return trainer.paths
+
+
+class _EpochSums:
+    """What an epoch's steps have summed so far, on the device (no sync per step): the epoch's data order, the loss
+    and correct predictions, a method's other per-step quantities (averaged per epoch), the steps counted, and where
+    the epoch started (its first step, its start time ``t0``)."""
+
+    def __init__(self, order: torch.Tensor, loss_sum: torch.Tensor, correct: torch.Tensor,
+                 extras: dict[str, torch.Tensor], counted: int, first_step: int, t0: float):
+        self.order, self.loss_sum, self.correct, self.extras = order, loss_sum, correct, extras
+        self.counted, self.first_step, self.t0 = counted, first_step, t0
+
+    @classmethod
+    def fresh(cls, n: int, data_gen: torch.Generator, device: torch.device, t0: float) -> "_EpochSums":
+        order = torch.randperm(n, generator=data_gen).to(device)
+        return cls(order, torch.zeros((), device=device), torch.zeros((), device=device, dtype=torch.long), {},
+                   0, 0, t0)
+
+    @classmethod
+    def resumed(cls, partial: dict, device: torch.device, t0: float) -> "_EpochSums":
+        """The sums of an epoch stopped mid-way by a signal (its state's ``partial``, see ``saved``)."""
+        order, loss_sum, correct = (partial[k].to(device) for k in ("order", "loss_sum", "correct"))
+        extras = {k: v.to(device) for k, v in partial["extras"].items()}
+        return cls(order, loss_sum, correct, extras, partial["counted"], partial["step"], t0 - partial["seconds"])
+
+    def add(self, loss: torch.Tensor, out: dict, examples: int) -> None:
+        self.loss_sum += loss.detach() * examples
+        self.correct += out["correct"]
+        self.counted += 1
+        for key, value in out.items():
+            if key not in ("loss", "correct"):
+                self.extras[key] = self.extras.get(key, 0.0) + torch.as_tensor(value, dtype=torch.float64).detach()
+
+    def saved(self, step: int) -> dict:
+        """The state's ``partial`` of an epoch stopped before ``step``."""
+        return {"step": step, "order": self.order.cpu(), "loss_sum": self.loss_sum.cpu(), "correct": self.correct.cpu(),
+                "extras": {k: v.cpu() for k, v in self.extras.items()}, "counted": self.counted,
+                "seconds": time.perf_counter() - self.t0}
+
+
+class _Trainer:
+    """One run's training, between its epochs: the data on the device, the method, the data generator, the epochs'
+    rows and the best epoch so far, restored from the newest state of the run that has its settings."""
+
+    def __init__(self, run_id: str, spec: dict, paths: RunPaths, data_root: str | Path, runtime: Runtime,
+                 eval_batch_size: int, progress: bool | None):
+        self.run_id, self.spec, self.paths, self.runtime = run_id, spec, paths, runtime
+        self.eval_batch_size, self.progress, self.device = eval_batch_size, progress, runtime.device
+        self.ds = ds = data.load_run_data(spec, data_root)
+        self.x_train, self.y_train = runtime.place_batch(ds.x_train), ds.y_train.to(runtime.device)
+        x_eval, y_eval = data.subset(ds.x_test, ds.y_test, spec["selection"]["examples"])
+        self.x_eval, self.y_eval = x_eval.to(runtime.device), y_eval.to(runtime.device)
+        attack = spec["selection"]["attack"]
+        self.eval_attack = attack if isinstance(attack, dict) else None
+        # in the curves beside each epoch's seconds (Table 4's minutes); a CSV cell, so without commas
+        self.device_name = device_name(runtime.device).replace(",", ";")
+        torch.manual_seed(spec["seed"])
+        self.method = METHODS[spec["method"]["name"]](spec, model_factory(spec, ds), runtime)
+        self.data_gen = torch.Generator().manual_seed(spec["seed"] + 1)
+        self.track = self.method.tracking()  # per-epoch measurements of the method's learners (Zipper Figure 5)
+        if self.track is not None:
+            x_track, y_track = data.subset(ds.x_test, ds.y_test, self.track["examples"])
+            self.x_track, self.y_track = x_track.to(runtime.device), y_track.to(runtime.device)
+        self.start_epoch, self.rows, self.best, self.partial = self._resume()
+        self.curves = CurveLog(paths.curves, self.rows)
+        self.epochs, self.batch, self.n = spec["epochs"], spec["batch_size"], len(self.x_train)
+        self.steps_per_epoch = math.ceil(self.n / self.batch)
+        self.skip = spec["nonfinite"] == "skip"
+        hold_at = _hold_step()
+        if hold_at is not None:
+            self.step = _holding(self.step, run_id, hold_at)
+
+    def _resume(self) -> tuple[int, list[dict], dict | None, dict | None]:
+        """(the first epoch to train, the rows so far, the best epoch so far, where a stopped epoch was) from the
+        newest state, whose method, data generator and random state are restored; a fresh start without one."""
+        resumed = checkpoint.latest_state(self.paths.state)
+        if resumed is not None and resumed[1].get("spec") != state_identity(self.spec):
+            # states of the same run id with other settings (the config changed) or written by an older trainer:
+            # resuming them would mix the two
+            log.warning("%s: the epoch states in %s were written with other settings; discarding them and starting "
+                        "from epoch 0", self.run_id, self.paths.state)
+            checkpoint.clear_states(self.paths.state)
+            resumed = None
+        if resumed is None:
+            return 0, [], None, None
+        start_epoch, state = resumed
+        self.method.load_state_dict(state["method"])
+        self.data_gen.set_state(state["data_rng"])
+        _set_rng_state(state["rng"])
+        partial = state.get("partial")  # stopped mid-epoch by a signal: where it was in the epoch
+        log.info("%s: resuming after epoch %d%s from %s", self.run_id, start_epoch,
+                 f", step {partial['step']}" if partial else "", self.paths.state)
+        return start_epoch, json.loads(state["rows"]), state["best"], partial
+
+    def state(self, partial: dict | None = None) -> dict:
+        """What a state file holds: everything a resumed run needs to go on as if it never stopped."""
+        return {"method": self.method.state_dict(), "data_rng": self.data_gen.get_state(), "rng": _rng_state(),
+                "rows": json.dumps(self.rows), "best": self.best, "spec": state_identity(self.spec),
+                **({"partial": partial} if partial is not None else {})}
+
+    def save(self, epochs_done: int) -> Path:
+        return checkpoint.save_state(self.paths.state, epochs_done, self.state())
+
+    def begin_epoch(self, epoch: int) -> _EpochSums:
         t0 = time.perf_counter()
-        if spec["lr_update"] == "epoch":
+        if self.spec["lr_update"] == "epoch":
             # schedules (learning rate, Generalist's gamma) are read at the 1-based epoch, as the Generalist code
             # interpolates them: the first epoch trains at the value at 1, the last at the last breakpoint's
-            method.set_epoch(epoch + 1)
-        if partial is None:
-            order = torch.randperm(n, generator=data_gen).to(runtime.device)
-            loss_sum = torch.zeros((), device=runtime.device)
-            correct = torch.zeros((), device=runtime.device, dtype=torch.long)
-            extras: dict[str, torch.Tensor] = {}  # other per-step quantities a method reports, averaged per epoch
-            counted, first_step = 0, 0
-        else:  # resumed mid-epoch: the epoch's order and what its steps so far summed
-            order, loss_sum, correct = (partial[k].to(runtime.device) for k in ("order", "loss_sum", "correct"))
-            extras = {k: v.to(runtime.device) for k, v in partial["extras"].items()}
-            counted, first_step, t0 = partial["counted"], partial["step"], t0 - partial["seconds"]
-            partial = None
-        skip = spec["nonfinite"] == "skip"
-        nonfinite = _NonFinite(runtime.device)
-        step_bar = Bar(steps_per_epoch, f"{run_id} epoch {epoch + 1}/{epochs}", unit="step", initial=first_step,
-                       leave=False, terminal=progress)
-        for step in range(first_step, steps_per_epoch):
+            self.method.set_epoch(epoch + 1)
+        if self.partial is None:
+            return _EpochSums.fresh(self.n, self.data_gen, self.device, t0)
+        sums, self.partial = _EpochSums.resumed(self.partial, self.device, t0), None
+        return sums
+
+    def train_steps(self, epoch: int, sums: _EpochSums) -> None:
+        """The epoch's steps from ``sums.first_step``; a stop signal keeps the state of the step reached and stops."""
+        nonfinite = _NonFinite(self.device)
+        bar = Bar(self.steps_per_epoch, f"{self.run_id} epoch {epoch + 1}/{self.epochs}", unit="step",
+                  initial=sums.first_step, leave=False, terminal=self.progress)
+        for step in range(sums.first_step, self.steps_per_epoch):
             if _stop.signum is not None:  # SIGTERM / SIGUSR1: keep this step's state, then stop
-                nonfinite.check(run_id, epoch)  # never a state after a non-finite step
-                saved = None
-                if step > 0:  # at step 0 the state of the previous epoch is this very point
-                    saved = checkpoint.save_state(paths.state, epoch, {
-                        "method": method.state_dict(), "data_rng": data_gen.get_state(), "rng": _rng_state(),
-                        "rows": json.dumps(rows), "best": best, "spec": state_identity(spec),
-                        "partial": {"step": step, "order": order.cpu(), "loss_sum": loss_sum.cpu(),
-                                    "correct": correct.cpu(), "extras": {k: v.cpu() for k, v in extras.items()},
-                                    "counted": counted, "seconds": time.perf_counter() - t0}}, step=step)
-                raise _stopped(run_id, f"in epoch {epoch + 1} after step {step} of {steps_per_epoch}", _stop.signum,
-                               saved)
-            idx = order[step * batch:(step + 1) * batch]
-            xb = augment(x_train[idx], spec["augment"]["crop_padding"], spec["augment"]["flip"], data_gen)
-            if spec["lr_update"] == "step":  # the same convention per step: the time in epochs at the step's end
-                method.set_epoch(epoch + (step + 1) / steps_per_epoch)
-            if spec.get("eps_warmup"):  # training budgets grow linearly from 0 over the first eps_warmup epochs
-                method.set_budget_scale(min(1.0, (epoch + step / steps_per_epoch) / spec["eps_warmup"]))
-            before = copy.deepcopy(method.state_dict()) if skip else None  # the update of a skipped step is undone
-            out = method.train_step(xb, y_train[idx])
-            loss = out["loss"].detach()
-            if skip:  # the step is undone at once, so every loss is looked at now: a host-device sync per step
-                if not torch.isfinite(loss):
-                    log.warning("run %s: non-finite loss (%s) at epoch %d, step %d; the step was skipped (its update "
-                                "undone)", run_id, loss.item(), epoch + 1, step + 1)
-                    method.load_state_dict(before)
-                    continue
-            else:  # noted on the device, looked at every FINITE_CHECK_STEPS steps, before a state is written and at
-                # the epoch's end: no sync per step, and the run stops naming the first non-finite step all the same
-                nonfinite.note(loss, step)
-                if (step + 1) % FINITE_CHECK_STEPS == 0:
-                    nonfinite.check(run_id, epoch)
-            loss_sum += loss.detach() * len(idx)
-            correct += out["correct"]
-            counted += 1
-            for key, value in out.items():
-                if key not in ("loss", "correct"):
-                    extras[key] = extras.get(key, 0.0) + torch.as_tensor(value, dtype=torch.float64).detach()
-            step_bar.update()
-            log.debug("%s epoch %d/%d step %d/%d done", run_id, epoch + 1, epochs, step + 1, steps_per_epoch)
-            if hold_at == (epoch + 1, step + 1):  # TRADEOFF_HOLD_AFTER_STEP: wait here for a stop signal
-                _hold_for_signal(run_id, hold_at)
-        step_bar.close()
-        nonfinite.check(run_id, epoch)
-        if counted == 0:
-            raise NonFiniteLoss(f"run {run_id}: every step of epoch {epoch + 1} had a non-finite loss; stopping")
+                nonfinite.check(self.run_id, epoch)  # never a state after a non-finite step
+                # at step 0 the state of the previous epoch is this very point
+                saved = (checkpoint.save_state(self.paths.state, epoch, self.state(sums.saved(step)), step=step)
+                         if step > 0 else None)
+                raise _stopped(self.run_id, f"in epoch {epoch + 1} after step {step} of {self.steps_per_epoch}",
+                               _stop.signum, saved)
+            if self.step(epoch, step, sums, nonfinite):
+                bar.update()
+                log.debug("%s epoch %d/%d step %d/%d done", self.run_id, epoch + 1, self.epochs, step + 1,
+                          self.steps_per_epoch)
+        bar.close()
+        nonfinite.check(self.run_id, epoch)
+        if sums.counted == 0:
+            raise NonFiniteLoss(f"run {self.run_id}: every step of epoch {epoch + 1} had a non-finite loss; stopping")
+
+    def step(self, epoch: int, step: int, sums: _EpochSums, nonfinite: _NonFinite) -> bool:
+        """One training step, added to ``sums``; False if it was skipped (``nonfinite: skip``)."""
+        spec, method = self.spec, self.method
+        idx = sums.order[step * self.batch:(step + 1) * self.batch]
+        xb = augment(self.x_train[idx], spec["augment"]["crop_padding"], spec["augment"]["flip"], self.data_gen)
+        if spec["lr_update"] == "step":  # the same convention per step: the time in epochs at the step's end
+            method.set_epoch(epoch + (step + 1) / self.steps_per_epoch)
+        if spec.get("eps_warmup"):  # training budgets grow linearly from 0 over the first eps_warmup epochs
+            method.set_budget_scale(min(1.0, (epoch + step / self.steps_per_epoch) / spec["eps_warmup"]))
+        before = copy.deepcopy(method.state_dict()) if self.skip else None  # the update of a skipped step is undone
+        out = method.train_step(xb, self.y_train[idx])
+        loss = out["loss"].detach()
+        if self.skip:  # the step is undone at once, so every loss is looked at now: a host-device sync per step
+            if not torch.isfinite(loss):
+                log.warning("run %s: non-finite loss (%s) at epoch %d, step %d; the step was skipped (its update "
+                            "undone)", self.run_id, loss.item(), epoch + 1, step + 1)
+                method.load_state_dict(before)
+                return False
+        else:  # noted on the device, looked at every FINITE_CHECK_STEPS steps, before a state is written and at
+            # the epoch's end: no sync per step, and the run stops naming the first non-finite step all the same
+            nonfinite.note(loss, step)
+            if (step + 1) % FINITE_CHECK_STEPS == 0:
+                nonfinite.check(self.run_id, epoch)
+        sums.add(loss, out, len(idx))
+        return True
+
+    def measure(self, epoch: int, sums: _EpochSums) -> tuple[dict, nn.Module, bool]:
+        """The epoch's row of the curves (also appended to them), the model it evaluated, and whether the robust
+        accuracy was measured."""
+        method, spec, batch_size = self.method, self.spec, self.eval_batch_size
         # the learners as this epoch trained them, before end_epoch (Generalist's communication) changes them; the
         # measurement observes training and is not part of its time (a run that shares this job does not track)
         t_track = time.perf_counter()
-        tracked = (learners.measure(method.learners(), x_track, y_track, track, seed=0, batch_size=eval_batch_size)
-                   if track is not None else {})
+        tracked = (learners.measure(method.learners(), self.x_track, self.y_track, self.track, seed=0,
+                                    batch_size=batch_size) if self.track is not None else {})
         t_track = time.perf_counter() - t_track
         method.end_epoch(epoch)
         model = method.eval_model()
-        clean = accuracy_under(model, x_eval, y_eval, {"type": "clean", "eps": 0.0}, seed=0,
-                               batch_size=eval_batch_size)
-        measured = robust_measured(selection, epoch + 1, epochs)
-        robust = (accuracy_under(model, x_eval, y_eval, eval_attack, seed=0, batch_size=eval_batch_size)
-                  if eval_attack and measured else float("nan"))
-        seconds = time.perf_counter() - t0 - t_track
-        row = {"epoch": epoch + 1, "lr": _current_lr(method), "train_loss": (loss_sum / n).item(),
-               "train_acc": (correct.float() / n).item(), "eval_clean": clean, "eval_robust": robust,
-               "seconds": seconds, "images_per_s": n / seconds, "precision": runtime.precision, "device": device,
-               **{f"train_{key}": (total / max(counted, 1)).item() for key, total in extras.items()}, **tracked,
-               **({"track_seconds": t_track} if track is not None else {})}
-        rows.append(row)
-        curves.epoch(row)
-        sums = [p.float().sum() for p in model.state_dict().values() if p.is_floating_point()]
-        if sums and not bool(torch.isfinite(torch.stack(sums)).all()):  # one read of the device, not one per tensor
-            raise NonFiniteLoss(f"run {run_id}: non-finite weights after epoch {epoch + 1}; not checkpointing them")
-        if selection["mode"] in SELECTED and measured and clean >= selection["min_clean"]:
-            score = clean + robust if selection["mode"] == "best" else robust
-            # best: the first epoch of the best score; best_robust: the last (the CA-AT code keeps a tie, >=)
-            if best is None or score > best["score"] or (selection["mode"] == "best_robust" and
-                                                          score == best["score"]):
-                best = {"score": score, "epoch": epoch + 1,
-                        "model": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}}
-        eta = (epochs - epoch - 1) * seconds
-        log.info("%s epoch %d/%d loss %.4f acc %.3f | eval clean %.3f robust %.3f | %.0f img/s | ETA %s",
-                 run_id, epoch + 1, epochs, row["train_loss"], row["train_acc"], clean, robust,
-                 row["images_per_s"], duration(eta))
-        epoch_bar.update(postfix=f"loss {row['train_loss']:.4f}, clean {clean:.3f}, robust {robust:.3f}")
-        saved = checkpoint.save_state(paths.state, epoch + 1, {
-            "method": method.state_dict(), "data_rng": data_gen.get_state(), "rng": _rng_state(),
-            "rows": json.dumps(rows), "best": best, "spec": state_identity(spec)})
-        if _stop.signum is not None and epoch + 1 < epochs:
-            raise _stopped(run_id, f"after epoch {epoch + 1}", _stop.signum, saved)
+        clean = accuracy_under(model, self.x_eval, self.y_eval, {"type": "clean", "eps": 0.0}, seed=0,
+                               batch_size=batch_size)
+        measured = robust_measured(spec["selection"], epoch + 1, self.epochs)
+        robust = (accuracy_under(model, self.x_eval, self.y_eval, self.eval_attack, seed=0, batch_size=batch_size)
+                  if self.eval_attack and measured else float("nan"))
+        seconds = time.perf_counter() - sums.t0 - t_track
+        n = self.n
+        row = {"epoch": epoch + 1, "lr": _current_lr(method), "train_loss": (sums.loss_sum / n).item(),
+               "train_acc": (sums.correct.float() / n).item(), "eval_clean": clean, "eval_robust": robust,
+               "seconds": seconds, "images_per_s": n / seconds, "precision": self.runtime.precision,
+               "device": self.device_name,
+               **{f"train_{key}": (total / max(sums.counted, 1)).item() for key, total in sums.extras.items()},
+               **tracked, **({"track_seconds": t_track} if self.track is not None else {})}
+        self.rows.append(row)
+        self.curves.epoch(row)
+        return row, model, measured
 
-    epoch_bar.close()
-    _write_outputs(run_id, spec, method, ds, rows, best, paths, curves)
-    return paths
+    def log_epoch(self, row: dict, bar: Bar) -> None:
+        clean, robust, epoch = row["eval_clean"], row["eval_robust"], row["epoch"]
+        eta = (self.epochs - epoch) * row["seconds"]
+        log.info("%s epoch %d/%d loss %.4f acc %.3f | eval clean %.3f robust %.3f | %.0f img/s | ETA %s",
+                 self.run_id, epoch, self.epochs, row["train_loss"], row["train_acc"], clean, robust,
+                 row["images_per_s"], duration(eta))
+        bar.update(postfix=f"loss {row['train_loss']:.4f}, clean {clean:.3f}, robust {robust:.3f}")
+
+
+def _check_weights(run_id: str, epoch: int, model: nn.Module) -> None:
+    """Weights that are not finite are never checkpointed."""
+    sums = [p.float().sum() for p in model.state_dict().values() if p.is_floating_point()]
+    if sums and not bool(torch.isfinite(torch.stack(sums)).all()):  # one read of the device, not one per tensor
+        raise NonFiniteLoss(f"run {run_id}: non-finite weights after epoch {epoch + 1}; not checkpointing them")
+
+
+def _selected(selection: dict, best: dict | None, row: dict, model: nn.Module, measured: bool) -> dict | None:
+    """The best epoch so far (score, epoch, the model's weights on the host) after an epoch of ``row``."""
+    clean, robust = row["eval_clean"], row["eval_robust"]
+    if selection["mode"] not in SELECTED or not measured or clean < selection["min_clean"]:
+        return best
+    score = clean + robust if selection["mode"] == "best" else robust
+    # best: the first epoch of the best score; best_robust: the last (the CA-AT code keeps a tie, >=)
+    if best is None or score > best["score"] or (selection["mode"] == "best_robust" and score == best["score"]):
+        return {"score": score, "epoch": row["epoch"],
+                "model": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}}
+    return best
 
 
 def _current_lr(method) -> float:

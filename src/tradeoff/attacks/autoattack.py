@@ -200,8 +200,7 @@ def final_check(x: torch.Tensor, x_adv: torch.Tensor, eps: float, norm: str, che
 
 class _AutoAttackBase(Attack):
     norms = ("linf", "l2")
-    #: set by the evaluation (tradeoff.evaluate.run_attack): where the sanity checks' warnings go, and whether to
-    #: log each component's progress
+    #: set by ``prepare``: where the sanity checks' warnings go, and whether to log each component's progress
     checks: CheckLog | None = None
     report_progress: bool = False
 
@@ -223,6 +222,18 @@ class _AutoAttackBase(Attack):
         """AutoAttack's checks of the defence on (a batch of) the test set, into ``self.checks``."""
         if self.checks is not None and len(x):
             model_checks(self.model, x, y, self.sequence(), int(self.params.get("target_classes", 9)), self.checks)
+
+    sanity_checked = True
+
+    def prepare(self, x: torch.Tensor, y: torch.Tensor, *, first: bool, show_progress: bool) -> None:
+        """A fresh log of the sanity checks' warnings; on the first batch of an evaluation, the checks of the defence
+        (as AutoAttack runs them on its first batch)."""
+        self.checks, self.report_progress = CheckLog(), show_progress
+        if first:
+            self.model_checks(x, y)
+
+    def warnings(self) -> list[str]:
+        return list(self.checks.warnings) if self.checks is not None else []
 
 
 class _Component(_AutoAttackBase):
@@ -357,6 +368,19 @@ class AutoAttack(_AutoAttackBase):
     def _perturb(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         x_adv, _ = self._chain(x, y, _seed(self.seed), None)
         return x_adv
+
+    def trace(self) -> dict[str, int]:
+        return dict(getattr(self, "breakdown", None) or {})
+
+    @classmethod
+    def whole_warnings(cls, clean: int, trace: dict[str, int], n: int) -> list[str]:
+        """AutoAttack's check of Square's success against the gradient attacks before it, on a whole evaluation."""
+        from pyautoattack.checks import check_square_sr
+
+        checks = CheckLog()
+        if n:
+            check_square_sr({"clean": clean / n, **{k: v / n for k, v in trace.items()}}, logger=checks)
+        return checks.warnings
 
     def robust(self, x: torch.Tensor, y: torch.Tensor, progress: Progress | None = None) -> torch.Tensor:
         if x.numel() == 0:

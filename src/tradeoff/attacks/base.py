@@ -102,6 +102,31 @@ class Attack:
         with torch.no_grad():
             return self.model(x_adv).argmax(1) == y
 
+    # What an evaluation (tradeoff.evaluate.run_attack) asks of an attack besides ``robust``; the defaults: an attack
+    # without sanity checks of its own and without stages.
+
+    #: whether the attack runs sanity checks of its own, whose warnings the evaluation records (``warnings``)
+    sanity_checked: ClassVar[bool] = False
+
+    def prepare(self, x: torch.Tensor, y: torch.Tensor, *, first: bool, show_progress: bool) -> None:
+        """Before ``robust`` on one batch (x, y) of an evaluation: ``first`` when it is the evaluation's global first
+        batch, ``show_progress`` whether to show the progress of the attack's stages. Default: nothing."""
+
+    def warnings(self) -> list[str]:
+        """The warnings of the attack's sanity checks since ``prepare``. Default: none."""
+        return []
+
+    def trace(self) -> dict[str, int]:
+        """After ``robust``: the examples still robust after each stage of the attack (an ensemble's components), in
+        order. Default: none."""
+        return {}
+
+    @classmethod
+    def whole_warnings(cls, clean: int, trace: dict[str, int], n: int) -> list[str]:
+        """The warnings of the checks of a whole evaluation (every batch, not a shard): ``clean`` of ``n`` examples
+        classified correctly, ``trace`` summed over the batches. Default: none."""
+        return []
+
 
 ATTACKS = Registry("attack")
 register = ATTACKS.register  # @register on an Attack subclass with its `name`

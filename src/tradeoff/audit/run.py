@@ -21,13 +21,15 @@ FORMAT = "tradeoff-audit/1"
 
 
 def _load(catalog: Catalog, model_id: str, device: str, examples: int | None):
-    from ..evaluate import _load as load_for_evaluation
+    from ..evaluate import Evaluation, Loaded
 
     train_id = catalog.train_id.get(model_id, model_id)
     path = catalog.model_file(train_id)
     if not path.exists():
         raise UserError(f"{path}: no such model file (train {train_id!r} first: `tradeoff train --run {train_id}`)")
-    return load_for_evaluation(path, catalog.data_root, device, examples, catalog.externals.get(train_id), train_id)
+    loaded = Loaded(Evaluation(path, catalog.data_root, model_id=train_id, external=catalog.externals.get(train_id),
+                               device=device, test_examples=examples))
+    return loaded.model, loaded.meta, loaded.x, loaded.y, loaded.device
 
 
 def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0, surrogate: str | None = None,
@@ -40,7 +42,7 @@ def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0
     examples = block.get("examples")
     if spec.get("test_examples") is not None:
         examples = spec["test_examples"] if examples is None else min(examples, spec["test_examples"])
-    model, meta, x, y, device, _ = _load(catalog, model_id, device, examples)
+    model, meta, x, y, device = _load(catalog, model_id, device, examples)
     attack = catalog.attack_for(block["attack"], model_id)
     black_box = catalog.attack_for(block["black_box"], model_id) if block.get("black_box") else None
     if surrogate is not None and surrogate not in catalog.runs and not catalog.is_external(surrogate):
