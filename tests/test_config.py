@@ -151,7 +151,7 @@ _DELETE = object()
         (["attacks", "pgd20", "eps"], -0.1, r"attacks\.pgd20\.eps"),
         (["attacks", "pgd20", "eps"], 3.0, r"attacks\.pgd20\.eps: eps 3 is absurd for the linf norm"),
         (["attacks", "pgd20", "type"], "deepfool", r"attacks\.pgd20\.type: unknown attack 'deepfool'; allowed: \["),
-        (["attacks", "pgd20", "stepz"], 3, r"attacks\.pgd20: unknown key\(s\) \['stepz'\]"),
+        (["attacks", "pgd20", "stepz"], 3, r"attacks\.pgd20\.stepz: unknown parameter of attack type 'pgd'; did you mean 'steps'"),
         (["runs", "cifar10-resnet18-nt", "lr"], {"epochs": [0, 40, 60], "values": [0.1, 0.01]},
          r"runs\.cifar10-resnet18-nt\.lr: 3 breakpoints \(epochs\) but 2 values"),
         (["runs", "cifar10-resnet18-nt", "lr"], {"epochs": [0, 60, 40], "values": [0.1, 0.01, 0.001]},
@@ -160,7 +160,7 @@ _DELETE = object()
         (["targets", "table1a", "columns", "nat"], "no-such-attack", r"targets\.table1a\.columns\.nat: unknown attack"),
         (["scale"], "huge", r"scale: 'huge' is not allowed; allowed: \['paper', 'demo', 'smoke', 'rehearsal'\]"),
         (["runs", "cifar10-resnet18-nt", "preset"], "nope", r"runs\.cifar10-resnet18-nt\.preset: unknown preset 'nope'"),
-        (["runs", "cifar10-resnet18-at-beta1", "method", "bets"], 1.0, r"unknown parameter\(s\) \['bets'\] for method 'pgd_at'; allowed: \["),
+        (["runs", "cifar10-resnet18-at-beta1", "method", "bets"], 1.0, r"runs\.cifar10-resnet18-at-beta1\.method\.bets: unknown parameter of method 'pgd_at'; did you mean 'beta'\? allowed: \["),
     ],
 )
 def test_bad_config_names_the_key(paper_config, path, value, expected):
