@@ -145,7 +145,7 @@ _DELETE = object()
         (["runs", "cifar10-resnet18-nt", "method", "name"], "madry", r"runs\.cifar10-resnet18-nt\.method\.name: unknown method 'madry'; allowed: \["),
         (["runs", "cifar10-resnet18-nt", "dataset"], "imagenet", r"runs\.cifar10-resnet18-nt\.dataset: unknown value 'imagenet'; allowed: \["),
         (["runs", "cifar10-resnet18-nt", "arch"], "vgg16", r"runs\.cifar10-resnet18-nt\.arch: unknown value 'vgg16'; allowed"),
-        (["runs", "cifar10-resnet18-nt", "epoch"], 3, r"runs\.cifar10-resnet18-nt: unknown key\(s\) \['epoch'\]; allowed: .*'epochs'"),
+        (["runs", "cifar10-resnet18-nt", "epoch"], 3, r"runs\.cifar10-resnet18-nt\.epoch: unknown key\(s\) \['epoch'\]; allowed: .*'epochs'.*; did you mean 'epochs'\?"),
         (["runs", "cifar10-resnet18-nt", "seed"], 1.5, r"runs\.cifar10-resnet18-nt\.seed: 1\.5 is not of type 'integer'"),
         (["runs", "cifar10-resnet18-nt", "seed"], "one", r"runs\.cifar10-resnet18-nt\.seed"),
         (["attacks", "pgd20", "eps"], -0.1, r"attacks\.pgd20\.eps"),

@@ -577,7 +577,7 @@ BAD_FOR_CLI = {
     "runs:\n  cifar10-resnet18-nt: {dataset: imagenet}\n": "runs.cifar10-resnet18-nt.dataset: unknown value 'imagenet'; "
                                                           "allowed: ['",
     "runs:\n  cifar10-resnet18-nt: {arch: vgg16}\n": "runs.cifar10-resnet18-nt.arch: unknown value 'vgg16'; allowed: ['",
-    "runs:\n  cifar10-resnet18-nt: {epoch: 3}\n": "runs.cifar10-resnet18-nt: unknown key(s) ['epoch']; allowed: [",
+    "runs:\n  cifar10-resnet18-nt: {epoch: 3}\n": "runs.cifar10-resnet18-nt.epoch: unknown key(s) ['epoch']; allowed: [",
     "attacks:\n  pgd20: {eps: 3.0}\n": "attacks.pgd20.eps: eps 3 is absurd for the linf norm",
     "attacks:\n  pgd20: {eps: -0.1}\n": "attacks.pgd20.eps",
     "attacks:\n  pgd20: {type: deepfool}\n": "attacks.pgd20.type: unknown attack 'deepfool'; allowed: ['",

@@ -404,6 +404,13 @@ def cmd_list(args, catalog: cfg.Catalog) -> int:
     return 0
 
 
+def cmd_show(args, catalog: cfg.Catalog) -> int:
+    from .config.show import show
+
+    print(show(catalog, args.config, args.name), end="")
+    return 0
+
+
 def cmd_bench_train(args, catalog: cfg.Catalog) -> int:
     from .bench import bench_train, write_bench
     from .runtime import Runtime
@@ -749,6 +756,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--precision-check", action=argparse.BooleanOptionalAction, default=True,
                    help="a demo-scale run trained in fp32 and in bf16 from one seed: clean and PGD accuracy, McNemar")
     p.set_defaults(func=cmd_gpu_check)
+
+    p = sub.add_parser("show", help="print the resolved settings of a run, an attack or a target (YAML) and where "
+                       "each value that is not a default came from")
+    p.add_argument("name", help="a run id, an attack (<attack>@<budget> for a budget of a sweep) or a target")
+    p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("list", help="list runs, external models, targets or attacks (evaluation jobs)")
     p.add_argument("what", choices=["runs", "externals", "targets", "attacks"])

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..params import TEXT, Param
+from ..settings import runtime_settings
 from .budgets import MAX_EPS, parse_budget, split_budget, sweep_labels
 from ..errors import unknown
 from .load import ALL_ATTACKS, CORRUPTIONS_TYPE, PSEUDO_COLUMNS
@@ -91,13 +92,13 @@ def _lookup(config: Any, dotted: str) -> Any:
 def _check_eval_unit(config: dict) -> None:
     """runtime.eval_unit: run evaluates every attack of a run in one job: there is no job per shard to split; and
     ALL_ATTACKS names that job, so no attack may take the name."""
-    runtime = config["runtime"]
+    runtime = runtime_settings(config["runtime"])
     if ALL_ATTACKS in config["attacks"]:
         raise ConfigError(f"attacks.{ALL_ATTACKS}: the name is taken (the job that evaluates every attack of a run); "
                           "rename the attack")
-    if runtime.get("eval_unit", "attack") != "run":
+    if runtime.eval_unit != "run":
         return
-    sharded = [f"runtime.eval_shards = {runtime['eval_shards']}"] if (runtime.get("eval_shards") or 1) > 1 else []
+    sharded = [f"runtime.eval_shards = {runtime.eval_shards}"] if runtime.eval_shards > 1 else []
     sharded += [f"attacks.{name}.shards = {spec['shards']}" for name, spec in config["attacks"].items()
                 if (spec.get("shards") or 1) > 1]
     if sharded:
