@@ -10,6 +10,7 @@ from torch import nn
 
 from tradeoff import config as cfg
 from tradeoff.methods import METHODS
+from tradeoff.params import ATTACK
 from tradeoff.runtime import Runtime
 from tradeoff.train import model_factory
 from tradeoff.data import load_run_data
@@ -37,8 +38,8 @@ def method_spec(name: str, *, eps: float = 0.1, steps: int = 3, lr: float = 0.1,
     spec = copy.deepcopy(_base()[0])
     spec["lr"] = {"epochs": [0], "values": [lr]}
     spec["optimizer"] = {"name": "sgd", "momentum": momentum, "weight_decay": weight_decay, "nesterov": False}
-    method = {"name": name, **copy.deepcopy(METHODS[name].params), **params}
-    for key in METHODS[name].attack_params:
+    method = {"name": name, **METHODS[name].parameters.defaults(), **params}
+    for key in METHODS[name].parameters.named(type=ATTACK):
         given = method[key] if isinstance(method[key], dict) else {"type": "pgd"}
         pgd = {"random_start": True, "step_size": eps / 4} if given["type"] == "pgd" else {}
         method[key] = {"norm": "linf", "steps": steps, "eps": eps, **pgd, **given}

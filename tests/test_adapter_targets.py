@@ -9,6 +9,7 @@ downloaded.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import re
@@ -267,7 +268,7 @@ def test_caat_projects_the_gradients_of_the_trainable_parameters_only(tmp_path):
     assert sum(method.sizes) == g_c.numel() < sum(p.numel() for p in model.parameters()) / 4
     cos = float(torch.dot(g_a, g_c) / (g_a.norm() * g_c.norm()))
     gamma = max(0.8, (cos + 1) / 2)  # above the cosine: the step projects (no conflict would step along g_c)
-    method.p["gamma"] = gamma
+    method.p = dataclasses.replace(method.p, gamma=gamma)  # the parameters are frozen
     expected = project_gradient(g_a, g_c, gamma)
     assert not torch.allclose(expected, g_c)
     lr = method.optimizer.param_groups[0]["lr"]

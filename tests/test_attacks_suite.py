@@ -254,7 +254,7 @@ def test_apgd_best_loss_mode_perturbs_every_example():
 def test_components_and_names():
     assert set(COMPONENTS) <= set(attacks.attack_names())
     assert STANDARD == ("apgd-ce", "apgd-t", "fab-t", "square")
-    with pytest.raises(attacks.AttackError, match="unknown component"):
+    with pytest.raises(attacks.AttackError, match=r"autoattack\.components\[0\]: must be one of \[.*\], got .nope."):
         attacks.build("autoattack", _cnn(), eps=0.1, components=["nope"]).perturb(torch.rand(2, 1, 8, 8),
                                                                                  torch.zeros(2, dtype=torch.long))
 

@@ -19,6 +19,7 @@ from tradeoff import costs, models
 from tradeoff.bench import SHIPPED_SCALES, count_flops, flops_table, pass_flops, shipped_pairs, synthetic_batch
 from tradeoff.costs import JobSizes, attack_passes, evaluation_passes, load_table, method_passes
 from tradeoff.methods import METHODS
+from tradeoff.params import ATTACK
 from tradeoff.runtime import Runtime
 
 CPU = torch.device("cpu")
@@ -169,7 +170,7 @@ def test_every_registered_method_and_attack_has_a_formula_with_the_class_default
         attack_passes({"type": kind}, 10)
     pgd = {"type": "pgd", "steps": 10}
     for name, cls in METHODS.items():
-        method = {"name": name, **cls.params, **{k: pgd for k in cls.attack_params}}
+        method = {"name": name, **cls.parameters.defaults(), **{k: pgd for k in cls.parameters.named(type=ATTACK)}}
         assert method_passes(method, 10).f > 0, name
 
 

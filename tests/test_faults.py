@@ -577,7 +577,7 @@ BAD_FOR_CLI = {
     "runs:\n  cifar10-resnet18-nt: {dataset: imagenet}\n": "runs.cifar10-resnet18-nt.dataset: unknown value 'imagenet'; "
                                                           "allowed: ['",
     "runs:\n  cifar10-resnet18-nt: {arch: vgg16}\n": "runs.cifar10-resnet18-nt.arch: unknown value 'vgg16'; allowed: ['",
-    "runs:\n  cifar10-resnet18-nt: {epoch: 3}\n": "runs.cifar10-resnet18-nt: unknown key(s) ['epoch']; allowed: [",
+    "runs:\n  cifar10-resnet18-nt: {epoch: 3}\n": "runs.cifar10-resnet18-nt.epoch: unknown key(s) ['epoch']; allowed: [",
     "attacks:\n  pgd20: {eps: 3.0}\n": "attacks.pgd20.eps: eps 3 is absurd for the linf norm",
     "attacks:\n  pgd20: {eps: -0.1}\n": "attacks.pgd20.eps",
     "attacks:\n  pgd20: {type: deepfool}\n": "attacks.pgd20.type: unknown attack 'deepfool'; allowed: ['",
@@ -676,6 +676,19 @@ BAD_VALUES = {  # overlay -> the one line of `tradeoff check-config` (after "con
     "attacks:\n  square: {p_init: 0}\n": "attacks.square.p_init: must be a number in (0, 1], got 0",
     "attacks:\n  apgd_t: {target_classes: 0}\n": "attacks.apgd_t.target_classes: must be an integer >= 1, got 0",
     "train_attacks:\n  pgd10: {type: pgd, restarts: 0}\n": "train_attacks.pgd10.restarts: 0 is less than the minimum of 1",
+    # a misspelt choice of a method's or an attack's parameter (declared once, tradeoff.params): the key and the closest
+    "runs:\n  cifar10-resnet18-generalist:\n    method: {attack_mode: evl}\n":
+        "runs.cifar10-resnet18-generalist.method.attack_mode: must be one of ['train', 'eval'], got 'evl'; did you mean 'eval'?",
+    "runs:\n  cifar10-resnet18-generalist:\n    method: {communication: epochs}\n":
+        "runs.cifar10-resnet18-generalist.method.communication: must be one of ['epoch', 'iteration'], got 'epochs'; "
+        "did you mean 'epoch'?",
+    "runs:\n  cifar10-resnet18-generalist:\n    method: {nt_lr_schedule: scaledd}\n":
+        "runs.cifar10-resnet18-generalist.method.nt_lr_schedule: must be one of ['scaled', 'constant', 'at'], got "
+        "'scaledd'; did you mean 'scaled'?",
+    "runs:\n  cifar10-resnet18-fat:\n    method: {random_start: uniformm}\n":
+        "runs.cifar10-resnet18-fat.method.random_start: must be one of ['normal', 'uniform'], got 'uniformm'; did you "
+        "mean 'uniform'?",
+    "attacks:\n  pgd20: {loss: hinge}\n": "attacks.pgd20.loss: must be one of ['ce', 'cw', 'dlr'], got 'hinge'",
     # a YAML syntax error: the file, the line and the column
     "runs:\n  cifar10-resnet18-nt: {seed: 1\n  cifar10-resnet18-at-beta1: {seed: 2}\n":
         "config/fault.yaml:3:28: YAML syntax error: while parsing a flow mapping: did not find expected ',' or '}'",

@@ -105,7 +105,7 @@ def test_iat_loss_is_half_clean_mixup_plus_half_adversarial_mixup():
 def test_rst_objective_and_unlabeled_data(tmp_path):
     x, y = digits(16)
     method = build("rst")
-    assert method.p["beta"] == 0.5 and method.p["attack_mode"] == "eval"
+    assert method.p.beta == 0.5 and method.p.attack_mode == "eval"
     before = copy.deepcopy(method.model.state_dict())  # train-mode passes move BatchNorm's running statistics
     torch.manual_seed(1)
     method.model.eval()  # RST's attack runs in eval mode (Raghunathan et al.'s code)

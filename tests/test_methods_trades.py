@@ -71,5 +71,5 @@ def test_inner_attack_uses_the_registry_attack():
     x_adv = method.adversarial(x, y)
     torch.manual_seed(0)
     assert torch.equal(x_adv, method.attack.perturb(x, y))
-    with pytest.raises(ValueError, match="inner must be one of"):
+    with pytest.raises(ValueError, match=r"trades\.inner: must be one of \['kl', 'attack'\], got 'pgd'"):
         build("trades", inner="pgd")

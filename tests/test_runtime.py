@@ -20,7 +20,7 @@ def test_from_config_enables_cuda_only_settings_only_on_cuda():
     rt = Runtime.from_config({"device": "cpu", "precision": "bf16", "channels_last": True, "compile": "off"})
     assert (rt.bf16, rt.channels_last, rt.compile) == (False, True, None)  # bf16 is CUDA-only, channels_last not
     assert rt.precision == "fp32"
-    with pytest.raises(cfg.ConfigError, match="runtime.precision: 'fp16' is not one of fp32, bf16"):
+    with pytest.raises(cfg.ConfigError, match=r"runtime\.precision: must be one of \['fp32', 'bf16'\], got 'fp16'"):
         Runtime.from_config({"device": "cpu", "precision": "fp16"})
     if not torch.cuda.is_available():
         with pytest.raises(cfg.ConfigError, match="no CUDA device"):  # one line from the CLI, exit 2

@@ -107,7 +107,7 @@ def test_budget_scale_shrinks_every_training_maximiser(method, monkeypatch):
     """With budget_scale s the training perturbation stays inside s * eps (and is 0 at s = 0)."""
     catalog = cfg.load_catalog(FILES)
     spec = copy.deepcopy(catalog.runs["cifar10-resnet18-at-beta1"])
-    spec["method"] = {**METHODS[method["name"]].params, **method,
+    spec["method"] = {**METHODS[method["name"]].parameters.defaults(), **method,
                       "attack": catalog.runs["cifar10-resnet18-at-beta1"]["method"]["attack"]}
     eps = spec["method"]["attack"]["eps"]
     torch.manual_seed(0)

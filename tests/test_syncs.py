@@ -29,6 +29,7 @@ from tradeoff import attacks, checkpoint, models
 from tradeoff import config as cfg
 from tradeoff.bench import synthetic_batch
 from tradeoff.methods import METHODS
+from tradeoff.params import ATTACK
 from tradeoff.runtime import Runtime
 from tradeoff.train import train
 
@@ -111,7 +112,7 @@ def _every_kind_of_step():
     base = catalog.runs["cifar10-resnet18-at-beta1"]
     for name, cls in METHODS.items():
         if not any(spec["method"]["name"] == name for spec in runs.values()):
-            method = {"name": name, **cls.params, **{k: base["method"]["attack"] for k in cls.attack_params}}
+            method = {"name": name, **cls.parameters.defaults(), **{k: base["method"]["attack"] for k in cls.parameters.named(type=ATTACK)}}
             runs[f"({name})"] = {**base, "method": method}
     return runs
 

@@ -294,6 +294,13 @@ def cmd_list(args, catalog: cfg.Catalog) -> int:
     return 0
 
 
+def cmd_show(args, catalog: cfg.Catalog) -> int:
+    from .config.show import show
+
+    print(show(catalog, args.config, args.name), end="")
+    return 0
+
+
 def cmd_bench_train(args, catalog: cfg.Catalog) -> int:
     from .bench import bench_train, write_bench
     from .runtime import Runtime
@@ -631,6 +638,14 @@ def _gpu_check_parser(sub) -> None:
     p.set_defaults(func=cmd_gpu_check)
 
 
+
+def _show_parser(sub) -> None:
+    p = sub.add_parser("show", help="print the resolved settings of a run, an attack or a target (YAML) and where "
+                       "each value that is not a default came from")
+    p.add_argument("name", help="a run id, an attack (<attack>@<budget> for a budget of a sweep) or a target")
+    p.set_defaults(func=cmd_show)
+
+
 def _list_parser(sub) -> None:
     p = sub.add_parser("list", help="list runs, external models, targets or attacks (evaluation jobs)")
     p.add_argument("what", choices=["runs", "externals", "targets", "attacks"])
@@ -642,7 +657,7 @@ SUBCOMMANDS = (
     _check_config_parser, _download_parser, _generate_backbone_parser, _train_parser, _evaluate_parser,
     _audit_parser, _merge_shards_parser, _bench_eval_parser, _report_parser, _analyze_parser, _summary_parser,
     _export_dvc_parser, _bench_train_parser, _bench_ratios_parser, _plan_parser, _export_parser,
-    _bench_flops_parser, _gpu_check_parser, _list_parser,
+    _bench_flops_parser, _gpu_check_parser, _show_parser, _list_parser,
 )
 
 

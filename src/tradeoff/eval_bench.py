@@ -74,7 +74,7 @@ def bench_eval(catalog: cfg.Catalog, run_id: str, *, checkpoint: str | Path | No
     specs = {name: catalog.attack_for(name, run_id) for name in names}
     base = {"checkpoint": str(checkpoint), "device": device, "threads": threads,
             "test_examples": catalog.runs[run_id].get("test_examples"), "data_root": str(catalog.data_root),
-            "batch_size": catalog.config["runtime"]["eval_batch_size"]}
+            "batch_size": catalog.runtime.eval_batch_size}
     rank = {kind: i for i, kind in enumerate(COST_ORDER)}
     jobs = sorted(({**base, "attack": n, "spec": specs[n]} for n in names),
                   key=lambda j: rank.get(j["spec"]["type"], 0))

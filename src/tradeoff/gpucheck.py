@@ -221,9 +221,9 @@ def representative_runs(catalog) -> dict[str, str]:
 
 def configured(catalog, device: torch.device) -> Runtime:
     """The config's training runtime (precision, channels_last) on ``device``: what its training jobs run."""
-    runtime = catalog.config["runtime"]
-    return Runtime(device, bf16=runtime.get("precision", "fp32") == "bf16" and device.type == "cuda",
-                   channels_last=bool(runtime.get("channels_last", False)))
+    runtime = catalog.runtime
+    return Runtime(device, bf16=runtime.precision == "bf16" and device.type == "cuda",
+                   channels_last=runtime.channels_last)
 
 
 def check_methods(catalog, device: torch.device, *, batch: int = 16, reference: torch.device | None = None,
@@ -300,7 +300,7 @@ def run_bench_eval(catalog, device: torch.device, *, images: int, run: str = BEN
         if device.type == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        result = run_attack(model, x, y, attack, seed=0, batch_size=catalog.config["runtime"]["eval_batch_size"])
+        result = run_attack(model, x, y, attack, seed=0, batch_size=catalog.runtime.eval_batch_size)
         if device.type == "cuda":
             torch.cuda.synchronize()
         seconds = time.perf_counter() - t0
@@ -406,8 +406,8 @@ def bf16_against_fp32(catalog, device: torch.device, *, run: str = PRECISION_RUN
     from .trained import load_model
 
     spec = catalog.runs[run]
-    channels_last = bool(catalog.config["runtime"].get("channels_last", False))
-    batch = int(catalog.config["runtime"]["eval_batch_size"])
+    channels_last = catalog.runtime.channels_last
+    batch = catalog.runtime.eval_batch_size
     ds = load_run_data(spec, catalog.data_root)
     x, y = ds.x_test.to(device), ds.y_test.to(device)
     outcomes: dict[str, dict[str, str]] = {}

@@ -1,10 +1,7 @@
-"""What a numeric parameter may be: one declaration per parameter, checked when the configuration is resolved.
-
-A method declares ``ranges = {"lam": at_least(0), ...}`` beside its ``params``, an attack beside its ``defaults``;
-tradeoff.config checks every run's and every attack's values against them in one place, before any job starts, so a
-new method or attack gets the checks by declaring its parameters. A range applies to a number, to every entry of a
-list, and to every value of a schedule (``{epochs: [...], values: [...]}``). Every number must be finite (no
-``.nan``, no ``.inf``). No PyTorch here: the configuration is checked without it.
+"""What a numeric parameter may be: the ``range`` of a parameter's one declaration (tradeoff.params.Param), checked when
+the configuration is resolved, before any job starts. A range applies to a number, to every entry of a list, and to
+every value of a schedule (``{epochs: [...], values: [...]}``). Every number must be finite (no ``.nan``, no
+``.inf``). No PyTorch here: the configuration is checked without it.
 """
 
 from __future__ import annotations

@@ -16,14 +16,13 @@ from torch import nn
 
 from . import gpus
 from .errors import ConfigError
+from .settings import runtime_settings
 
 
 #: the scales at which ``device: auto`` falls back to the CPU when no GPU is visible (see Runtime.from_config)
 CPU_SCALES = ("demo", "smoke", "rehearsal")
 #: CUDA_VISIBLE_DEVICES values that hide a node's GPUs on purpose (the test suite's, a user's choice of the CPU)
 HIDDEN = ("", "-1")
-#: runtime.precision's values: fp32 (PyTorch's defaults, as the papers' code trains) or bf16 autocast (opt-in)
-PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,8 @@ class Runtime:
         Elsewhere it is the CPU at the small scales (``CPU_SCALES``: digits, minutes) and an error at the paper
         scale, where the CPU would take weeks (ResNet-18's 120 epochs of PGD-AT: ~15 days): a job that lands on a
         node without a GPU stops at once. ``device: cpu`` always uses the CPU."""
-        name = runtime.get("device", "auto")
+        settings = runtime_settings(runtime)
+        name = settings.device
         if name == "auto":
             if torch.cuda.is_available():
                 name = "cuda"
@@ -64,18 +64,16 @@ class Runtime:
         if name == "cuda" and not torch.cuda.is_available():
             raise ConfigError("runtime.device is 'cuda' but no CUDA device is visible; use 'auto' or 'cpu'")
         device = torch.device(name)
-        threads = int(runtime.get("threads", 0) or 0)
+        threads = int(settings.threads or 0)
         if threads:
             torch.set_num_threads(threads)
         on_cuda = device.type == "cuda"
-        mode = runtime.get("compile", "off")
+        mode = settings.compile
         # channels_last applies on the CPU as well (oneDNN's convolutions and pooling prefer it: a training step of
         # the demo CNN is ~15% faster, ResNet-18's unchanged); bf16 autocast stays CUDA-only
-        precision = runtime.get("precision", "fp32")
-        if precision not in PRECISIONS:
-            raise ConfigError(f"runtime.precision: {precision!r} is not one of {', '.join(PRECISIONS)}")
+        precision = settings.precision
         return cls(device, bf16=precision == "bf16" and on_cuda,
-                   channels_last=bool(runtime.get("channels_last", False)),
+                   channels_last=bool(settings.channels_last),
                    compile=None if mode == "off" else mode)
 
     @property

@@ -212,7 +212,7 @@ def caat_synthetic(catalog, target: str, params: dict) -> dict:
     at this size more threads than cores only cost time."""
     from threadpoolctl import threadpool_limits
 
-    threads = int(catalog.config["runtime"].get("threads", 0) or 0)
+    threads = catalog.runtime.threads
     if not threads:
         return _caat_synthetic(catalog, params)
     previous = torch.get_num_threads()

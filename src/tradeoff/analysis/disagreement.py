@@ -201,7 +201,7 @@ def disagreement_grid(catalog, target: str, params: dict) -> dict:
         return build_attack(model, spec, float(spec["eps"]), seed)
 
     out = grid(models, x, y, ds.classes, params, make_attack,
-               batch_size=int(catalog.config["runtime"]["eval_batch_size"]))
+               batch_size=catalog.runtime.eval_batch_size)
     show = out["condition"]["show"]
     return {"dataset": ds.name, "classes": list(ds.classes), "image_shape": list(ds.x_test.shape[1:]),
             "models": [{"key": r["key"], "label": r.get("label", r["key"]), "run": r["run"]} for r in rows],

@@ -110,7 +110,7 @@ def learner_tsne(catalog, target: str, params: dict) -> dict:
     p = {**DEFAULTS, **params}
     runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
     device = runtime.device
-    batch_size = int(catalog.config["runtime"].get("eval_batch_size", 500))
+    batch_size = catalog.runtime.eval_batch_size
     panels = []
     for row in catalog.targets[target]["rows"]:
         run = catalog.train_id[row["run"]]

@@ -35,8 +35,9 @@ from typing import Any, Iterator, Protocol
 import torch
 
 from ..bars import Bar
+from ..params import FLAG, INTEGER, LIST, NUMBER, TEXT, Param, Params
 from ..ranges import between, count
-from .base import Attack, AttackError, frozen, register
+from .base import SEED, Attack, AttackError, frozen, register
 
 log = logging.getLogger("tradeoff.autoattack")
 
@@ -198,6 +199,15 @@ def final_check(x: torch.Tensor, x_adv: torch.Tensor, eps: float, norm: str, che
                        f"{float(x_adv.max()):.6g}")
 
 
+# The parameters of AutoAttack's attacks, each declared once (their defaults are AutoAttack standard's).
+STEPS = Param("steps", INTEGER, 100, range=count(), meaning="iterations (per restart, per target)")
+RESTARTS = Param("restarts", INTEGER, 1, range=count(), meaning="runs from fresh starts")
+RHO = Param("rho", NUMBER, 0.75, range=between(0, 1, low_open=True, high_open=True),
+            meaning="APGD's step-size checkpoint ratio")
+TARGETS = Param("target_classes", INTEGER, 9, range=count(), meaning="the targets: the classes ranked next")
+QUERIES = Param("queries", INTEGER, 5000, range=count(), meaning="Square's queries")
+
+
 class _AutoAttackBase(Attack):
     norms = ("linf", "l2")
     #: set by ``prepare``: where the sanity checks' warnings go, and whether to log each component's progress
@@ -244,9 +254,8 @@ class _Component(_AutoAttackBase):
 
 
 class _APGD(_Component):
-    defaults = {"steps": 100, "restarts": 1, "rho": 0.75, "best_loss": False, "seed": None}
-    ranges = {"steps": count(), "restarts": count(),
-              "rho": between(0, 1, low_open=True, high_open=True, meaning="APGD's step-size checkpoint ratio")}
+    parameters = Params(STEPS, RESTARTS, RHO, Param("best_loss", FLAG, False, meaning="return the point of highest "
+                                                    "loss for every example (training)"), SEED)
 
     def _settings(self) -> dict:
         return {"steps": self.steps, "restarts": self.restarts, "rho": self.rho}
@@ -292,8 +301,7 @@ class APGDT(_Component):
 
     name = "apgd-t"
     kind = "apgd-t"
-    defaults = {"steps": 100, "restarts": 1, "target_classes": 9, "rho": 0.75, "seed": None}
-    ranges = {**_APGD.ranges, "target_classes": count()}
+    parameters = Params(STEPS, RESTARTS, TARGETS, RHO, SEED)
 
     def _settings(self) -> dict:
         return {"steps": self.steps, "restarts": self.restarts, "target_classes": self.target_classes,
@@ -307,8 +315,7 @@ class FAB(_Component):
 
     name = "fab"
     kind = "fab"
-    defaults = {"steps": 100, "restarts": 1, "seed": None}
-    ranges = {"steps": count(), "restarts": count()}
+    parameters = Params(STEPS, RESTARTS, SEED)
 
     def _settings(self) -> dict:
         return {"steps": self.steps, "restarts": self.restarts}
@@ -321,8 +328,7 @@ class FABT(_Component):
 
     name = "fab-t"
     kind = "fab-t"
-    defaults = {"steps": 100, "restarts": 1, "target_classes": 9, "seed": None}
-    ranges = {"steps": count(), "restarts": count(), "target_classes": count()}
+    parameters = Params(STEPS, RESTARTS, TARGETS, SEED)
 
     def _settings(self) -> dict:
         return {"steps": self.steps, "restarts": self.restarts, "target_classes": self.target_classes}
@@ -335,9 +341,8 @@ class Square(_Component):
 
     name = "square"
     kind = "square"
-    defaults = {"queries": 5000, "p_init": 0.8, "restarts": 1, "seed": None}
-    ranges = {"queries": count(), "restarts": count(),
-              "p_init": between(0, 1, low_open=True, meaning="the initial fraction of pixels a square changes")}
+    parameters = Params(QUERIES, Param("p_init", NUMBER, 0.8, range=between(0, 1, low_open=True),
+                                       meaning="the initial fraction of pixels a square changes"), RESTARTS, SEED)
 
     def _settings(self) -> dict:
         return {"queries": self.queries, "p_init": self.p_init, "restarts": self.restarts}
@@ -352,8 +357,9 @@ class AutoAttack(_AutoAttackBase):
     name = "autoattack"
     # steps: APGD's and FAB's iterations; queries: Square's (the standard version's 100 and 5000; smaller only
     # when the smoke scale caps attack steps)
-    defaults = {"components": None, "steps": 100, "queries": 5000, "seed": None}
-    ranges = {"steps": count(), "queries": count()}
+    parameters = Params(Param("components", LIST, None, item=TEXT, choices=tuple(COMPONENTS), nullable=True,
+                              nonempty=True, meaning="the attacks run in turn (null: AutoAttack standard's)"),
+                        STEPS, QUERIES, SEED)
 
     def _settings(self) -> dict:
         return {"steps": self.steps, "queries": self.queries}

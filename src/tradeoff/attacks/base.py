@@ -14,7 +14,8 @@ from typing import Any, ClassVar, Iterator
 import torch
 from torch import nn
 
-from ..ranges import Range
+from ..errors import ConfigError
+from ..params import INTEGER, Param, Params
 from ..registry import Registry
 
 NORMS = ("linf", "l2")
@@ -38,29 +39,34 @@ def frozen(model: nn.Module) -> Iterator[nn.Module]:
 
 
 class Attack:
-    """Base class. Subclasses set ``name``, ``norms``, ``defaults`` (every accepted parameter with its
-    default) and ``ranges`` (what its numeric parameters may be) and implement ``_perturb``."""
+    """Base class. Subclasses set ``name``, ``norms`` and ``parameters`` (every parameter besides the budget, declared
+    once: tradeoff.params) and implement ``_perturb``."""
 
     name: ClassVar[str]
     norms: ClassVar[tuple[str, ...]] = NORMS
+    #: every parameter the attack takes besides its budget (eps, norm), declared once: its default, kind, range and
+    #: choices, checked when the config is resolved (before any job) and when the attack is built
+    parameters: ClassVar[Params] = Params()
+    #: every parameter with its default, derived from ``parameters``
     defaults: ClassVar[dict[str, Any]] = {}
-    #: what each numeric parameter may be (tradeoff.ranges), checked when the config is resolved
-    ranges: ClassVar[dict[str, Range]] = {}
     #: untargeted attacks skip examples that are misclassified clean (they count as not robust)
     skips_misclassified: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.defaults = cls.parameters.defaults()
 
     def __init__(self, model: nn.Module, *, eps: float, norm: str = "linf", **params: Any):
         if norm not in self.norms:
             raise AttackError(f"attack {self.name!r} does not support norm {norm!r}; allowed: {list(self.norms)}")
         if not (eps >= 0):
             raise AttackError(f"attack {self.name!r}: eps must be >= 0, got {eps}")
-        if params.get("step_size", 0) is None and "step_size" not in self.defaults:
+        if params.get("step_size", 0) is None and "step_size" not in self.parameters:
             del params["step_size"]  # resolved specs say step_size: None for attacks that have none
-        unknown = set(params) - set(self.defaults)
-        if unknown:
-            raise AttackError(
-                f"attack {self.name!r}: unknown parameter(s) {sorted(unknown)}; allowed: {sorted(self.defaults)}"
-            )
+        try:
+            self.parameters.check(params, self.name, what=f"parameter of attack {self.name!r}")
+        except ConfigError as exc:
+            raise AttackError(str(exc)) from None
         self.model = model
         self.eps = float(eps)
         self.norm = norm
@@ -127,6 +133,9 @@ class Attack:
         classified correctly, ``trace`` summed over the batches. Default: none."""
         return []
 
+
+#: the seed of an evaluation's random draws (null: the global RNG, as in training)
+SEED = Param("seed", INTEGER, None, nullable=True, meaning="the seed of the attack's random draws")
 
 ATTACKS = Registry("attack")
 register = ATTACKS.register  # @register on an Attack subclass with its `name`

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .base import Attack, register
+from ..params import Params
+from .base import SEED, Attack, register
 
 
 @register
@@ -12,7 +13,7 @@ class Clean(Attack):
     """No perturbation (eps is ignored)."""
 
     name = "clean"
-    defaults = {"seed": None}
+    parameters = Params(SEED)
 
     def perturb(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return x.detach().clone()

@@ -15,8 +15,9 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from ..params import FLAG, INTEGER, NUMBER, STEP, TEXT, Param, Params
 from ..ranges import at_least, count
-from .base import STARTS, Attack, AttackError, project, random_start, register, steepest_step
+from .base import SEED, STARTS, Attack, AttackError, project, random_start, register, steepest_step
 
 Objective = Callable[[torch.Tensor], torch.Tensor]  # logits -> per-example loss to maximise
 
@@ -65,6 +66,19 @@ TARGETED_LOSSES = {
 }
 
 
+# The parameters of the PGD family, each declared once; an attack of the family takes some of them, with its defaults.
+STEPS = Param("steps", INTEGER, 10, range=count(), meaning="gradient steps per restart")
+STEP_SIZE = Param("step_size", STEP, None, nullable=True, meaning="the step's length; null: the attack's default")
+RANDOM_START = Param("random_start", FLAG, True, meaning="start from a random point (start) instead of x")
+START = Param("start", TEXT, "uniform", choices=STARTS, meaning="the random start's distribution")
+CLIP_START = Param("clip_start", FLAG, True, meaning="clip the random start to [0, 1]")
+RESTARTS = Param("restarts", INTEGER, 1, range=count(), meaning="runs from fresh starts; the first success is kept")
+LOSS = Param("loss", TEXT, "ce", choices=tuple(LOSSES), meaning="the loss the steps ascend")
+KAPPA = Param("kappa", NUMBER, float("inf"), range=at_least(0), meaning="the margin's clip")
+MOMENTUM = Param("momentum", NUMBER, 0.0, range=at_least(0), meaning="the decay of the accumulated gradient")
+TARGET_CLASSES = Param("target_classes", INTEGER, 9, range=count(), meaning="the targets: the classes ranked next")
+
+
 @register
 class PGD(Attack):
     """PGD-k: k steps of size ``step_size`` along the steepest ascent direction of ``loss`` (ce, cw, dlr),
@@ -78,21 +92,9 @@ class PGD(Attack):
     mean, NaN for a zero gradient)."""
 
     name = "pgd"
-    defaults = {
-        "steps": 10,
-        "step_size": None,  # None: eps / 4
-        "random_start": True,
-        "start": "uniform",
-        "clip_start": True,
-        "restarts": 1,
-        "loss": "ce",
-        "kappa": float("inf"),
-        "momentum": 0.0,
-        "seed": None,
-    }
+    parameters = Params(STEPS, STEP_SIZE.but(meaning="the step's length; null: eps / 4"), RANDOM_START, START,
+                        CLIP_START, RESTARTS, LOSS, KAPPA, MOMENTUM, SEED)
     start, clip_start = "uniform", True  # for the subclasses that do not take them as parameters
-    ranges = {"steps": count(), "restarts": count(), "kappa": at_least(0, meaning="the margin's clip"),
-              "momentum": at_least(0, meaning="the decay of the accumulated gradient")}
 
     @classmethod
     def step_for(cls, eps: float, steps: int) -> float:
@@ -174,7 +176,8 @@ class FGSM(PGD):
     ``random_start``), clipped to [0, 1]. Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
 
     name = "fgsm"
-    defaults = {"step_size": None, "random_start": False, "loss": "ce", "seed": None}
+    parameters = Params(STEP_SIZE.but(meaning="the step's length; null: eps"), RANDOM_START.but(default=False), LOSS,
+                        SEED)
     steps, restarts, kappa, momentum = 1, 1, float("inf"), 0.0
 
     @classmethod
@@ -190,8 +193,8 @@ class MIM(PGD):
     Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
 
     name = "mim"
-    defaults = {"steps": 10, "step_size": None, "momentum": 1.0, "random_start": False, "loss": "ce",
-                "seed": None}
+    parameters = Params(STEPS, STEP_SIZE.but(meaning="the step's length; null: eps / steps"), MOMENTUM.but(default=1.0),
+                        RANDOM_START.but(default=False), LOSS, SEED)
     restarts, kappa = 1, float("inf")
 
     @classmethod
@@ -207,8 +210,8 @@ class CW(PGD):
     (Not the L2 Carlini-Wagner optimisation attack.)"""
 
     name = "cw"
-    defaults = {"steps": 20, "step_size": None, "random_start": True, "clip_start": True, "restarts": 1,
-                "kappa": 50.0, "seed": None}
+    parameters = Params(STEPS.but(default=20), STEP_SIZE, RANDOM_START, CLIP_START, RESTARTS, KAPPA.but(default=50.0),
+                        SEED)
     loss, momentum = "cw", 0.0
 
 
@@ -218,7 +221,7 @@ class PGDDLR(PGD):
     Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
 
     name = "pgd-dlr"
-    defaults = {"steps": 10, "step_size": None, "random_start": True, "restarts": 1, "seed": None}
+    parameters = Params(STEPS, STEP_SIZE, RANDOM_START, RESTARTS, SEED)
     loss, kappa, momentum = "dlr", float("inf"), 0.0
 
 
@@ -231,9 +234,8 @@ class TargetedPGD(PGD):
     is the untargeted worst case over the targets. Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
 
     name = "t-pgd"
-    defaults = {"steps": 10, "step_size": None, "random_start": True, "restarts": 1, "target_classes": 9,
-                "loss": "ce", "kappa": float("inf"), "seed": None}
-    ranges = {**PGD.ranges, "target_classes": count()}
+    parameters = Params(STEPS, STEP_SIZE, RANDOM_START, RESTARTS, TARGET_CLASSES,
+                        LOSS.but(choices=tuple(TARGETED_LOSSES)), KAPPA, SEED)
     momentum = 0.0
 
     def _perturb(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

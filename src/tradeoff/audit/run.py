@@ -57,7 +57,7 @@ def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0
     pairs = [(strong, catalog.attack_for(strong, model_id), code, catalog.attack_for(code, model_id))
              for strong, code in protocol_pairs(catalog, model_id)]
     auditor = Auditor(model, x, y, attack=attack, black_box=black_box, settings=Settings.from_config(block),
-                      seed=seed, batch_size=batch_size or catalog.config["runtime"]["eval_batch_size"],
+                      seed=seed, batch_size=batch_size or catalog.runtime.eval_batch_size,
                       surrogate=surrogate_model, no_surrogate=missing, protocol=pairs,
                       log=lambda text: log.info("%s: %s", model_id, text))
     checks = auditor.run()

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..rehearsal_data import GeneratedDataRoot
+from ..settings import runtime_settings
 from ..results import Layout, ready_marker
 from .budgets import parse_budget, rel_step, split_budget, sweep_labels
 from ..errors import unknown
@@ -36,6 +37,12 @@ class Catalog:
     def row_runs(self, run_id: str) -> list[str]:
         """The runs a table row or figure point averages: one per seed of a run with `seeds`, else the run."""
         return self.seed_runs.get(run_id, [run_id])
+
+    @functools.cached_property
+    def runtime(self) -> Any:
+        """The ``runtime:`` settings as a frozen object, every one at its declared default unless set
+        (tradeoff.settings.RUNTIME)."""
+        return runtime_settings(self.config["runtime"])
 
     @property
     def scale(self) -> str:
@@ -148,7 +155,7 @@ class Catalog:
     @property
     def eval_unit(self) -> str:
         """runtime.eval_unit: what one evaluation job evaluates, one attack of a run or all of them (ALL_ATTACKS)."""
-        return self.config["runtime"].get("eval_unit", "attack")
+        return self.runtime.eval_unit
 
     def eval_units(self, run_id: str) -> list[str]:
         """The evaluation jobs of a training run: its evaluation names, or ALL_ATTACKS (runtime.eval_unit: run)."""
@@ -191,7 +198,7 @@ class Catalog:
         spec = self.attacks[split_budget(name)[0]]
         if spec["type"] == CORRUPTIONS_TYPE:
             return 1
-        return int(spec.get("shards") or self.config["runtime"].get("eval_shards") or 1)
+        return int(spec.get("shards") or self.runtime.eval_shards or 1)
 
     def leaf_targets(self, name: str) -> list[str]:
         """The tables and figures that a target builds (itself, or a group's members, recursively)."""

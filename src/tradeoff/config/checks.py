@@ -1,5 +1,5 @@
 """Checks of the configuration beyond its schema: names against the registries, budgets, schedules, numeric ranges
-(one declaration per parameter, tradeoff.ranges), targets and their tables' comparisons. Each raises ConfigError
+(one declaration per parameter, tradeoff.params), targets and their tables' comparisons. Each raises ConfigError
 naming the key and what is allowed."""
 
 from __future__ import annotations
@@ -8,11 +8,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .. import ranges
 from ..errors import ConfigError
+from ..params import TEXT, Param
+from ..settings import runtime_settings
 from .budgets import MAX_EPS, parse_budget, split_budget, sweep_labels
 from ..errors import unknown
 from .load import ALL_ATTACKS, CORRUPTIONS_TYPE, PSEUDO_COLUMNS
+
+#: what every entry of attacks: and train_attacks: has besides its type's parameters (its budget is resolved per run)
+ENTRY_KEYS = ("type", "eps", "norm", "shards")
+
 
 def _check_choice(value: Any, allowed: list[str], key: str, nullable: bool = False) -> None:
     if value is None and nullable:
@@ -66,37 +71,15 @@ def _check_attack(spec: dict, key: str, registry: dict) -> None:
         allowed = sorted(registry) + ([CORRUPTIONS_TYPE] if key.startswith("attacks.") else [])
         raise ConfigError(f"{key}.type: unknown attack {kind!r}; allowed: {allowed}")
     cls = registry[kind]
-    allowed = set(cls.defaults) | {"type", "eps", "norm", "step_size", "shards"}
-    unknown = set(spec) - allowed
-    if unknown:
-        raise ConfigError(f"{key}: unknown key(s) {sorted(unknown)} for attack type {kind!r}; "
-                          f"allowed: {sorted(allowed)}")
+    # its own parameters (one declaration each, tradeoff.params), and what every attack entry has
+    cls.parameters.check({k: v for k, v in spec.items() if k not in ENTRY_KEYS}, key,
+                         what=f"parameter of attack type {kind!r}")
     norm = spec.get("norm", "linf")
-    if norm not in cls.norms:
-        raise ConfigError(f"{key}.norm: attack {kind!r} supports {list(cls.norms)}, got {norm!r}")
-    check_ranges(cls.ranges, spec, key)
+    Param("norm", TEXT, choices=cls.norms).check(norm, f"{key}.norm")
     eps_values = spec.get("eps")
     for i, value in enumerate(eps_values if isinstance(eps_values, list) else [eps_values]):
         if value is not None:
             _check_eps(parse_budget(value, f"{key}.eps"), norm, f"{key}.eps" + (f"[{i}]" if isinstance(eps_values, list) else ""))
-
-
-def check_ranges(declared: dict[str, "ranges.Range"], values: dict, key: str) -> None:
-    """Check the parameters of a method or an attack against its declared ranges (tradeoff.ranges): the one place
-    where every numeric parameter's range is checked. ``"a.b"`` declares key b of the mapping parameter a."""
-    for name, rng in declared.items():
-        head, _, inner = name.partition(".")
-        value = values.get(head)
-        if inner:
-            if not isinstance(value, dict) or inner not in value:
-                continue
-            value = value[inner]
-        elif head not in values:
-            continue
-        try:
-            ranges.check(value, rng, f"{key}.{name}")
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
 
 
 def _lookup(config: Any, dotted: str) -> Any:
@@ -109,13 +92,13 @@ def _lookup(config: Any, dotted: str) -> Any:
 def _check_eval_unit(config: dict) -> None:
     """runtime.eval_unit: run evaluates every attack of a run in one job: there is no job per shard to split; and
     ALL_ATTACKS names that job, so no attack may take the name."""
-    runtime = config["runtime"]
+    runtime = runtime_settings(config["runtime"])
     if ALL_ATTACKS in config["attacks"]:
         raise ConfigError(f"attacks.{ALL_ATTACKS}: the name is taken (the job that evaluates every attack of a run); "
                           "rename the attack")
-    if runtime.get("eval_unit", "attack") != "run":
+    if runtime.eval_unit != "run":
         return
-    sharded = [f"runtime.eval_shards = {runtime['eval_shards']}"] if (runtime.get("eval_shards") or 1) > 1 else []
+    sharded = [f"runtime.eval_shards = {runtime.eval_shards}"] if runtime.eval_shards > 1 else []
     sharded += [f"attacks.{name}.shards = {spec['shards']}" for name, spec in config["attacks"].items()
                 if (spec.get("shards") or 1) > 1]
     if sharded:

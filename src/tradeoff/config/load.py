@@ -4,6 +4,7 @@ of the format that every part of the package shares, and the one way an unknown 
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -97,9 +98,25 @@ def validate_schema(config: dict) -> None:
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
-        found = [f"{_key(e.absolute_path) or '(top level)'}: {_explain(e)}" for e in errors[:10]]
+        found = [f"{_where(e) or '(top level)'}: {_explain(e)}" for e in errors[:10]]
         more = f" (and {len(errors) - 10} more)" if len(errors) > 10 else ""
         raise ConfigError("invalid configuration: " + "; ".join(found) + more)  # one line
+
+
+def _where(error) -> str:
+    """The key an error is about: for one unknown key, that key's full path (``runs.<id>.epoch``)."""
+    where = _key(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        if len(extra) == 1:
+            return f"{where}.{extra[0]}" if where else str(extra[0])
+    return where
+
+
+def _guess(value: Any, allowed: Iterable[Any]) -> str:
+    """``; did you mean 'x'?`` with the closest of ``allowed`` (difflib), or nothing."""
+    close = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
 
 
 def _key(path: Iterable[Any]) -> str:
@@ -110,9 +127,10 @@ def _explain(error) -> str:
     if error.validator == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
         extra = sorted(set(error.instance) - set(allowed))
-        return f"unknown key(s) {extra}; allowed: {allowed}" if allowed else error.message
+        return (f"unknown key(s) {extra}; allowed: {allowed}" + _guess(extra[0], allowed)) if allowed else error.message
     if error.validator == "enum":
-        return f"{error.instance!r} is not allowed; allowed: {error.validator_value}"
+        return f"{error.instance!r} is not allowed; allowed: {error.validator_value}" + \
+            _guess(error.instance, error.validator_value)
     if error.validator in ("oneOf", "anyOf") and "description" in error.schema:
         return f"{error.instance!r} is not {error.schema['description']}"
     return error.message

@@ -16,9 +16,10 @@ from ..errors import ConfigError
 from ..results import Layout
 from .catalog import Catalog, spec_digest
 from .checks import (_check_arch_map, _check_attack, _check_choice, _check_comparison, _check_corruptions_entry,
-                     _check_eps, _check_eval_unit, _check_schedule, _check_target, _lookup, check_ranges)
+                     _check_eps, _check_eval_unit, _check_schedule, _check_target, _lookup)
 from .budgets import _RELATIVE, parse_budget, split_budget
 from ..errors import unknown
+from ..params import ATTACK
 from .load import CORRUPTIONS_TYPE, DEFAULT_CONFIG, PSEUDO_COLUMNS, REFERENCE_DIR, SCHEMA, load_config, merge, validate_schema
 from .scale import corruption_set, resolve_attack, scale_run
 
@@ -299,12 +300,13 @@ def with_external(catalog: Catalog, model_id: str, raw: dict, key: Callable[[str
 
 def _training_jobs(runs: dict[str, dict], methods: dict) -> dict[str, str]:
     """run id -> the run whose job trains it. Runs with identical settings share one job; so do runs that differ only
-    in what their method's ``observer_params`` observe (Generalist's per-epoch learner measurements and snapshots:
+    in what their method's observer parameters (``Param(observer=True)``) observe (Generalist's per-epoch learner measurements and snapshots:
     the same weights either way), provided they do not ask for different observations: the job is the first run
     that asks for them, and it observes for all."""
     def observers(spec: dict) -> dict:
         method = spec["method"]
-        return {k: method[k] for k in methods[method["name"]].observer_params if method.get(k) is not None}
+        return {k: method[k] for k in methods[method["name"]].parameters.named(observer=True)
+                if method.get(k) is not None}
 
     groups: dict[str, list[str]] = {}
     for rid, spec in runs.items():
@@ -417,27 +419,23 @@ def resolve_run(rid: str, raw: dict, config: dict, methods: dict, datasets: list
     if name not in methods:
         raise ConfigError(f"{key}.method.name: unknown method {name!r}; allowed: {sorted(methods)}")
     cls = methods[name]
-    unknown = set(method) - set(cls.params) - set(cls.optional_params) - {"name"}
-    if unknown:
-        raise ConfigError(f"{key}.method: unknown parameter(s) {sorted(unknown)} for method {name!r}; "
-                          f"allowed: {sorted({*cls.params, *cls.optional_params})}")
-    method = {"name": name, **copy.deepcopy(cls.params), **{k: v for k, v in method.items() if k != "name"}}
-    for pname in getattr(cls, "schedule_params", ()):
-        _check_schedule(method[pname], f"{key}.method.{pname}")
+    declared = cls.parameters  # one declaration per parameter (tradeoff.params): kinds, ranges, choices, defaults
+    given = {k: v for k, v in method.items() if k != "name"}
+    declared.check(given, f"{key}.method", what=f"parameter of method {name!r}")
+    method = {"name": name, **declared.defaults(), **given}
 
-    scale_run(spec, method, raw, config, cls)
+    scale_run(spec, method, raw, config, declared)
 
-    for pname in cls.attack_params:
+    for pname in declared.named(type=ATTACK):
         method[pname] = resolve_attack(_attack_ref(config, method[pname], f"{key}.method.{pname}"),
                                        spec, config, f"{key}.method.{pname}", training=True)
-    for path in getattr(cls, "nested_attack_params", ()):  # "param.key": an attack named inside a mapping
+    for path in declared.nested(ATTACK):  # "param.key": an attack named inside a mapping
         pname, inner = path.split(".")
         block = method.get(pname)
         if isinstance(block, dict) and inner in block:
             method[pname] = {**block, inner: resolve_attack(_attack_ref(config, block[inner], f"{key}.method.{path}"),
                                                             spec, config, f"{key}.method.{path}")}
     spec["method"] = method
-    check_ranges(cls.ranges, method, f"{key}.method")
     try:
         cls.check_params(spec)
     except ValueError as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
+from ..params import Params
 from ..results import Layout
 from .budgets import MAX_EPS, _RELATIVE, parse_budget, parse_step, rel_step
 from .checks import _check_eps
@@ -144,9 +145,9 @@ def _rescale_epochs(value: Any, factor: float) -> Any:
     return value
 
 
-def scale_run(spec: dict, method: dict, raw: dict, config: dict, cls) -> None:
+def scale_run(spec: dict, method: dict, raw: dict, config: dict, declared: Params) -> None:
     """A run's settings at this scale, in place: ``spec`` (preset and run merged), ``method`` (its method's
-    parameters, of class ``cls``), ``raw`` (the run as written). The paper's dataset and architecture are kept as
+    parameters, ``declared`` by its class), ``raw`` (the run as written). The paper's dataset and architecture are kept as
     ``paper_dataset`` and ``paper_arch``; every epoch-valued setting follows the scale's run length."""
     preset_name = raw.get("preset")
     smap = config["scale_map"]
@@ -169,7 +170,7 @@ def scale_run(spec: dict, method: dict, raw: dict, config: dict, cls) -> None:
         spec["lr"]["epochs"] = [_scaled_epoch(e, factor) for e in spec["lr"]["epochs"]]
         if spec["selection"].get("every") is not None:  # best_robust's measurement period (tradeoff.train)
             spec["selection"]["every"] = _scaled_epoch(spec["selection"]["every"], factor)
-        for pname in cls.epoch_params:
+        for pname in declared.named(epochs=True):
             if pname in method:  # an optional parameter the run does not set is absent
                 method[pname] = _rescale_epochs(method[pname], factor)
     scale_lr = (smap.get("preset_lr") or {}).get(preset_name or "") or smap.get("lr")
@@ -183,7 +184,7 @@ def scale_run(spec: dict, method: dict, raw: dict, config: dict, cls) -> None:
         spec["lr"] = {"epochs": list(scale_lr["epochs"]), "values": [v * ratio for v in scale_lr["values"]]}
     lr_factor = float(smap.get("lr_factor", 1.0))
     spec["lr"]["values"] = [v * lr_factor for v in spec["lr"]["values"]]
-    for pname in getattr(cls, "lr_params", ()):
+    for pname in declared.named(lr=True):
         method[pname] = _scale_lr(method[pname], lr_factor)
     if smap.get("weight_decay") is not None:
         spec["optimizer"]["weight_decay"] = smap["weight_decay"]

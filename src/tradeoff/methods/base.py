@@ -15,36 +15,23 @@ from torch import nn
 
 from .. import attacks
 from ..optim import build_optimizer, piecewise_linear, set_lr
-from ..ranges import Range
+from ..params import ATTACK, TEXT, Param, Params
 from ..registry import Registry
 from ..runtime import Runtime
 
 
 class Method:
     name: ClassVar[str]
-    #: every accepted parameter with its default
-    params: ClassVar[dict[str, Any]] = {}
-    #: accepted parameters that are off by default (None): they enter a run's resolved settings only when the
-    #: run sets them, so adding one changes no other run's settings (nor retrains it)
-    optional_params: ClassVar[dict[str, Any]] = {}
-    #: parameters measured in epochs (a smaller scale rescales them with the run's length)
-    epoch_params: ClassVar[tuple[str, ...]] = ()
-    #: parameters that name a training attack from the catalog's `train_attacks` (resolved to a full spec)
-    attack_params: ClassVar[tuple[str, ...]] = ()
-    #: ``"param.key"``: an attack named at ``key`` inside the mapping parameter ``param`` (from the catalog's
-    #: ``attacks`` or ``train_attacks``), resolved for the run like the per-epoch robust evaluation's
-    nested_attack_params: ClassVar[tuple[str, ...]] = ()
-    #: parameters that observe training without changing it (the same weights with or without them): runs that
-    #: differ only in these share one training job, which observes what they ask for
-    observer_params: ClassVar[tuple[str, ...]] = ()
-    #: what each numeric parameter may be (tradeoff.ranges; "a.b": key b of the mapping parameter a), checked when
-    #: the config is resolved, before any job starts
-    ranges: ClassVar[dict[str, Range]] = {}
+    #: every parameter the method takes, declared once (tradeoff.params): its default, its kind, range and choices,
+    #: whether it is optional (off by default), epoch-valued, a learning rate, an attack, an observer
+    parameters: ClassVar[Params] = Params()
 
     def __init__(self, spec: dict, build_model: Callable[[], nn.Module], runtime: Runtime):
         self.spec = spec
         self.runtime = runtime
-        self.p = {**self.params, **{k: v for k, v in spec["method"].items() if k != "name"}}
+        #: the method's parameters, checked, as fields of a frozen object (a missing one takes its default)
+        self.p = self.parameters.settings(spec["method"], f"{self.name}")
+        type(self).check_params(spec)
         #: the fraction of its budget (eps and step size) that every training attack uses now; < 1 only
         #: during a run's ``eps_warmup`` (see set_budget_scale)
         self.budget_scale = 1.0
@@ -104,8 +91,9 @@ class Method:
 
     @classmethod
     def check_params(cls, spec: dict) -> None:
-        """Check the method's parameters in a resolved run spec (raise ValueError naming the parameter and what
-        is allowed). Called when the config is resolved, before any job starts."""
+        """What the declaration of each parameter cannot say (several parameters together, the run's length, the
+        resolved training attack): raise ValueError naming the parameter and what is allowed. Called when the config
+        is resolved, before any job starts, and when the method is built."""
 
     @classmethod
     def canonical(cls, method: dict) -> dict:
@@ -123,6 +111,13 @@ class Method:
 
 METHODS = Registry("method")
 register = METHODS.register  # @register on a Method subclass with its `name`
+
+
+#: the training attack of an adversarial method: the name of one of the catalog's (train_attacks or attacks)
+TRAINING_ATTACK = Param("attack", ATTACK, "pgd10", meaning="the training attack (train_attacks or attacks)")
+#: the model's mode while the training attack runs (BatchNorm sees the attack's batches in train mode)
+ATTACK_MODE = Param("attack_mode", TEXT, "train", choices=("train", "eval"),
+                    meaning="the model's mode while the training attack runs")
 
 
 def method_names() -> list[str]:

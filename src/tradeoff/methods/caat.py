@@ -24,6 +24,7 @@ import math
 import torch
 
 from .base import register
+from ..params import FLAG, NUMBER, Param
 from ..ranges import between
 from .vanilla import TwoLosses
 
@@ -43,16 +44,17 @@ def project_gradient(g_adv: torch.Tensor, g_clean: torch.Tensor, gamma: float) -
 @register
 class CAAT(TwoLosses):
     name = "caat"
-    params = {**TwoLosses.params, "gamma": 0.8, "per_tensor": False}
-    ranges = {"gamma": between(-1, 1, meaning="the cosine threshold between the two gradients")}
+    parameters = TwoLosses.parameters.extend(
+        Param("gamma", NUMBER, 0.8, range=between(-1, 1), meaning="the cosine threshold between the two gradients"),
+        Param("per_tensor", FLAG, False, meaning="project each parameter tensor on its own"))
 
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
         self.sizes = [p.numel() for p in self.model.parameters() if p.requires_grad]
 
     def direction(self, g_adv: torch.Tensor, g_clean: torch.Tensor) -> torch.Tensor:
-        gamma = float(self.p["gamma"])
-        if not self.p["per_tensor"]:
+        gamma = float(self.p.gamma)
+        if not self.p.per_tensor:
             return project_gradient(g_adv, g_clean, gamma)
         return torch.cat([project_gradient(a, c, gamma)
                           for a, c in zip(g_adv.split(self.sizes), g_clean.split(self.sizes))])

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from .base import register
+from ..params import NUMBER, Param
 from ..ranges import at_least
 from .common import AdversarialLearner
 
@@ -26,13 +27,13 @@ def softmax_distance(logits_adv: torch.Tensor, logits_clean: torch.Tensor) -> to
 @register
 class CLP(AdversarialLearner):
     name = "clp"
-    params = {**AdversarialLearner.params, "lam": 1.0}
-    ranges = {"lam": at_least(0, meaning="the weight of the logit-pairing term")}
+    parameters = AdversarialLearner.parameters.extend(
+        Param("lam", NUMBER, 1.0, range=at_least(0), meaning="the weight of the logit-pairing term"))
 
     def loss(self, x, y):
         x_adv = self.adversarial(x, y)
         with self.runtime.autocast():  # two passes: each batch normalised with its own statistics
             logits_clean, logits_adv = self.model(x), self.model(x_adv)
         loss = (F.cross_entropy(logits_clean.float(), y) + F.cross_entropy(logits_adv.float(), y)
-                + float(self.p["lam"]) * softmax_distance(logits_adv, logits_clean))
+                + float(self.p.lam) * softmax_distance(logits_adv, logits_clean))
         return loss, logits_adv

@@ -3,18 +3,11 @@ model is in while it runs (see :mod:`tradeoff.methods.pgd_at`)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
-
 import torch
 
-from .base import SingleLearner, build_train_attack
+from ..params import Params
+from .base import ATTACK_MODE, TRAINING_ATTACK, SingleLearner, build_train_attack
 from .pgd_at import adversarial_examples
-
-
-def check_choice(method_name: str, key: str, value: Any, allowed: Iterable[Any]) -> None:
-    allowed = list(allowed)
-    if value not in allowed:
-        raise ValueError(f"{method_name}: {key} must be one of {allowed}, got {value!r}")
 
 
 def check_range(method_name: str, key: str, value: float, low: float, high: float = float("inf")) -> None:
@@ -41,13 +34,11 @@ def check_pgd_budget(method_name: str, spec: dict) -> None:
 class AdversarialLearner(SingleLearner):
     """A SingleLearner with ``self.attack`` built from its ``attack`` parameter, run in ``attack_mode``."""
 
-    params = {"attack": "pgd10", "attack_mode": "train"}
-    attack_params = ("attack",)
+    parameters = Params(TRAINING_ATTACK, ATTACK_MODE)
 
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
-        check_choice(self.name, "attack_mode", self.p["attack_mode"], ("train", "eval"))
-        self.attack = build_train_attack(self.p["attack"], self.model)
+        self.attack = build_train_attack(self.p.attack, self.model)
 
     def adversarial(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return adversarial_examples(self, x, y)

@@ -21,10 +21,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..attacks.base import frozen, project, random_start, steepest_step
+from ..params import FLAG, INTEGER, LIST, NUMBER, TEXT, Param, Params
 from ..ranges import at_least, count
 from ..runtime import Runtime
-from .base import SingleLearner, register
-from .common import attack_budget, check_choice, check_pgd_budget
+from .base import TRAINING_ATTACK, SingleLearner, register
+from .common import attack_budget, check_pgd_budget
 
 
 def early_stopped_pgd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps: float, norm: str, steps: int,
@@ -68,34 +69,39 @@ def early_stopped_pgd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps
 @register
 class FAT(SingleLearner):
     name = "fat"
-    params = {"attack": "pgd10", "tau_values": [0, 1, 2], "tau_epochs": [50, 90], "omega": 0.001,
-              "random_start": "normal", "step_noise": False}
-    ranges = {"tau_values": count(0), "tau_epochs": at_least(0), "omega": at_least(0, meaning="the start's noise")}
-    epoch_params = ("tau_epochs",)
-    attack_params = ("attack",)
+    parameters = Params(
+        TRAINING_ATTACK,
+        Param("tau_values", LIST, [0, 1, 2], item=INTEGER, range=count(0), nonempty=True,
+              meaning="the early-stopping budget tau, one more entry than tau_epochs"),
+        Param("tau_epochs", LIST, [50, 90], item=NUMBER, range=at_least(0), epochs=True,
+              meaning="the epochs after which tau takes its next value"),
+        Param("omega", NUMBER, 0.001, range=at_least(0), meaning="the start's noise"),
+        Param("random_start", TEXT, "normal", choices=("normal", "uniform"), meaning="where the search starts"),
+        Param("step_noise", FLAG, False, meaning="omega N(0, 1) added after every step (the authors' code)"))
 
-    def __init__(self, spec, build_model, runtime):
-        super().__init__(spec, build_model, runtime)
-        check_choice(self.name, "random_start", self.p["random_start"], ("normal", "uniform"))
-        check_pgd_budget(self.name, self.p["attack"])
-        values, bounds = self.p["tau_values"], self.p["tau_epochs"]
+    @classmethod
+    def check_params(cls, spec):
+        method = {**cls.parameters.defaults(), **spec["method"]}
+        check_pgd_budget(cls.name, method["attack"])
+        values, bounds = method["tau_values"], method["tau_epochs"]
         if len(values) != len(bounds) + 1 or any(b <= a for a, b in zip(bounds, bounds[1:])):
             raise ValueError(f"fat: tau_values needs one more entry than the increasing tau_epochs, got "
                              f"{values} and {bounds}")
-        if any(int(v) != v or v < 0 for v in values):
-            raise ValueError(f"fat: tau_values must be non-negative integers, got {values}")
-        self.tau = int(values[0])
+
+    def __init__(self, spec, build_model, runtime):
+        super().__init__(spec, build_model, runtime)
+        self.tau = int(self.p.tau_values[0])
 
     def set_epoch(self, epoch):
         super().set_epoch(epoch)
         # epoch is the 1-based epoch (or the time at a step's end): tau_values[i] for tau_epochs[i-1] < t <= tau_epochs[i]
-        self.tau = int(self.p["tau_values"][bisect.bisect_left(self.p["tau_epochs"], epoch)])
+        self.tau = int(self.p.tau_values[bisect.bisect_left(self.p.tau_epochs, epoch)])
 
     def loss(self, x, y):
-        eps, norm, steps, step_size = attack_budget(self.p["attack"], self.budget_scale)
+        eps, norm, steps, step_size = attack_budget(self.p.attack, self.budget_scale)
         x_adv, self.steps_taken = early_stopped_pgd(
             self.model, x, y, eps=eps, norm=norm, steps=steps, step_size=step_size, tau=self.tau, runtime=self.runtime,
-            omega=float(self.p["omega"]), start=self.p["random_start"], step_noise=bool(self.p["step_noise"]))
+            omega=float(self.p.omega), start=self.p.random_start, step_noise=bool(self.p.step_noise))
         with self.runtime.autocast():
             logits = self.model(x_adv)
         return F.cross_entropy(logits.float(), y), logits

@@ -64,9 +64,9 @@ from torch import nn
 
 from ..data import SPLIT_SIZES
 from ..optim import piecewise_linear, set_lr
-from ..ranges import PROBABILITY, at_least, positive
-from .base import Method, register
-from .common import check_choice
+from ..params import ATTACK, FLAG, INTEGER, LIST, MAPPING, NUMBER, SCHEDULE, TEXT, Param, Params
+from ..ranges import PROBABILITY, Range, at_least, count, positive
+from .base import ATTACK_MODE, TRAINING_ATTACK, Method, register
 from .natural import Natural
 from .pgd_at import PGDAT
 
@@ -108,67 +108,70 @@ def _float_state(model: nn.Module) -> list[torch.Tensor]:
 @register
 class Generalist(Method):
     name = "generalist"
-    params = {
-        "attack": "pgd10",
+    parameters = Params(
+        TRAINING_ATTACK,
         # the AT learner's attack runs with the model in eval mode, as the authors' PGD (model.eval() before the
         # attack); the paper does not say. "train" lets BatchNorm see the attack's batches (Madry's, Rice's code)
-        "attack_mode": "eval",
-        "gamma": {"epochs": [0, 40, 80, 120], "values": [1.0, 1.0, 1.0, 0.0]},
-        "t_prime": 75,
-        "c": 5,
-        "ema": True,
-        "ema_decay": 0.999,
-        "ema_horizon": None,
-        "ema_warmup": False,
-        "nt_wa": False,
-        "at_wa": False,
-        "average_buffers": False,
-        "communication": "epoch",
-        "nt_optimizer": {"name": "sgd", "momentum": 0.9, "weight_decay": 5.0e-4, "nesterov": False},
-        "nt_lr": 0.1,
-        "nt_lr_schedule": "scaled",
-        "parallel": False,
-    }
-    ranges = {"gamma": PROBABILITY, "t_prime": at_least(0), "c": at_least(0), "ema_decay": PROBABILITY,
-              "ema_horizon": positive(nullable=True), "nt_lr": at_least(0), "nt_optimizer.momentum": PROBABILITY,
-              "nt_optimizer.weight_decay": at_least(0)}
-    optional_params = {"track_learners": None, "snapshot_epochs": None}
-    epoch_params = ("gamma", "t_prime", "c", "ema_horizon", "snapshot_epochs")
-    schedule_params = ("gamma",)
-    lr_params = ("nt_lr",)
-    attack_params = ("attack",)
-    nested_attack_params = ("track_learners.attack",)
-    observer_params = ("track_learners", "snapshot_epochs")  # tested: bit-identical weights with and without
+        ATTACK_MODE.but(default="eval"),
+        Param("gamma", SCHEDULE, {"epochs": [0, 40, 80, 120], "values": [1.0, 1.0, 1.0, 0.0]}, range=PROBABILITY,
+              epochs=True, meaning="the AT learner's share of the mix"),
+        Param("t_prime", NUMBER, 75, range=at_least(0), epochs=True, meaning="the first communication epoch t'"),
+        Param("c", NUMBER, 5, range=at_least(0), epochs=True, meaning="the communication period in epochs"),
+        Param("ema", FLAG, True, meaning="theta_g an EMA of the mix (false: the mix itself)"),
+        Param("ema_decay", NUMBER, 0.999, range=PROBABILITY, meaning="the per-iteration decay alpha'"),
+        Param("ema_horizon", NUMBER, None, range=positive(), nullable=True, epochs=True,
+              meaning="the averaging window in epochs, replacing ema_decay"),
+        Param("ema_warmup", FLAG, False, meaning="decay min(a, (t+1)/(t+10)) (the authors' code)"),
+        Param("nt_wa", FLAG, False, meaning="average the NT learner's weights"),
+        Param("at_wa", FLAG, False, meaning="average the AT learner's weights"),
+        Param("average_buffers", FLAG, False, meaning="average BatchNorm buffers like the weights"),
+        Param("communication", TEXT, "epoch", choices=("epoch", "iteration"),
+              meaning="when the learners restart from theta_g in a communication epoch"),
+        Param("nt_optimizer", MAPPING, {"name": "sgd", "momentum": 0.9, "weight_decay": 5.0e-4, "nesterov": False},
+              fields=(Param("name", TEXT, choices=("sgd", "adam"), required=True),
+                      Param("momentum", NUMBER, range=PROBABILITY), Param("weight_decay", NUMBER, range=at_least(0)),
+                      Param("nesterov", FLAG), Param("betas", LIST, item=NUMBER, range=Range(0, 1, high_open=True))),
+              meaning="the NT learner's optimizer"),
+        Param("nt_lr", NUMBER, 0.1, range=at_least(0), lr=True, meaning="the NT learner's learning rate"),
+        Param("nt_lr_schedule", TEXT, "scaled", choices=("scaled", "constant", "at"),
+              meaning="the NT learner's schedule: the run's rescaled to nt_lr, constant, or the AT learner's"),
+        Param("parallel", FLAG, False, meaning="the two learners' steps on two CUDA streams"),
+        # observers (tested: bit-identical weights with and without them)
+        Param("track_learners", MAPPING, optional=True, observer=True,
+              fields=(Param("examples", INTEGER, range=count(1), required=True),
+                      Param("attack", ATTACK, required=True),
+                      Param("attacked", LIST, item=TEXT, choices=("nt", "at"), nonempty=True, distinct=True)),
+              meaning="measure the learners after every epoch (Zipper Figure 5)"),
+        Param("snapshot_epochs", LIST, item=NUMBER, nonempty=True, optional=True, observer=True, epochs=True,
+              meaning="keep the learners' weights at the end of these epochs (Zipper Figure 6)"),
+    )
 
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
         p = self.p
-        check_choice(self.name, "communication", p["communication"], ("epoch", "iteration"))
-        check_choice(self.name, "nt_lr_schedule", p["nt_lr_schedule"], ("scaled", "constant", "at"))
-        self.at = PGDAT({**spec, "method": {"name": "pgd_at", "beta": 1.0, "attack": p["attack"],
-                                            "attack_mode": p["attack_mode"]}}, build_model, runtime)
-        self.nt = Natural({**spec, "optimizer": p["nt_optimizer"], "method": {"name": "nt"}}, build_model, runtime)
+        self.at = PGDAT({**spec, "method": {"name": "pgd_at", "beta": 1.0, "attack": p.attack,
+                                            "attack_mode": p.attack_mode}}, build_model, runtime)
+        self.nt = Natural({**spec, "optimizer": p.nt_optimizer, "method": {"name": "nt"}}, build_model, runtime)
         self.nt.model.load_state_dict(self.at.model.state_dict())
         self.optimizer = self.at.optimizer  # the run's learning rate, as the trainer reports it
         self.global_model = copy.deepcopy(self.at.model).requires_grad_(False)
         self.averages = {name: copy.deepcopy(learner.model).requires_grad_(False)
-                         for name, learner in (("nt", self.nt), ("at", self.at)) if p[f"{name}_wa"]}
+                         for name, learner in (("nt", self.nt), ("at", self.at)) if getattr(p, f"{name}_wa")}
         # the float tensors each averaging step reads and writes (parameters first), listed once
         self.floats = {id(m): _float_state(m) for m in (self.nt.model, self.at.model, self.global_model,
                                                           *self.averages.values())}
         self.n_params = len(list(self.global_model.parameters()))
         self.steps_per_epoch = self._steps_per_epoch()
-        self.decay = float(p["ema_decay"])
-        if p["ema_horizon"] is not None:
+        self.decay = float(p.ema_decay)
+        if p.ema_horizon is not None:
             # a window shorter than one iteration (tiny scales) means no averaging at all
-            self.decay = max(0.0, 1.0 - 1.0 / (float(p["ema_horizon"]) * self.steps_per_epoch))
+            self.decay = max(0.0, 1.0 - 1.0 / (float(p.ema_horizon) * self.steps_per_epoch))
         self.updates = 0  # theta_g updates so far (the warm-up's t)
         self.epoch, self.gamma = 0, self._gamma_at(0.0)
-        self.check_params(spec)
-        self.snapshot_at = set(snapshot_epochs(p.get("snapshot_epochs")))
+        self.snapshot_at = set(snapshot_epochs(p.snapshot_epochs))
         self.kept: dict[int, dict[str, dict[str, torch.Tensor]]] = {}  # epoch -> learner -> state (CPU)
         self.streams = None
-        if p["parallel"] and runtime.device.type == "cuda":
+        if p.parallel and runtime.device.type == "cuda":
             self.streams = (torch.cuda.Stream(runtime.device), torch.cuda.Stream(runtime.device))
 
     def _steps_per_epoch(self) -> int:
@@ -180,10 +183,10 @@ class Generalist(Method):
         return math.ceil(n / self.spec["batch_size"])
 
     def _gamma_at(self, epoch: float) -> float:
-        return piecewise_linear(epoch, self.p["gamma"]["epochs"], self.p["gamma"]["values"])
+        return piecewise_linear(epoch, self.p.gamma["epochs"], self.p.gamma["values"])
 
     def nt_lr_at(self, epoch: float) -> float:
-        mode, base = self.p["nt_lr_schedule"], float(self.p["nt_lr"])
+        mode, base = self.p.nt_lr_schedule, float(self.p.nt_lr)
         if mode == "constant":
             return base
         if mode == "at":
@@ -222,7 +225,7 @@ class Generalist(Method):
         aligned with target's float tensors. BatchNorm's float buffers are averaged only with average_buffers
         (otherwise copied); its integer counters are copied from ``source_model``."""
         dst = self.floats[id(target)]
-        averaged = 0 if decay is None else len(dst) if self.p["average_buffers"] else self.n_params
+        averaged = 0 if decay is None else len(dst) if self.p.average_buffers else self.n_params
         if averaged:
             torch._foreach_lerp_(dst[:averaged], source[:averaged], 1.0 - decay)
         if averaged < len(dst):
@@ -239,7 +242,7 @@ class Generalist(Method):
     def train_step(self, x, y):
         out_nt, out_at = self._learner_steps(x, y)
         decay = self.decay
-        if self.p["ema_warmup"]:
+        if self.p.ema_warmup:
             decay = min(decay, (self.updates + 1) / (self.updates + 10))
         for name, average in self.averages.items():
             learner = getattr(self, name).model
@@ -248,9 +251,9 @@ class Generalist(Method):
         n = self.averages.get("nt", self.nt.model)
         with torch.no_grad():
             mix = torch._foreach_lerp(self.floats[id(n)], self.floats[id(r)], self.gamma)  # gamma r + (1-gamma) n
-        self._track(self.global_model, mix, r, decay if self.p["ema"] else None)
+        self._track(self.global_model, mix, r, decay if self.p.ema else None)
         self.updates += 1
-        if self.p["communication"] == "iteration":
+        if self.p.communication == "iteration":
             if self._communicates(self.epoch + 1):
                 self.communicate()
         elif self.updates % self.steps_per_epoch and self._due(self.updates):
@@ -260,16 +263,16 @@ class Generalist(Method):
                 "nt_acc": out_nt["correct"].float() / len(y), "gamma": torch.tensor(self.gamma)}
 
     def _due(self, step: int) -> bool:
-        return communication_step(step, float(self.p["t_prime"]), float(self.p["c"]), self.steps_per_epoch)
+        return communication_step(step, float(self.p.t_prime), float(self.p.c), self.steps_per_epoch)
 
     def _communicates(self, epoch: int) -> bool:
-        return communication_epoch(epoch, float(self.p["t_prime"]), float(self.p["c"]))
+        return communication_epoch(epoch, float(self.p.t_prime), float(self.p.c))
 
     def end_epoch(self, epoch):
         if epoch + 1 in self.snapshot_at:  # the learners as trained, before they restart from theta_g
             self.kept[epoch + 1] = {name: {k: v.detach().cpu().clone() for k, v in m.state_dict().items()}
                                     for name, m in self.learners().items()}
-        if self.p["communication"] == "epoch" and self._due(self.updates):
+        if self.p.communication == "epoch" and self._due(self.updates):
             self.communicate()
 
     def eval_model(self):
@@ -280,11 +283,11 @@ class Generalist(Method):
         learners have communicated: before it, theta_g is the AT learner's average, not a Generalist."""
         epochs, ipe, p = int(self.spec["epochs"]), self.steps_per_epoch, self.p
         mixing = next((e for e in range(1, epochs + 1) if self._gamma_at(float(e)) < 1.0), None)
-        if p["communication"] == "iteration":
+        if p.communication == "iteration":
             talking = next((e for e in range(1, epochs + 1) if self._communicates(e)), None)
         else:
-            period = communication_period(p["c"], ipe)
-            first = period * math.ceil(max(1.0, float(p["t_prime"]) * ipe - 1e-9) / period)
+            period = communication_period(p.c, ipe)
+            first = period * math.ceil(max(1.0, float(p.t_prime) * ipe - 1e-9) / period)
             talking = math.ceil(first / ipe) if first <= epochs * ipe else None
         if mixing is None or talking is None:
             return {"epoch": None, "what": "never within the run: gamma stays 1 or the learners never communicate"}
@@ -295,7 +298,7 @@ class Generalist(Method):
         return {"nt": self.nt.model, "at": self.at.model}
 
     def tracking(self):
-        track = self.p.get("track_learners")
+        track = self.p.track_learners
         if track is None:
             return None
         return {"examples": int(track["examples"]), "attack": track["attack"],
@@ -309,7 +312,7 @@ class Generalist(Method):
         """The snapshot epochs as whole epochs, and with ``communication: iteration`` (whole communication epochs)
         c too, as training uses them."""
         out = dict(method)
-        if out.get("communication", cls.params["communication"]) == "iteration":
+        if out.get("communication", cls.parameters["communication"].default) == "iteration":
             out["c"] = max(1, math.floor(float(method["c"]) + 0.5))
         if out.get("snapshot_epochs") is not None:
             out["snapshot_epochs"] = snapshot_epochs(out["snapshot_epochs"])
@@ -317,30 +320,8 @@ class Generalist(Method):
 
     @classmethod
     def check_params(cls, spec):
-        p = {**cls.params, **cls.optional_params, **spec["method"]}
-        track = p["track_learners"]
-        form = "null or {examples: N, attack: <attack name>, attacked: [nt and/or at] (default [nt])}"
-        if track is not None:
-            if not isinstance(track, dict) or "attack" not in track or "examples" not in track:
-                raise ValueError(f"generalist: track_learners must be {form}, got {track!r}")
-            unknown = set(track) - {"examples", "attack", "attacked"}
-            if unknown:
-                raise ValueError(f"generalist: track_learners: unknown key(s) {sorted(unknown)}; allowed: "
-                                 "['attack', 'attacked', 'examples']")
-            examples = track["examples"]
-            if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
-                raise ValueError(f"generalist: track_learners.examples must be an integer >= 1, got {examples!r}")
-            attacked = track.get("attacked", ["nt"])
-            if not isinstance(attacked, list) or not attacked or not set(attacked) <= {"nt", "at"} \
-                    or len(set(attacked)) != len(attacked):
-                raise ValueError(f"generalist: track_learners.attacked must be a non-empty list of distinct "
-                                 f"learners from ['nt', 'at'], got {attacked!r}")
-        epochs = p["snapshot_epochs"]
-        if epochs is not None:
-            if not isinstance(epochs, list) or not epochs or \
-                    any(isinstance(e, bool) or not isinstance(e, (int, float)) for e in epochs):
-                raise ValueError(f"generalist: snapshot_epochs must be null or a non-empty list of epochs, got "
-                                 f"{epochs!r}")
+        epochs = spec["method"].get("snapshot_epochs")
+        if epochs is not None:  # its kind is checked by its declaration; the run's length here
             bad = [e for e in snapshot_epochs(epochs) if not 1 <= e <= spec["epochs"]]
             if bad:
                 raise ValueError(f"generalist: snapshot_epochs {bad} (rounded to whole epochs) are outside the "

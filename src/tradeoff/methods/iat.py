@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..params import NUMBER, Param
 from ..ranges import positive
 from .base import register
 from .common import AdversarialLearner
@@ -27,11 +28,11 @@ def mixup(x: torch.Tensor, y: torch.Tensor, alpha: float):
 @register
 class IAT(AdversarialLearner):
     name = "iat"
-    params = {**AdversarialLearner.params, "alpha": 1.0}
-    ranges = {"alpha": positive(meaning="mixup's Beta(alpha, alpha)")}
+    parameters = AdversarialLearner.parameters.extend(
+        Param("alpha", NUMBER, 1.0, range=positive(), meaning="mixup's Beta(alpha, alpha)"))
 
     def mixup_loss(self, x, y):
-        x_mix, y_a, y_b, lam = mixup(x, y, self.p["alpha"])
+        x_mix, y_a, y_b, lam = mixup(x, y, self.p.alpha)
         with self.runtime.autocast():
             logits = self.model(x_mix).float()
         return lam * F.cross_entropy(logits, y_a) + (1 - lam) * F.cross_entropy(logits, y_b), logits

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import torch
 
+from ..params import NUMBER, Param, Params
 from ..ranges import PROBABILITY
-from .base import SingleLearner, build_train_attack, cross_entropy, register
+from .base import ATTACK_MODE, TRAINING_ATTACK, SingleLearner, build_train_attack, cross_entropy, register
 
 
 def adversarial_examples(method: SingleLearner, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     model = method.model
-    model.train(method.p["attack_mode"] == "train")
+    model.train(method.p.attack_mode == "train")
     with method.runtime.autocast():
         x_adv = method.attack.perturb(x, y)
     model.train()
@@ -28,18 +29,15 @@ def adversarial_examples(method: SingleLearner, x: torch.Tensor, y: torch.Tensor
 @register
 class PGDAT(SingleLearner):
     name = "pgd_at"
-    params = {"beta": 1.0, "attack": "pgd10", "attack_mode": "train"}
-    ranges = {"beta": PROBABILITY}  # the adversarial loss's weight
-    attack_params = ("attack",)
+    parameters = Params(Param("beta", NUMBER, 1.0, range=PROBABILITY, meaning="the adversarial loss's weight"),
+                        TRAINING_ATTACK, ATTACK_MODE)
 
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
-        if self.p["attack_mode"] not in ("train", "eval"):
-            raise ValueError(f"pgd_at: attack_mode must be 'train' or 'eval', got {self.p['attack_mode']!r}")
-        self.attack = build_train_attack(self.p["attack"], self.model)
+        self.attack = build_train_attack(self.p.attack, self.model)
 
     def loss(self, x, y):
-        beta = float(self.p["beta"])
+        beta = float(self.p.beta)
         x_adv = adversarial_examples(self, x, y)
         adv_loss, adv_logits = cross_entropy(self.model, x_adv, y, self.runtime)
         if beta == 1.0:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from ..params import TEXT, Param
 from .base import register
 from .pgd_at import PGDAT
 
@@ -47,13 +48,15 @@ def load_unlabeled(path: str | Path) -> tuple[torch.Tensor, torch.Tensor]:
 @register
 class RST(PGDAT):
     name = "rst"
-    params = {**PGDAT.params, "beta": 0.5, "attack": "pgd10-rst", "attack_mode": "eval", "unlabeled": None}
+    parameters = PGDAT.parameters.extend(
+        Param("unlabeled", TEXT, None, nullable=True, meaning="a .pt file of pseudo-labelled images you provide"),
+        beta=0.5, attack="pgd10-rst", attack_mode="eval")
 
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
         self.unlabeled = None
-        if self.p["unlabeled"]:
-            x, y = load_unlabeled(self.p["unlabeled"])
+        if self.p.unlabeled:
+            x, y = load_unlabeled(self.p.unlabeled)
             self.unlabeled = runtime.place_batch(x), y.to(runtime.device)
 
     def loss(self, x, y):

@@ -20,8 +20,9 @@ from torch import nn
 from ..attacks.base import frozen, project, steepest_step
 from ..runtime import Runtime
 from .base import register
+from ..params import NUMBER, TEXT, Param
 from ..ranges import at_least
-from .common import AdversarialLearner, attack_budget, check_choice, check_pgd_budget
+from .common import AdversarialLearner, attack_budget, check_pgd_budget
 
 INNER = ("kl", "attack")
 
@@ -60,28 +61,29 @@ def kl_adversarial_from_spec(model: nn.Module, x: torch.Tensor, spec: dict, runt
 class KLInner(AdversarialLearner):
     """An adversarial learner whose ``inner`` parameter picks TRADES' KL maximiser or the registry attack."""
 
-    params = {**AdversarialLearner.params, "inner": "kl", "attack_mode": "eval"}
+    parameters = AdversarialLearner.parameters.extend(
+        Param("inner", TEXT, "kl", choices=INNER, meaning="TRADES' KL maximiser, or the training attack"),
+        attack_mode="eval")
 
-    def __init__(self, spec, build_model, runtime):
-        super().__init__(spec, build_model, runtime)
-        check_choice(self.name, "inner", self.p["inner"], INNER)
-        if self.p["inner"] == "kl":
-            check_pgd_budget(self.name, self.p["attack"])
+    @classmethod
+    def check_params(cls, spec):
+        if spec["method"].get("inner", cls.parameters["inner"].default) == "kl":
+            check_pgd_budget(cls.name, spec["method"]["attack"])
 
     def adversarial(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        if self.p["inner"] == "attack":
+        if self.p.inner == "attack":
             return super().adversarial(x, y)
-        return kl_adversarial_from_spec(self.model, x, self.p["attack"], self.runtime, self.budget_scale)
+        return kl_adversarial_from_spec(self.model, x, self.p.attack, self.runtime, self.budget_scale)
 
 
 @register
 class TRADES(KLInner):
     name = "trades"
-    params = {**KLInner.params, "lam": 6.0}
-    ranges = {"lam": at_least(0, meaning="the weight of the KL term, TRADES' beta = 1/lambda")}
+    parameters = KLInner.parameters.extend(
+        Param("lam", NUMBER, 6.0, range=at_least(0), meaning="the weight of the KL term, TRADES' beta = 1/lambda"))
 
     def loss(self, x, y):
-        lam = float(self.p["lam"])
+        lam = float(self.p.lam)
         if lam == 0:  # the regulariser vanishes: natural training, without the wasted attack
             with self.runtime.autocast():
                 logits = self.model(x)

@@ -21,10 +21,11 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from ..params import FLAG, NUMBER, TEXT, Param
 from ..ranges import PROBABILITY
 from .base import register
 from .clp import softmax_distance
-from .common import AdversarialLearner, check_choice, check_pgd_budget
+from .common import AdversarialLearner, check_pgd_budget
 from .trades import kl_adversarial_from_spec, kl_divergence
 
 ADV_LOSSES = ("ce", "trades", "clp")
@@ -42,22 +43,22 @@ class TwoLosses(AdversarialLearner):
 
     # the training attack runs with the model in eval mode, as the CA-AT code's (ctx_noparamgrad_and_eval; the paper
     # does not say): only BatchNorms that keep running statistics (the ResNet stem's) tell the modes apart
-    params = {**AdversarialLearner.params, "adv_loss": "ce", "attack_mode": "eval"}
+    parameters = AdversarialLearner.parameters.extend(
+        Param("adv_loss", TEXT, "ce", choices=ADV_LOSSES, meaning="the adversarial loss"), attack_mode="eval")
 
-    def __init__(self, spec, build_model, runtime):
-        super().__init__(spec, build_model, runtime)
-        check_choice(self.name, "adv_loss", self.p["adv_loss"], ADV_LOSSES)
-        if self.p["adv_loss"] == "trades":
-            check_pgd_budget(self.name, self.p["attack"])
+    @classmethod
+    def check_params(cls, spec):
+        if spec["method"].get("adv_loss", cls.parameters["adv_loss"].default) == "trades":
+            check_pgd_budget(cls.name, spec["method"]["attack"])
 
     def adversarial(self, x, y):
-        if self.p["adv_loss"] == "trades":
-            return kl_adversarial_from_spec(self.model, x, self.p["attack"], self.runtime, self.budget_scale)
+        if self.p.adv_loss == "trades":
+            return kl_adversarial_from_spec(self.model, x, self.p.attack, self.runtime, self.budget_scale)
         return super().adversarial(x, y)
 
     def losses(self, x, y, *, clean: bool = True, adv: bool = True):
         """(L_clean or None, L_adv or None, the logits accuracy is reported on: adversarial when computed)."""
-        kind = self.p["adv_loss"]
+        kind = self.p.adv_loss
         x_adv = self.adversarial(x, y) if adv else None
         logits_clean = logits_adv = None
         with self.runtime.autocast():  # separate passes: each batch normalised with its own statistics
@@ -98,11 +99,12 @@ def _flat(grads, params) -> torch.Tensor:
 @register
 class Vanilla(TwoLosses):
     name = "vanilla"
-    params = {**TwoLosses.params, "lam": 0.5, "track_conflict": False}
-    ranges = {"lam": PROBABILITY}  # (1 - lam) clean loss + lam adversarial loss
+    parameters = TwoLosses.parameters.extend(
+        Param("lam", NUMBER, 0.5, range=PROBABILITY, meaning="(1 - lam) clean loss + lam adversarial loss"),
+        Param("track_conflict", FLAG, False, meaning="report CA-AT's gradient conflict (one more backward pass)"))
 
     def loss(self, x, y):
-        lam = float(self.p["lam"])
+        lam = float(self.p.lam)
         l_clean, l_adv, logits = self.losses(x, y, clean=lam < 1, adv=lam > 0)
         if l_adv is None:
             return l_clean, logits
@@ -111,8 +113,8 @@ class Vanilla(TwoLosses):
         return lam * l_adv + (1 - lam) * l_clean, logits
 
     def train_step(self, x, y):
-        if not self.p["track_conflict"]:
+        if not self.p.track_conflict:
             return super().train_step(x, y)
-        lam = float(self.p["lam"])
+        lam = float(self.p.lam)
         out = self.combined_step(x, y, lambda g_adv, g_clean: lam * g_adv + (1 - lam) * g_clean)
         return {"loss": lam * out["adv_loss"] + (1 - lam) * out["clean_loss"], **out}
