@@ -21,7 +21,6 @@ trigger. A test compares the whole plan with Snakemake's.
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import os
 import re
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import yaml
 
+from .atomic import json_digest
 from .config import ALL_ATTACKS, Catalog
 from .results import ready_marker
 
@@ -193,7 +193,7 @@ def digest(settings) -> str:
     """A job's resolved settings as a stage's params: the same digest iff the same settings (the values Snakemake's
     rules take as ``params``). Digests, not the settings themselves, because DVC reads a stage's params file once per
     stage, and walks all of it for each key: with the settings spelled out, that alone took longer than 15 s."""
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+    return json_digest(settings)
 
 
 def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:

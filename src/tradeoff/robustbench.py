@@ -168,7 +168,7 @@ def export_robustbench(catalog: Catalog, model_id: str, *, threat_model: str = "
                        out: str | Path | None = None) -> tuple[Path, dict]:
     """Write :func:`model_info` to ``out`` (default: results/<scale>/robustbench/<dataset>/<threat>/<model>.json);
     returns the path and the dict."""
-    from .checkpoint import atomic_write_text
+    from .atomic import atomic_write_text
 
     info = model_info(catalog, model_id, threat_model=threat_model, clean=clean, autoattack=autoattack,
                       fields=fields)

@@ -52,7 +52,7 @@ def check(target: dict, key: str, attacks: dict) -> None:
 
 def run_analysis(catalog, target: str) -> Path:
     """Compute the analysis of a figure target and write its JSON atomically."""
-    from ..checkpoint import atomic_write_text
+    from ..atomic import atomic_write_text
     from ..provenance import provenance
 
     spec = dict(catalog.targets[target]["analysis"])

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..atomic import json_digest
 from ..errors import ConfigError
 from ..rehearsal_data import GeneratedDataRoot
 from ..results import Layout, ready_marker
@@ -315,12 +314,12 @@ def spec_digest(spec: dict) -> str:
     dataset and architecture are labels, not settings). Of an external model: how its file is read and evaluated
     (architecture, dataset, layout, normalisation, test examples), the file itself being its SHA-256."""
     settings = {k: v for k, v in spec.items() if not k.startswith("paper_") and k not in FILE_KEYS}
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+    return json_digest(settings)
 
 
 @functools.lru_cache(maxsize=64)
 def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
-    from ..checkpoint import sha256_file
+    from ..atomic import sha256_file
 
     return sha256_file(path)
 

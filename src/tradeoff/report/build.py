@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..checkpoint import atomic_write_text
+from ..atomic import atomic_write_text
 from ..config import Catalog
 from . import tables
 

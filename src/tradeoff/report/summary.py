@@ -12,7 +12,7 @@ import html
 from pathlib import Path
 
 from ..audit.record import failed_checks
-from ..checkpoint import atomic_write_text
+from ..atomic import atomic_write_text
 from ..config import Catalog
 from . import claims, ran, tables
 from .build import target_outputs
