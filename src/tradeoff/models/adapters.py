@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import logging
 import math
-import pickle
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,6 +46,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from .. import checkpoint
 from ..errors import UserError
 from torch.nn import functional as F
 
@@ -310,9 +310,10 @@ def _examples(keys, n: int = 5) -> str:
 def load_pretrained(model: AdaptedTransformer, path: str | Path) -> LoadReport:
     """Load an (ARES) pretrained backbone into ``model`` from ``path``; the adapters and the head are kept.
 
-    The file is read with ``torch.load(weights_only=True)`` (tensors and plain containers only). The backbone is
-    found under any prefix ('module.', 'model.', ARES's 'model.1.' behind its normalisation layer, ...), in timm's
-    or torchvision's layout. Every backbone tensor of ``model`` must be in the checkpoint with the same shape and
+    The file is read by ``tradeoff.checkpoint.load``, as every weights file is (tensors and plain containers only; a
+    damaged file, or one carrying pickled code, is refused in one line naming it). The backbone is found under any
+    prefix ('module.', 'model.', ARES's 'model.1.' behind its normalisation layer, ...), in timm's or torchvision's
+    layout. Every backbone tensor of ``model`` must be in the checkpoint with the same shape and
     the checkpoint must hold no other backbone tensors (a deeper or wider network); otherwise PretrainedError lists
     the missing, unexpected and mismatched keys and nothing is loaded. The checkpoint's own classifier, Swin's
     attention masks and the wrapper's extra entries are ignored (listed in the report).
@@ -321,9 +322,9 @@ def load_pretrained(model: AdaptedTransformer, path: str | Path) -> LoadReport:
     if not path.is_file():
         raise PretrainedError(f"pretrained checkpoint {path} does not exist")
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError) as err:
-        raise PretrainedError(f"{path}: not a weights-only PyTorch checkpoint ({err})") from err
+        obj = checkpoint.load(path)
+    except checkpoint.CheckpointError as err:
+        raise PretrainedError(str(err)) from None
     raw = _state_dict(obj, path)
 
     family = model.family
