@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..config.budgets import split_budget
+
 PANELS = ("natural", "adversarial")
 
 
@@ -72,7 +74,7 @@ def check_params(target: dict, key: str, attacks: dict) -> None:
     if "show" in params and params["show"] not in rows:
         raise ConfigError(f"{key}.analysis.show: unknown row key {params['show']!r}; allowed: {rows}")
     attack = params.get("attack")
-    if attack is None or str(attack).partition("@")[0] not in attacks:
+    if attack is None or split_budget(str(attack))[0] not in attacks:
         raise ConfigError(f"{key}.analysis.attack: unknown attack {attack!r}; allowed: {sorted(attacks)}")
     for name, low in (("count", 1), ("seed", 0)):
         value = params.get(name, low)

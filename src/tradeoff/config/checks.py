@@ -187,7 +187,7 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
             raise ConfigError(f"{key}.analysis.name: unknown analysis {target['analysis']['name']!r}; "
                               f"allowed: {sorted(ANALYSES)}")
         check(target, key, attacks)
-        analysed = str(target["analysis"].get("attack", "")).partition("@")[0]
+        analysed = split_budget(str(target["analysis"].get("attack", "")))[0]
         if attacks.get(analysed, {}).get("type") == CORRUPTIONS_TYPE:
             raise ConfigError(f"{key}.analysis.attack: {analysed!r} measures accuracy on corrupted images, it is not "
                               "an attack")
