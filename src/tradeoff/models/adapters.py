@@ -48,6 +48,7 @@ from torch import nn
 
 from .. import checkpoint
 from ..errors import UserError
+from .registry import MODELS, PRETRAINED_MODELS
 from torch.nn import functional as F
 
 # torchvision's model zoo is imported where a network is built, not here: the configuration reads this module's
@@ -216,6 +217,9 @@ def vit_adapter(
 TINY_VIT = {"patch_size": 4, "num_layers": 2, "num_heads": 2, "hidden_dim": 32, "mlp_dim": 64, "resolution": 8}
 
 
+# trained from scratch (the demo and smoke scales' pretraining run), defined here because it is vit_tiny_adapter's
+# backbone
+@MODELS.register(name="vit_tiny")
 def vit_tiny(num_classes: int, in_channels: int = 3, image_size: int = 32, *,
              bn_running_stats: bool = True) -> ImageTransformer:
     """The miniature ViT (``TINY_VIT``) trained from scratch, every parameter trainable, no normalisation; inputs of
@@ -486,20 +490,9 @@ def _builder(arch: str) -> Callable[..., AdaptedTransformer]:
     return build
 
 
-swin_t_adapter = _builder("swin_t_adapter")
-swin_s_adapter = _builder("swin_s_adapter")
-swin_b_adapter = _builder("swin_b_adapter")
-vit_b16_adapter = _builder("vit_b16_adapter")
-vit_tiny_adapter = _builder("vit_tiny_adapter")
-
 # Every builder here needs the ``pretrained`` keyword of ``build_model``.
-PRETRAINED_MODELS: dict[str, Callable[..., AdaptedTransformer]] = {
-    "swin_t_adapter": swin_t_adapter,
-    "swin_s_adapter": swin_s_adapter,
-    "swin_b_adapter": swin_b_adapter,
-    "vit_b16_adapter": vit_b16_adapter,
-    "vit_tiny_adapter": vit_tiny_adapter,
-}
-
-# Trained from scratch (``tradeoff.models.MODELS``), defined here because it is vit_tiny_adapter's backbone.
-SCRATCH_MODELS: dict[str, Callable[..., ImageTransformer]] = {"vit_tiny": vit_tiny}
+swin_t_adapter = PRETRAINED_MODELS.register(_builder("swin_t_adapter"), name="swin_t_adapter")
+swin_s_adapter = PRETRAINED_MODELS.register(_builder("swin_s_adapter"), name="swin_s_adapter")
+swin_b_adapter = PRETRAINED_MODELS.register(_builder("swin_b_adapter"), name="swin_b_adapter")
+vit_b16_adapter = PRETRAINED_MODELS.register(_builder("vit_b16_adapter"), name="vit_b16_adapter")
+vit_tiny_adapter = PRETRAINED_MODELS.register(_builder("vit_tiny_adapter"), name="vit_tiny_adapter")
