@@ -18,7 +18,7 @@ def count_rows(catalog, target, params):
 
 @pytest.fixture
 def catalog_with_analysis(tmp_path, monkeypatch):
-    monkeypatch.setitem(analysis.ANALYSES, "count_rows", f"{__name__}:count_rows")
+    monkeypatch.setitem(analysis.ANALYSES, "count_rows", analysis.Analysis("count_rows", count_rows))
     config = cfg.load_config([cfg.ROOT / "config/config.yaml", cfg.ROOT / "config/smoke.yaml"])
     config = copy.deepcopy(config)
     config["paths"]["results"] = str(tmp_path / "results")

@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..config.budgets import split_budget
+from .base import register
 
 PANELS = ("natural", "adversarial")
 
@@ -174,6 +175,7 @@ def _panel(preds: dict, x, y, classes, cond: dict, count: int, seed: int, advers
     return {"matches": int(mask.sum()), "shown": shown}
 
 
+@register("disagreement_grid", check=check_params)
 def disagreement_grid(catalog, target: str, params: dict) -> dict:
     """The analysis job: load the rows' checkpoints and the test set, compute both panels."""
     from ..config import ConfigError

@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config.budgets import split_budget
+from .base import register
 
 DEFAULTS = {"attack": "pgd20", "examples": 500, "perplexity": 30.0, "seed": 0, "embed": "images"}
 EMBED = ("images", "perturbations")
@@ -100,6 +101,7 @@ def panel(learners: dict, x, y, spec: dict, params: dict, *, batch_size: int) ->
     return out
 
 
+@register("learner_tsne", check=check_params)
 def learner_tsne(catalog, target: str, params: dict) -> dict:
     """The analysis job: for every row, every snapshot epoch of its run's learners, one t-SNE panel."""
     import copy
