@@ -213,7 +213,7 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
     order = list(catalog.training_runs())
     # an external model (the catalog's `external:`) is evaluated but trained by no job here
     needed = {run for run, _ in units if not catalog.is_external(run)} \
-        | {r for t in reports for r in catalog.curve_runs(t)} | {r for t in reports for r in catalog.analysis_runs(t)} \
+        | {r for t in reports for r in catalog.curve_train_ids(t)} | {r for t in reports for r in catalog.analysis_train_ids(t)} \
         | {r for m in audited for r in (m, audit_jobs.surrogate_for(catalog, m)) if r and not catalog.is_external(r)}
     writer = {str(layout.model(r)): r for r in order}
     todo = list(needed)
@@ -252,7 +252,7 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
             "attacks": attacks, "settings": digest({a: catalog.attack_for(a, run) for a in attacks} | (
                 {"external": catalog.model_spec(run)} if catalog.is_external(run) else {}))}
     for name in analyses:
-        models, sets = catalog.analysis_runs(name), catalog.analysis_datasets(name)
+        models, sets = catalog.analysis_train_ids(name), catalog.analysis_datasets(name)
         # the models it reads: one run's model.pt, or the checkpoints folder for several (dvc.yaml's templates cannot
         # list a varying number); none (the synthetic experiment): its data again, a dependency DVC counts once
         marker = str(ready_marker(data, sets[0])) if len(sets) == 1 else str(Path(data) / ".ready")

@@ -69,7 +69,7 @@ def measured(catalog: Catalog, model_id: str, attack: str) -> records.Measuremen
     """A run's or an external model's vouched-for measurement under an evaluation, from the file that holds it (its
     suite's, or its own), or ExportError naming the file and the command that makes it."""
     train_id = catalog.train_id[model_id]
-    in_suite = catalog.eval_unit == "run" and attack in catalog.run_attacks(train_id)
+    in_suite = catalog.eval_unit == "run" and attack in catalog.model_attacks(train_id)
     where = catalog if catalog.eval_unit != "run" or in_suite else _per_attack(catalog)
     try:
         found = records.measurement(where, model_id, attack)

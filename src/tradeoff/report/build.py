@@ -22,7 +22,7 @@ def target_inputs(catalog: Catalog, name: str) -> list[Path]:
     files = [catalog.metrics_file(run, attack) for run, attack in pairs]
     if target["kind"] == "table" or target.get("plot") == "per_class":
         files += [catalog.predictions_file(run, attack) for run, attack in pairs]
-    files += [catalog.layout.curves(run) for run in catalog.curve_runs(name)]
+    files += [catalog.layout.curves(run) for run in catalog.curve_train_ids(name)]
     files += [catalog.layout.analysis(t) for t in catalog.analysis_targets(name)]
     if target.get("reference"):
         files.append(Path(catalog.reference_dir) / f"{target['reference']}.csv")
