@@ -335,6 +335,34 @@ def test_the_pretraining_runs_model_pt_is_a_backbone_checkpoint(tmp_path):
     assert not all(torch.equal(v, own[k]) for k, v in backbone_of(bare).items())
 
 
+def test_a_backbone_carrying_pickled_code_is_refused_in_one_line_naming_the_file(tmp_path, capsys):
+    """The pretrained backbone is read by the one loader (tradeoff.checkpoint.load), as every weights file: a file
+    carrying pickled code is refused before anything in it runs, in one line naming the file, never with PyTorch's
+    advice to load it with weights_only=False."""
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    evil = tmp_path / "backbone.pth"
+    torch.save({"state_dict": {"w": torch.zeros(2)}, "args": Payload()}, evil)
+    with pytest.raises(PretrainedError) as info:
+        build_model("vit_tiny_adapter", 10, in_channels=1, image_size=8, pretrained=str(evil))
+    assert str(info.value) == (f"cannot load checkpoint {evil}: it carries pickled Python objects (posix.system), not "
+                               "only tensors: refused, nothing in it was run (a checkpoint of this pipeline holds "
+                               "tensors and plain containers only)")
+    # `tradeoff train` of a run that fine-tunes it: exit 1, that one line, last
+    extra = overlay(tmp_path, paths={"results": str(tmp_path / "results"), "data": str(tmp_path / "data")},
+                    pretrained={"vit_tiny_adapter": str(evil)})
+    config = [str(f) for f in SMOKE]
+    assert cli_main([a for f in config + [extra] for a in ("--config", f)] + ["train", "--run", FINE_TUNE]) == 1
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines[-1] == f"tradeoff: PretrainedError: {info.value}", err
+    assert "weights_only" not in err and "Traceback" not in err and not marker.exists()
+
+
 # ------------------------------------------------------------------------------------------ Snakemake
 
 

@@ -18,7 +18,7 @@ def count_rows(catalog, target, params):
 
 @pytest.fixture
 def catalog_with_analysis(tmp_path, monkeypatch):
-    monkeypatch.setitem(analysis.ANALYSES, "count_rows", f"{__name__}:count_rows")
+    monkeypatch.setitem(analysis.ANALYSES, "count_rows", analysis.Analysis("count_rows", count_rows))
     config = cfg.load_config([cfg.ROOT / "config/config.yaml", cfg.ROOT / "config/smoke.yaml"])
     config = copy.deepcopy(config)
     config["paths"]["results"] = str(tmp_path / "results")
@@ -32,7 +32,7 @@ def catalog_with_analysis(tmp_path, monkeypatch):
 def test_analysis_writes_its_json_and_lists_its_inputs(catalog_with_analysis):
     catalog = catalog_with_analysis
     assert "fig_count" in catalog.analysis_targets() and catalog.analysis_targets("fig_count") == ["fig_count"]
-    assert catalog.analysis_runs("fig_count") == [catalog.train_id["cifar10-resnet18-nt"]]
+    assert catalog.analysis_train_ids("fig_count") == [catalog.train_id["cifar10-resnet18-nt"]]
     # its own dataset is remapped like a run's: the smoke scale maps every dataset to digits
     assert catalog.analysis_datasets("fig_count") == ["digits"]
     path = analysis.run_analysis(catalog, "fig_count")

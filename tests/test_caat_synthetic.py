@@ -146,7 +146,7 @@ def test_catalog_entry_and_its_smoke_remapping(analysed):
     spec = catalog.targets["caat_figure2"]
     assert spec["plot"] == "caat_synthetic" and spec["rows"] == []
     assert spec["analysis"]["deltas"] == [0.05, 0.1, 0.15, 0.2, 0.25, 0.3] and spec["analysis"]["lam"] == 0.5
-    assert catalog.analysis_datasets("caat_figure2") == ["digits"] and catalog.analysis_runs("caat_figure2") == []
+    assert catalog.analysis_datasets("caat_figure2") == ["digits"] and catalog.analysis_train_ids("caat_figure2") == []
     assert cfg.load_catalog([cfg.ROOT / "config/config.yaml"]).analysis_datasets("caat_figure2") == ["mnist"]
     # digits' standard L∞ budget over MNIST's is 0.3 / 0.3: the δs stay as they are
     assert (data["dataset"], data["input_dim"], data["budget_factor"]) == ("digits", 64, 1.0)

@@ -243,9 +243,9 @@ def test_the_snakefile_reads_a_kept_catalog_without_torch_or_matplotlib(tmp_path
     assert "digits-c" in kept.datasets()
     code = ("import sys; from tradeoff import config as c; from tradeoff.report.build import target_outputs\n"
             "k = c.load_catalog(sys.argv[1:], write_cache=False)\n"
-            "assert {r: k.run_attacks(r) for r in k.training_runs()} and 'digits-c' in k.datasets()\n"
+            "assert {r: k.model_attacks(r) for r in k.training_runs()} and 'digits-c' in k.datasets()\n"
             "[target_outputs(k, t) for t in k.targets]\n"
-            "[k.attack_for(a, r) for r in k.training_runs() for a in k.run_attacks(r)]\n"
+            "[k.attack_for(a, r) for r in k.training_runs() for a in k.model_attacks(r)]\n"
             "loaded = {'torch', 'matplotlib'} & set(sys.modules); assert not loaded, loaded")
     out = subprocess.run([sys.executable, "-c", code, *files, str(overlay)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

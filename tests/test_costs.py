@@ -121,7 +121,7 @@ def _check_attacks(catalogs, units, cap):
     seen = {}
     for catalog in catalogs:
         for run in catalog.training_runs():
-            for name in catalog.run_attacks(run):
+            for name in catalog.model_attacks(run):
                 spec = catalog.attack_for(name, run)
                 if spec["type"] != cfg.CORRUPTIONS_TYPE:
                     key = {k: v for k, v in spec.items() if k not in ("eps", "step_size", "seed")}

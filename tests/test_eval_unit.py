@@ -23,19 +23,21 @@ NT = "cifar10-resnet18-nt"
 
 def test_shipped_scales_and_the_jobs_of_a_run():
     paper = tcfg.load_catalog(PAPER)
-    assert paper.eval_unit == "attack" and paper.eval_units(NT) == paper.run_attacks(NT)
+    assert paper.eval_unit == "attack" and paper.eval_units(NT) == paper.model_attacks(NT)
     assert paper.metrics_file(NT, "pgd20") == paper.layout.metrics(NT, "pgd20")
     assert tcfg.load_catalog(PAPER + [ROOT / "config" / "demo.yaml"]).eval_unit == "run"
     catalog = tcfg.load_catalog(SMOKE)
     assert catalog.eval_units(NT) == [tcfg.ALL_ATTACKS]
-    assert catalog.unit_attacks(NT, tcfg.ALL_ATTACKS) == catalog.run_attacks(NT)
+    assert catalog.unit_attacks(NT, tcfg.ALL_ATTACKS) == catalog.model_attacks(NT)
     assert catalog.metrics_file(NT, "pgd20") == catalog.layout.metrics(NT, "all")
     needed = {pair for name in catalog.targets for pair in catalog.evaluations(name)}
     for train_id in catalog.training_runs():
-        assert catalog.run_attacks(train_id) == sorted(a for r, a in needed if r == train_id)
-    assert "clean" in catalog.run_attacks(NT) and "aa" in catalog.run_attacks(NT)
+        assert catalog.model_attacks(train_id) == sorted(a for r, a in needed if r == train_id)
+    assert "clean" in catalog.model_attacks(NT) and "aa" in catalog.model_attacks(NT)
     shared = next(r for r in catalog.runs if catalog.train_id[r] != r)  # trained as another run: its evaluations
-    assert catalog.run_attacks(shared) == catalog.run_attacks(catalog.train_id[shared])
+    with pytest.raises(ValueError, match=f"{shared!r} is a run id, not a model id: its training job .* is "
+                                         f"{catalog.train_id[shared]!r}"):  # are its train id's, asked of that
+        catalog.model_attacks(shared)
 
 
 def test_sweep_jobs_are_listed_per_budget(tmp_path):
@@ -43,7 +45,7 @@ def test_sweep_jobs_are_listed_per_budget(tmp_path):
     overlay.write_text("attacks:\n  sweep: {type: pgd, steps: 3, step_size: eps*0.7, eps: [8/255, 16/255]}\n"
                        "targets:\n  table1a:\n    columns: {nat: clean, s16: sweep@16_255}\n")
     catalog = tcfg.load_catalog(SMOKE + [overlay])
-    assert "sweep@16_255" in catalog.run_attacks(NT) and "sweep@8_255" not in catalog.run_attacks(NT)
+    assert "sweep@16_255" in catalog.model_attacks(NT) and "sweep@8_255" not in catalog.model_attacks(NT)
 
 
 @pytest.mark.parametrize("overlay, named", [
@@ -84,7 +86,7 @@ def test_a_runs_suite_holds_exactly_what_its_attacks_own_jobs_write(tmp_path, mo
     assert tcli.main(configs + ["train", "--run", NT]) == 0
     assert tcli.main(configs + ["download", "digits-c"]) == 0  # the run is also Zipper Table 4's, with NROB
     catalog = tcfg.load_catalog([work / f for f in files])
-    attacks = catalog.run_attacks(NT)
+    attacks = catalog.model_attacks(NT)
     assert {"clean", "pgd20", "square"} <= set(attacks)
     results = results_of(work)
 
@@ -125,10 +127,11 @@ def test_a_runs_suite_holds_exactly_what_its_attacks_own_jobs_write(tmp_path, mo
 
 
 def _key(catalog, results, attack):
-    from tradeoff.evaluate import model_digest, state_key
+    from tradeoff.atomic import sha256_file
+    from tradeoff.evaluate import state_key
 
     spec = catalog.attack_for(attack, NT)
-    return state_key(model_digest(results.model(NT)), spec, 0, 24, 64, 0)
+    return state_key(sha256_file(results.model(NT))[:16], spec, 0, 24, 64, 0)
 
 
 # ------------------------------------------------------------------------------------ Snakemake and DVC

@@ -24,7 +24,8 @@ from report_fixtures import write_measurement
 from tradeoff import cli as tcli
 from tradeoff import config as tcfg
 from tradeoff import data, models, zoo
-from tradeoff.checkpoint import CheckpointError, sha256_file
+from tradeoff.atomic import sha256_file
+from tradeoff.checkpoint import CheckpointError
 from tradeoff.external import Normalized, load_external
 
 SMOKE = ("config/config.yaml", "config/smoke.yaml")

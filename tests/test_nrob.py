@@ -222,7 +222,7 @@ def test_nrob_resolves_to_the_corruption_dataset_of_each_scale():
     assert "tinyimagenet-c" in paper.datasets() and "digits-c" in smoke.datasets()
     assert "tinyimagenet-c" not in smoke.datasets()
     assert paper.shards_for("nrob") == 1
-    assert "nrob" in smoke.run_attacks(smoke.train_id["tinyimagenet-resnet18-generalist"])
+    assert "nrob" in smoke.model_attacks(smoke.train_id["tinyimagenet-resnet18-generalist"])
 
 
 @pytest.mark.parametrize("overlay, message", [
@@ -258,7 +258,7 @@ def test_evaluation_jobs_depend_on_the_corruption_dataset():
     evaluate = out[f"evaluate@{unit_key(generalist, 'all')}"]
     assert marker in evaluate["deps"] and str(smoke.layout.metrics(generalist, "all")) in evaluate["metrics"]
     unrelated = smoke.train_id["cifar10-resnet18-generalist-no-ema"]  # evaluated, never on corrupted images
-    assert "nrob" not in smoke.run_attacks(unrelated)
+    assert "nrob" not in smoke.model_attacks(unrelated)
     assert marker not in out[f"evaluate@{unit_key(unrelated, 'all')}"]["deps"]
     paper = stages(cfg.load_catalog(PAPER), ["config/config.yaml"])
     assert "data/.ready/tinyimagenet-c" in paper["evaluate@tinyimagenet-resnet18-nt~nrob"]["deps"]

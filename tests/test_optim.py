@@ -14,6 +14,23 @@ def test_schedule_hits_breakpoints_and_interpolates():
     assert piecewise_linear(500, epochs, values) == pytest.approx(0.0001)
 
 
+def test_schedule_is_numpy_interp_up_to_the_last_bit_and_bit_for_bit_its_own():
+    """The semantics of numpy.interp (constant outside, one breakpoint, linear between), but not its rounding: the
+    trained models (and the recorded results) depend on the last bit of the learning rate, which numpy's slope-first
+    formula changes (here at t = 0.28 of the catalog's Generalist schedule)."""
+    import numpy as np
+
+    for epochs, values in [([0, 40, 60, 120], [0.01, 0.01, 0.001, 0.0001]), ([3], [2.0]),
+                           ([0.0, 0.667, 1.333, 2.0], [0.25, 0.5, 0.75, 1])]:
+        for t in [-1, 0, 0.28, 1, 3, 50, 119.5, 120, 500]:
+            assert piecewise_linear(t, epochs, values) == pytest.approx(float(np.interp(t, epochs, values)), rel=1e-12)
+    epochs, values = [0.0, 0.667, 1.333, 2.0], [0.25, 0.5, 0.75, 1]
+    assert piecewise_linear(0.28, epochs, values) == 0.25 + (0.5 - 0.25) * 0.28 / 0.667 == 0.3549475262368816
+    assert float(np.interp(0.28, epochs, values)) == 0.3549475262368815
+    # a step: the value before it at the breakpoint itself
+    assert piecewise_linear(40, [0, 40, 40, 80], [1.0, 1.0, 0.1, 0.1]) == 1.0
+
+
 def test_schedule_length_mismatch_is_an_error():
     with pytest.raises(ValueError, match="3 breakpoints but 2 values"):
         piecewise_linear(1, [0, 1, 2], [1, 2])

@@ -50,7 +50,7 @@ def test_table_reports_mean_and_std_over_seeds_and_pseudo_columns(tmp_path):
                                             "minutes": "train:minutes"}}
     catalog = cfg.resolve(config)
     assert ("multi-seed1", "pgd20") in {(r, a) for r, a in catalog.evaluations("tab")}
-    assert catalog.curve_runs("tab") == [catalog.train_id["multi"], catalog.train_id["multi-seed1"]]
+    assert catalog.curve_train_ids("tab") == [catalog.train_id["multi"], catalog.train_id["multi-seed1"]]
     n = 64  # the smoke scale's test examples
     for run, (clean, pgd, mim, secs) in {"multi": (0.9, 0.4, 0.5, [30, 30]),
                                          "multi-seed1": (0.8, 0.6, 0.7, [60, 120])}.items():

@@ -77,7 +77,7 @@ def test_catalog_turns_both_on_for_the_table1a_run_only():
         assert snapshot_epochs(method["snapshot_epochs"]) == epochs  # epoch-valued: rescaled, then rounded
         assert catalog.targets["zipper_figure5"]["curve_columns"] == COLUMNS
         assert catalog.analysis_targets("zipper_figure6") == ["zipper_figure6"]
-        assert catalog.analysis_runs("zipper_figure6") == [catalog.train_id[RUN]]
+        assert catalog.analysis_train_ids("zipper_figure6") == [catalog.train_id[RUN]]
     # the options are optional parameters: a Generalist run that does not set them has no such keys, so
     # adding them changed no other run's settings
     assert not {"track_learners", "snapshot_epochs"} & set(catalog.runs["cifar10-wrn32-generalist"]["method"])

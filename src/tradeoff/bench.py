@@ -21,7 +21,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from . import models
-from .checkpoint import atomic_write_text
+from .atomic import atomic_write_text
 from .data import DATASETS, SPLIT_SIZES
 from .config import Catalog
 from .attacks import frozen

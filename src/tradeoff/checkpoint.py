@@ -1,11 +1,11 @@
-"""Checkpoints: atomic writes, integrity checks, weights-only loading.
+"""Checkpoints: integrity checks, weights-only loading (atomic writes: tradeoff.atomic).
 
 Nothing here executes code from a file: every load is ``torch.load(weights_only=True)``, so a checkpoint that
 carries a pickled object is refused. Epoch states carry the SHA-256 of their bytes in their file name
 (``epoch-0007-<sha>.pt``); a file whose bytes do not match (truncated, corrupted) is reported and skipped,
-and training resumes from the newest state that is intact. Every write goes to a temporary file in the same
-folder, is fsynced, then renamed over the target, so a reader never sees half a file; a write that fails
-(disk full, read-only folder) raises ``WriteError`` naming the file and leaves what was there unchanged.
+and training resumes from the newest state that is intact. Every write is atomic
+(tradeoff.atomic: a reader never sees half a file; a write that fails raises ``WriteError`` naming the file and
+leaves what was there unchanged).
 A run's state folder is locked while it trains (``lock_states``), so two processes never train one run at once.
 """
 
@@ -19,10 +19,10 @@ import logging
 import os
 import re
 import socket
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from .atomic import WriteError, atomic_write_bytes, write_error
 from .errors import UserError
 
 log = logging.getLogger(__name__)
@@ -38,61 +38,8 @@ class CheckpointError(UserError, RuntimeError):
     pass
 
 
-class WriteError(UserError, OSError):
-    """A file could not be written (disk full, read-only or unwritable folder); the previous file is unchanged."""
-
-
-def _write_error(path: Path, exc: OSError) -> WriteError:
-    reason = exc.strerror or str(exc)
-    return WriteError(exc.errno, f"cannot write {path}: {reason}; nothing was replaced (the previous file, if "
-                                 "any, is intact)")
-
-
-def _umask() -> int:
-    try:  # Linux: read it without changing it (os.umask would, for a moment, for every thread)
-        with open("/proc/self/status") as f:
-            return next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
-    except (OSError, StopIteration, ValueError):
-        mask = os.umask(0o022)
-        os.umask(mask)
-        return mask
-
-
-def atomic_write_bytes(path: str | Path, payload: bytes) -> None:
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise _write_error(path, exc) from exc
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600 files; give the usual permissions of a new file
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        if isinstance(exc, OSError):
-            raise _write_error(path, exc) from exc
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
-
-
 def to_bytes(obj: Any) -> bytes:
-    import torch  # here, not at the top: the report jobs write files through this module and never need torch
+    import torch  # here, not at the top: importing this module stays light
 
     buffer = io.BytesIO()
     torch.save(obj, buffer)
@@ -113,15 +60,6 @@ def load(path: str | Path, map_location: Any = "cpu") -> Any:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch raises several types for bad files
         raise CheckpointError(f"cannot load checkpoint {path}: {_load_problem(Path(path), exc)}") from None
-
-
-def sha256_file(path: str | Path) -> str:
-    """The SHA-256 of a file's bytes (hex): what identifies a checkpoint that this pipeline did not write."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _load_problem(path: Path, exc: Exception) -> str:
@@ -201,7 +139,7 @@ def lock_states(state_dir: str | Path):
         state_dir.mkdir(parents=True, exist_ok=True)
         f = open(path, "a+")
     except OSError as exc:
-        raise _write_error(path, exc) from exc
+        raise write_error(path, exc) from exc
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -37,7 +37,7 @@ def cmd_check_config(args, catalog: cfg.Catalog) -> int:
 
 def cmd_download(args, catalog: cfg.Catalog) -> int:
     from . import data
-    from .checkpoint import atomic_write_text
+    from .atomic import atomic_write_text
 
     folder = data.download(args.dataset, catalog.data_root)
     # the same bytes at every download (no time): DVC versions it, and a re-download must not re-run what reads it
@@ -322,7 +322,7 @@ def cmd_bench_train(args, catalog: cfg.Catalog) -> int:
 
 def cmd_bench_ratios(args, catalog: cfg.Catalog) -> int:
     from .bench import epoch_time_ratio, pgd_step_ratio
-    from .checkpoint import atomic_write_text
+    from .atomic import atomic_write_text
 
     results = {"pgd_step_input_only_vs_weights": pgd_step_ratio(args.arch, args.dataset)}
     for a, b in (pair.split("/") for pair in args.compare):
@@ -347,7 +347,7 @@ def cmd_bench_flops(args, catalog: cfg.Catalog) -> int:
     """Count the pass FLOPs of every (architecture, dataset) of the shipped scales and of the given config into
     tradeoff/flops.json, the table that `plan` and the Snakefile size jobs with."""
     from .bench import SHIPPED_SCALES, flops_table, format_flops_table
-    from .checkpoint import atomic_write_text
+    from .atomic import atomic_write_text
     from .costs import FLOPS_FILE, load_table
 
     catalogs = [cfg.load_catalog([cfg.ROOT / f for f in files]) for files in SHIPPED_SCALES] + [catalog]

@@ -555,7 +555,3 @@ def format_plan(result: dict) -> str:
                  f"{result['settings']['group_minutes']} min grouped), asking {result['asked_hours']:.1f} GPU-hours "
                  f"for {result['total_hours']:.1f} planned ({how})")
     return "\n".join(lines)
-
-
-def plan_as_json(result: dict) -> dict[str, Any]:
-    return {**result, "jobs": [j.__dict__ for j in result["jobs"]]}

@@ -198,7 +198,7 @@ class _Digits(DatasetSpec):
         so a cache written by another version is made again."""
         from importlib.metadata import version
 
-        from .checkpoint import WriteError, atomic_write_bytes
+        from .atomic import WriteError, atomic_write_bytes
 
         cache, sklearn_version = folder / "split.npz", version("scikit-learn")
         names = ("x_train", "y_train", "x_test", "y_test")

@@ -21,7 +21,6 @@ trigger. A test compares the whole plan with Snakemake's.
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import os
 import re
@@ -30,7 +29,8 @@ from pathlib import Path
 
 import yaml
 
-from .config import ALL_ATTACKS, Catalog
+from .atomic import json_digest
+from .config import Catalog
 from .results import ready_marker
 
 PACKAGE = Path(__file__).resolve().parent  # src/tradeoff
@@ -193,7 +193,7 @@ def digest(settings) -> str:
     """A job's resolved settings as a stage's params: the same digest iff the same settings (the values Snakemake's
     rules take as ``params``). Digests, not the settings themselves, because DVC reads a stage's params file once per
     stage, and walks all of it for each key: with the settings spelled out, that alone took longer than 15 s."""
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+    return json_digest(settings)
 
 
 def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
@@ -213,7 +213,7 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
     order = list(catalog.training_runs())
     # an external model (the catalog's `external:`) is evaluated but trained by no job here
     needed = {run for run, _ in units if not catalog.is_external(run)} \
-        | {r for t in reports for r in catalog.curve_runs(t)} | {r for t in reports for r in catalog.analysis_runs(t)} \
+        | {r for t in reports for r in catalog.curve_train_ids(t)} | {r for t in reports for r in catalog.analysis_train_ids(t)} \
         | {r for m in audited for r in (m, audit_jobs.surrogate_for(catalog, m)) if r and not catalog.is_external(r)}
     writer = {str(layout.model(r)): r for r in order}
     todo = list(needed)
@@ -252,7 +252,7 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
             "attacks": attacks, "settings": digest({a: catalog.attack_for(a, run) for a in attacks} | (
                 {"external": catalog.model_spec(run)} if catalog.is_external(run) else {}))}
     for name in analyses:
-        models, sets = catalog.analysis_runs(name), catalog.analysis_datasets(name)
+        models, sets = catalog.analysis_train_ids(name), catalog.analysis_datasets(name)
         # the models it reads: one run's model.pt, or the checkpoints folder for several (dvc.yaml's templates cannot
         # list a varying number); none (the synthetic experiment): its data again, a dependency DVC counts once
         marker = str(ready_marker(data, sets[0])) if len(sets) == 1 else str(Path(data) / ".ready")

@@ -18,7 +18,6 @@ with its own state file and its own files, or one shard of one attack, or every 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -31,6 +30,7 @@ import torch
 from torch import nn
 
 from . import attacks
+from .atomic import json_digest, sha256_file
 from .bars import Bar
 from .errors import UserError
 from .config import CORRUPTIONS_TYPE, rel_step, spec_digest
@@ -124,7 +124,7 @@ class EvalState:
         return _BatchProgress(self, batch)
 
     def _write(self) -> None:
-        from .checkpoint import atomic_write_text
+        from .atomic import atomic_write_text
 
         atomic_write_text(self.path, json.dumps(self.data) + "\n")
 
@@ -277,18 +277,10 @@ def shard_range(n: int, batch_size: int, shard: int, shards: int) -> tuple[int, 
     return lo, min(lo * batch_size, n), min(hi * batch_size, n)
 
 
-def model_digest(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()[:16]
-
-
 def state_key(digest: str, spec: dict, seed: int, batch_size: int, n: int, first_batch: int) -> str:
     payload = {"model": digest, "spec": spec, "seed": seed, "batch_size": batch_size, "n": n,
                "first_batch": first_batch}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return json_digest(payload, default=str)
 
 
 def _load(checkpoint_path, data_root, device: str, test_examples: int | None, external: dict | None = None,
@@ -371,7 +363,7 @@ def _predictions(run: str, attack_name: str, out: Outcome) -> dict:
 
 
 def _write_json(path, obj: dict, indent: int | None = None) -> None:
-    from .checkpoint import atomic_write_text
+    from .atomic import atomic_write_text
 
     atomic_write_text(path, json.dumps(obj, indent=indent, default=float) + "\n")
 
@@ -487,7 +479,7 @@ class Loaded:
     @property
     def digest(self) -> str:
         if self._digest is None:
-            self._digest = model_digest(self.ev.checkpoint)
+            self._digest = sha256_file(self.ev.checkpoint)[:16]
         return self._digest
 
     @property

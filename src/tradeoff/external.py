@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from . import checkpoint, models, zoo
+from .atomic import sha256_file
 from .checkpoint import CheckpointError
 
 log = logging.getLogger(__name__)
@@ -151,7 +152,7 @@ def load_external(path: str | Path, spec: dict, device: torch.device | str = "cp
     if not path.is_file():
         raise CheckpointError(f"cannot load checkpoint {path}: " + ("it is a folder" if path.is_dir()
                                                                    else "no such file"))
-    sha = checkpoint.sha256_file(path)
+    sha = sha256_file(path)
     if spec.get("sha256") and spec["sha256"] != sha:
         raise CheckpointError(f"{path}: its SHA-256 is {sha}, not the {spec['sha256']} that its settings pin (another "
                               "file, or a changed one): refused")

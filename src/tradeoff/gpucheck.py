@@ -44,7 +44,7 @@ import torch
 
 from . import models
 from .bench import SHAPES, bench_train, synthetic_batch, write_bench
-from .checkpoint import atomic_write_text
+from .atomic import atomic_write_text
 from .costs import PEAK_TFLOPS, JobSizes, device_key
 from .methods import METHODS
 from .provenance import provenance

@@ -101,9 +101,3 @@ def claim_gpu(environ: dict | None = None, *, wait: float | None = None, poll: f
                             f"give Snakemake `--resources gpu={len(pool)}` at most (the local profile's `resources: "
                             f"gpu`), or set {POOL_VARIABLE} to the devices jobs may use")
         time.sleep(poll)
-
-
-def release_gpu() -> None:
-    """Give back the device this process claimed (it is given back at exit anyway)."""
-    for device in list(_held):
-        os.close(_held.pop(device))

@@ -51,7 +51,7 @@ class CurveLog:
         self.live.step = int(row["epoch"])
         text = {k: v for k, v in row.items() if isinstance(v, str)}
         if text:
-            from .checkpoint import atomic_write_text
+            from .atomic import atomic_write_text
 
             self.ran_on[str(int(row["epoch"]))] = text
             atomic_write_text(self.folder / RAN_ON, json.dumps(self.ran_on, indent=1) + "\n")

@@ -9,7 +9,12 @@ import torch
 
 def piecewise_linear(t: float, epochs: Sequence[float], values: Sequence[float]) -> float:
     """Linear interpolation through (epochs[i], values[i]); constant before the first and after the last
-    breakpoint (numpy.interp semantics, as the Generalist code sets its learning rate)."""
+    breakpoint (as numpy.interp, with which the Generalist code sets its learning rate).
+
+    Not numpy.interp itself: numpy computes the slope first (``v0 + (v1 - v0) / (e1 - e0) * (t - e0)``), which
+    differs in the last bit at about a third of the fractional epochs the catalog's schedules are read at, so every
+    trained model would change; and at a repeated breakpoint (a step, ``[.., 40, 40, ..]``) it takes the value after
+    the step where this takes the one before it."""
     if len(epochs) != len(values):
         raise ValueError(f"schedule has {len(epochs)} breakpoints but {len(values)} values")
     if t <= epochs[0]:

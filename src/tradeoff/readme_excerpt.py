@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .checkpoint import atomic_write_text
+from .atomic import atomic_write_text
 
 BEGIN, END = "<!-- excerpt: make readme -->", "<!-- end of excerpt -->"
 ROWS = ("FAT", "Generalist")

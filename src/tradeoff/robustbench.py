@@ -69,7 +69,7 @@ def measured(catalog: Catalog, model_id: str, attack: str) -> records.Measuremen
     """A run's or an external model's vouched-for measurement under an evaluation, from the file that holds it (its
     suite's, or its own), or ExportError naming the file and the command that makes it."""
     train_id = catalog.train_id[model_id]
-    in_suite = catalog.eval_unit == "run" and attack in catalog.run_attacks(train_id)
+    in_suite = catalog.eval_unit == "run" and attack in catalog.model_attacks(train_id)
     where = catalog if catalog.eval_unit != "run" or in_suite else _per_attack(catalog)
     try:
         found = records.measurement(where, model_id, attack)
@@ -168,7 +168,7 @@ def export_robustbench(catalog: Catalog, model_id: str, *, threat_model: str = "
                        out: str | Path | None = None) -> tuple[Path, dict]:
     """Write :func:`model_info` to ``out`` (default: results/<scale>/robustbench/<dataset>/<threat>/<model>.json);
     returns the path and the dict."""
-    from .checkpoint import atomic_write_text
+    from .atomic import atomic_write_text
 
     info = model_info(catalog, model_id, threat_model=threat_model, clean=clean, autoattack=autoattack,
                       fields=fields)

@@ -182,7 +182,7 @@ def shard_inputs(wildcards):
 
 def analysis_inputs(wildcards):
     """An analysis job reads the checkpoints of its figure's runs and the datasets they need."""
-    return [str(LAYOUT.model(r)) for r in CATALOG.analysis_runs(wildcards.target)] + [
+    return [str(LAYOUT.model(r)) for r in CATALOG.analysis_train_ids(wildcards.target)] + [
         str(ready_marker(CATALOG.data_root, d)) for d in CATALOG.analysis_datasets(wildcards.target)]
 
 

@@ -46,15 +46,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import torch
-import torch.nn.functional as F
+from ..lazy import LazyModule
+from .base import register
+
+torch = LazyModule("torch")  # imported when the analysis runs: the report jobs import this module, not PyTorch
+F = LazyModule("torch.nn.functional")
 
 DEFAULTS: dict[str, Any] = {
     "classes": [1, 2], "lam": 0.5, "epochs": 20, "deltas": [0.05, 0.1, 0.15, 0.2, 0.25, 0.3], "seed": 0,
     "lr": 0.01, "batch_size": 64, "image_size": 32, "resize": "bilinear", "tsne_delta": 0.3,
     "tsne_examples": 100, "tsne_perplexity": 30.0,
 }
-DTYPE = torch.float64
 
 
 # ---- the model and the exact inner maximum (Appendix B) ---------------------------------------------------
@@ -149,7 +151,7 @@ def _binary(catalog, dataset: str, classes: list[int], image_size: int | None, r
             else:
                 x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", align_corners=False)
         y = torch.where(labels == classes[0], 1.0, -1.0)
-        return x.flatten(1).to(DTYPE), y.to(DTYPE)
+        return x.flatten(1).to(torch.float64), y.to(torch.float64)
 
     return (*pick(ds.x_train, ds.y_train), *pick(ds.x_test, ds.y_test))
 
@@ -176,8 +178,8 @@ def train_vanilla_at(x, y, x_test, y_test, delta: float, *, lam: float, epochs: 
     gen = torch.Generator().manual_seed(seed)
     d = x.shape[1]
     bound = 1 / math.sqrt(d)
-    w = ((torch.rand(d, generator=gen, dtype=DTYPE) * 2 - 1) * bound).requires_grad_()
-    b = ((torch.rand((), generator=gen, dtype=DTYPE) * 2 - 1) * bound).requires_grad_()
+    w = ((torch.rand(d, generator=gen, dtype=torch.float64) * 2 - 1) * bound).requires_grad_()
+    b = ((torch.rand((), generator=gen, dtype=torch.float64) * 2 - 1) * bound).requires_grad_()
     history = []
     for _ in range(epochs):
         order = torch.randperm(len(x), generator=gen)
@@ -205,6 +207,7 @@ def tsne_embedding(g_c: torch.Tensor, g_a: torch.Tensor, *, perplexity: float, s
     return [[round(float(u), 4), round(float(v), 4)] for u, v in emb]
 
 
+@register("caat_synthetic")
 def caat_synthetic(catalog, target: str, params: dict) -> dict:
     """The analysis job of a Figure 2 target: one vanilla-AT run per δ, measurements per epoch, t-SNE at one δ.
 

@@ -29,6 +29,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..config.budgets import split_budget
+from .base import register
+
 PANELS = ("natural", "adversarial")
 
 
@@ -72,7 +75,7 @@ def check_params(target: dict, key: str, attacks: dict) -> None:
     if "show" in params and params["show"] not in rows:
         raise ConfigError(f"{key}.analysis.show: unknown row key {params['show']!r}; allowed: {rows}")
     attack = params.get("attack")
-    if attack is None or str(attack).partition("@")[0] not in attacks:
+    if attack is None or split_budget(str(attack))[0] not in attacks:
         raise ConfigError(f"{key}.analysis.attack: unknown attack {attack!r}; allowed: {sorted(attacks)}")
     for name, low in (("count", 1), ("seed", 0)):
         value = params.get(name, low)
@@ -172,6 +175,7 @@ def _panel(preds: dict, x, y, classes, cond: dict, count: int, seed: int, advers
     return {"matches": int(mask.sum()), "shown": shown}
 
 
+@register("disagreement_grid", check=check_params)
 def disagreement_grid(catalog, target: str, params: dict) -> dict:
     """The analysis job: load the rows' checkpoints and the test set, compute both panels."""
     from ..config import ConfigError

@@ -26,6 +26,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config.budgets import split_budget
+from .base import register
+
 DEFAULTS = {"attack": "pgd20", "examples": 500, "perplexity": 30.0, "seed": 0, "embed": "images"}
 EMBED = ("images", "perturbations")
 
@@ -40,7 +43,7 @@ def check_params(target: dict, key: str, attacks: dict) -> None:
         raise ConfigError(f"{key}.analysis: unknown parameter(s) {unknown} for learner_tsne; "
                           f"allowed: {sorted(DEFAULTS)}")
     attack = params.get("attack", DEFAULTS["attack"])
-    if str(attack).partition("@")[0] not in attacks:
+    if split_budget(str(attack))[0] not in attacks:
         raise ConfigError(f"{key}.analysis.attack: unknown attack {attack!r}; allowed: {sorted(attacks)}")
     for name, low in (("examples", 2), ("seed", 0)):
         value = params.get(name, DEFAULTS[name])
@@ -98,6 +101,7 @@ def panel(learners: dict, x, y, spec: dict, params: dict, *, batch_size: int) ->
     return out
 
 
+@register("learner_tsne", check=check_params)
 def learner_tsne(catalog, target: str, params: dict) -> dict:
     """The analysis job: for every row, every snapshot epoch of its run's learners, one t-SNE panel."""
     import copy

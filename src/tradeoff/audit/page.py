@@ -7,7 +7,7 @@ import html
 import json
 from pathlib import Path
 
-from ..checkpoint import atomic_write_text
+from ..atomic import atomic_write_text
 from ..report.figures import panel_figure, save_figure
 from ..report.style import STYLE, axes_legend, palette, plt
 from ..report.tables import html_page

@@ -1,15 +1,27 @@
-"""The resolved catalog and its queries: which jobs a target needs, which files hold them, at this scale."""
+"""The resolved catalog and its queries: which jobs a target needs, which files hold them, at this scale.
+
+The ids, one vocabulary (README "Ids"); every method takes the id its parameter names:
+
+- a **run id** names a run of the catalog (``runs:``, after the design is expanded): what a table row or a figure
+  point names, and what its settings (``runs[run_id]``) belong to;
+- a **train id** is the run id of the training job a run shares with every run of identical resolved settings
+  (``train_id[run_id]``; a run that trains itself is its own train id): what is trained once, and the folder its
+  files (checkpoints, curves, metrics) are filed under;
+- a **model id** is what an evaluation evaluates: a train id, or an external model's id (``external:``), which
+  ``train_id`` maps to itself;
+- an **evaluation job** is a model id and a unit, the unit one evaluation name (an attack, ``pgd20``, or a budget
+  of a sweep, ``caat_pgd@16_255``) or ``all`` (``runtime.eval_unit: run``: every evaluation of the model at once).
+"""
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..atomic import json_digest
 from ..errors import ConfigError
 from ..rehearsal_data import GeneratedDataRoot
 from ..settings import runtime_settings
@@ -25,7 +37,7 @@ class Catalog:
     runs: dict[str, dict]                       # run id -> resolved spec
     attacks: dict[str, dict]                    # attack name -> spec (budgets still per dataset)
     targets: dict[str, dict]
-    train_id: dict[str, str] = field(default_factory=dict)  # run id -> id of the job that trains it
+    train_id: dict[str, str] = field(default_factory=dict)  # run id (or external id) -> its train id
     seed_runs: dict[str, list[str]] = field(default_factory=dict)  # run with `seeds` -> its run per seed
     # external model id -> its resolved settings (`external:`): a model this pipeline did not train, evaluated (and
     # shown in tables) like a training job; train_id maps it to itself
@@ -71,12 +83,13 @@ class Catalog:
         return {rid: spec for rid, spec in self.runs.items() if self.train_id[rid] == rid}
 
     def is_external(self, model_id: str) -> bool:
-        """Whether an id (a row's, an evaluation's) names an external model rather than a run."""
+        """Whether a model id (a row's, an evaluation's) names an external model rather than a training job."""
         return model_id in self.externals
 
-    def model_spec(self, model_id: str) -> dict:
-        """A run's resolved settings, or an external model's (``checkpoint``, ``arch``, ``dataset``, ...)."""
-        return self.externals[model_id] if model_id in self.externals else self.runs[model_id]
+    def model_spec(self, run_id: str) -> dict:
+        """A run's resolved settings, or an external model's (``checkpoint``, ``arch``, ``dataset``, ...): ``run_id``
+        a run id or an external id (every model id is one or the other)."""
+        return self.externals[run_id] if run_id in self.externals else self.runs[run_id]
 
     def model_file(self, model_id: str) -> Path:
         """The file an evaluation of a training job or an external model reads: the run's model.pt, or the external
@@ -86,7 +99,7 @@ class Catalog:
         return self.layout.model(model_id)
 
     def evaluation_inputs(self, model_id: str) -> list[str]:
-        """What an evaluation job of a training job or an external model reads besides attack-specific data: the
+        """What an evaluation job of a model (a training job's or an external one) reads besides attack-specific data: the
         model's file and, for an external model (which no training job of this pipeline precedes), its dataset's
         download marker."""
         if model_id in self.externals:
@@ -128,7 +141,7 @@ class Catalog:
             raise ConfigError(f"runs.{run_id}: {exc}") from None
 
     def attack_for(self, name: str, run_id: str) -> dict:
-        """The evaluation attack ``name`` resolved for a run's dataset and the scale. An attack whose eps is a
+        """The evaluation attack ``name`` resolved for a run's (or external model's) dataset and the scale. An attack whose eps is a
         list (a budget sweep) is one evaluation per budget, named ``<attack>@<label>`` (see attack_jobs)."""
         base, label = split_budget(name)
         if base not in self.attacks:
@@ -157,29 +170,33 @@ class Catalog:
         """runtime.eval_unit: what one evaluation job evaluates, one attack of a run or all of them (ALL_ATTACKS)."""
         return self.runtime.eval_unit
 
-    def eval_units(self, run_id: str) -> list[str]:
-        """The evaluation jobs of a training run: its evaluation names, or ALL_ATTACKS (runtime.eval_unit: run)."""
-        attacks = self.run_attacks(run_id)
+    def eval_units(self, model_id: str) -> list[str]:
+        """The units of a model's evaluation jobs: its evaluation names, or ALL_ATTACKS (runtime.eval_unit: run)."""
+        attacks = self.model_attacks(model_id)
         return ([ALL_ATTACKS] if attacks else []) if self.eval_unit == "run" else attacks
 
     def unit_of(self, attack: str) -> str:
         """The evaluation job (the file) that holds an evaluation: itself, or ALL_ATTACKS of its run."""
         return ALL_ATTACKS if self.eval_unit == "run" else attack
 
-    def unit_attacks(self, run_id: str, unit: str) -> list[str]:
-        """The evaluations that one evaluation job of a run makes."""
-        return self.run_attacks(run_id) if unit == ALL_ATTACKS else [unit]
+    def unit_attacks(self, model_id: str, unit: str) -> list[str]:
+        """The evaluations that one evaluation job (model id, unit) makes."""
+        return self.model_attacks(model_id) if unit == ALL_ATTACKS else [unit]
 
-    def metrics_file(self, train_id: str, attack: str) -> Path:
-        """The file that holds a training job's metrics under an evaluation: its own, or its run's suite file."""
-        return self.layout.metrics(train_id, self.unit_of(attack))
+    def metrics_file(self, model_id: str, attack: str) -> Path:
+        """The file that holds a model's metrics under an evaluation: its own, or the model's suite file."""
+        return self.layout.metrics(model_id, self.unit_of(attack))
 
-    def predictions_file(self, train_id: str, attack: str) -> Path:
-        return self.layout.predictions(train_id, self.unit_of(attack))
+    def predictions_file(self, model_id: str, attack: str) -> Path:
+        return self.layout.predictions(model_id, self.unit_of(attack))
 
-    def run_attacks(self, run_id: str) -> list[str]:
-        """Every evaluation job (``name@label`` for a sweep) that some target needs of a training run, sorted."""
-        return self._attacks_by_training.get(self.train_id.get(run_id, run_id), [])
+    def model_attacks(self, model_id: str) -> list[str]:
+        """Every evaluation (``name@label`` for a sweep) that some target needs of a model, sorted. A run id that is
+        not a model id (a run that shares another's training job) is refused: its evaluations are its train id's."""
+        if self.train_id.get(model_id, model_id) != model_id:
+            raise ValueError(f"{model_id!r} is a run id, not a model id: its training job (and its evaluations) is "
+                             f"{self.train_id[model_id]!r}")
+        return self._attacks_by_training.get(model_id, [])
 
     @functools.cached_property
     def _attacks_by_training(self) -> dict[str, list[str]]:
@@ -211,7 +228,7 @@ class Catalog:
         return [t for t in self.leaf_targets(name) if self.targets[t]["kind"] == "table"]
 
     def evaluations(self, target: str) -> list[tuple[str, str]]:
-        """(training id or external model, attack) pairs that a target needs, without repeats."""
+        """(model id, evaluation name) pairs that a target needs, without repeats."""
         pairs: dict[tuple[str, str], None] = {}
         for leaf in self.leaf_targets(target):
             for row in self.targets[leaf]["rows"]:
@@ -262,8 +279,8 @@ class Catalog:
         return [(parse_budget(e, f"attacks.{column}.eps"), str(e), job)
                 for e, job in zip(raw, self.attack_jobs(column))]
 
-    def analysis_runs(self, target: str) -> list[str]:
-        """Training ids whose checkpoints a target's analysis jobs read."""
+    def analysis_train_ids(self, target: str) -> list[str]:
+        """Train ids whose checkpoints a target's analysis jobs read."""
         runs = [self.train_id[r["run"]] for leaf in self.leaf_targets(target)
                 if "analysis" in self.targets[leaf] for r in self.targets[leaf]["rows"]]
         return list(dict.fromkeys(runs))
@@ -273,9 +290,9 @@ class Catalog:
         scales)."""
         spec = self.targets[target]["analysis"]
         own = [self.config["scale_map"].get("dataset") or spec["dataset"]] if "dataset" in spec else []
-        return sorted({*(self.runs[r]["dataset"] for r in self.analysis_runs(target)), *own})
+        return sorted({*(self.runs[r]["dataset"] for r in self.analysis_train_ids(target)), *own})
 
-    def evaluation_datasets(self, run_id: str, attack: str) -> list[str]:
+    def evaluation_datasets(self, model_id: str, attack: str) -> list[str]:
         """Datasets that an evaluation job reads besides its run's test set: the corruption dataset of an entry of
         type `corruptions` (its download marker is an input of the job), else none."""
         spec = self.attacks[split_budget(attack)[0]]
@@ -283,11 +300,11 @@ class Catalog:
         # import the dataset registry (PyTorch) in the Snakefile
         return [corruption_set(spec, self.config)] if spec["type"] == CORRUPTIONS_TYPE else []
 
-    def evaluation_markers(self, run_id: str, attacks: list[str]) -> list[str]:
-        """The download markers of the datasets that evaluating ``attacks`` of a run reads besides its test set (the
+    def evaluation_markers(self, model_id: str, attacks: list[str]) -> list[str]:
+        """The download markers of the datasets that evaluating ``attacks`` of a model reads besides its test set (the
         corruption dataset of an NROB entry): inputs of its evaluation job."""
         return sorted({str(ready_marker(self.data_root, dataset))
-                       for attack in attacks for dataset in self.evaluation_datasets(run_id, attack)})
+                       for attack in attacks for dataset in self.evaluation_datasets(model_id, attack)})
 
     def datasets(self) -> list[str]:
         """Every dataset that some job of the catalog reads."""
@@ -301,8 +318,8 @@ class Catalog:
         leaves = self.targets if target is None else self.leaf_targets(target)
         return [t for t in leaves if "analysis" in self.targets[t]]
 
-    def curve_runs(self, target: str) -> list[str]:
-        """Training ids whose per-epoch curves a target plots (an external model has none: its training time is
+    def curve_train_ids(self, target: str) -> list[str]:
+        """Train ids whose per-epoch curves a target plots (an external model has none: its training time is
         not known)."""
         runs = [self.train_id[r["run"]] for leaf in self.leaf_targets(target)
                 if self.targets[leaf].get("plot") == "curves" for r in self.targets[leaf]["rows"]]
@@ -322,12 +339,12 @@ def spec_digest(spec: dict) -> str:
     dataset and architecture are labels, not settings). Of an external model: how its file is read and evaluated
     (architecture, dataset, layout, normalisation, test examples), the file itself being its SHA-256."""
     settings = {k: v for k, v in spec.items() if not k.startswith("paper_") and k not in FILE_KEYS}
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+    return json_digest(settings)
 
 
 @functools.lru_cache(maxsize=64)
 def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
-    from ..checkpoint import sha256_file
+    from ..atomic import sha256_file
 
     return sha256_file(path)
 

@@ -162,15 +162,16 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
         if field_name not in target:
             raise ConfigError(f"{key}: a {target['kind']} needs `{field_name}`")
     if "analysis" in target:
-        from ..analysis import ANALYSES, check
+        from ..analysis.base import ANALYSES  # the registry only (importing it registers every analysis)
 
         if target["kind"] != "figure":
             raise ConfigError(f"{key}.analysis: only a figure has an analysis")
         if target["analysis"]["name"] not in ANALYSES:
             raise ConfigError(f"{key}.analysis.name: unknown analysis {target['analysis']['name']!r}; "
                               f"allowed: {sorted(ANALYSES)}")
-        check(target, key, attacks)
-        analysed = str(target["analysis"].get("attack", "")).partition("@")[0]
+        if ANALYSES[target["analysis"]["name"]].check is not None:  # the analysis's own check of its parameters
+            ANALYSES[target["analysis"]["name"]].check(target, key, attacks)
+        analysed = split_budget(str(target["analysis"].get("attack", "")))[0]
         if attacks.get(analysed, {}).get("type") == CORRUPTIONS_TYPE:
             raise ConfigError(f"{key}.analysis.attack: {analysed!r} measures accuracy on corrupted images, it is not "
                               "an attack")

@@ -54,7 +54,7 @@ CATALOG_CACHE_KEEP = 8
 def _save_catalog_cache(paths: list[Path], catalog: Catalog) -> None:
     """Keep a resolved catalog for the jobs that read the same files (see load_catalog). Kept only if it comes
     back from JSON unchanged; a cache that cannot be written is skipped (every job then resolves for itself)."""
-    from ..checkpoint import WriteError, atomic_write_text
+    from ..atomic import WriteError, atomic_write_text
 
     cache = _catalog_cache(paths, catalog.config)
     fields = {name: getattr(catalog, name) for name in ("config", "runs", "attacks", "targets", "train_id",

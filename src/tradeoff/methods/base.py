@@ -7,7 +7,7 @@ evaluated and checkpointed as the run's model is ``eval_model()``.
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar
+from typing import Callable, ClassVar
 
 import torch
 import torch.nn.functional as F

@@ -5,22 +5,18 @@ from __future__ import annotations
 
 import torch
 
+from ..attacks.pgd import PGD
 from ..params import Params
 from .base import ATTACK_MODE, TRAINING_ATTACK, SingleLearner, build_train_attack
 from .pgd_at import adversarial_examples
 
 
-def check_range(method_name: str, key: str, value: float, low: float, high: float = float("inf")) -> None:
-    if not low <= float(value) <= high:
-        raise ValueError(f"{method_name}: {key} must be in [{low}, {high}], got {value!r}")
-
-
 def attack_budget(spec: dict, scale: float = 1.0) -> tuple[float, str, int, float]:
     """(eps, norm, steps, step size) of a resolved training-attack spec, for the methods' own maximisers; the
-    step size defaults to eps / 4 as PGD's does. ``scale`` (the method's budget_scale, < 1 during an
+    step size defaults to PGD's (``PGD.step_for``: eps / 4). ``scale`` (the method's budget_scale, < 1 during an
     eps warm-up) multiplies eps and the step size."""
-    eps, step = float(spec["eps"]) * scale, spec.get("step_size")
-    return eps, spec.get("norm", "linf"), int(spec.get("steps", 10)), eps / 4 if step is None else float(step) * scale
+    eps, step, steps = float(spec["eps"]) * scale, spec.get("step_size"), int(spec.get("steps", 10))
+    return eps, spec.get("norm", "linf"), steps, PGD.step_for(eps, steps) if step is None else float(step) * scale
 
 
 def check_pgd_budget(method_name: str, spec: dict) -> None:

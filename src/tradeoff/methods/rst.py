@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from .. import checkpoint
 from ..params import TEXT, Param
 from .base import register
 from .pgd_at import PGDAT
@@ -33,7 +34,7 @@ def load_unlabeled(path: str | Path) -> tuple[torch.Tensor, torch.Tensor]:
         raise FileNotFoundError(
             f"rst: unlabeled data {str(path)!r} does not exist; it must be a .pt file you provide, holding "
             "{'x': float images in [0, 1], N x C x H x W, 'y': integer pseudo-labels, N} (it is never downloaded)")
-    data = torch.load(path, map_location="cpu", weights_only=True)
+    data = checkpoint.load(path)  # weights only, as every tensor file: a damaged or pickled one is one line
     if not isinstance(data, dict) or not {"x", "y"} <= set(data):
         raise ValueError(f"rst: {path} must hold a dict with keys 'x' and 'y'")
     x, y = data["x"], data["y"]

@@ -11,44 +11,12 @@ into (a trained run's model.pt).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from torch import nn
 
-import importlib
-from tradeoff.models.resnet import resnet18, resnet34
-from tradeoff.registry import Registry
-from tradeoff.models.small import linear, small_cnn
-from tradeoff.models.wideresnet import wrn_28_10, wrn_34_10
-
-
-def _adapter_builder(name: str, registry: str = "PRETRAINED_MODELS") -> Callable[..., nn.Module]:
-    """The transformers import torchvision's model zoo (seconds): only when one is built."""
-
-    def build(*args, **kwargs):
-        return getattr(importlib.import_module("tradeoff.models.adapters"), registry)[name](*args, **kwargs)
-
-    return build
-
-
-# Architectures that fine-tune a pretrained checkpoint the config names (``pretrained.<name>``)
-PRETRAINED_MODELS = Registry("pretrained architecture")
-for _name in ("swin_t_adapter", "swin_s_adapter", "swin_b_adapter", "vit_b16_adapter", "vit_tiny_adapter"):
-    PRETRAINED_MODELS.register(_adapter_builder(_name), name=_name)
-
-# Every builder takes (num_classes, in_channels=3, image_size=32, *, bn_running_stats=True), the last True, False or
-# "blocks" (tradeoff.models.resnet).
-MODELS = Registry("architecture")
-MODELS.register(linear, name="linear")
-MODELS.register(small_cnn, name="small_cnn")
-MODELS.register(resnet18, name="resnet18")
-MODELS.register(resnet34, name="resnet34")
-MODELS.register(wrn_28_10, name="wrn-28-10")
-# Madry's WRN-32-10 is WRN-34-10 under another depth convention; see tradeoff.models.wideresnet.
-MODELS.register(wrn_34_10, name="wrn-32-10")
-MODELS.register(wrn_34_10, name="wrn-34-10")
-# the backbone of vit_tiny_adapter, trained from scratch (the demo and smoke scales' pretraining run)
-MODELS.register(_adapter_builder("vit_tiny", "SCRATCH_MODELS"), name="vit_tiny")
+# the model modules register their architectures (tradeoff.models.registry); the adapters import torchvision's model
+# zoo only when a network is built, so importing them here is cheap
+from . import small, resnet, wideresnet, adapters  # noqa: F401
+from .registry import MODELS, PRETRAINED_MODELS
 
 
 def model_names() -> list[str]:
@@ -94,7 +62,5 @@ def build_architecture(
     model.pt. Unlike ``build_model`` it builds the models of ``PRETRAINED_MODELS`` without their checkpoint, whose
     backbone tensors such a state already holds; never train what it returns."""
     if name in PRETRAINED_MODELS:
-        from .adapters import build_architecture as bare
-
-        return bare(name, num_classes, in_channels, image_size, bn_running_stats=bn_running_stats)
+        return adapters.build_architecture(name, num_classes, in_channels, image_size, bn_running_stats=bn_running_stats)
     return build_model(name, num_classes, in_channels, image_size, bn_running_stats=bn_running_stats)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import logging
 import math
-import pickle
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,7 +46,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from .. import checkpoint
 from ..errors import UserError
+from .registry import MODELS, PRETRAINED_MODELS
 from torch.nn import functional as F
 
 # torchvision's model zoo is imported where a network is built, not here: the configuration reads this module's
@@ -216,6 +217,9 @@ def vit_adapter(
 TINY_VIT = {"patch_size": 4, "num_layers": 2, "num_heads": 2, "hidden_dim": 32, "mlp_dim": 64, "resolution": 8}
 
 
+# trained from scratch (the demo and smoke scales' pretraining run), defined here because it is vit_tiny_adapter's
+# backbone
+@MODELS.register(name="vit_tiny")
 def vit_tiny(num_classes: int, in_channels: int = 3, image_size: int = 32, *,
              bn_running_stats: bool = True) -> ImageTransformer:
     """The miniature ViT (``TINY_VIT``) trained from scratch, every parameter trainable, no normalisation; inputs of
@@ -310,9 +314,10 @@ def _examples(keys, n: int = 5) -> str:
 def load_pretrained(model: AdaptedTransformer, path: str | Path) -> LoadReport:
     """Load an (ARES) pretrained backbone into ``model`` from ``path``; the adapters and the head are kept.
 
-    The file is read with ``torch.load(weights_only=True)`` (tensors and plain containers only). The backbone is
-    found under any prefix ('module.', 'model.', ARES's 'model.1.' behind its normalisation layer, ...), in timm's
-    or torchvision's layout. Every backbone tensor of ``model`` must be in the checkpoint with the same shape and
+    The file is read by ``tradeoff.checkpoint.load``, as every weights file is (tensors and plain containers only; a
+    damaged file, or one carrying pickled code, is refused in one line naming it). The backbone is found under any
+    prefix ('module.', 'model.', ARES's 'model.1.' behind its normalisation layer, ...), in timm's or torchvision's
+    layout. Every backbone tensor of ``model`` must be in the checkpoint with the same shape and
     the checkpoint must hold no other backbone tensors (a deeper or wider network); otherwise PretrainedError lists
     the missing, unexpected and mismatched keys and nothing is loaded. The checkpoint's own classifier, Swin's
     attention masks and the wrapper's extra entries are ignored (listed in the report).
@@ -321,9 +326,9 @@ def load_pretrained(model: AdaptedTransformer, path: str | Path) -> LoadReport:
     if not path.is_file():
         raise PretrainedError(f"pretrained checkpoint {path} does not exist")
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError) as err:
-        raise PretrainedError(f"{path}: not a weights-only PyTorch checkpoint ({err})") from err
+        obj = checkpoint.load(path)
+    except checkpoint.CheckpointError as err:
+        raise PretrainedError(str(err)) from None
     raw = _state_dict(obj, path)
 
     family = model.family
@@ -485,20 +490,9 @@ def _builder(arch: str) -> Callable[..., AdaptedTransformer]:
     return build
 
 
-swin_t_adapter = _builder("swin_t_adapter")
-swin_s_adapter = _builder("swin_s_adapter")
-swin_b_adapter = _builder("swin_b_adapter")
-vit_b16_adapter = _builder("vit_b16_adapter")
-vit_tiny_adapter = _builder("vit_tiny_adapter")
-
 # Every builder here needs the ``pretrained`` keyword of ``build_model``.
-PRETRAINED_MODELS: dict[str, Callable[..., AdaptedTransformer]] = {
-    "swin_t_adapter": swin_t_adapter,
-    "swin_s_adapter": swin_s_adapter,
-    "swin_b_adapter": swin_b_adapter,
-    "vit_b16_adapter": vit_b16_adapter,
-    "vit_tiny_adapter": vit_tiny_adapter,
-}
-
-# Trained from scratch (``tradeoff.models.MODELS``), defined here because it is vit_tiny_adapter's backbone.
-SCRATCH_MODELS: dict[str, Callable[..., ImageTransformer]] = {"vit_tiny": vit_tiny}
+swin_t_adapter = PRETRAINED_MODELS.register(_builder("swin_t_adapter"), name="swin_t_adapter")
+swin_s_adapter = PRETRAINED_MODELS.register(_builder("swin_s_adapter"), name="swin_s_adapter")
+swin_b_adapter = PRETRAINED_MODELS.register(_builder("swin_b_adapter"), name="swin_b_adapter")
+vit_b16_adapter = PRETRAINED_MODELS.register(_builder("vit_b16_adapter"), name="vit_b16_adapter")
+vit_tiny_adapter = PRETRAINED_MODELS.register(_builder("vit_tiny_adapter"), name="vit_tiny_adapter")

@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .registry import MODELS
+
 Norm = Callable[[int], nn.Module]
 
 
@@ -82,6 +84,7 @@ def norms(bn_running_stats: BnRunningStats) -> tuple[Norm, Norm]:
     return blocks, outside
 
 
+@MODELS.register(name="resnet18")
 def resnet18(
     num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: BnRunningStats = True
 ) -> ResNet:
@@ -90,6 +93,7 @@ def resnet18(
     return ResNet((2, 2, 2, 2), num_classes, in_channels, block_norm, stem_norm)
 
 
+@MODELS.register(name="resnet34")
 def resnet34(
     num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: BnRunningStats = True
 ) -> ResNet:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .registry import MODELS
+
 
 class SmallCNN(nn.Module):
     """conv3x3(16)-BN-ReLU-conv3x3(32)-BN-ReLU-maxpool2-fc64-ReLU-fc; padding keeps 8x8 digits usable.
@@ -52,6 +54,7 @@ class LinearClassifier(nn.Module):
         return self.fc(torch.flatten(x, 1))
 
 
+@MODELS.register(name="small_cnn")
 def small_cnn(
     num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: bool = True
 ) -> SmallCNN:
@@ -60,6 +63,7 @@ def small_cnn(
     return SmallCNN(num_classes, in_channels, image_size, bn_running_stats)
 
 
+@MODELS.register(name="linear")
 def linear(
     num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: bool = True
 ) -> LinearClassifier:

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .registry import MODELS
 from .resnet import norms
 
 Norm = Callable[[int], nn.Module]
@@ -105,6 +106,7 @@ def _wide_resnet(
     return WideResNet(blocks_per_stage, 10, num_classes, in_channels, block_norm, head_norm)
 
 
+@MODELS.register(name="wrn-28-10")
 def wrn_28_10(
     num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: bool | str = True
 ) -> WideResNet:
@@ -112,6 +114,9 @@ def wrn_28_10(
     return _wide_resnet(4, num_classes, in_channels, bn_running_stats)
 
 
+# Madry's WRN-32-10 is WRN-34-10 under another depth convention (see above)
+@MODELS.register(name="wrn-34-10")
+@MODELS.register(name="wrn-32-10")
 def wrn_34_10(
     num_classes: int, in_channels: int = 3, image_size: int = 32, *, bn_running_stats: bool | str = True
 ) -> WideResNet:

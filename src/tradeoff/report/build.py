@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..checkpoint import atomic_write_text
+from ..atomic import atomic_write_text
 from ..config import Catalog
 from . import tables
 
@@ -22,7 +22,7 @@ def target_inputs(catalog: Catalog, name: str) -> list[Path]:
     files = [catalog.metrics_file(run, attack) for run, attack in pairs]
     if target["kind"] == "table" or target.get("plot") == "per_class":
         files += [catalog.predictions_file(run, attack) for run, attack in pairs]
-    files += [catalog.layout.curves(run) for run in catalog.curve_runs(name)]
+    files += [catalog.layout.curves(run) for run in catalog.curve_train_ids(name)]
     files += [catalog.layout.analysis(t) for t in catalog.analysis_targets(name)]
     if target.get("reference"):
         files.append(Path(catalog.reference_dir) / f"{target['reference']}.csv")

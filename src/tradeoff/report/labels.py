@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 
+from ..config.budgets import split_budget
+
 # the catalog's measurement (column and attack) names, lower case, without a budget
 MEASUREMENTS = {
     "clean": "Clean", "nat": "Natural", "natural": "Natural", "sa": "SA",
@@ -58,7 +60,7 @@ def column_label(target: dict | None, column: str) -> str:
     own = (target or {}).get("column_labels") or {}
     if column in own:
         return own[column]
-    base, _, budget = column.partition("@")
+    base, budget = split_budget(column)
     name = _measurement(base)
     if name is None:
         return column

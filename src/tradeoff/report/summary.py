@@ -12,7 +12,7 @@ import html
 from pathlib import Path
 
 from ..audit.record import failed_checks
-from ..checkpoint import atomic_write_text
+from ..atomic import atomic_write_text
 from ..config import Catalog
 from . import claims, ran, tables
 from .build import target_outputs
@@ -67,7 +67,7 @@ def _overstated(table: tables.Table) -> list[tuple[float, str]]:
 def target_status(catalog: Catalog, name: str) -> dict:
     pairs = catalog.evaluations(name)
     missing_metrics = [(r, a) for r, a in pairs if not catalog.metrics_file(r, a).exists()]
-    runs = sorted({r for r, _ in pairs} | set(catalog.curve_runs(name)) | set(catalog.analysis_runs(name)))
+    runs = sorted({r for r, _ in pairs} | set(catalog.curve_train_ids(name)) | set(catalog.analysis_train_ids(name)))
     missing_runs = [r for r in runs if not catalog.layout.model(r).exists()]
     missing_analyses = [t for t in catalog.analysis_targets(name) if not catalog.layout.analysis(t).exists()]
     built = all(p.exists() for p in target_outputs(catalog, name)) and not missing_metrics and not missing_analyses

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import CORRUPTIONS_TYPE, PSEUDO_COLUMNS, Catalog
+from ..config import CORRUPTIONS_TYPE, PSEUDO_COLUMNS, Catalog, split_budget
 from . import ran, stats
 from .labels import column_label
 from .records import Measurement, ReportError, measurement, training_machines, training_minutes
@@ -122,7 +122,7 @@ def _kind(catalog: Catalog, attack: str) -> str:
         return "minutes"
     if attack == "mean":
         return "mean"
-    base = attack.partition("@")[0]
+    base = split_budget(attack)[0]
     return "nrob" if catalog.attacks.get(base, {}).get("type") == CORRUPTIONS_TYPE else "accuracy"
 
 
@@ -183,7 +183,7 @@ def _merged_rows(catalog: Catalog, target: dict, reference: dict) -> list[Row]:
 
 
 def _is_clean(catalog: Catalog, attack: str) -> bool:
-    return catalog.attacks.get(attack.partition("@")[0], {}).get("type") == "clean"
+    return catalog.attacks.get(split_budget(attack)[0], {}).get("type") == "clean"
 
 
 def _mean_cell(ours: dict, proto: str, row: Row, columns: list[Column], catalog: Catalog) -> Ours:
