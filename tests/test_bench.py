@@ -70,3 +70,20 @@ def test_epoch_time_ratio_of_at_over_nt_reflects_the_attack():
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"])
     result = epoch_time_ratio(catalog, "cifar10-resnet18-at-beta1", "cifar10-resnet18-nt", steps=2, repeats=3)
     assert result["ratio"] > 1.5, result  # PGD-3 at smoke scale: 9 forward-equivalents against 3
+
+
+def test_attention_on_the_cpu_is_counted_as_on_the_gpu():
+    """PyTorch's counter prices the CUDA attention kernels only: counted on the CPU, a ViT's attention would be free
+    and its runs' planned cost too low (4% at ViT-B/16, 224 px). tradeoff.bench prices the CPU kernels alike."""
+    from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
+
+    from tradeoff.bench import count_flops
+
+    q, k, v = (torch.randn(2, 3, 16, 8, requires_grad=True) for _ in range(3))
+    with count_flops() as forward:
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    with count_flops() as backward:
+        torch.autograd.grad(out.sum(), (q, k, v))
+    shape = (2, 3, 16, 8)
+    assert forward.get_total_flops() == sdpa_flop_count(shape, shape, shape) > 0
+    assert backward.get_total_flops() == sdpa_backward_flop_count(shape, shape, shape, shape)

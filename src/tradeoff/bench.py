@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop, sdpa_flop
 
 from . import models
 from .atomic import atomic_write_text
@@ -48,8 +48,19 @@ class _GlobalOnly:
         return False
 
 
+def _cpu_attention_formulas() -> dict:
+    """PyTorch's FLOP counter prices scaled dot-product attention's CUDA kernels but not the CPU's (flash attention
+    for the CPU): a ViT's attention counted on the CPU would be free. Its CPU kernels take the same leading arguments
+    as the CUDA flash kernels, so they are priced by the same formulas."""
+    aten = torch.ops.aten
+    pairs = (("_scaled_dot_product_flash_attention_for_cpu", sdpa_flop),
+             ("_scaled_dot_product_flash_attention_for_cpu_backward", sdpa_backward_flop))
+    # the module's formulas come shape-wrapped (FlopCounterMode wraps a custom mapping's again): the plain ones
+    return {getattr(aten, op): formula.__wrapped__ for op, formula in pairs if hasattr(aten, op)}
+
+
 def count_flops() -> FlopCounterMode:
-    counter = FlopCounterMode(display=False)
+    counter = FlopCounterMode(display=False, custom_mapping=_cpu_attention_formulas())
     counter.mod_tracker = _GlobalOnly()
     return counter
 
