@@ -690,7 +690,7 @@ def _device_wanted(args, catalog: cfg.Catalog) -> str:
     """The device a GPU command asked for: its --device, else the config's runtime.device."""
     if getattr(args, "cpu_only", False):
         return "cpu"
-    return getattr(args, "device", None) or catalog.config["runtime"].get("device", "auto")
+    return getattr(args, "device", None) or catalog.runtime.device
 
 
 class _Tee:

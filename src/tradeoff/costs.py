@@ -356,7 +356,7 @@ class JobSizes:
             raise ConfigError(f"resources.plan.device: unknown device {self.device!r}; allowed: {sorted(PEAK_TFLOPS)}")
         self.fraction, self.basis = calibrated_fraction(self.device, self.bench_folder)
         self.rate = PEAK_TFLOPS[self.device] * self.fraction * 1e12 * 60  # FLOP per GPU-minute
-        self.precision = (self.catalog.config.get("runtime") or {}).get("precision", "fp32")
+        self.precision = self.catalog.runtime.precision
         self.fixed = {stage: int((resources.get(stage) or {}).get("runtime", default))
                       for stage, default in FIXED_RUNTIME.items()}
 

@@ -167,7 +167,7 @@ def evaluation(catalog: cfg.Catalog, model_id: str, jobs=(), *, seed: int = 0, *
     runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)  # device, CPU threads
     return Evaluation(catalog.model_file(train_id), catalog.data_root, tuple(jobs), model_id=train_id,
                       external=catalog.externals.get(train_id), device=runtime.device.type,
-                      batch_size=catalog.config["runtime"]["eval_batch_size"], seed=seed,
+                      batch_size=catalog.runtime.eval_batch_size, seed=seed,
                       test_examples=catalog.model_spec(model_id).get("test_examples"), scale=catalog.scale, **mode)
 
 

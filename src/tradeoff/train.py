@@ -257,7 +257,7 @@ def train_run(catalog, run_id: str) -> RunPaths:
     catalog.pretrained_checkpoint(run_id, must_exist=True)
     runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
     return train(run_id, catalog.runs[run_id], results=catalog.results, data_root=catalog.data_root,
-                 runtime=runtime, eval_batch_size=catalog.config["runtime"]["eval_batch_size"])
+                 runtime=runtime, eval_batch_size=catalog.runtime.eval_batch_size)
 
 
 @_one_trainer_per_run
