@@ -50,10 +50,11 @@ class Catalog:
         """The runs a table row or figure point averages: one per seed of a run with `seeds`, else the run."""
         return self.seed_runs.get(run_id, [run_id])
 
-    @functools.cached_property
+    @property
     def runtime(self) -> Any:
         """The ``runtime:`` settings as a frozen object, every one at its declared default unless set
-        (tradeoff.settings.RUNTIME)."""
+        (tradeoff.settings.RUNTIME); read from the config at each call (not cached: a copy of a catalog given another
+        config must not answer with the original's)."""
         return runtime_settings(self.config["runtime"])
 
     @property
