@@ -20,13 +20,20 @@ class ConfigError(UserError, ValueError):
 LISTED = 12
 
 
+def did_you_mean(name: Any, choices: Iterable[Any], n: int = 3, cutoff: float = 0.6) -> str:
+    """``did you mean 'a', 'b' or 'c'?`` with the closest ``n`` of ``choices`` (difflib), or "" when none is close: the
+    one way a misspelt name gets its suggestion."""
+    close = difflib.get_close_matches(str(name), [str(c) for c in dict.fromkeys(choices)], n=n, cutoff=cutoff)
+    if not close:
+        return ""
+    return "did you mean " + (", ".join(map(repr, close[:-1])) + " or " if len(close) > 1 else "") + f"{close[-1]!r}?"
+
+
 def unknown(what: str, name: Any, choices: Iterable[Any], listing: str = "") -> str:
     """``unknown <what> <name>; did you mean ...?`` with the closest few of ``choices`` (difflib), and the whole list
     only when it is short; ``listing`` says where the whole list is (a command)."""
     choices = [str(c) for c in dict.fromkeys(choices)]
-    close = difflib.get_close_matches(str(name), choices, n=3, cutoff=0.6)
-    guess = ("did you mean " + (", ".join(map(repr, close[:-1])) + " or " if len(close) > 1 else "")
-             + f"{close[-1]!r}?") if close else ""
+    guess = did_you_mean(name, choices)
     if len(choices) <= LISTED:
         return f"unknown {what} {name!r}; " + (f"{guess} " if guess else "") + f"allowed: {sorted(choices)}"
     where = f"; {listing}" if listing else ""

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import functools
 import numbers
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .errors import ConfigError
+from .errors import ConfigError, did_you_mean
 from .ranges import Range, check as check_range
 
 # The kinds of value a parameter takes.
@@ -43,8 +42,8 @@ LISTED = 24
 def closest(value: Any, allowed: Iterable[Any]) -> str:
     """``did you mean 'x'? allowed: [...]`` (the closest of ``allowed``, difflib), the list cut when it is long."""
     names = [str(a) for a in dict.fromkeys(allowed)]
-    close = difflib.get_close_matches(str(value), names, n=3, cutoff=0.6)
-    guess = ("did you mean " + " or ".join(repr(c) for c in close) + "? ") if close else ""
+    guess = did_you_mean(value, names)
+    guess = guess + " " if guess else ""
     listed = f"allowed: {names}" if len(names) <= LISTED else f"{len(names)} allowed"
     return guess + listed
 
@@ -175,10 +174,9 @@ class Param:
 
     def _choice(self, value: str, key: str) -> None:
         if self.choices and value not in self.choices:
-            raise ConfigError(f"{key}: must be one of {list(self.choices)}, got {value!r}" +
-                              "".join(f"; did you mean {c!r}?" for c in
-                                      difflib.get_close_matches(value, [str(c) for c in self.choices], n=1,
-                                                                cutoff=0.5)))
+            guess = did_you_mean(value, self.choices, n=1, cutoff=0.5)
+            raise ConfigError(f"{key}: must be one of {list(self.choices)}, got {value!r}"
+                              + (f"; {guess}" if guess else ""))
 
 
 @dataclass(frozen=True)

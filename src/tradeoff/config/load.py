@@ -4,13 +4,12 @@ of the format that every part of the package shares, and the one way an unknown 
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
 
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 from .design import expand, merge
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -115,8 +114,8 @@ def _where(error) -> str:
 
 def _guess(value: Any, allowed: Iterable[Any]) -> str:
     """``; did you mean 'x'?`` with the closest of ``allowed`` (difflib), or nothing."""
-    close = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=2, cutoff=0.6)
-    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+    guess = did_you_mean(value, allowed, n=2)
+    return f"; {guess}" if guess else ""
 
 
 def _key(path: Iterable[Any]) -> str:
