@@ -79,7 +79,7 @@ def write_measurement(catalog, run_id: str, attack_name: str, robust, /, *, clea
 
 
 def _suite_with(path: Path, run: str, attack: str, entry: dict) -> dict:
-    """The suite file of a run (tradeoff.evaluate.evaluate_suite's format) with one evaluation's entry set."""
+    """The suite file of a run (SUITE_FORMAT, as evaluate.evaluate writes a Suite) with one evaluation set."""
     suite = json.loads(path.read_text()) if path.exists() else {"format": SUITE_FORMAT, "run": run,
                                                                 "evaluations": {}}
     suite["evaluations"][attack] = entry
