@@ -25,6 +25,7 @@ from ..atomic import json_digest
 from ..errors import ConfigError
 from ..rehearsal_data import GeneratedDataRoot
 from ..settings import runtime_settings
+from ..spec import ExternalSpec, RunSpec, _Spec
 from ..results import Layout, ready_marker
 from .budgets import parse_budget, rel_step, split_budget, sweep_labels
 from ..errors import unknown
@@ -34,17 +35,24 @@ from .scale import corruption_set, resolve_attack
 @dataclass
 class Catalog:
     config: dict
-    runs: dict[str, dict]                       # run id -> resolved spec
+    runs: dict[str, RunSpec]                    # run id -> its resolved settings (tradeoff.spec)
     attacks: dict[str, dict]                    # attack name -> spec (budgets still per dataset)
     targets: dict[str, dict]
     train_id: dict[str, str] = field(default_factory=dict)  # run id (or external id) -> its train id
     seed_runs: dict[str, list[str]] = field(default_factory=dict)  # run with `seeds` -> its run per seed
     # external model id -> its resolved settings (`external:`): a model this pipeline did not train, evaluated (and
     # shown in tables) like a training job; train_id maps it to itself
-    externals: dict[str, dict] = field(default_factory=dict)
+    externals: dict[str, ExternalSpec] = field(default_factory=dict)
     # the papers' numbers (a table's `reference:` is <reference_dir>/<reference>.csv): the folder `reference/` beside
     # the first config file
     reference_dir: str = str(REFERENCE_DIR)
+
+    def __post_init__(self) -> None:
+        # settings given in their JSON form (the catalog's cache, a test's hand-written catalog) are typed here
+        self.runs = {rid: spec if isinstance(spec, RunSpec) else RunSpec.from_dict(spec)
+                     for rid, spec in self.runs.items()}
+        self.externals = {eid: spec if isinstance(spec, ExternalSpec) else ExternalSpec.from_dict(spec)
+                          for eid, spec in self.externals.items()}
 
     def row_runs(self, run_id: str) -> list[str]:
         """The runs a table row or figure point averages: one per seed of a run with `seeds`, else the run."""
@@ -79,7 +87,7 @@ class Catalog:
             return GeneratedDataRoot(self.config["paths"]["data"])
         return Path(self.config["paths"]["data"])
 
-    def training_runs(self) -> dict[str, dict]:
+    def training_runs(self) -> dict[str, RunSpec]:
         """Distinct training jobs: runs whose resolved settings are identical train once."""
         return {rid: spec for rid, spec in self.runs.items() if self.train_id[rid] == rid}
 
@@ -87,7 +95,7 @@ class Catalog:
         """Whether a model id (a row's, an evaluation's) names an external model rather than a training job."""
         return model_id in self.externals
 
-    def model_spec(self, run_id: str) -> dict:
+    def model_spec(self, run_id: str) -> RunSpec | ExternalSpec:
         """A run's resolved settings, or an external model's (``checkpoint``, ``arch``, ``dataset``, ...): ``run_id``
         a run id or an external id (every model id is one or the other)."""
         return self.externals[run_id] if run_id in self.externals else self.runs[run_id]
@@ -96,7 +104,7 @@ class Catalog:
         """The file an evaluation of a training job or an external model reads: the run's model.pt, or the external
         model's checkpoint."""
         if model_id in self.externals:
-            return Path(self.externals[model_id]["checkpoint"])
+            return Path(self.externals[model_id].checkpoint)
         return self.layout.model(model_id)
 
     def evaluation_inputs(self, model_id: str) -> list[str]:
@@ -105,7 +113,7 @@ class Catalog:
         download marker."""
         if model_id in self.externals:
             spec = self.externals[model_id]
-            return [spec["checkpoint"], str(ready_marker(self.data_root, spec["dataset"]))]
+            return [spec.checkpoint, str(ready_marker(self.data_root, spec.dataset))]
         return [str(self.layout.model(model_id))]
 
     def evaluated_models(self) -> list[str]:
@@ -116,9 +124,9 @@ class Catalog:
         """The SHA-256 that an external model's metrics must have measured: the one its settings pin (``sha256``),
         else its checkpoint file's now; None when neither is known (no pin, no file)."""
         spec = self.externals[model_id]
-        if spec.get("sha256"):
-            return spec["sha256"]
-        path = Path(spec["checkpoint"])
+        if spec.sha256:
+            return spec.sha256
+        path = Path(spec.checkpoint)
         try:
             stat = path.stat()
         except OSError:
@@ -131,13 +139,13 @@ class Catalog:
         architecture needs one and none is set (or, ``must_exist``, when it is not a file): raised by the jobs
         that train such a run (Snakemake's DAG, ``tradeoff train``), so the rest of the catalog works without it."""
         spec = self.runs[run_id]
-        if "pretrained" not in spec:
+        if spec.pretrained is None:
             return None
         from ..models.adapters import PretrainedError, pretrained_checkpoint_path, pretrained_setting
 
         try:
             check = pretrained_checkpoint_path if must_exist else pretrained_setting
-            return check(spec["arch"], spec["pretrained"])
+            return check(spec.arch, spec.pretrained.file)
         except PretrainedError as exc:
             raise ConfigError(f"runs.{run_id}: {exc}") from None
 
@@ -291,7 +299,7 @@ class Catalog:
         scales)."""
         spec = self.targets[target]["analysis"]
         own = [self.config["scale_map"].get("dataset") or spec["dataset"]] if "dataset" in spec else []
-        return sorted({*(self.runs[r]["dataset"] for r in self.analysis_train_ids(target)), *own})
+        return sorted({*(self.runs[r].dataset for r in self.analysis_train_ids(target)), *own})
 
     def evaluation_datasets(self, model_id: str, attack: str) -> list[str]:
         """Datasets that an evaluation job reads besides its run's test set: the corruption dataset of an entry of
@@ -335,10 +343,13 @@ class Catalog:
 FILE_KEYS = ("checkpoint", "sha256")
 
 
-def spec_digest(spec: dict) -> str:
+def spec_digest(spec: RunSpec | ExternalSpec | dict) -> str:
     """What a run computes: two runs with the same digest train identically (the paper-scale names of their
     dataset and architecture are labels, not settings). Of an external model: how its file is read and evaluated
-    (architecture, dataset, layout, normalisation, test examples), the file itself being its SHA-256."""
+    (architecture, dataset, layout, normalisation, test examples), the file itself being its SHA-256. (A dict: the
+    settings' JSON form, while they are resolved.)"""
+    if isinstance(spec, _Spec):
+        spec = spec.as_dict()
     settings = {k: v for k, v in spec.items() if not k.startswith("paper_") and k not in FILE_KEYS}
     return json_digest(settings)
 

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable
 from .. import ranges
 from ..errors import ConfigError
 from ..results import Layout
+from ..spec import ExternalSpec, RunSpec
 from .catalog import Catalog, spec_digest
 from .checks import (_check_arch_map, _check_attack, _check_choice, _check_comparison, _check_corruptions_entry,
                      _check_eps, _check_eval_unit, _check_schedule, _check_target, _lookup)
@@ -57,8 +58,9 @@ def _save_catalog_cache(paths: list[Path], catalog: Catalog) -> None:
     from ..atomic import WriteError, atomic_write_text
 
     cache = _catalog_cache(paths, catalog.config)
-    fields = {name: getattr(catalog, name) for name in ("config", "runs", "attacks", "targets", "train_id",
-                                                          "seed_runs", "externals")}
+    fields = {name: getattr(catalog, name) for name in ("config", "attacks", "targets", "train_id", "seed_runs")}
+    fields["runs"] = {rid: spec.as_dict() for rid, spec in catalog.runs.items()}
+    fields["externals"] = {eid: spec.as_dict() for eid, spec in catalog.externals.items()}
     text = json.dumps(fields)  # key order kept: it is the order of a table's columns and rows
     if cache is None or json.loads(text) != fields:
         return
@@ -170,8 +172,9 @@ def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
         _check_comparison(name, target, config, references)
     _check_eval_unit(config)
     _check_audit(config)
-    catalog = Catalog(config=config, runs=runs, attacks=config["attacks"], targets=targets, train_id=train_id,
-                      seed_runs=seed_runs, reference_dir=str(references), externals=externals)
+    catalog = Catalog(config=config, runs={rid: RunSpec.from_dict(spec) for rid, spec in runs.items()},
+                      attacks=config["attacks"], targets=targets, train_id=train_id, seed_runs=seed_runs,
+                      reference_dir=str(references), externals=externals)
     # every evaluation the targets need, resolved for its run now: a budget that a scale maps out of range (a
     # sweep's largest on a dataset with a larger standard budget) stops the config, not an evaluation job
     for run_id, attack in {pair for name in targets for pair in catalog.evaluations(name)}:
@@ -243,7 +246,7 @@ def check_evaluation(catalog: Catalog, model_id: str, attack: str) -> dict:
 EXTERNAL_KEYS = ("checkpoint", "arch", "dataset", "normalize", "format", "paper_dataset", "sha256")
 
 
-def resolve_external(raw: dict, config: dict, key: Callable[[str], str]) -> dict:
+def resolve_external(raw: dict, config: dict, key: Callable[[str], str]) -> ExternalSpec:
     """An external model's settings, checked and made canonical: its checkpoint file (``{results}``: this scale's
     results folder; not checked to exist, a workflow may write it), its architecture (a registered one, or
     RobustBench's name for it) and dataset, the input normalisation applied inside the model, the file's layout
@@ -282,11 +285,11 @@ def resolve_external(raw: dict, config: dict, key: Callable[[str], str]) -> dict
         raise ConfigError(f"{key('sha256')}: expected the file's SHA-256 as 64 hexadecimal digits, got {sha!r}")
     channels = data.DATASETS[raw["dataset"]].image_shape[0]
     results = str(Layout.of(config["paths"]["results"], config["scale"]).root)
-    return {"checkpoint": str(raw["checkpoint"]).replace("{results}", results),
-            "sha256": sha.lower() if sha else None, "arch": arch, "dataset": raw["dataset"],
-            "paper_dataset": paper_dataset, "paper_arch": arch,
-            "normalize": parse_normalize(raw.get("normalize"), channels, key("normalize")), "format": fmt,
-            "test_examples": config["scale_map"].get("test_examples")}
+    return ExternalSpec.from_dict({
+        "checkpoint": str(raw["checkpoint"]).replace("{results}", results), "sha256": sha.lower() if sha else None,
+        "arch": arch, "dataset": raw["dataset"], "paper_dataset": paper_dataset, "paper_arch": arch,
+        "normalize": parse_normalize(raw.get("normalize"), channels, key("normalize")), "format": fmt,
+        "test_examples": config["scale_map"].get("test_examples")})
 
 
 def with_external(catalog: Catalog, model_id: str, raw: dict, key: Callable[[str], str]) -> Catalog:
@@ -364,7 +367,7 @@ def _attack_ref(config: dict, name: Any, key: str) -> dict:
     return pool[name]
 
 
-def _check_corruptions(spec: dict, run: dict, config: dict, key: str) -> None:
+def _check_corruptions(spec: dict, run: RunSpec | ExternalSpec, config: dict, key: str) -> None:
     """An evaluation on corrupted images for a run: its dataset, mapped by ``corruption_map`` (smaller scales),
     must hold corrupted test images of the run's own dataset. (resolve() checks every such evaluation; resolving
     one again needs no dataset registry, so the Snakefile does not import PyTorch.)"""
@@ -372,13 +375,13 @@ def _check_corruptions(spec: dict, run: dict, config: dict, key: str) -> None:
 
     named, dataset = spec["dataset"], corruption_set(spec, config)
     clean = data.corruption_dataset(dataset).clean_dataset
-    if clean != run["dataset"]:
-        hint = (f"map it to a corruption dataset of {run['dataset']!r} with corruption_map: {{{named}: ...}}"
+    if clean != run.dataset:
+        hint = (f"map it to a corruption dataset of {run.dataset!r} with corruption_map: {{{named}: ...}}"
                 if dataset == named else f"corruption_map.{named} maps it to {dataset!r}")
         known = ", ".join(f"{name} of {data.corruption_dataset(name).clean_dataset}"
                           for name in data.corruption_dataset_names())
         raise ConfigError(f"{key}.dataset: {dataset!r} holds corrupted {clean!r} test images, but a run evaluated "
-                          f"on it is on {run['dataset']!r}; {hint} (corruption datasets: {known})")
+                          f"on it is on {run.dataset!r}; {hint} (corruption datasets: {known})")
 
 
 RUN_DEFAULTS: dict[str, Any] = {

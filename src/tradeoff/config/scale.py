@@ -47,8 +47,16 @@ def corruption_set(spec: dict, config: dict) -> str:
     return (config.get("corruption_map") or {}).get(spec["dataset"], spec["dataset"])
 
 
-def resolve_attack(spec: dict, run: dict, config: dict, key: str, *, training: bool = False) -> dict:
-    """Fill in a run's budget: eps defaults to the dataset's standard budget for the norm; at a smaller scale
+def _datasets(model: Any) -> tuple[str, str]:
+    """A model's (dataset, paper dataset): of its resolved settings (tradeoff.spec), or of a run's being resolved (a
+    dict)."""
+    if isinstance(model, dict):
+        return model["dataset"], model["paper_dataset"]
+    return model.dataset, model.paper_dataset
+
+
+def resolve_attack(spec: dict, run: Any, config: dict, key: str, *, training: bool = False) -> dict:
+    """Fill in a run's (or an external model's) budget: eps defaults to the dataset's standard budget for the norm; at a smaller scale
     every budget (and absolute step size) keeps its ratio to the standard budget of the run's own dataset.
     ``training``: the attack is a method's inner maximiser (``scale_map.train_attack_steps`` applies)."""
     if spec["type"] == CORRUPTIONS_TYPE:
@@ -58,10 +66,11 @@ def resolve_attack(spec: dict, run: dict, config: dict, key: str, *, training: b
     if spec["type"] == "clean":
         out["eps"] = 0.0
         return out
-    paper_std = _standard_budget(config, run["paper_dataset"], norm, key)
+    dataset, paper_dataset = _datasets(run)
+    paper_std = _standard_budget(config, paper_dataset, norm, key)
     raw = spec.get("eps")
     # one rule for every budget of a run, trained or attacked, swept or not: its ratio to the standard budget
-    factor = _standard_budget(config, run["dataset"], norm, key) / paper_std
+    factor = _standard_budget(config, dataset, norm, key) / paper_std
     eps_list = raw if isinstance(raw, list) else [raw]
     resolved = [paper_std if e is None else parse_budget(e, f"{key}.eps") for e in eps_list]
     eps_scaled = [e * factor for e in resolved]
@@ -73,7 +82,7 @@ def resolve_attack(spec: dict, run: dict, config: dict, key: str, *, training: b
         eps_scaled = [min(e, float(eps_cap)) for e in eps_scaled]
     for e, paper in zip(eps_scaled, resolved):
         if factor != 1 and e > MAX_EPS[norm]:
-            raise ConfigError(f"{key}.eps: {paper:g} scales to {e:g} on {run['dataset']} ({factor:g} x), absurd for the "
+            raise ConfigError(f"{key}.eps: {paper:g} scales to {e:g} on {dataset} ({factor:g} x), absurd for the "
                               f"{norm} norm on [0, 1] images (allowed: 0 <= eps <= {MAX_EPS[norm]:g}); cap it at "
                               f"this scale with scale_map.eps_cap: {{{norm}: {MAX_EPS[norm]:g}}}")
         _check_eps(e, norm, f"{key}.eps")
