@@ -204,8 +204,8 @@ def test_an_overlay_changes_a_designed_run_or_adds_a_block(tmp_path):
     assert config["runs"]["cifar10-resnet18-nt"]["epochs"] == 3
     assert list(config["runs"])[-2:] == ["digits-small_cnn-trades-lambda1", "digits-small_cnn-trades-lambda3"]
     catalog = cfg.resolve(config)
-    assert catalog.runs["cifar10-resnet18-nt"]["epochs"] == 3
-    assert catalog.runs["digits-small_cnn-trades-lambda3"]["method"]["lam"] == 3.0
+    assert catalog.runs["cifar10-resnet18-nt"].epochs == 3
+    assert catalog.runs["digits-small_cnn-trades-lambda3"].method.params["lam"] == 3.0
 
 
 @pytest.mark.parametrize(("design", "expected"), [

@@ -39,7 +39,7 @@ def test_budgets_and_steps_parse():
 
 def test_paper_scale_budget_is_the_papers(paper_config):
     catalog = cfg.resolve(paper_config)
-    attack = catalog.runs["cifar10-resnet18-at-beta1"]["method"]["attack"]
+    attack = catalog.runs["cifar10-resnet18-at-beta1"].method.params["attack"]
     assert attack["eps"] == pytest.approx(8 / 255)
     assert attack["step_size"] == pytest.approx(2 / 255)
     assert attack["steps"] == 10
@@ -50,17 +50,17 @@ def test_paper_scale_budget_is_the_papers(paper_config):
 def test_demo_scale_keeps_budget_ratio_and_rescales_epochs():
     catalog = cfg.load_catalog(DEMO)
     spec = catalog.runs["cifar10-resnet18-at-beta1"]
-    assert spec["dataset"] == "digits" and spec["paper_dataset"] == "cifar10"
-    assert spec["method"]["attack"]["eps"] == pytest.approx(0.3)
+    assert spec.dataset == "digits" and spec.paper_dataset == "cifar10"
+    assert spec.method.params["attack"]["eps"] == pytest.approx(0.3)
     # scale_map.train_attack_steps: PGD-10 of eps/4 becomes PGD-3 of 5/6 eps in training, the same path length ...
-    assert (spec["method"]["attack"]["steps"], spec["method"]["attack"]["step_size"]) == (3, pytest.approx(0.25))
+    assert (spec.method.params["attack"]["steps"], spec.method.params["attack"]["step_size"]) == (3, pytest.approx(0.25))
     # ... while the attacks that measure (the selection's PGD-20, the evaluation's) keep their steps
-    assert (spec["selection"]["attack"]["steps"], spec["selection"]["attack"]["step_size"]) == (20, pytest.approx(0.075))
-    assert spec["epochs"] == 10
-    assert spec["lr"] == {"epochs": [0, 7.5, 10], "values": [0.1, 0.1, 0.01]}
-    assert spec["optimizer"]["weight_decay"] == 5e-4
+    assert (spec.selection.attack["steps"], spec.selection.attack["step_size"]) == (20, pytest.approx(0.075))
+    assert spec.epochs == 10
+    assert spec.lr.as_dict() == {"epochs": [0, 7.5, 10], "values": [0.1, 0.1, 0.01]}
+    assert spec.optimizer.weight_decay == 5e-4
     # scale_map.preset_lr: the CA-AT preset's runs take their own schedule at this scale
-    assert catalog.runs["cifar10-resnet18-caat-ce-gamma0_8"]["lr"]["values"] == [0.05, 0.05, 0.005]
+    assert catalog.runs["cifar10-resnet18-caat-ce-gamma0_8"].lr.values == (0.05, 0.05, 0.005)
     # scale_map.autoattack_caps: AutoAttack's family is capped, PGD-100 is not
     aa = catalog.attack_for("aa", "cifar10-resnet18-at-beta1")
     square = catalog.attack_for("square", "cifar10-resnet18-at-beta1")
@@ -72,9 +72,9 @@ def test_train_attack_steps_leave_apgd_step_sizes_alone(tmp_path):
     overlay = tmp_path / "o.yaml"
     overlay.write_text("scale_map: {train_attack_steps: 4}\n")
     catalog = cfg.load_catalog(PAPER + [overlay])
-    apgd = catalog.runs["cifar10-resnet18-caat-ce-gamma0_8-train_apgd"]["method"]["attack"]
+    apgd = catalog.runs["cifar10-resnet18-caat-ce-gamma0_8-train_apgd"].method.params["attack"]
     assert apgd["steps"] == 4 and apgd.get("step_size") is None
-    pgd = catalog.runs["cifar10-resnet18-at-beta1"]["method"]["attack"]
+    pgd = catalog.runs["cifar10-resnet18-at-beta1"].method.params["attack"]
     assert (pgd["steps"], pgd["step_size"]) == (4, pytest.approx(2 / 255 * 10 / 4))
 
 
@@ -82,7 +82,7 @@ def test_rescaled_epochs_written_two_ways_share_one_job():
     """CIFAR-100's tau epochs (83.333 and 150 of 200) and CIFAR-10's (50 and 90 of 120) are one setting at 10 epochs
     (and at 12)."""
     catalog = cfg.load_catalog(DEMO)
-    assert catalog.runs["cifar100-resnet18-fat"]["method"]["tau_epochs"] == [4.167, 7.5]
+    assert catalog.runs["cifar100-resnet18-fat"].method.params["tau_epochs"] == (4.167, 7.5)
     assert catalog.train_id["cifar100-resnet18-fat"] == catalog.train_id["cifar10-resnet18-fat"]
     assert _scaled_epoch(83.333, 12 / 200) == _scaled_epoch(50, 12 / 120) == 5.0
 
@@ -96,11 +96,12 @@ def test_resolved_catalog_is_kept_for_the_next_job_and_renewed_when_a_file_chang
     kept = list((results / "paper" / "work" / "catalog").glob("*.json"))
     assert len(kept) == 1
     again = cfg.load_catalog(PAPER + [overlay], write_cache=True)  # from the file: the same catalog, field by field, in the same order
-    fields = ("config", "runs", "attacks", "targets", "train_id", "seed_runs")
+    fields = ("config", "attacks", "targets", "train_id", "seed_runs")
     assert json.dumps([getattr(again, f) for f in fields]) == json.dumps([getattr(fresh, f) for f in fields])
+    assert list(again.runs.items()) == list(fresh.runs.items())  # typed settings, equal field by field
     overlay.write_text(f"paths: {{results: {results}}}\nscale_map: {{epochs: 6}}\n")
     changed = cfg.load_catalog(PAPER + [overlay], write_cache=True)
-    assert changed.runs["cifar10-resnet18-nt"]["epochs"] == 6
+    assert changed.runs["cifar10-resnet18-nt"].epochs == 6
     assert len(list((results / "paper" / "work" / "catalog").glob("*.json"))) == 2
     # a bad file is refused even when an earlier resolution of other bytes is kept
     overlay.write_text(f"paths: {{results: {results}}}\nscale_map: {{epochs: 0}}\n")
@@ -112,8 +113,8 @@ def test_epoch_breakpoints_rescale_with_length(tmp_path):
     overlay = tmp_path / "o.yaml"
     overlay.write_text("scale_map: {epochs: 12}\n")
     spec = cfg.load_catalog(PAPER + [overlay]).runs["cifar10-resnet18-nt"]
-    assert spec["lr"]["epochs"] == [0, 4, 6, 12]
-    assert spec["lr"]["values"] == [0.01, 0.01, 0.001, 0.0001]
+    assert spec.lr.epochs == (0, 4, 6, 12)
+    assert spec.lr.values == (0.01, 0.01, 0.001, 0.0001)
 
 
 def test_identical_runs_train_once(paper_config):
@@ -197,7 +198,7 @@ def test_attack_without_step_size_resolves_without_one(paper_config):
     config = copy.deepcopy(paper_config)
     config["train_attacks"]["apgd"] = {"type": "apgd-ce", "norm": "linf"}
     config["runs"]["cifar10-resnet18-at-beta1"]["method"]["attack"] = "apgd"
-    spec = cfg.resolve(config).runs["cifar10-resnet18-at-beta1"]["method"]["attack"]
+    spec = cfg.resolve(config).runs["cifar10-resnet18-at-beta1"].method.params["attack"]
     assert "step_size" not in spec and spec["eps"] == pytest.approx(8 / 255)
 
 

@@ -105,9 +105,9 @@ def test_every_declared_choice_of_every_method_is_accepted_and_its_misspelling_r
                                                                                        value):
     p = METHODS[method].parameters[name]
     f = p.fields[[x.name for x in p.fields].index(field)] if field else None
-    spec = _resolve_method(small, {"name": method, name: _set(p, f, value)}).runs[PROBE]["method"]
-    got = spec[name] if f is None else spec[name][f.name]
-    assert got == ([value] if (f or p).type == LIST else value)
+    params = _resolve_method(small, {"name": method, name: _set(p, f, value)}).runs[PROBE].method.params
+    got = params[name] if f is None else params[name][f.name]
+    assert got == ((value,) if (f or p).type == LIST else value)  # resolved settings are frozen: lists are tuples
     key = f"runs.{PROBE}.method.{name}" + (f".{field}" if field else "") + ("[0]" if (f or p).type == LIST else "")
     with pytest.raises(cfg.ConfigError) as refused:
         _resolve_method(small, {"name": method, name: _set(p, f, _misspelt(value))})

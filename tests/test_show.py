@@ -24,7 +24,7 @@ def test_a_run_shows_its_resolved_settings_and_where_each_came_from(capsys, tmp_
     status, shown, _ = _show(capsys, PAPER, DEMO, str(overlay), name="cifar10-resnet18-fat")
     assert status == 0
     catalog = cfg.load_catalog([PAPER, DEMO, overlay])
-    assert shown["settings"] == catalog.runs["cifar10-resnet18-fat"] and shown["scale"] == "demo"
+    assert shown["settings"] == catalog.runs["cifar10-resnet18-fat"].as_dict() and shown["scale"] == "demo"
     sources = shown["sources"]
     assert sources["method.omega"].startswith("runs.cifar10-resnet18-fat (") and str(overlay) in sources["method.omega"]
     assert sources["method.name"].startswith("design.generalist-table1.variants.fat (")         # a design block

@@ -113,12 +113,13 @@ def _run(catalog: Catalog, files: list[tuple[str, dict]], rid: str) -> dict:
     if plain:
         layers.append((f"runs.{written} ({_file(files, 'runs', written)})", plain))
     if "seeds" in expanded:
-        layers.append((f"runs.{written}.seeds", {"seed": catalog.runs[rid]["seed"]}))
+        layers.append((f"runs.{written}.seeds", {"seed": catalog.runs[rid].seed}))
 
-    spec = catalog.runs[rid]
+    run = catalog.runs[rid]
+    spec = run.as_dict()  # the settings as YAML shows them, a path per leaf
     from ..methods import METHODS
 
-    method_name = spec["method"]["name"]
+    method_name = run.method.name
     before: dict[str, Any] = _leaves({**copy.deepcopy(RUN_DEFAULTS),
                                       "method": {"name": method_name, **METHODS[method_name].parameters.defaults()}})
     sources: dict[str, str] = {}
@@ -145,7 +146,7 @@ def _run(catalog: Catalog, files: list[tuple[str, dict]], rid: str) -> dict:
             if path in sources:
                 out_sources[path] = sources[path]
         elif path == "pretrained":
-            out_sources[path] = f"pretrained.{spec['arch']} ({_file(files, 'pretrained', spec['arch'])})"
+            out_sources[path] = f"pretrained.{run.arch} ({_file(files, 'pretrained', run.arch)})"
         else:
             key = next((k for k in (path, head, ".".join(path.split(".")[:2])) if k in SCALED), None)
             if key is not None:
@@ -193,8 +194,7 @@ def _attack(catalog: Catalog, files: list[tuple[str, dict]], name: str) -> dict:
     # one, the scale's caps on steps and queries
     resolved: dict[str, Any] = {}
     for rid, spec in catalog.runs.items():
-        where = f"{spec['paper_dataset']} -> {spec['dataset']}" if spec["paper_dataset"] != spec["dataset"] \
-            else spec["dataset"]
+        where = f"{spec.paper_dataset} -> {spec.dataset}" if spec.paper_dataset != spec.dataset else spec.dataset
         if where in resolved:
             continue
         try:
