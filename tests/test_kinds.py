@@ -103,8 +103,8 @@ def test_a_target_that_its_kind_accepts(target):
     ({"plot": "lines", "columns": {"p": "pgd20"}},
      "targets.t.rows: a `lines` figure needs an `x` value on every row (or budget-sweep columns)"),
     ({"plot": "bars", "columns": {"s": "sweep"}},
-     "targets.t.columns.s: unknown attack 'sweep'; did you mean 'sweep@8_255'? allowed: ['clean', 'nrob', 'pgd20', 'sweep@16_255', "
-     "'sweep@8_255'] (a budget sweep is named <attack>@<budget label>)"),
+     "targets.t.columns.s: unknown attack 'sweep'; did you mean 'sweep@8_255'? allowed: ['clean', 'nrob', 'pgd20', "
+     "'sweep@16_255', 'sweep@8_255'] (a budget sweep is named <attack>@<budget label>)"),
     ({"plot": "per_class", "columns": {"p": "pgd20", "n": "nrob"}},
      "targets.t.columns.n: a `per_class` figure draws one attack's per-example results; 'nrob' measures many "
      "corrupted sets"),
