@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tradeoff import analysis, config as cfg
+from tradeoff import analysis, config as cfg, targets
 
 
 def count_rows(catalog, target, params):
@@ -18,7 +18,8 @@ def count_rows(catalog, target, params):
 
 @pytest.fixture
 def catalog_with_analysis(tmp_path, monkeypatch):
-    monkeypatch.setitem(analysis.ANALYSES, "count_rows", analysis.Analysis("count_rows", count_rows))
+    monkeypatch.setitem(targets.ANALYSIS_KINDS, "count_rows", targets.AnalysisKind("count_rows"))  # declared
+    monkeypatch.setitem(analysis.ANALYSES, "count_rows", analysis.Analysis("count_rows", count_rows))  # and run
     config = cfg.load_config([cfg.ROOT / "config/config.yaml", cfg.ROOT / "config/smoke.yaml"])
     config = copy.deepcopy(config)
     config["paths"]["results"] = str(tmp_path / "results")

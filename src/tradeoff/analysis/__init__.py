@@ -4,9 +4,9 @@ CA-AT synthetic experiment). A figure target names one with ``analysis: {name: .
 ``results/analysis/<target>.json``. The figure then reads only that file, so regenerating figures needs no
 checkpoint.
 
-An analysis module registers its job with ``@register(name, check=...)`` (tradeoff.analysis.base) and is imported
-here; the job is ``fn(catalog, target_name, params) -> dict`` (JSON-serialisable) and must be deterministic (seeded
-from ``params`` or the catalog).
+An analysis is declared, with the check of its parameters, in tradeoff.targets; its module registers its job with
+``@register(name)`` (tradeoff.analysis.base) and is imported here; the job is ``fn(catalog, target_name, params) ->
+dict`` (JSON-serialisable) and must be deterministic (seeded from ``params`` or the catalog).
 """
 
 from __future__ import annotations

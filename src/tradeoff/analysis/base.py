@@ -1,8 +1,9 @@
 """The registry of analyses (one :class:`~tradeoff.registry.Registry`, as methods, attacks, models and figure
-kinds): an analysis module decorates its job function with :func:`register`, naming the analysis and, optionally,
-the check of its parameters that runs when the config is resolved. tradeoff.analysis imports every analysis module;
-each keeps its top-level imports light (PyTorch, scikit-learn: inside the functions, or through tradeoff.lazy), so
-that the report jobs, which only read an analysis's JSON, start without them."""
+kinds): an analysis module decorates its job function with :func:`register`, naming an analysis declared in
+:mod:`tradeoff.targets` (which also holds the check of its parameters that runs when the config is resolved).
+tradeoff.analysis imports every analysis module; each keeps its top-level imports light (PyTorch, scikit-learn:
+inside the functions, or through tradeoff.lazy), so that the report jobs, which only read an analysis's JSON, start
+without them."""
 
 from __future__ import annotations
 
@@ -10,21 +11,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..registry import Registry
+from ..targets import ANALYSIS_KINDS
 
 
 @dataclass(frozen=True)
 class Analysis:
     name: str
     run: Callable        # run(catalog, target_name, params) -> dict (JSON-serialisable), deterministic
-    check: Callable | None = None  # check(target, key, attacks): raises ConfigError naming the key
 
 
 ANALYSES = Registry("analysis")
 
 
-def register(name: str, check: Callable | None = None) -> Callable:
-    """Register the decorated function as the analysis ``name``, its parameters checked by ``check``."""
+def register(name: str) -> Callable:
+    """Register the decorated function as the analysis ``name``, which tradeoff.targets must declare."""
+    if name not in ANALYSIS_KINDS:
+        raise ValueError(f"analysis {name!r} is not declared in tradeoff.targets; declared: {sorted(ANALYSIS_KINDS)}")
+
     def add(run: Callable) -> Callable:
-        ANALYSES.register(Analysis(name, run, check))
+        ANALYSES.register(Analysis(name, run))
         return run
     return add

@@ -3,7 +3,8 @@
 Generalist Figure 5(b): images that TRADES and FAT get wrong and Generalist gets right; Zipper Figure 7:
 failure cases, images that Zipper gets wrong and TRADES or FAT get right. Both natural and adversarial.
 
-Parameters (``analysis:`` of a ``grid`` figure; row keys name the target's rows):
+Parameters (``analysis:`` of a ``grid`` figure, checked when the config is resolved: tradeoff.targets; row keys name
+the target's rows):
 
 - ``right``: a row key, or a list of them, whose models must classify the image correctly (all of them, or
   at least one with ``any_right: true``);
@@ -29,58 +30,18 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..config.budgets import split_budget
+from ..targets import row_keys
 from .base import register
 
 PANELS = ("natural", "adversarial")
 
 
-def _keys(value: Any) -> list[str]:
-    return [value] if isinstance(value, str) else list(value or [])
-
-
 def condition(params: dict) -> dict:
     """The normalised condition: lists of right and wrong keys and whether any (not all) suffices."""
-    right, wrong = _keys(params.get("right")), _keys(params.get("wrong"))
+    right, wrong = row_keys(params.get("right")), row_keys(params.get("wrong"))
     return {"right": right, "wrong": wrong, "any_right": bool(params.get("any_right", False)),
             "any_wrong": bool(params.get("any_wrong", False)),
             "show": params.get("show") or (right[0] if right else None)}
-
-
-def check_params(target: dict, key: str, attacks: dict) -> None:
-    """Config-time checks (called from the config's target validation); errors name the key."""
-    from ..config import ConfigError
-
-    params = target["analysis"]
-    rows = [r["key"] for r in target.get("rows", [])]
-    allowed = {"name", "right", "wrong", "any_right", "any_wrong", "attack", "count", "seed", "show"}
-    unknown = sorted(set(params) - allowed)
-    if unknown:
-        raise ConfigError(f"{key}.analysis: unknown parameter(s) {unknown} for disagreement_grid; "
-                          f"allowed: {sorted(allowed)}")
-    for name in ("right", "wrong"):
-        value = params.get(name)
-        keys = _keys(value)
-        if not keys or not all(isinstance(k, str) for k in keys):
-            raise ConfigError(f"{key}.analysis.{name}: expected a row key or a list of row keys; allowed: {rows}")
-        for k in keys:
-            if k not in rows:
-                raise ConfigError(f"{key}.analysis.{name}: unknown row key {k!r}; allowed: {rows}")
-    both = set(_keys(params["right"])) & set(_keys(params["wrong"]))
-    if both:
-        raise ConfigError(f"{key}.analysis: row key(s) {sorted(both)} cannot be both `right` and `wrong`")
-    for flag in ("any_right", "any_wrong"):
-        if flag in params and not isinstance(params[flag], bool):
-            raise ConfigError(f"{key}.analysis.{flag}: expected true or false, got {params[flag]!r}")
-    if "show" in params and params["show"] not in rows:
-        raise ConfigError(f"{key}.analysis.show: unknown row key {params['show']!r}; allowed: {rows}")
-    attack = params.get("attack")
-    if attack is None or split_budget(str(attack))[0] not in attacks:
-        raise ConfigError(f"{key}.analysis.attack: unknown attack {attack!r}; allowed: {sorted(attacks)}")
-    for name, low in (("count", 1), ("seed", 0)):
-        value = params.get(name, low)
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise ConfigError(f"{key}.analysis.{name}: expected an integer >= {low}, got {value!r}")
 
 
 def satisfied(correct: dict, cond: dict):
@@ -175,7 +136,7 @@ def _panel(preds: dict, x, y, classes, cond: dict, count: int, seed: int, advers
     return {"matches": int(mask.sum()), "shown": shown}
 
 
-@register("disagreement_grid", check=check_params)
+@register("disagreement_grid")
 def disagreement_grid(catalog, target: str, params: dict) -> dict:
     """The analysis job: load the rows' checkpoints and the test set, compute both panels."""
     from ..config import ConfigError

@@ -9,12 +9,12 @@ test images (the first of the fixed test-set permutation, as the per-epoch evalu
 attacked against each learner, and the 2 x examples adversarial images (flattened pixels; ``embed:
 perturbations`` embeds x_adv - x instead) are embedded together by one t-SNE per epoch.
 
-Parameters (``analysis:`` of a ``tsne`` figure): ``attack`` (an attack of the catalog's ``attacks``, default
-pgd20, resolved for the run like its evaluation), ``examples`` (default 500), ``perplexity`` (default 30,
-capped below a third of the points), ``seed`` (the attacks' batch seeds and t-SNE's random_state, default 0),
-``embed`` (``images``, default, or ``perturbations``). Attacks are built and seeded as evaluation builds them
-(batches of ``runtime.eval_batch_size``, batch b seeded with ``batch_seed(seed, b)``), fp32 and eval mode; every
-image is attacked, including those the learner gets wrong.
+Parameters (``analysis:`` of a ``tsne`` figure; declared and checked in tradeoff.targets): ``attack`` (an attack of
+the catalog's ``attacks``, default pgd20, resolved for the run like its evaluation), ``examples`` (default 500),
+``perplexity`` (default 30, capped below a third of the points), ``seed`` (the attacks' batch seeds and t-SNE's
+random_state, default 0), ``embed`` (``images``, default, or ``perturbations``). Attacks are built and seeded as
+evaluation builds them (batches of ``runtime.eval_batch_size``, batch b seeded with ``batch_seed(seed, b)``), fp32
+and eval mode; every image is attacked, including those the learner gets wrong.
 
 The JSON has one panel per (row, epoch): for each source learner the 2-D points (``x``, ``y``, 4 decimals), the
 test labels, whether the learner is fooled by its own adversarial image (``fooled``, a 0/1 string), and
@@ -26,35 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config.budgets import split_budget
+from ..targets import TSNE_DEFAULTS
 from .base import register
-
-DEFAULTS = {"attack": "pgd20", "examples": 500, "perplexity": 30.0, "seed": 0, "embed": "images"}
-EMBED = ("images", "perturbations")
-
-
-def check_params(target: dict, key: str, attacks: dict) -> None:
-    """Config-time checks (called from the config's target validation); errors name the key."""
-    from ..config import ConfigError
-
-    params = target["analysis"]
-    unknown = sorted(set(params) - set(DEFAULTS) - {"name"})
-    if unknown:
-        raise ConfigError(f"{key}.analysis: unknown parameter(s) {unknown} for learner_tsne; "
-                          f"allowed: {sorted(DEFAULTS)}")
-    attack = params.get("attack", DEFAULTS["attack"])
-    if split_budget(str(attack))[0] not in attacks:
-        raise ConfigError(f"{key}.analysis.attack: unknown attack {attack!r}; allowed: {sorted(attacks)}")
-    for name, low in (("examples", 2), ("seed", 0)):
-        value = params.get(name, DEFAULTS[name])
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise ConfigError(f"{key}.analysis.{name}: expected an integer >= {low}, got {value!r}")
-    perplexity = params.get("perplexity", DEFAULTS["perplexity"])
-    if isinstance(perplexity, bool) or not isinstance(perplexity, (int, float)) or perplexity <= 0:
-        raise ConfigError(f"{key}.analysis.perplexity: expected a number > 0, got {perplexity!r}")
-    if params.get("embed", DEFAULTS["embed"]) not in EMBED:
-        raise ConfigError(f"{key}.analysis.embed: {params['embed']!r} is not allowed; allowed: {list(EMBED)}")
-
 
 def embed(features, *, perplexity: float, seed: int):
     """2-D t-SNE of the rows of ``features`` (numpy, n x d), seeded; perplexity capped at (n - 1) / 3."""
@@ -101,7 +74,7 @@ def panel(learners: dict, x, y, spec: dict, params: dict, *, batch_size: int) ->
     return out
 
 
-@register("learner_tsne", check=check_params)
+@register("learner_tsne")
 def learner_tsne(catalog, target: str, params: dict) -> dict:
     """The analysis job: for every row, every snapshot epoch of its run's learners, one t-SNE panel."""
     import copy
@@ -111,7 +84,7 @@ def learner_tsne(catalog, target: str, params: dict) -> dict:
     from ..data import load_run_data, subset
     from ..trained import load_model
 
-    p = {**DEFAULTS, **params}
+    p = {**TSNE_DEFAULTS, **params}
     runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
     device = runtime.device
     batch_size = catalog.runtime.eval_batch_size

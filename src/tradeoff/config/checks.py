@@ -11,6 +11,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..params import TEXT, Param
 from ..settings import runtime_settings
+from ..targets import PLOTS, Attacks, check_analysis
 from .budgets import MAX_EPS, parse_budget, split_budget, sweep_labels
 from ..errors import unknown
 from .load import ALL_ATTACKS, CORRUPTIONS_TYPE, PSEUDO_COLUMNS
@@ -145,6 +146,8 @@ def _check_comparison(name: str, target: dict, config: dict, references: Path) -
 
 def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: dict,
                   externals: dict | None = None) -> None:
+    """What every target needs (its rows: runs or external models; its columns: attacks; a group's members); what
+    a figure kind or an analysis needs besides is its declaration's check (tradeoff.targets)."""
     key = f"targets.{name}"
     externals = externals or {}
     if target["kind"] == "group":
@@ -152,61 +155,33 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
             if member not in targets:
                 raise ConfigError(f"{key}.targets: " + unknown("target", member, targets))
         return
-    if target.get("plot") == "tsne" and target.get("analysis", {}).get("name") != "learner_tsne":
-        raise ConfigError(f"{key}.analysis: a `tsne` figure reads a learner_tsne analysis; add "
-                          "`analysis: {name: learner_tsne, attack: pgd20, examples: ...}`")
+    plot = None
+    if target["kind"] == "figure" and "plot" in target:
+        if target["plot"] not in PLOTS:  # the schema's enum refuses it first
+            raise ConfigError(f"{key}.plot: " + unknown("figure kind", target["plot"], PLOTS))
+        plot = PLOTS[target["plot"]]
     needed = {"table": ("rows", "columns"),
-              "figure": ("rows", "plot") + (("curve_columns",) if target.get("plot") == "curves"
-                                            else () if "analysis" in target else ("columns",))}
+              "figure": ("rows", "plot") + (plot.fields(target, key) if plot is not None else ())}
     for field_name in needed[target["kind"]]:
         if field_name not in target:
             raise ConfigError(f"{key}: a {target['kind']} needs `{field_name}`")
+    view = Attacks(attacks, split_budget, lambda a: sweep_labels(attacks[a], f"attacks.{a}"), CORRUPTIONS_TYPE)
     if "analysis" in target:
-        from ..analysis.base import ANALYSES  # the registry only (importing it registers every analysis)
-
-        if target["kind"] != "figure":
-            raise ConfigError(f"{key}.analysis: only a figure has an analysis")
-        if target["analysis"]["name"] not in ANALYSES:
-            raise ConfigError(f"{key}.analysis.name: unknown analysis {target['analysis']['name']!r}; "
-                              f"allowed: {sorted(ANALYSES)}")
-        if ANALYSES[target["analysis"]["name"]].check is not None:  # the analysis's own check of its parameters
-            ANALYSES[target["analysis"]["name"]].check(target, key, attacks)
-        analysed = split_budget(str(target["analysis"].get("attack", "")))[0]
-        if attacks.get(analysed, {}).get("type") == CORRUPTIONS_TYPE:
-            raise ConfigError(f"{key}.analysis.attack: {analysed!r} measures accuracy on corrupted images, it is not "
-                              "an attack")
-    if target.get("plot") == "front":
-        columns = list(target.get("columns") or {})
-        if len(columns) < 2:
-            raise ConfigError(f"{key}.columns: a `front` figure needs at least 2 columns, the clean one (x) first "
-                              f"and then one robust column per panel; got {columns}")
-        first = split_budget(target["columns"][columns[0]])[0]
-        if first in attacks and attacks[first].get("type") != "clean":  # unknown attacks: reported below
-            raise ConfigError(f"{key}.columns.{columns[0]}: the first column of a `front` figure is its x axis, "
-                              f"the clean accuracy: an attack of type clean; got {target['columns'][columns[0]]!r}")
-    if target.get("plot") == "grid" and target.get("analysis", {}).get("name") != "disagreement_grid":
-        raise ConfigError(f"{key}.analysis: a `grid` figure reads a disagreement_grid analysis; add "
-                          "`analysis: {name: disagreement_grid, right: ..., wrong: ..., attack: ...}`")
-    # a `lines` figure draws a metric over a swept parameter: the rows' `x` values, or (every column a budget sweep
-    # named without a budget, or a clean attack drawn at budget 0) the budgets of the columns' sweeps
+        check_analysis(target, key, view)
+    if plot is not None and plot.check is not None:
+        plot.check(name, target, key, view)
+    # a column may name a budget sweep whole where the kind draws over its budgets
     sweeps = [a for a in target.get("columns", {}).values()
-              if target.get("plot") == "lines" and a in attacks and sweep_labels(attacks[a], f"attacks.{a}") is not None]
-    if sweeps:
-        others = [a for a in target["columns"].values() if a not in sweeps and attacks.get(a, {}).get("type") != "clean"]
-        if others:
-            raise ConfigError(f"{key}.columns: a `lines` figure over attack budgets takes budget sweeps (and a clean "
-                              f"column, drawn at budget 0); got {others}")
-    elif target.get("plot") == "lines" and any("x" not in row for row in target["rows"]):
-        raise ConfigError(f"{key}.rows: a `lines` figure needs an `x` value on every row (or budget-sweep columns)")
+              if plot is not None and plot.sweeps and a in attacks and view.sweep(a) is not None]
     for i, row in enumerate(target["rows"]):
         if "external" in row:  # design.expand_targets: `run` repeats the external model's id
             if row["external"] not in externals:
                 raise ConfigError(f"{key}.rows[{i}].external: " + unknown("external model", row["external"], externals)
                                   + " (the config's `external:` section)")
-            if "analysis" in target or target.get("plot") == "curves":
+            trained = "reads an analysis of" if "analysis" in target else plot.trained if plot is not None else None
+            if trained:
                 raise ConfigError(f"{key}.rows[{i}].external: {row['external']!r} is an external model: a figure "
-                                  f"that {'reads an analysis of' if 'analysis' in target else 'draws the training curves of'}"
-                                  " its rows needs trained runs")
+                                  f"that {trained} its rows needs trained runs")
         elif row["run"] in externals:
             raise ConfigError(f"{key}.rows[{i}].run: {row['run']!r} is an external model (`external:`), not a run: "
                               f"write `external: {row['run']}`")
@@ -219,9 +194,6 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
             continue
         base, label = split_budget(attack)
         labels = sweep_labels(attacks[base], f"attacks.{base}") if base in attacks else None
-        if target.get("plot") == "per_class" and attacks.get(base, {}).get("type") == CORRUPTIONS_TYPE:
-            raise ConfigError(f"{key}.columns.{column}: a `per_class` figure draws one attack's per-example results; "
-                              f"{attack!r} measures many corrupted sets")
         if attack in sweeps:
             continue
         if base not in attacks or (label is None) != (labels is None) or (label is not None and label not in labels):

@@ -7,6 +7,8 @@ dataset and architecture, the digest of the run's resolved settings, the attack'
 examples, the counts. An external model's (the config's ``external:``) records its settings' digest and the SHA-256
 of the checkpoint file it measured, which must be the file the config names (or the digest it pins). Each must agree with what the catalog resolves for the cell now: a file of another scale,
 another run, other attack settings or another test set is refused, never shown.
+
+Also the failed checks of the audits written (:func:`failed_checks`, the summary's list; tradeoff.audit writes them).
 """
 
 from __future__ import annotations
@@ -257,3 +259,18 @@ def training_minutes(catalog: Catalog, run_id: str) -> float | None:
     if not seconds or not all(math.isfinite(s) and s >= 0 for s in seconds):
         raise _fail(path, "field 'seconds' must be finite and non-negative on every epoch")
     return sum(seconds) / 60.0
+
+
+def failed_checks(catalog: Catalog) -> list[tuple[str, str, str]]:
+    """(model, check, its numbers) of every failed check in the audits written at this scale (the catalog's models and
+    any checkpoint audited), by model. An audit whose record cannot be read is listed as such (a check ``record``)."""
+    found = []
+    folder = catalog.layout.folder("audit")
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        model = path.stem
+        try:
+            checks = json.loads(path.read_text())["checks"]
+            found += [(model, c["name"], c["summary"]) for c in checks if c["verdict"] == "fail"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            found.append((model, "record", f"{path} cannot be read ({type(exc).__name__}: {exc})"))
+    return found

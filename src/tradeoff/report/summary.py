@@ -11,12 +11,11 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from ..audit.record import failed_checks
 from ..atomic import atomic_write_text
 from ..config import Catalog
 from . import claims, ran, tables
 from .build import target_outputs
-from .records import ReportError
+from .records import ReportError, failed_checks
 
 SHOWN = 3  # cells listed per target and list
 
