@@ -8,6 +8,8 @@ and a verdict (pass / warn / fail) with the numbers behind it, written as one pa
 
 - :mod:`.checks`: the checks themselves, on a model and a batch of test examples (PyTorch);
 - :mod:`.page`: the page (Markdown, HTML, one figure in PNG and PDF) from an audit's record;
-- :mod:`.run`: an audit of a run or of an external checkpoint of the catalog, from its settings (``audit:``);
-- :mod:`.record`: reading a written audit's verdicts (the summary's failed checks), without PyTorch.
+- :mod:`.run`: an audit of a run or of an external checkpoint of the catalog, from its settings (``audit:``).
+
+The summary reads a written audit's verdicts with ``tradeoff.report.records.failed_checks`` (no PyTorch, and the
+report imports nothing of the audit).
 """
