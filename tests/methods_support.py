@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 
 import torch
@@ -12,6 +11,7 @@ from tradeoff import config as cfg
 from tradeoff.methods import METHODS
 from tradeoff.params import ATTACK
 from tradeoff.runtime import Runtime
+from tradeoff.spec import MethodSpec, RunSpec
 from tradeoff.train import model_factory
 from tradeoff.data import load_run_data
 
@@ -32,19 +32,23 @@ def digits(n: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def method_spec(name: str, *, eps: float = 0.1, steps: int = 3, lr: float = 0.1, momentum: float = 0.0,
-                weight_decay: float = 0.0, **params) -> dict:
+                weight_decay: float = 0.0, **params) -> RunSpec:
     """A resolved spec (digits, small CNN) for method ``name``: its defaults, ``params`` on top, a PGD training
     attack of budget eps and step eps/4, and a constant learning rate with plain SGD unless told otherwise."""
-    spec = copy.deepcopy(_base()[0])
-    spec["lr"] = {"epochs": [0], "values": [lr]}
-    spec["optimizer"] = {"name": "sgd", "momentum": momentum, "weight_decay": weight_decay, "nesterov": False}
     method = {"name": name, **METHODS[name].parameters.defaults(), **params}
     for key in METHODS[name].parameters.named(type=ATTACK):
         given = method[key] if isinstance(method[key], dict) else {"type": "pgd"}
         pgd = {"random_start": True, "step_size": eps / 4} if given["type"] == "pgd" else {}
         method[key] = {"norm": "linf", "steps": steps, "eps": eps, **pgd, **given}
-    spec["method"] = method
-    return spec
+    return RunSpec.from_dict({
+        **_base()[0].as_dict(), "lr": {"epochs": [0], "values": [lr]},
+        "optimizer": {"name": "sgd", "momentum": momentum, "weight_decay": weight_decay, "nesterov": False},
+        "method": method})
+
+
+def with_method(spec: RunSpec, **params) -> RunSpec:
+    """``spec`` with some of its method's parameters changed."""
+    return spec.replace(method=MethodSpec.from_dict({**spec.method.as_dict(), **params}))
 
 
 class PlainCNN(nn.Module):
@@ -62,7 +66,7 @@ class PlainCNN(nn.Module):
         return self.fc(self.features(x).flatten(1))
 
 
-def build(name: str, *, seed: int = 0, model: type[nn.Module] | str | None = None, spec: dict | None = None,
+def build(name: str, *, seed: int = 0, model: type[nn.Module] | str | None = None, spec: RunSpec | None = None,
           **params):
     """Method ``name`` on ``spec`` (default: method_spec(name, **params)), its model(s) initialised from
     ``seed``: PlainCNN, or ``model`` (a class taking no arguments, or "small_cnn" for the run's own model)."""

@@ -19,8 +19,8 @@ def test_pgd_at_step_costs_attack_plus_training_pass():
     """PGD-10 AT = 10 attack steps of 2 forward-equivalents (input gradients only) + 3 for the update."""
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"])
     spec = catalog.runs["cifar10-resnet18-at-beta1"]
-    fwd = forward_flops_per_example(spec["arch"], spec["dataset"])
-    steps = spec["method"]["attack"]["steps"]
+    fwd = forward_flops_per_example(spec.arch, spec.dataset)
+    steps = spec.method.get("attack")["steps"]
     assert step_flops_per_example(spec) == pytest.approx((2 * steps + 3) * fwd, rel=0.02)
     nt = catalog.runs["cifar10-resnet18-nt"]
     assert step_flops_per_example(nt) == pytest.approx(3 * fwd, rel=0.02)

@@ -37,6 +37,7 @@ from tradeoff.results import Layout, log_history
 from tradeoff import cli as tcli
 from tradeoff import config as tcfg
 from tradeoff.runtime import Runtime
+from tradeoff.spec import Augment, Schedule
 from tradeoff.live import read_curves
 from tradeoff.train import NonFiniteLoss, train
 
@@ -209,7 +210,7 @@ def test_sigterm_or_sigusr1_mid_epoch_then_resume_is_bit_identical(run_id, tmp_p
 
     caplog.set_level(logging.INFO)
     catalog = _spec(epochs=3, train_examples=256)  # 4 steps per epoch
-    spec = dict(catalog.runs[run_id], augment={"crop_padding": 1, "flip": True}, **STOP_RUNS[run_id])  # data RNG
+    spec = catalog.runs[run_id].replace(augment=Augment(crop_padding=1, flip=True), **STOP_RUNS[run_id])  # data RNG
     kw = dict(data_root=catalog.data_root, runtime=Runtime(torch.device("cpu")), progress=False)
     reference = train(run_id, spec, results=tmp_path / "reference", **kw)
 
@@ -328,7 +329,7 @@ def test_states_of_other_settings_are_discarded_not_resumed(tmp_path, caplog):
     catalog = _spec(epochs=2)
     kw = dict(data_root=catalog.data_root, runtime=Runtime(torch.device("cpu")), progress=False)
     old = catalog.runs[NT]
-    new = dict(old, lr={"epochs": [0, 2], "values": [0.05, 0.05]})
+    new = old.replace(lr=Schedule(epochs=(0, 2), values=(0.05, 0.05)))
     train(NT, old, results=tmp_path / "changed", **kw)
     paths = train(NT, new, results=tmp_path / "changed", **kw)
     assert "were written with other settings; discarding them" in caplog.text
@@ -437,7 +438,7 @@ def _poison(monkeypatch, steps):
 
 def test_nonfinite_skip_undoes_the_step_and_logs_it(tmp_path, monkeypatch, caplog):
     catalog = _spec(epochs=2)
-    spec = dict(catalog.runs[NT], nonfinite="skip")  # 256 images, batch 64: 4 steps per epoch
+    spec = catalog.runs[NT].replace(nonfinite="skip")  # 256 images, batch 64: 4 steps per epoch
     _poison(monkeypatch, {1, 6})
     paths = train("skippy", spec, results=tmp_path, data_root=catalog.data_root,
                   runtime=Runtime(torch.device("cpu")), progress=False)
@@ -452,7 +453,7 @@ def test_nonfinite_skip_undoes_the_step_and_logs_it(tmp_path, monkeypatch, caplo
 
 def test_an_epoch_of_nonfinite_steps_stops_and_checkpoints_nothing_nonfinite(tmp_path, monkeypatch):
     catalog = _spec(epochs=3)
-    spec = dict(catalog.runs[NT], nonfinite="skip", selection=dict(catalog.runs[NT]["selection"], mode="best"))
+    spec = catalog.runs[NT].replace(nonfinite="skip", selection=catalog.runs[NT].selection.replace(mode="best"))
     _poison(monkeypatch, set(range(4, 8)))  # every step of epoch 2
     with pytest.raises(NonFiniteLoss, match="run allnan: every step of epoch 2 had a non-finite loss"):
         train("allnan", spec, results=tmp_path, data_root=catalog.data_root, runtime=Runtime(torch.device("cpu")),

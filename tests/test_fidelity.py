@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from methods_support import SMOKE, TinyBN, build, digits
+from methods_support import SMOKE, TinyBN, build, digits, with_method
 from tradeoff import attacks
 from tradeoff import config as cfg
 from tradeoff.attacks.base import random_start
@@ -20,6 +20,7 @@ from tradeoff.methods import rst as rst_module
 from tradeoff.methods.generalist import communication_epoch, communication_step
 from tradeoff.models import build_model
 from tradeoff.runtime import Runtime
+from tradeoff.spec import Schedule
 from tradeoff.train import train
 from tradeoff.trained import load_model
 
@@ -76,9 +77,9 @@ def test_communication_epochs_still_rescale(demo):
     steps = 23  # 1437 training digits in batches of 64
     counts = {}
     for rid in ("cifar10-resnet18-generalist", "cifar10-resnet18-generalist-c15"):
-        method = demo.runs[rid]["method"]
-        assert method["t_prime"] == pytest.approx(75 / 12, abs=1e-3)
-        counts[rid] = sum(communication_step(t, method["t_prime"], method["c"], steps) for t in range(1, 231))
+        method = demo.runs[rid].method
+        assert method.get("t_prime") == pytest.approx(75 / 12, abs=1e-3)
+        counts[rid] = sum(communication_step(t, method.get("t_prime"), method.get("c"), steps) for t in range(1, 231))
     assert counts == {"cifar10-resnet18-generalist": 9, "cifar10-resnet18-generalist-c15": 3}
     assert demo.train_id["cifar10-resnet18-generalist-c15"] != demo.train_id["cifar10-resnet18-generalist"]
 
@@ -231,8 +232,8 @@ def test_generalist_at_learner_attacks_in_eval_mode(paper):
         method.set_epoch(1)
         method.train_step(x, y)
         assert int(method.at.model.bn.num_batches_tracked) == forwards, mode
-    generalists = [spec for spec in paper.runs.values() if spec["method"]["name"] == "generalist"]
-    assert generalists and all(spec["method"]["attack_mode"] == "eval" for spec in generalists)
+    generalists = [spec for spec in paper.runs.values() if spec.method.name == "generalist"]
+    assert generalists and all(spec.method.get("attack_mode") == "eval" for spec in generalists)
 
 
 def test_caat_training_attack_in_eval_mode(paper):
@@ -247,8 +248,8 @@ def test_caat_training_attack_in_eval_mode(paper):
             method.train_step(x, y)
             assert int(method.model.bn.num_batches_tracked) == forwards, (name, mode)
     caat = [s for s in paper.runs.values()
-            if s["method"]["name"] in ("caat", "vanilla") and s["method"].get("lam") != 0]
-    assert caat and all(s["method"]["attack_mode"] == "eval" for s in caat)
+            if s.method.name in ("caat", "vanilla") and s.method.get("lam") != 0]
+    assert caat and all(s.method.get("attack_mode") == "eval" for s in caat)
 
 
 def test_pgd_at_and_iat_attack_in_train_mode():
@@ -296,8 +297,8 @@ def test_caat_resnet_keeps_running_statistics_in_the_stem_only(paper):
     statistics, the stem's keeps running statistics, as the authors' ResNet. In train mode the model computes what
     the all-off variant computes; in eval mode the stem's running statistics make it differ."""
     specs = [s for s in paper.runs.values()
-             if s["method"]["name"] in ("caat", "vanilla") and "adapter" not in s["arch"]]
-    assert specs and all(s["bn_running_stats"] == "blocks" for s in specs)
+             if s.method.name in ("caat", "vanilla") and "adapter" not in s.arch]
+    assert specs and all(s.bn_running_stats == "blocks" for s in specs)
     blocks, off = _resnet(bn="blocks"), _resnet(bn=False)
     assert blocks.bn1.track_running_stats and not off.bn1.track_running_stats
     inner = [m for name, m in blocks.named_modules() if isinstance(m, nn.BatchNorm2d) and name != "bn1"]
@@ -324,9 +325,8 @@ def test_caat_resnet_keeps_running_statistics_in_the_stem_only(paper):
 
 def _smoke_spec(run=NT, **selection):
     catalog = cfg.load_catalog(SMOKE, write_cache=False)
-    spec = copy.deepcopy(catalog.runs[run])
-    spec["selection"].update(selection)
-    return spec, catalog.data_root
+    spec = catalog.runs[run]
+    return spec.replace(selection=spec.selection.replace(**selection)), catalog.data_root
 
 
 def _train(spec, data_root, results, run_id="sel"):
@@ -339,30 +339,30 @@ def test_generalist_code_min_clean_floor(tmp_path):
     """The paper keeps the best clean + PGD20 epoch; the authors' code only among epochs with clean >= 88%
     (`selection.min_clean: 0.88`), and fails when none reaches it."""
     spec, root = _smoke_spec(mode="best", min_clean=0.0)
-    spec["epochs"] = 3
+    spec = spec.replace(epochs=3)
     rows, selected = _train(spec, root, tmp_path / "a")
     clean = [float(r["eval_clean"]) for r in rows]
     score = [c + float(r["eval_robust"]) for c, r in zip(clean, rows)]
     assert selected == 1 + score.index(max(score))
     floor = max(clean)  # only the epochs at the best clean accuracy qualify
-    spec["selection"]["min_clean"] = floor
+    spec = spec.replace(selection=spec.selection.replace(min_clean=floor))
     _, selected = _train(spec, root, tmp_path / "b")
     eligible = [s if c >= floor else -1 for c, s in zip(clean, score)]
     assert selected == 1 + eligible.index(max(eligible))
     if floor < 1:
-        spec["selection"]["min_clean"] = min(1.0, floor + 1e-6)
+        spec = spec.replace(selection=spec.selection.replace(min_clean=min(1.0, floor + 1e-6)))
         with pytest.raises(RuntimeError, match="min_clean"):
             _train(spec, root, tmp_path / "c")
 
 
 def test_best_robust_selection_measures_every_n_epochs(tmp_path, paper, demo):
     """CA-AT's code: the best PGD-20 accuracy, measured every 25 epochs (and at the last); `every` is epoch-valued."""
-    assert paper.runs[CAAT_RUN]["selection"]["mode"] == "best_robust"
-    assert paper.runs[CAAT_RUN]["selection"]["every"] == 25
-    assert paper.runs[CAAT_RUN]["selection"]["attack"]["steps"] == 20
-    assert demo.runs[CAAT_RUN]["selection"]["every"] == pytest.approx(1.25)  # 25 of 200 epochs -> 1.25 of 10
+    assert paper.runs[CAAT_RUN].selection.mode == "best_robust"
+    assert paper.runs[CAAT_RUN].selection.every == 25
+    assert paper.runs[CAAT_RUN].selection.attack["steps"] == 20
+    assert demo.runs[CAAT_RUN].selection.every == pytest.approx(1.25)  # 25 of 200 epochs -> 1.25 of 10
     spec, root = _smoke_spec(mode="best_robust", every=2)
-    spec["epochs"] = 5
+    spec = spec.replace(epochs=5)
     rows, selected = _train(spec, root, tmp_path)
     robust = [r["eval_robust"] for r in rows]  # not measured: no point in the curve (tradeoff.live)
     assert [r is None for r in robust] == [True, False, True, False, False]  # epochs 2, 4 and the last
@@ -378,11 +378,11 @@ def test_rst_is_raghunathan_et_al_with_its_start_in_eval_mode(paper):
     """The Generalist paper's RST is its ref. [26], Raghunathan et al. 2020 (p-lambda/robust_tradeoff): its training
     attack runs in eval mode from x + 0.001 N(0, 1), not from a uniform point of the eps-ball."""
     assert "Raghunathan" in rst_module.__doc__ and "ICML 2020" in rst_module.__doc__
-    rsts = {rid: s for rid, s in paper.runs.items() if s["method"]["name"] == "rst"}
+    rsts = {rid: s for rid, s in paper.runs.items() if s.method.name == "rst"}
     assert len(rsts) == 3
     for rid, spec in rsts.items():
-        attack = spec["method"]["attack"]
-        assert spec["method"]["attack_mode"] == "eval" and spec["method"]["beta"] == 0.5, rid
+        attack = spec.method.get("attack")
+        assert spec.method.get("attack_mode") == "eval" and spec.method.get("beta") == 0.5, rid
         assert (attack["start"], attack["clip_start"], attack["steps"]) == ("normal", False, 10), rid
         assert (attack["eps"], attack["step_size"]) == (pytest.approx(8 / 255), pytest.approx(2 / 255)), rid
     x, y = digits(64)
@@ -403,10 +403,9 @@ def test_last_epoch_trains_at_the_last_breakpoint(tmp_path, lr_update):
     breakpoint's values (gamma 0 at epoch 120, not 0.025), the first at the value at epoch 1. Per step, each step
     reads the schedule at its own end, so an epoch's last step reads what the per-epoch update reads."""
     spec, root = _smoke_spec(GEN_RUN, mode="last")
-    spec["method"].update(track_learners=None, snapshot_epochs=None)
-    spec["epochs"], spec["lr_update"] = 4, lr_update
-    spec["lr"] = {"epochs": [0, 4], "values": [0.1, 0.02]}
-    spec["method"]["gamma"] = {"epochs": [0, 2, 4], "values": [1.0, 1.0, 0.0]}
+    spec = with_method(spec, track_learners=None, snapshot_epochs=None,
+                       gamma={"epochs": [0, 2, 4], "values": [1.0, 1.0, 0.0]})
+    spec = spec.replace(epochs=4, lr_update=lr_update, lr=Schedule(epochs=(0, 4), values=(0.1, 0.02)))
     rows, _ = _train(spec, root, tmp_path)
     assert [float(r["lr"]) for r in rows] == pytest.approx([0.08, 0.06, 0.04, 0.02])
     gamma = [float(r["train_gamma"]) for r in rows]
@@ -423,7 +422,7 @@ def test_states_of_the_older_trainer_are_discarded_not_resumed(tmp_path, caplog)
     from tradeoff.results import Layout
 
     spec, root = _smoke_spec(mode="last")
-    spec["epochs"] = 2
+    spec = spec.replace(epochs=2)
     _train(spec, root, tmp_path)
     state_dir = Layout(tmp_path).states("sel")
     epoch, state = checkpoint.latest_state(state_dir)

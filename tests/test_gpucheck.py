@@ -45,7 +45,7 @@ def test_cpu_only_runs_every_part_and_writes_one_report(tmp_path, capsys):
     assert str(md_path) in out and "every comparison within its tolerance" in out
     report = json.loads(json_path.read_text())
     assert report["cpu_only"] and report["ok"] and report["device"].startswith("cpu")
-    assert set(report["methods"]) == {spec["method"]["name"] for spec in catalog.training_runs().values()}
+    assert set(report["methods"]) == {spec.method.name for spec in catalog.training_runs().values()}
     for name, row in report["methods"].items():  # the CPU against itself: exactly equal
         assert row["gpu_vs_cpu"]["loss_diff"] == 0 and row["gpu_vs_cpu"]["cosine"] == pytest.approx(1, abs=1e-12)
         assert row["bf16_vs_fp32"]["ok"] and row["syncs_per_step"] is None  # (CUDA's sync debug mode only)
@@ -151,12 +151,12 @@ def test_the_rehearsal_runs_table1a_through_snakemake_uncapped_and_sets_measured
     assert all(catalog.config["scale_map"][k] is None for k in gpucheck.REHEARSAL_UNCAPPED)
     paper = cfg.load_catalog([ROOT / "config" / "config.yaml"])
     run = "cifar10-resnet18-at-beta1"
-    assert catalog.runs[run]["batch_size"] == paper.runs[run]["batch_size"] == 128
+    assert catalog.runs[run].batch_size == paper.runs[run].batch_size == 128
     assert catalog.attack_for("aa", run)["steps"] == paper.attack_for("aa", run)["steps"]
     assert [m["run"] for m in out["methods"]] == [r["run"] for r in catalog.targets["table1a"]["rows"]]
     sizes = gpucheck.JobSizes(catalog, bench_folder=catalog.layout.bench, device="h100")
     for m in out["methods"]:
-        planned = sizes.planned_train(m["run"]) * 60 / catalog.runs[m["run"]]["epochs"]
+        planned = sizes.planned_train(m["run"]) * 60 / catalog.runs[m["run"]].epochs
         assert m["measured_s_per_epoch"] == 3.0 and m["planned_s_per_epoch"] == pytest.approx(planned)
         assert m["measured_over_planned"] == pytest.approx(3.0 / planned)
     assert out["plan_device"] == "h100" and out["plan_precision"] == "fp32"

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import copy
 import math
 
 import pytest
 import torch
 
-from methods_support import CPU, SMOKE, TinyBN, build, digits, method_spec, same_weights
+from methods_support import CPU, SMOKE, TinyBN, build, digits, method_spec, same_weights, with_method
 from tradeoff import checkpoint, data
 from tradeoff.results import Layout
 from helpers import data_root
 from tradeoff import config as cfg
 from tradeoff.methods.generalist import (TRAIN_SIZES, Generalist, communication_epoch, communication_period,
                                          communication_step)
+from tradeoff.spec import Schedule
 from tradeoff.train import train
 
 NEVER = 10**6  # a t' no run reaches: no communication
@@ -121,13 +121,13 @@ def test_mechanism_epoch():
     7 of 23 iterations each)."""
     spec = method_spec("generalist", t_prime=75 / 12, c=5 / 12,
                        gamma={"epochs": [0, 10 / 3, 20 / 3, 10], "values": [1, 1, 1, 0]})
-    spec["epochs"], spec["batch_size"], spec["train_examples"] = 10, 64, None
+    spec = spec.replace(epochs=10, batch_size=64, train_examples=None)
     method = build("generalist", spec=spec)
     assert method.steps_per_epoch == 23
     assert method.mechanism()["epoch"] == 7
-    spec["method"]["t_prime"] = 8.5  # iteration 195.5: the first communication after iteration 200, in epoch 9
+    spec = with_method(spec, t_prime=8.5)  # iteration 195.5: the first communication after iteration 200 (epoch 9)
     assert build("generalist", spec=spec).mechanism()["epoch"] == 9
-    spec["method"]["gamma"] = {"epochs": [0], "values": [1.0]}
+    spec = with_method(spec, gamma={"epochs": [0], "values": [1.0]})
     assert build("generalist", spec=spec).mechanism()["epoch"] is None  # never a Generalist: always flagged
 
 
@@ -142,8 +142,8 @@ def test_communication_epochs():
 
 
 def test_schedules_hit_their_breakpoints():
-    spec = method_spec("generalist")
-    spec["lr"] = {"epochs": [0, 40, 60, 120], "values": [0.01, 0.01, 0.001, 0.0001]}
+    spec = method_spec("generalist").replace(lr=Schedule(epochs=(0, 40, 60, 120),
+                                                         values=(0.01, 0.01, 0.001, 0.0001)))
     method = build("generalist", spec=spec)
     for epoch, gamma in ((0, 1.0), (40, 1.0), (80, 1.0), (100, 0.5), (120, 0.0)):
         method.set_epoch(epoch)
@@ -153,8 +153,7 @@ def test_schedules_hit_their_breakpoints():
         assert method.at.optimizer.param_groups[0]["lr"] == pytest.approx(lr)
         assert method.nt.optimizer.param_groups[0]["lr"] == pytest.approx(10 * lr)  # 0.1 at the start
     for mode, expected in (("constant", 0.1), ("at", 0.00055)):
-        spec["method"]["nt_lr_schedule"] = mode
-        other = build("generalist", spec=spec)
+        other = build("generalist", spec=with_method(spec, nt_lr_schedule=mode))
         other.set_epoch(90)
         assert other.nt.optimizer.param_groups[0]["lr"] == pytest.approx(expected)
 
@@ -180,8 +179,8 @@ def test_weight_averaged_learners_feed_the_global_learner():
 
 
 def test_ema_horizon_and_warmup():
-    spec = method_spec("generalist", ema_horizon=2.5575)
-    spec.update(dataset="cifar10", batch_size=128, train_examples=None)
+    spec = method_spec("generalist", ema_horizon=2.5575).replace(dataset="cifar10", batch_size=128,
+                                                                  train_examples=None)
     assert Generalist(spec, lambda: TinyBN(), CPU).decay == pytest.approx(0.999, abs=1e-7)  # 391 iterations/epoch
     digits_data = data.load("digits")
     assert TRAIN_SIZES["digits"] == len(digits_data.x_train)
@@ -234,15 +233,15 @@ def test_resume_mid_run_gives_the_same_global_learner(tmp_path):
                            "method": {"name": "generalist", "t_prime": 60, "c": 30, "nt_wa": True,
                                       "ema_horizon": 2.5575}}
     spec = cfg.resolve(config).runs["g"]
-    assert spec["method"]["t_prime"] == pytest.approx(2) and spec["method"]["c"] == pytest.approx(1)
+    assert spec.method.get("t_prime") == pytest.approx(2) and spec.method.get("c") == pytest.approx(1)
     kw = dict(data_root=data_root(), runtime=CPU, progress=False)
-    whole = train("g", copy.deepcopy(spec), results=tmp_path / "a", **kw)
+    whole = train("g", spec, results=tmp_path / "a", **kw)
     paths = Layout(tmp_path / "b").run("g")
-    train("g", copy.deepcopy(spec), results=tmp_path / "b", **kw)
+    train("g", spec, results=tmp_path / "b", **kw)
     newest = checkpoint.list_states(paths.state)[-1]
     newest.unlink()  # as if killed during the last epoch: it resumes after epoch 3 (communication epochs 2, 3)
     paths.model.unlink()
-    train("g", copy.deepcopy(spec), results=tmp_path / "b", **kw)
+    train("g", spec, results=tmp_path / "b", **kw)
     a, b = checkpoint.load(whole.model), checkpoint.load(paths.model)
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
     assert set(a["learners"]) == {"nt", "at"}

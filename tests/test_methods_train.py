@@ -9,6 +9,7 @@ from methods_support import CPU, SMOKE, build, digits
 from tradeoff import config as cfg
 from tradeoff.live import read_curves
 from tradeoff.methods import METHODS
+from tradeoff.spec import MethodSpec
 from tradeoff.train import model_factory, train
 from tradeoff.data import load_run_data
 
@@ -39,14 +40,14 @@ def _smoke_catalog(**scale_map):
 def test_method_learns_digits(run_id, tmp_path):
     catalog = _smoke_catalog(epochs=5, train_examples=512, test_examples=200)
     spec = catalog.runs[run_id]
-    spec["selection"]["mode"] = "last"
+    spec = spec.replace(selection=spec.selection.replace(mode="last"))
     paths = train(run_id, spec, results=tmp_path, data_root=catalog.data_root, runtime=CPU, progress=False)
     rows = read_curves(paths.curves)
     assert len(rows) == 5
     assert all(float(r["train_loss"]) == float(r["train_loss"]) for r in rows)  # no NaN
     # chance is 0.1; 40 steps of the small CNN reach 0.45-0.9 clean depending on the method (0.1 budget)
     assert float(rows[-1]["eval_clean"]) > 0.3, rows[-1]
-    if spec["method"]["name"] in ("caat", "vanilla"):
+    if spec.method.name in ("caat", "vanilla"):
         assert {"train_mu", "train_cos", "train_norm_gc", "train_norm_ga"} <= set(rows[0])
 
 
@@ -83,9 +84,9 @@ def test_every_catalog_run_takes_a_step():
     catalog = cfg.resolve(config)
     x, y = digits(16)
     for run_id, spec in catalog.runs.items():
-        ds = load_run_data({**spec, "train_examples": 16, "test_examples": 16}, catalog.data_root)
+        ds = load_run_data(spec.replace(train_examples=16, test_examples=16), catalog.data_root)
         torch.manual_seed(0)
-        method = METHODS[spec["method"]["name"]](spec, model_factory(spec, ds), CPU)
+        method = METHODS[spec.method.name](spec, model_factory(spec, ds), CPU)
         method.set_epoch(0)
         out = method.train_step(x, y)
         method.end_epoch(0)
@@ -101,14 +102,15 @@ def test_demo_scale_builds_table1_and_rescales_generalist():
         reference = {line.split(",")[1] for line in (cfg.ROOT / "config" / "reference" / f"{table}.csv")
                      .read_text().splitlines()[1:]}
         assert keys == reference, table
-    method = catalog.runs["cifar10-resnet18-generalist"]["method"]
-    assert method["t_prime"] == pytest.approx(6.25) and method["c"] == pytest.approx(0.417)  # c in iterations: 10
-    assert method["gamma"]["epochs"] == pytest.approx([0, 3.333, 6.667, 10])
-    assert method["ema_horizon"] == pytest.approx(0.213)  # rescaled epochs are kept to 1e-3 epoch
-    assert catalog.runs["cifar10-resnet18-fat"]["method"]["tau_epochs"] == pytest.approx([4.167, 7.5])
+    method = catalog.runs["cifar10-resnet18-generalist"].method
+    assert method.get("t_prime") == pytest.approx(6.25) and method.get("c") == pytest.approx(0.417)  # 10 iterations
+    assert method.get("gamma")["epochs"] == pytest.approx((0, 3.333, 6.667, 10))
+    assert method.get("ema_horizon") == pytest.approx(0.213)  # rescaled epochs are kept to 1e-3 epoch
+    assert catalog.runs["cifar10-resnet18-fat"].method.get("tau_epochs") == pytest.approx((4.167, 7.5))
     # the two architectures' runs are the same job at the demo scale
     assert catalog.train_id["cifar10-wrn32-nt"] == catalog.train_id["cifar10-resnet18-nt"]
     # except Generalist's: the Table 1a run also records its learners (Zipper Figures 5 and 6), a setting of its own
     tracked = catalog.runs["cifar10-resnet18-generalist"]
-    assert cfg.spec_digest(catalog.runs["cifar10-wrn32-generalist"]) == cfg.spec_digest({**tracked, "method": {
-        k: v for k, v in tracked["method"].items() if k not in ("track_learners", "snapshot_epochs")}})
+    untracked = MethodSpec.from_dict({k: v for k, v in tracked.method.as_dict().items()
+                                      if k not in ("track_learners", "snapshot_epochs")})
+    assert cfg.spec_digest(catalog.runs["cifar10-wrn32-generalist"]) == cfg.spec_digest(tracked.replace(method=untracked))

@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from tradeoff.optim import build_optimizer, piecewise_linear
+from tradeoff.spec import Optimizer, Schedule
 
 
 def test_schedule_hits_breakpoints_and_interpolates():
@@ -31,6 +32,17 @@ def test_schedule_is_numpy_interp_up_to_the_last_bit_and_bit_for_bit_its_own():
     assert piecewise_linear(40, [0, 40, 40, 80], [1.0, 1.0, 0.1, 0.1]) == 1.0
 
 
+def test_schedule_of_a_run_spec_is_the_same_bits_as_of_lists():
+    """A run's schedule is a Schedule of tuples (tradeoff.spec): the same numbers, bit for bit, as the lists it was
+    read from."""
+    epochs, values = [0.0, 0.667, 1.333, 2.0], [0.25, 0.5, 0.75, 1]
+    schedule = Schedule.from_dict({"epochs": epochs, "values": values})
+    assert isinstance(schedule.epochs, tuple) and isinstance(schedule.values, tuple)
+    for t in [-1, 0, 0.28, 0.5, 1, 1.7, 2, 3]:
+        assert piecewise_linear(t, schedule.epochs, schedule.values).hex() == piecewise_linear(t, epochs, values).hex()
+    assert piecewise_linear(0.28, schedule.epochs, schedule.values) == 0.3549475262368816
+
+
 def test_schedule_length_mismatch_is_an_error():
     with pytest.raises(ValueError, match="3 breakpoints but 2 values"):
         piecewise_linear(1, [0, 1, 2], [1, 2])
@@ -38,7 +50,17 @@ def test_schedule_length_mismatch_is_an_error():
 
 def test_optimizers():
     p = [torch.nn.Parameter(torch.zeros(2))]
-    sgd = build_optimizer(p, {"name": "sgd", "momentum": 0.9, "weight_decay": 5e-4, "nesterov": True}, 0.1)
+    sgd = build_optimizer(p, Optimizer(name="sgd", momentum=0.9, weight_decay=5e-4, nesterov=True), 0.1)
     assert sgd.param_groups[0]["nesterov"] and sgd.param_groups[0]["lr"] == 0.1
-    adam = build_optimizer(p, {"name": "adam"}, 1e-4)
+    assert sgd.param_groups[0]["momentum"] == 0.9 and sgd.param_groups[0]["weight_decay"] == 5e-4
+    adam = build_optimizer(p, Optimizer(name="adam"), 1e-4)
     assert isinstance(adam, torch.optim.Adam)
+    # an unset field (None) is the optimizer's own default
+    group = adam.param_groups[0]
+    assert group["betas"] == (0.9, 0.999) and group["weight_decay"] == 0.0
+    group = build_optimizer(p, Optimizer.from_dict({"name": "sgd"}), 0.1).param_groups[0]
+    assert (group["momentum"], group["weight_decay"], group["nesterov"]) == (0.0, 0.0, False)
+    assert build_optimizer(p, Optimizer.from_dict({"name": "adam", "betas": [0.5, 0.9]}), 1e-4).param_groups[0][
+        "betas"] == (0.5, 0.9)
+    with pytest.raises(ValueError, match="unknown optimizer 'rmsprop'"):
+        build_optimizer(p, Optimizer(name="rmsprop"), 0.1)

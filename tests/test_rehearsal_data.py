@@ -101,10 +101,10 @@ def test_the_rehearsal_scale_reads_generated_data_and_keeps_paper_shapes():
     for run_id, spec in catalog.runs.items():
         ref = paper.runs[run_id]
         for key in ("dataset", "arch", "batch_size", "optimizer", "augment"):
-            assert spec[key] == ref[key], (run_id, key)
+            assert getattr(spec, key) == getattr(ref, key), (run_id, key)
         # two steps of the run's own batch (CA-AT's 1024, the others' 128)
-        assert spec["train_examples"] == 2 * ref["batch_size"] and spec["test_examples"] == 100
-        assert spec["epochs"] == 2
+        assert spec.train_examples == 2 * ref.batch_size and spec.test_examples == 100
+        assert spec.epochs == 2
 
 
 def test_generated_data_is_refused_at_the_paper_scale():

@@ -14,6 +14,7 @@ from tradeoff import config as cfg
 from tradeoff.methods import METHODS
 from tradeoff.report.tables import STRONG, build, render_markdown
 from tradeoff.runtime import Runtime
+from tradeoff.spec import MethodSpec
 
 FILES = [cfg.ROOT / "config" / "config.yaml", cfg.ROOT / "config" / "smoke.yaml"]
 
@@ -31,7 +32,7 @@ def test_seeds_expand_into_one_run_per_seed_and_cap(tmp_path):
     del config["runs"]["multi"]["seed"]
     catalog = cfg.resolve(config)
     assert catalog.row_runs("multi") == ["multi", "multi-seed4", "multi-seed5"]
-    assert [catalog.runs[r]["seed"] for r in catalog.row_runs("multi")] == [3, 4, 5]
+    assert [catalog.runs[r].seed for r in catalog.row_runs("multi")] == [3, 4, 5]
     config["scale_map"]["seeds"] = 2
     assert cfg.resolve(config).row_runs("multi") == ["multi", "multi-seed4"]
     config["runs"]["multi"]["seed"] = 0
@@ -96,8 +97,8 @@ def test_smaller_scale_keeps_a_runs_learning_rate_ratio_to_its_preset(tmp_path):
     config["runs"]["lr10x"] = {**base, "lr": {"epochs": [0, 40, 60, 120], "values": [0.1, 0.1, 0.01, 0.001]}}
     catalog = cfg.resolve(config)
     demo = config["scale_map"]["lr"]["values"]
-    assert catalog.runs["cifar10-resnet18-at-beta1"]["lr"]["values"] == pytest.approx(demo)
-    assert catalog.runs["lr10x"]["lr"]["values"] == pytest.approx([10 * v for v in demo])
+    assert catalog.runs["cifar10-resnet18-at-beta1"].lr.values == pytest.approx(tuple(demo))
+    assert catalog.runs["lr10x"].lr.values == pytest.approx(tuple(10 * v for v in demo))
 
 
 @pytest.mark.parametrize("method", [{"name": "pgd_at", "beta": 1.0, "attack": "pgd10"},
@@ -106,10 +107,10 @@ def test_smaller_scale_keeps_a_runs_learning_rate_ratio_to_its_preset(tmp_path):
 def test_budget_scale_shrinks_every_training_maximiser(method, monkeypatch):
     """With budget_scale s the training perturbation stays inside s * eps (and is 0 at s = 0)."""
     catalog = cfg.load_catalog(FILES)
-    spec = copy.deepcopy(catalog.runs["cifar10-resnet18-at-beta1"])
-    spec["method"] = {**METHODS[method["name"]].parameters.defaults(), **method,
-                      "attack": catalog.runs["cifar10-resnet18-at-beta1"]["method"]["attack"]}
-    eps = spec["method"]["attack"]["eps"]
+    base = catalog.runs["cifar10-resnet18-at-beta1"]
+    spec = base.replace(method=MethodSpec.from_dict({**METHODS[method["name"]].parameters.defaults(), **method,
+                                                     "attack": base.method.get("attack")}))
+    eps = spec.method.get("attack")["eps"]
     torch.manual_seed(0)
     from tradeoff import models
 

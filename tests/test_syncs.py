@@ -16,7 +16,6 @@ pageable memory) are no-ops on the CPU and are not seen: tests/test_syncs.py's s
 from __future__ import annotations
 
 import ast
-import copy
 import traceback
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from tradeoff.bench import synthetic_batch
 from tradeoff.methods import METHODS
 from tradeoff.params import ATTACK
 from tradeoff.runtime import Runtime
+from tradeoff.spec import MethodSpec, RunSpec
 from tradeoff.train import train
 
 CPU = torch.device("cpu")
@@ -87,15 +87,13 @@ def _catalog(**scale_map):
     return cfg.resolve(config)
 
 
-def _step_sites(spec: dict) -> list[str]:
+def _step_sites(spec: RunSpec) -> list[str]:
     def build():
         return models.build_architecture("small_cnn", 10, in_channels=1, image_size=8)
 
-    spec = copy.deepcopy(spec)
-    spec["arch"], spec["dataset"] = "small_cnn", "digits"
-    spec.pop("pretrained", None)
+    spec = spec.replace(arch="small_cnn", dataset="digits", pretrained=None)
     torch.manual_seed(0)
-    method = METHODS[spec["method"]["name"]](spec, build, Runtime(CPU))
+    method = METHODS[spec.method.name](spec, build, Runtime(CPU))
     method.set_epoch(1.0)
     x, y = synthetic_batch("digits", 8, CPU)
     method.train_step(x, y)  # warm-up: lazily created optimizer state
@@ -111,19 +109,18 @@ def _every_kind_of_step():
     runs = dict(catalog.training_runs())
     base = catalog.runs["cifar10-resnet18-at-beta1"]
     for name, cls in METHODS.items():
-        if not any(spec["method"]["name"] == name for spec in runs.values()):
-            method = {"name": name, **cls.parameters.defaults(), **{k: base["method"]["attack"] for k in cls.parameters.named(type=ATTACK)}}
-            runs[f"({name})"] = {**base, "method": method}
+        if not any(spec.method.name == name for spec in runs.values()):
+            method = {"name": name, **cls.parameters.defaults(), **{k: base.method.get("attack") for k in cls.parameters.named(type=ATTACK)}}
+            runs[f"({name})"] = base.replace(method=MethodSpec.from_dict(method))
     return runs
 
 
 def test_a_training_step_of_every_method_reads_no_device_value():
     seen, unexplained, found = set(), {}, set()
     for rid, spec in _every_kind_of_step().items():
-        signature = (spec["method"]["name"], spec["method"].get("adv_loss"), spec["method"].get("inner"),
-                     spec["optimizer"]["name"],
-                     (spec["method"].get("attack") or {}).get("type") if isinstance(spec["method"].get("attack"),
-                                                                                      dict) else None)
+        signature = (spec.method.name, spec.method.get("adv_loss"), spec.method.get("inner"), spec.optimizer.name,
+                     (spec.method.get("attack") or {}).get("type") if isinstance(spec.method.get("attack"),
+                                                                                  dict) else None)
         if signature in seen:
             continue
         seen.add(signature)
@@ -155,7 +152,7 @@ def test_attack_steps_read_no_device_value(kind, params):
 
 def _trainer_syncs(tmp_path, batch_size: int, nonfinite: str = "stop") -> int:
     catalog = _catalog(epochs=1, batch_size=batch_size)
-    spec = dict(copy.deepcopy(catalog.runs["cifar10-resnet18-at-beta1"]), nonfinite=nonfinite)
+    spec = catalog.runs["cifar10-resnet18-at-beta1"].replace(nonfinite=nonfinite)
     with Syncs() as syncs:
         train("syncs", spec, results=tmp_path / f"b{batch_size}{nonfinite}", data_root=catalog.data_root,
               runtime=Runtime(CPU), progress=False)

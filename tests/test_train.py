@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import signal
 import subprocess
@@ -121,8 +120,8 @@ def test_curves_are_rewritten_from_the_resumed_state(tmp_path):
 
 def test_nonfinite_loss_stops_with_run_epoch_and_step(tmp_path):
     catalog = _catalog()
-    spec = copy.deepcopy(catalog.runs["cifar10-resnet18-nt"])
-    spec["lr"]["values"] = [1e12] * len(spec["lr"]["values"])  # diverges within a few steps
+    spec = catalog.runs["cifar10-resnet18-nt"]
+    spec = spec.replace(lr=spec.lr.replace(values=(1e12,) * len(spec.lr.values)))  # diverges within a few steps
     with pytest.raises(NonFiniteLoss, match=r"run boom: non-finite loss .* at epoch 1, step \d+"):
         train("boom", spec, results=tmp_path, data_root=catalog.data_root, runtime=Runtime(torch.device("cpu")),
               progress=False)
@@ -132,8 +131,8 @@ def test_nonfinite_loss_stops_with_run_epoch_and_step(tmp_path):
 
 def test_best_selection_keeps_best_epoch(tmp_path):
     catalog = _catalog(epochs=3)
-    spec = copy.deepcopy(catalog.runs["cifar10-resnet18-nt"])
-    spec["selection"]["mode"] = "best"
+    spec = catalog.runs["cifar10-resnet18-nt"]
+    spec = spec.replace(selection=spec.selection.replace(mode="best"))
     paths = train("sel", spec, results=tmp_path, data_root=catalog.data_root,
                   runtime=Runtime(torch.device("cpu")), progress=False)
     scores = [r["eval_clean"] + r["eval_robust"] for r in read_curves(paths.curves)]

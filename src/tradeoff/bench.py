@@ -11,7 +11,6 @@ job with, without PyTorch (so that Snakemake sizes its jobs at start-up).
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from .costs import device_key, pass_key, peak_tflops
 from .methods import METHODS
 from .provenance import provenance
 from .runtime import Runtime
+from .spec import RunSpec
 
 TRAIN_SIZES = {name: sizes[0] for name, sizes in SPLIT_SIZES.items()}
 TEST_SIZES = {name: sizes[1] for name, sizes in SPLIT_SIZES.items()}
@@ -71,23 +71,23 @@ def synthetic_batch(dataset: str, batch: int, device: torch.device, seed: int = 
     return torch.rand(batch, c, h, w, generator=gen).to(device), torch.randint(0, k, (batch,), generator=gen).to(device)
 
 
-def _method(spec: dict, runtime: Runtime):
-    c, h, _, k = SHAPES[spec["dataset"]]
+def _method(spec: RunSpec, runtime: Runtime):
+    c, h, _, k = SHAPES[spec.dataset]
 
     def build():
         # FLOPs and step times do not depend on the weights: an adapter model needs no pretrained file here
-        return models.build_architecture(spec["arch"], k, in_channels=c, image_size=h,
-                                         bn_running_stats=spec["bn_running_stats"])
+        return models.build_architecture(spec.arch, k, in_channels=c, image_size=h,
+                                         bn_running_stats=spec.bn_running_stats)
 
-    return METHODS[spec["method"]["name"]](spec, build, runtime)
+    return METHODS[spec.method.name](spec, build, runtime)
 
 
-def step_flops_per_example(spec: dict, batch: int = 2) -> float:
+def step_flops_per_example(spec: RunSpec, batch: int = 2) -> float:
     """FLOPs of one training step per example, counted on the CPU for a small batch."""
     torch.manual_seed(0)
     method = _method(spec, Runtime(torch.device("cpu")))
     method.set_epoch(0.0)
-    x, y = synthetic_batch(spec["dataset"], batch, torch.device("cpu"))
+    x, y = synthetic_batch(spec.dataset, batch, torch.device("cpu"))
     with count_flops() as counter:
         method.train_step(x, y)
     return counter.get_total_flops() / batch
@@ -101,18 +101,17 @@ def forward_flops_per_example(arch: str, dataset: str) -> float:
     return float(counter.get_total_flops())
 
 
-def bench_train(run_id: str, spec: dict, *, runtime: Runtime, batch_size: int | None = None, steps: int = 20,
+def bench_train(run_id: str, spec: RunSpec, *, runtime: Runtime, batch_size: int | None = None, steps: int = 20,
                 warmup: int = 3, compile_model: bool = False) -> dict:
     """Time ``steps`` training steps of a run's method and model on synthetic data of its dataset's shape."""
-    spec = copy.deepcopy(spec)
-    batch = batch_size or spec["batch_size"]
+    batch = batch_size or spec.batch_size
     flops = step_flops_per_example(spec)
-    torch.manual_seed(spec["seed"])
+    torch.manual_seed(spec.seed)
     method = _method(spec, runtime)
     if compile_model:
         for module in [method.eval_model(), *method.learners().values()]:
             module.compile()
-    x, y = synthetic_batch(spec["dataset"], batch, runtime.device)
+    x, y = synthetic_batch(spec.dataset, batch, runtime.device)
     x = runtime.place_batch(x)
     method.set_epoch(0.0)
     for _ in range(warmup):
@@ -136,9 +135,9 @@ def bench_train(run_id: str, spec: dict, *, runtime: Runtime, batch_size: int | 
     dev = provenance(runtime.device)["device"]
     peak = peak_tflops(device_key(dev), runtime.precision) if cuda else None  # fp32: TF32's rate
     return {
-        "run": run_id, "method": spec["method"]["name"], "arch": spec["arch"], "dataset": spec["dataset"],
+        "run": run_id, "method": spec.method.name, "arch": spec.arch, "dataset": spec.dataset,
         "batch_size": batch, "steps": steps, "warmup": warmup, "seconds": seconds, "images_per_s": images_per_s,
-        "seconds_per_epoch": TRAIN_SIZES[spec["dataset"]] / images_per_s,
+        "seconds_per_epoch": TRAIN_SIZES[spec.dataset] / images_per_s,
         "flops_per_example": flops, "achieved_tflops": achieved, "peak_tflops": peak,
         "fraction_of_peak": achieved / peak if peak else None,
         "settings": {"bf16": runtime.bf16, "channels_last": runtime.channels_last, "compile": compile_model},
@@ -189,7 +188,7 @@ SHIPPED_SCALES = (("config/config.yaml",), ("config/config.yaml", "config/demo.y
 
 def shipped_pairs(catalogs: list[Catalog]) -> list[tuple[str, str]]:
     """The (architecture, dataset) of every run of these catalogs."""
-    return sorted({(s["arch"], s["dataset"]) for c in catalogs for s in c.runs.values()})
+    return sorted({(s.arch, s.dataset) for c in catalogs for s in c.runs.values()})
 
 
 def flops_table(catalogs: list[Catalog], *, known: dict | None = None, recount: bool = True) -> dict:
@@ -261,10 +260,10 @@ def epoch_time_ratio(catalog: Catalog, numerator: str, denominator: str, steps: 
     runs = {}
     for run_id in (numerator, denominator):
         spec = catalog.runs[run_id]
-        torch.manual_seed(spec["seed"])
+        torch.manual_seed(spec.seed)
         method = _method(spec, runtime)
         method.set_epoch(0.0)
-        x, y = synthetic_batch(spec["dataset"], spec["batch_size"], runtime.device)
+        x, y = synthetic_batch(spec.dataset, spec.batch_size, runtime.device)
         method.train_step(x, y)  # warm-up
         runs[run_id] = (lambda m=method, x=x, y=y: [m.train_step(x, y) for _ in range(steps)])
     t = _median_interleaved(runs, repeats)

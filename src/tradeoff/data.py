@@ -37,6 +37,7 @@ from .hendrycks import CORRUPTIONS, SEVERITIES
 from .lazy import LazyModule
 from .registry import Registry
 from .rehearsal_data import MARKER as GENERATED_MARKER, GeneratedDataRoot
+from .spec import RunSpec
 
 
 tvd = LazyModule("torchvision.datasets")
@@ -1092,8 +1093,9 @@ def subset(x: torch.Tensor, y: torch.Tensor, n: int | None) -> tuple[torch.Tenso
     return x[idx], y[idx]
 
 
-def load_run_data(spec: dict, data_root: str | Path) -> Data:
-    ds = load(spec["dataset"], data_root)
-    x_tr, y_tr = subset(ds.x_train, ds.y_train, spec.get("train_examples"))
-    x_te, y_te = subset(ds.x_test, ds.y_test, spec.get("test_examples"))
+def load_run_data(spec: RunSpec, data_root: str | Path) -> Data:
+    """A run's dataset: its first ``train_examples`` / ``test_examples`` (None: all) of a fixed permutation."""
+    ds = load(spec.dataset, data_root)
+    x_tr, y_tr = subset(ds.x_train, ds.y_train, spec.train_examples)
+    x_te, y_te = subset(ds.x_test, ds.y_test, spec.test_examples)
     return Data(x_tr, y_tr, x_te, y_te, ds.num_classes, ds.classes, ds.name)

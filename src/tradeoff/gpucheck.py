@@ -28,7 +28,6 @@ machinery compares the CPU with itself (every difference must be zero), and the 
 from __future__ import annotations
 
 import contextlib
-import copy
 import csv
 import json
 import math
@@ -49,6 +48,7 @@ from .costs import PEAK_TFLOPS, JobSizes, device_key
 from .methods import METHODS
 from .provenance import provenance
 from .runtime import Runtime
+from .spec import RunSpec, freeze
 
 #: |loss difference| <= rel x |loss| + abs; the weight updates' cosine >= cosine, their norms within norm_rel
 TOLERANCES = {
@@ -142,17 +142,16 @@ def _trainable(method) -> list[torch.Tensor]:
     return out
 
 
-def one_step(spec: dict, runtime: Runtime, *, batch: int = 16, seed: int = 0, build=None) -> dict:
+def one_step(spec: RunSpec, runtime: Runtime, *, batch: int = 16, seed: int = 0, build=None) -> dict:
     """One training step of a run's method from seeded weights on a seeded synthetic batch: its loss and the change
     of every weight (flat, float64, on the CPU)."""
-    spec = copy.deepcopy(spec)
-    c, h, _, k = SHAPES[spec["dataset"]]
-    build = build or (lambda: models.build_architecture(spec["arch"], k, in_channels=c, image_size=h,
-                                                        bn_running_stats=spec["bn_running_stats"]))
+    c, h, _, k = SHAPES[spec.dataset]
+    build = build or (lambda: models.build_architecture(spec.arch, k, in_channels=c, image_size=h,
+                                                        bn_running_stats=spec.bn_running_stats))
     torch.manual_seed(seed)
-    method = METHODS[spec["method"]["name"]](spec, build, runtime)
+    method = METHODS[spec.method.name](spec, build, runtime)
     method.set_epoch(1.0)
-    x, y = synthetic_batch(spec["dataset"], batch, torch.device("cpu"), seed=seed + 1)
+    x, y = synthetic_batch(spec.dataset, batch, torch.device("cpu"), seed=seed + 1)
     x, y = runtime.place_batch(x), y.to(runtime.device)
     before = [p.detach().double().cpu().clone() for p in _trainable(method)]
     torch.manual_seed(seed + 2)  # the CPU draws a method makes itself (IAT's Beta weight)
@@ -212,10 +211,10 @@ def representative_runs(catalog) -> dict[str, str]:
     """A run of every method in the catalog (CIFAR-10 ResNet-18 where there is one), method name -> run id."""
     found: dict[str, str] = {}
     runs = catalog.training_runs()
-    ordered = sorted(runs, key=lambda r: (runs[r]["arch"] != "resnet18" or runs[r]["dataset"] != "cifar10",
-                                          "pretrained" in runs[r], r))
+    ordered = sorted(runs, key=lambda r: (runs[r].arch != "resnet18" or runs[r].dataset != "cifar10",
+                                          runs[r].pretrained is not None, r))
     for run in ordered:
-        found.setdefault(runs[run]["method"]["name"], run)
+        found.setdefault(runs[run].method.name, run)
     return dict(sorted(found.items()))
 
 
@@ -232,7 +231,7 @@ def check_methods(catalog, device: torch.device, *, batch: int = 16, reference: 
     reference = reference or torch.device("cpu")
     out = {}
     for name, run in representative_runs(catalog).items():
-        spec = {k: v for k, v in catalog.runs[run].items() if k != "pretrained"}
+        spec = catalog.runs[run].replace(pretrained=None)  # one_step builds the bare architecture
         with strict_fp32():
             ref = step(spec, Runtime(reference), batch=batch)
             dev = step(spec, Runtime(device), batch=batch)
@@ -241,8 +240,9 @@ def check_methods(catalog, device: torch.device, *, batch: int = 16, reference: 
                "bf16_vs_fp32": compare(dev, fast, TOLERANCES["bf16_vs_fp32"]),
                "syncs_per_step": count_syncs(fast["method"], fast["x"], fast["y"])}
         if name == "generalist":
-            parallel = {**spec, "method": {**spec["method"], "parallel": True}}
-            serial = {**spec, "method": {**spec["method"], "parallel": False}}
+            method = spec.method
+            parallel = spec.replace(method=method.replace(params=freeze({**method.params, "parallel": True})))
+            serial = spec.replace(method=method.replace(params=freeze({**method.params, "parallel": False})))
             a = step(serial, configured(catalog, device), batch=batch)
             b = step(parallel, configured(catalog, device), batch=batch)
             row["parallel_vs_serial"] = compare(a, b, TOLERANCES["parallel_vs_serial"])
@@ -266,7 +266,7 @@ def run_bench_train(catalog, device: torch.device, *, steps: int, warmup: int, o
         runtime = configured(catalog, device)
         result = bench_train(run, spec, runtime=runtime, batch_size=batch, steps=steps, warmup=warmup)
         result["path"] = str(write_bench(result, out_dir))
-        rows.append({"label": label, "run": run, "arch": spec["arch"], "precision": runtime.precision,
+        rows.append({"label": label, "run": run, "arch": spec.arch, "precision": runtime.precision,
                      "channels_last": runtime.channels_last, **{k: result[k] for k in (
             "batch_size", "images_per_s", "seconds_per_epoch", "achieved_tflops", "fraction_of_peak", "path")}})
     return rows
@@ -278,17 +278,17 @@ def run_bench_eval(catalog, device: torch.device, *, images: int, run: str = BEN
     from .trained import load_model
 
     spec = catalog.runs[run]
-    c, h, _, k = SHAPES[spec["dataset"]]
+    c, h, _, k = SHAPES[spec.dataset]
     checkpoint = catalog.layout.model(catalog.train_id[run])
     torch.manual_seed(0)
     if checkpoint.exists():
         model, _ = load_model(checkpoint, device.type)
         kind = f"trained model {checkpoint}"
     else:
-        model = models.build_architecture(spec["arch"], k, in_channels=c, image_size=h).to(device)
+        model = models.build_architecture(spec.arch, k, in_channels=c, image_size=h).to(device)
         kind = "random weights (worst case: nothing is broken, every attack runs on every image)"
     model.eval()
-    x, _ = synthetic_batch(spec["dataset"], images, device, seed=7)
+    x, _ = synthetic_batch(spec.dataset, images, device, seed=7)
     with torch.no_grad():
         y = torch.cat([model(x[i:i + 500]).argmax(1) for i in range(0, len(x), 500)])
     rows = {}
@@ -306,7 +306,7 @@ def run_bench_eval(catalog, device: torch.device, *, images: int, run: str = BEN
         seconds = time.perf_counter() - t0
         rows[name] = {"type": attack["type"], "seconds": seconds, "images_per_s": images / seconds,
                       "accuracy": result.accuracy, "minutes_per_10k": seconds * 10000 / images / 60}
-    return {"run": run, "arch": spec["arch"], "images": images, "model": kind, "attacks": rows}
+    return {"run": run, "arch": spec.arch, "images": images, "model": kind, "attacks": rows}
 
 
 def targets(bench: list[dict], evaluation: dict, device: str = "") -> dict:
@@ -384,9 +384,9 @@ def rehearse(root: Path, device: str, *, images: int = 1000, target: str = REHEA
         run = row["run"]
         spec, planned = catalog.runs[run], sizes.planned_train(run)
         measured = epoch_seconds(catalog.layout.curves(catalog.train_id[run]))
-        per_epoch = None if planned is None else planned * 60 / int(spec["epochs"])
-        rows.append({"method": spec["method"]["name"], "run": run, "epochs": int(spec["epochs"]),
-                     "batch_size": spec["batch_size"], "measured_s_per_epoch": measured,
+        per_epoch = None if planned is None else planned * 60 / int(spec.epochs)
+        rows.append({"method": spec.method.name, "run": run, "epochs": int(spec.epochs),
+                     "batch_size": spec.batch_size, "measured_s_per_epoch": measured,
                      "planned_s_per_epoch": per_epoch,
                      "measured_over_planned": measured / per_epoch if measured and per_epoch else None})
     return {**out, "plan_device": sizes.device, "plan_basis": sizes.basis, "plan_precision": sizes.precision,
@@ -411,7 +411,7 @@ def bf16_against_fp32(catalog, device: torch.device, *, run: str = PRECISION_RUN
     ds = load_run_data(spec, catalog.data_root)
     x, y = ds.x_test.to(device), ds.y_test.to(device)
     outcomes: dict[str, dict[str, str]] = {}
-    out: dict[str, Any] = {"run": run, "scale": catalog.scale, "seed": spec["seed"], "examples": len(y),
+    out: dict[str, Any] = {"run": run, "scale": catalog.scale, "seed": spec.seed, "examples": len(y),
                            "attacks": list(attacks)}
     for precision in ("fp32", "bf16"):
         t0 = time.perf_counter()

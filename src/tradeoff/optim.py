@@ -6,6 +6,8 @@ from typing import Iterable, Sequence
 
 import torch
 
+from .spec import Optimizer
+
 
 def piecewise_linear(t: float, epochs: Sequence[float], values: Sequence[float]) -> float:
     """Linear interpolation through (epochs[i], values[i]); constant before the first and after the last
@@ -25,15 +27,17 @@ def piecewise_linear(t: float, epochs: Sequence[float], values: Sequence[float])
     return float(values[-1])
 
 
-def build_optimizer(params: Iterable[torch.nn.Parameter], cfg: dict, lr: float) -> torch.optim.Optimizer:
-    name = cfg["name"]
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=cfg.get("momentum", 0.0),
-                               weight_decay=cfg.get("weight_decay", 0.0), nesterov=cfg.get("nesterov", False))
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr, betas=tuple(cfg.get("betas", (0.9, 0.999))),
-                                weight_decay=cfg.get("weight_decay", 0.0))
-    raise ValueError(f"unknown optimizer {name!r}; allowed: ['adam', 'sgd']")
+def build_optimizer(params: Iterable[torch.nn.Parameter], cfg: Optimizer, lr: float) -> torch.optim.Optimizer:
+    """The optimizer of ``cfg`` (a run's ``optimizer``, or Generalist's ``nt_optimizer`` as one) at ``lr``; a field
+    left unset (None) is the optimizer's own default (momentum 0, weight decay 0, no Nesterov, betas (0.9, 0.999))."""
+    weight_decay = 0.0 if cfg.weight_decay is None else cfg.weight_decay
+    if cfg.name == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=0.0 if cfg.momentum is None else cfg.momentum,
+                               weight_decay=weight_decay, nesterov=False if cfg.nesterov is None else cfg.nesterov)
+    if cfg.name == "adam":
+        return torch.optim.Adam(params, lr=lr, betas=(0.9, 0.999) if cfg.betas is None else tuple(cfg.betas),
+                                weight_decay=weight_decay)
+    raise ValueError(f"unknown optimizer {cfg.name!r}; allowed: ['adam', 'sgd']")
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:

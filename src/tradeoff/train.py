@@ -40,6 +40,7 @@ from .methods import METHODS
 from .provenance import device_name, provenance
 from .results import Layout, RunPaths
 from .runtime import Runtime
+from .spec import RunSpec, Selection
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class NonFiniteLoss(UserError, FloatingPointError):
 TRAINER_VERSION = 2
 
 
-def state_identity(spec: dict) -> str:
+def state_identity(spec: RunSpec) -> str:
     return f"{spec_digest(spec)}/trainer{TRAINER_VERSION}"
 
 
@@ -70,15 +71,15 @@ def state_identity(spec: dict) -> str:
 SELECTED = ("best", "best_robust")
 
 
-def measurement_period(selection: dict) -> int:
+def measurement_period(selection: Selection) -> int:
     """The whole epochs between the robust measurements of ``best_robust`` (``every`` rounded half up, >= 1)."""
-    return max(1, math.floor(float(selection.get("every") or 1) + 0.5))
+    return max(1, math.floor(float(selection.every or 1) + 0.5))
 
 
-def robust_measured(selection: dict, epoch: int, epochs: int) -> bool:
+def robust_measured(selection: Selection, epoch: int, epochs: int) -> bool:
     """Whether the robust accuracy is measured after (1-based) ``epoch``: every epoch, except under ``best_robust``,
     which measures after every ``every``-th epoch and the last."""
-    if selection["mode"] != "best_robust":
+    if selection.mode != "best_robust":
         return True
     return epoch % measurement_period(selection) == 0 or epoch == epochs
 
@@ -189,15 +190,16 @@ class _NonFinite:
                                 f"{step + 1}; stopping (set nonfinite: skip to skip such steps)")
 
 
-def model_factory(spec: dict, ds: data.Data) -> Callable[[], nn.Module]:
+def model_factory(spec: RunSpec, ds: data.Data) -> Callable[[], nn.Module]:
     """The run's model builder. An adapter architecture (models.PRETRAINED_MODELS) starts from the checkpoint that
     the config names (``pretrained.<arch>``, resolved into the spec): build_model refuses to start without it."""
     _, channels, size, _ = ds.x_train.shape
-    pretrained = {"pretrained": spec.get("pretrained")} if spec["arch"] in models.PRETRAINED_MODELS else {}
+    backbone = spec.pretrained.file if spec.pretrained is not None else None
+    pretrained = {"pretrained": backbone} if spec.arch in models.PRETRAINED_MODELS else {}
 
     def build() -> nn.Module:
-        return models.build_model(spec["arch"], ds.num_classes, in_channels=channels, image_size=size,
-                                  bn_running_stats=spec["bn_running_stats"], **pretrained)
+        return models.build_model(spec.arch, ds.num_classes, in_channels=channels, image_size=size,
+                                  bn_running_stats=spec.bn_running_stats, **pretrained)
 
     return build
 
@@ -242,7 +244,7 @@ def _set_rng_state(state: dict) -> None:
 def _one_trainer_per_run(fn):
     """Hold the run's state-folder lock while ``fn`` trains it, released when it returns or raises."""
     @functools.wraps(fn)
-    def locked(run_id: str, spec: dict, *, results: str | Path, **kwargs):
+    def locked(run_id: str, spec: RunSpec, *, results: str | Path, **kwargs):
         with checkpoint.lock_states(Layout(Path(results)).states(run_id)):
             return fn(run_id, spec, results=results, **kwargs)
     return locked
@@ -262,7 +264,7 @@ def train_run(catalog, run_id: str) -> RunPaths:
 
 @_one_trainer_per_run
 @_stop_on_signals
-def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path, runtime: Runtime,
+def train(run_id: str, spec: RunSpec, *, results: str | Path, data_root: str | Path, runtime: Runtime,
           eval_batch_size: int = 500, progress: bool | None = None) -> RunPaths:
     """Train (or resume) a run; write its selected model and per-epoch curves. Returns their paths.
 
@@ -277,7 +279,7 @@ def train(run_id: str, spec: dict, *, results: str | Path, data_root: str | Path
         trainer.train_steps(epoch, sums)
         row, model, measured = trainer.measure(epoch, sums)
         _check_weights(run_id, epoch, model)
-        trainer.best = _selected(spec["selection"], trainer.best, row, model, measured)
+        trainer.best = _selected(spec.selection, trainer.best, row, model, measured)
         trainer.log_epoch(row, epoch_bar)
         saved = trainer.save(epoch + 1)
         if _stop.signum is not None and epoch + 1 < trainer.epochs:
@@ -330,30 +332,30 @@ class _Trainer:
     """One run's training, between its epochs: the data on the device, the method, the data generator, the epochs'
     rows and the best epoch so far, restored from the newest state of the run that has its settings."""
 
-    def __init__(self, run_id: str, spec: dict, paths: RunPaths, data_root: str | Path, runtime: Runtime,
+    def __init__(self, run_id: str, spec: RunSpec, paths: RunPaths, data_root: str | Path, runtime: Runtime,
                  eval_batch_size: int, progress: bool | None):
         self.run_id, self.spec, self.paths, self.runtime = run_id, spec, paths, runtime
         self.eval_batch_size, self.progress, self.device = eval_batch_size, progress, runtime.device
         self.ds = ds = data.load_run_data(spec, data_root)
         self.x_train, self.y_train = runtime.place_batch(ds.x_train), ds.y_train.to(runtime.device)
-        x_eval, y_eval = data.subset(ds.x_test, ds.y_test, spec["selection"]["examples"])
+        x_eval, y_eval = data.subset(ds.x_test, ds.y_test, spec.selection.examples)
         self.x_eval, self.y_eval = x_eval.to(runtime.device), y_eval.to(runtime.device)
-        attack = spec["selection"]["attack"]
+        attack = spec.selection.attack  # a resolved attack spec (a mapping), else none
         self.eval_attack = attack if isinstance(attack, dict) else None
         # in the curves beside each epoch's seconds (Table 4's minutes); a CSV cell, so without commas
         self.device_name = device_name(runtime.device).replace(",", ";")
-        torch.manual_seed(spec["seed"])
-        self.method = METHODS[spec["method"]["name"]](spec, model_factory(spec, ds), runtime)
-        self.data_gen = torch.Generator().manual_seed(spec["seed"] + 1)
+        torch.manual_seed(spec.seed)
+        self.method = METHODS[spec.method.name](spec, model_factory(spec, ds), runtime)
+        self.data_gen = torch.Generator().manual_seed(spec.seed + 1)
         self.track = self.method.tracking()  # per-epoch measurements of the method's learners (Zipper Figure 5)
         if self.track is not None:
             x_track, y_track = data.subset(ds.x_test, ds.y_test, self.track["examples"])
             self.x_track, self.y_track = x_track.to(runtime.device), y_track.to(runtime.device)
         self.start_epoch, self.rows, self.best, self.partial = self._resume()
         self.curves = CurveLog(paths.curves, self.rows)
-        self.epochs, self.batch, self.n = spec["epochs"], spec["batch_size"], len(self.x_train)
+        self.epochs, self.batch, self.n = spec.epochs, spec.batch_size, len(self.x_train)
         self.steps_per_epoch = math.ceil(self.n / self.batch)
-        self.skip = spec["nonfinite"] == "skip"
+        self.skip = spec.nonfinite == "skip"
         hold_at = _hold_step()
         if hold_at is not None:
             self.step = _holding(self.step, run_id, hold_at)
@@ -391,7 +393,7 @@ class _Trainer:
 
     def begin_epoch(self, epoch: int) -> _EpochSums:
         t0 = time.perf_counter()
-        if self.spec["lr_update"] == "epoch":
+        if self.spec.lr_update == "epoch":
             # schedules (learning rate, Generalist's gamma) are read at the 1-based epoch, as the Generalist code
             # interpolates them: the first epoch trains at the value at 1, the last at the last breakpoint's
             self.method.set_epoch(epoch + 1)
@@ -426,11 +428,11 @@ class _Trainer:
         """One training step, added to ``sums``; False if it was skipped (``nonfinite: skip``)."""
         spec, method = self.spec, self.method
         idx = sums.order[step * self.batch:(step + 1) * self.batch]
-        xb = augment(self.x_train[idx], spec["augment"]["crop_padding"], spec["augment"]["flip"], self.data_gen)
-        if spec["lr_update"] == "step":  # the same convention per step: the time in epochs at the step's end
+        xb = augment(self.x_train[idx], spec.augment.crop_padding, spec.augment.flip, self.data_gen)
+        if spec.lr_update == "step":  # the same convention per step: the time in epochs at the step's end
             method.set_epoch(epoch + (step + 1) / self.steps_per_epoch)
-        if spec.get("eps_warmup"):  # training budgets grow linearly from 0 over the first eps_warmup epochs
-            method.set_budget_scale(min(1.0, (epoch + step / self.steps_per_epoch) / spec["eps_warmup"]))
+        if spec.eps_warmup:  # training budgets grow linearly from 0 over the first eps_warmup epochs
+            method.set_budget_scale(min(1.0, (epoch + step / self.steps_per_epoch) / spec.eps_warmup))
         before = copy.deepcopy(method.state_dict()) if self.skip else None  # the update of a skipped step is undone
         out = method.train_step(xb, self.y_train[idx])
         loss = out["loss"].detach()
@@ -462,7 +464,7 @@ class _Trainer:
         model = method.eval_model()
         clean = accuracy_under(model, self.x_eval, self.y_eval, {"type": "clean", "eps": 0.0}, seed=0,
                                batch_size=batch_size)
-        measured = robust_measured(spec["selection"], epoch + 1, self.epochs)
+        measured = robust_measured(spec.selection, epoch + 1, self.epochs)
         robust = (accuracy_under(model, self.x_eval, self.y_eval, self.eval_attack, seed=0, batch_size=batch_size)
                   if self.eval_attack and measured else float("nan"))
         seconds = time.perf_counter() - sums.t0 - t_track
@@ -493,14 +495,14 @@ def _check_weights(run_id: str, epoch: int, model: nn.Module) -> None:
         raise NonFiniteLoss(f"run {run_id}: non-finite weights after epoch {epoch + 1}; not checkpointing them")
 
 
-def _selected(selection: dict, best: dict | None, row: dict, model: nn.Module, measured: bool) -> dict | None:
+def _selected(selection: Selection, best: dict | None, row: dict, model: nn.Module, measured: bool) -> dict | None:
     """The best epoch so far (score, epoch, the model's weights on the host) after an epoch of ``row``."""
     clean, robust = row["eval_clean"], row["eval_robust"]
-    if selection["mode"] not in SELECTED or not measured or clean < selection["min_clean"]:
+    if selection.mode not in SELECTED or not measured or clean < selection.min_clean:
         return best
-    score = clean + robust if selection["mode"] == "best" else robust
+    score = clean + robust if selection.mode == "best" else robust
     # best: the first epoch of the best score; best_robust: the last (the CA-AT code keeps a tie, >=)
-    if best is None or score > best["score"] or (selection["mode"] == "best_robust" and score == best["score"]):
+    if best is None or score > best["score"] or (selection.mode == "best_robust" and score == best["score"]):
         return {"score": score, "epoch": row["epoch"],
                 "model": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}}
     return best
@@ -511,16 +513,16 @@ def _current_lr(method) -> float:
     return float(optimizer.param_groups[0]["lr"]) if optimizer is not None else float("nan")
 
 
-def _write_outputs(run_id: str, spec: dict, method, ds: data.Data, rows: list[dict], best: dict | None,
+def _write_outputs(run_id: str, spec: RunSpec, method, ds: data.Data, rows: list[dict], best: dict | None,
                    paths: RunPaths, curves: CurveLog) -> None:
-    selection = spec["selection"]
-    if selection["mode"] in SELECTED and best is None:
-        raise RuntimeError(f"run {run_id}: no epoch reached selection.min_clean = {selection['min_clean']}; "
+    selection = spec.selection
+    if selection.mode in SELECTED and best is None:
+        raise RuntimeError(f"run {run_id}: no epoch reached selection.min_clean = {selection.min_clean}; "
                            "no model selected (lower min_clean or use mode: last)")
-    state = best["model"] if selection["mode"] in SELECTED else method.eval_model().state_dict()
-    selected_epoch = best["epoch"] if selection["mode"] in SELECTED else rows[-1]["epoch"]
+    state = best["model"] if selection.mode in SELECTED else method.eval_model().state_dict()
+    selected_epoch = best["epoch"] if selection.mode in SELECTED else rows[-1]["epoch"]
     _, channels, size, _ = ds.x_train.shape
-    meta = {"run": run_id, "spec": spec, "selected_epoch": selected_epoch, "mechanism": method.mechanism(),
+    meta = {"run": run_id, "spec": spec.as_dict(), "selected_epoch": selected_epoch, "mechanism": method.mechanism(),
             "num_classes": ds.num_classes,
             "in_channels": channels, "image_size": size, "classes": list(ds.classes),
             "provenance": provenance()}

@@ -18,6 +18,7 @@ from ..optim import build_optimizer, piecewise_linear, set_lr
 from ..params import ATTACK, TEXT, Param, Params
 from ..registry import Registry
 from ..runtime import Runtime
+from ..spec import RunSpec
 
 
 class Method:
@@ -26,12 +27,13 @@ class Method:
     #: whether it is optional (off by default), epoch-valued, a learning rate, an attack, an observer
     parameters: ClassVar[Params] = Params()
 
-    def __init__(self, spec: dict, build_model: Callable[[], nn.Module], runtime: Runtime):
+    def __init__(self, spec: RunSpec, build_model: Callable[[], nn.Module], runtime: Runtime):
         self.spec = spec
         self.runtime = runtime
-        #: the method's parameters, checked, as fields of a frozen object (a missing one takes its default)
-        self.p = self.parameters.settings(spec["method"], f"{self.name}")
-        type(self).check_params(spec)
+        #: the method's parameters, checked, as fields of a frozen object (a missing one takes its default); read
+        #: from their JSON form (lists, dicts), as the resolver checked them (a schedule's declaration wants lists)
+        self.p = self.parameters.settings(spec.method.as_dict(), f"{self.name}")
+        type(self).check_params(spec.as_dict())
         #: the fraction of its budget (eps and step size) that every training attack uses now; < 1 only
         #: during a run's ``eps_warmup`` (see set_budget_scale)
         self.budget_scale = 1.0
@@ -93,13 +95,18 @@ class Method:
     def check_params(cls, spec: dict) -> None:
         """What the declaration of each parameter cannot say (several parameters together, the run's length, the
         resolved training attack): raise ValueError naming the parameter and what is allowed. Called when the config
-        is resolved, before any job starts, and when the method is built."""
+        is resolved, before any job starts, and when the method is built.
+
+        ``spec`` is the run's settings in their JSON form (a dict: ``spec["method"]`` the method's name and
+        parameters, ``spec["epochs"]``), as the resolver holds them while it builds them (tradeoff.config.resolve);
+        a built method passes its RunSpec's ``as_dict()``."""
 
     @classmethod
     def canonical(cls, method: dict) -> dict:
         """The resolved parameters as the method uses them: a value it rounds, rounded (Generalist's communication
         period in whole epochs). Runs that compute the same thing then have the same settings, share one training
-        job, and a table says they are one model, instead of showing copies as a sweep."""
+        job, and a table says they are one model, instead of showing copies as a sweep. Called by the resolver only,
+        with the method's settings as the dict it builds (``name`` and every parameter)."""
         return method
 
     def state_dict(self) -> dict:
@@ -133,16 +140,16 @@ def build_train_attack(spec: dict, model: nn.Module) -> attacks.Attack:
 class SingleLearner(Method):
     """One model, one optimizer, the run's learning-rate schedule. Subclasses define ``loss``."""
 
-    def __init__(self, spec: dict, build_model: Callable[[], nn.Module], runtime: Runtime):
+    def __init__(self, spec: RunSpec, build_model: Callable[[], nn.Module], runtime: Runtime):
         super().__init__(spec, build_model, runtime)
         self.model = runtime.place_model(build_model())
         # only what trains (an adapter model's backbone is frozen): whatever gradient a method leaves on a frozen
         # tensor (a zero one with weight decay would shrink it), the optimizer cannot move it nor keep state for it
-        self.optimizer = build_optimizer([p for p in self.model.parameters() if p.requires_grad], spec["optimizer"],
+        self.optimizer = build_optimizer([p for p in self.model.parameters() if p.requires_grad], spec.optimizer,
                                          self.lr_at(0.0))
 
     def lr_at(self, epoch: float) -> float:
-        return piecewise_linear(epoch, self.spec["lr"]["epochs"], self.spec["lr"]["values"])
+        return piecewise_linear(epoch, self.spec.lr.epochs, self.spec.lr.values)
 
     def set_epoch(self, epoch: float) -> None:
         set_lr(self.optimizer, self.lr_at(epoch))

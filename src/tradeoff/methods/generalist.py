@@ -66,6 +66,7 @@ from ..data import SPLIT_SIZES
 from ..optim import piecewise_linear, set_lr
 from ..params import ATTACK, FLAG, INTEGER, LIST, MAPPING, NUMBER, SCHEDULE, TEXT, Param, Params
 from ..ranges import PROBABILITY, Range, at_least, count, positive
+from ..spec import MethodSpec, Optimizer
 from .base import ATTACK_MODE, TRAINING_ATTACK, Method, register
 from .natural import Natural
 from .pgd_at import PGDAT
@@ -149,9 +150,11 @@ class Generalist(Method):
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
         p = self.p
-        self.at = PGDAT({**spec, "method": {"name": "pgd_at", "beta": 1.0, "attack": p.attack,
-                                            "attack_mode": p.attack_mode}}, build_model, runtime)
-        self.nt = Natural({**spec, "optimizer": p.nt_optimizer, "method": {"name": "nt"}}, build_model, runtime)
+        self.at = PGDAT(spec.replace(method=MethodSpec.from_dict({"name": "pgd_at", "beta": 1.0, "attack": p.attack,
+                                                                  "attack_mode": p.attack_mode})),
+                        build_model, runtime)
+        self.nt = Natural(spec.replace(optimizer=Optimizer.from_dict(p.nt_optimizer), method=MethodSpec(name="nt")),
+                          build_model, runtime)
         self.nt.model.load_state_dict(self.at.model.state_dict())
         self.optimizer = self.at.optimizer  # the run's learning rate, as the trainer reports it
         self.global_model = copy.deepcopy(self.at.model).requires_grad_(False)
@@ -175,12 +178,12 @@ class Generalist(Method):
             self.streams = (torch.cuda.Stream(runtime.device), torch.cuda.Stream(runtime.device))
 
     def _steps_per_epoch(self) -> int:
-        dataset = self.spec["dataset"]
+        dataset = self.spec.dataset
         if dataset not in TRAIN_SIZES:
             raise ValueError(f"generalist: ema_horizon needs the training-set size of {dataset!r}; known: "
                              f"{sorted(TRAIN_SIZES)} (add it to tradeoff.data.SPLIT_SIZES)")
-        n = min(TRAIN_SIZES[dataset], self.spec.get("train_examples") or TRAIN_SIZES[dataset])
-        return math.ceil(n / self.spec["batch_size"])
+        n = min(TRAIN_SIZES[dataset], self.spec.train_examples or TRAIN_SIZES[dataset])
+        return math.ceil(n / self.spec.batch_size)
 
     def _gamma_at(self, epoch: float) -> float:
         return piecewise_linear(epoch, self.p.gamma["epochs"], self.p.gamma["values"])
@@ -281,7 +284,7 @@ class Generalist(Method):
     def mechanism(self):
         """The first epoch at whose end theta_g mixes in the NT learner (gamma < 1, read at the epoch's end) and the
         learners have communicated: before it, theta_g is the AT learner's average, not a Generalist."""
-        epochs, ipe, p = int(self.spec["epochs"]), self.steps_per_epoch, self.p
+        epochs, ipe, p = int(self.spec.epochs), self.steps_per_epoch, self.p
         mixing = next((e for e in range(1, epochs + 1) if self._gamma_at(float(e)) < 1.0), None)
         if p.communication == "iteration":
             talking = next((e for e in range(1, epochs + 1) if self._communicates(e)), None)
@@ -310,7 +313,7 @@ class Generalist(Method):
     @classmethod
     def canonical(cls, method):
         """The snapshot epochs as whole epochs, and with ``communication: iteration`` (whole communication epochs)
-        c too, as training uses them."""
+        c too, as training uses them. (At resolution: ``method`` the dict the resolver builds.)"""
         out = dict(method)
         if out.get("communication", cls.parameters["communication"].default) == "iteration":
             out["c"] = max(1, math.floor(float(method["c"]) + 0.5))
@@ -320,6 +323,7 @@ class Generalist(Method):
 
     @classmethod
     def check_params(cls, spec):
+        # spec: the run's settings in their JSON form, a dict (see Method.check_params)
         epochs = spec["method"].get("snapshot_epochs")
         if epochs is not None:  # its kind is checked by its declaration; the run's length here
             bad = [e for e in snapshot_epochs(epochs) if not 1 <= e <= spec["epochs"]]
