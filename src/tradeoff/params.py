@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 from .errors import ConfigError, did_you_mean
 from .ranges import Range, check as check_range
+from .spec import freeze
 
 # The kinds of value a parameter takes.
 NUMBER = "number"      # int or float (not a boolean)
@@ -136,7 +137,7 @@ class Param:
                 raise wrong
         elif kind == SCHEDULE:
             if not (isinstance(value, dict) and set(value) == {"epochs", "values"}
-                    and all(isinstance(value[k], list) and value[k] for k in ("epochs", "values"))):
+                    and all(isinstance(value[k], (list, tuple)) and value[k] for k in ("epochs", "values"))):
                 raise wrong
             for part in ("epochs", "values"):
                 for i, v in enumerate(value[part]):
@@ -248,10 +249,11 @@ class Params:
 
     def settings(self, values: dict, key: str) -> Any:
         """The values, checked, as a frozen object whose fields are the parameters (a missing one takes its
-        default; ``name`` is ignored: a method's spec holds it)."""
+        default; ``name`` is ignored: a method's spec holds it), every value deep-frozen (tuples, FrozenDicts:
+        tradeoff.spec.freeze)."""
         given = {k: v for k, v in values.items() if k != "name"}
         self.check(given, key)
-        return self._frozen(**{**{p.name: copy.deepcopy(p.default) for p in self.items}, **given})
+        return self._frozen(**{p.name: freeze(given[p.name] if p.name in given else p.default) for p in self.items})
 
     @functools.cached_property
     def _frozen(self) -> type:

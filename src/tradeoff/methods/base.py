@@ -30,9 +30,8 @@ class Method:
     def __init__(self, spec: RunSpec, build_model: Callable[[], nn.Module], runtime: Runtime):
         self.spec = spec
         self.runtime = runtime
-        #: the method's parameters, checked, as fields of a frozen object (a missing one takes its default); read
-        #: from their JSON form (lists, dicts), as the resolver checked them (a schedule's declaration wants lists)
-        self.p = self.parameters.settings(spec.method.as_dict(), f"{self.name}")
+        #: the method's parameters, checked, as fields of a frozen object (a missing one takes its default)
+        self.p = self.parameters.settings(spec.method.params, f"{self.name}")
         type(self).check_params(spec.as_dict())
         #: the fraction of its budget (eps and step size) that every training attack uses now; < 1 only
         #: during a run's ``eps_warmup`` (see set_budget_scale)
