@@ -56,8 +56,8 @@ def write_measurement(catalog, run_id: str, attack_name: str, robust, /, *, clea
     robust = _bits(robust)
     n = len(robust)
     clean = _bits(clean) if clean is not None else "1" * n
-    setting = catalog.runs[train_id].get("test_examples")
-    meta = {"run": train_id, "spec": catalog.runs[train_id], "selected_epoch": 1}
+    setting = catalog.runs[train_id].test_examples
+    meta = {"run": train_id, "spec": catalog.runs[train_id].as_dict(), "selected_epoch": 1}  # as a model.pt has it
     context = {"scale": catalog.scale, "model": "0" * 16, "test_examples": setting,
                "test_size": test_size if test_size is not None else (n if setting is None else max(n, 360))}
     metrics = {**record(meta, attack, spec, context), "type": spec["type"], "norm": spec.get("norm", "linf"),
@@ -89,7 +89,7 @@ def _suite_with(path: Path, run: str, attack: str, entry: dict) -> dict:
 def scale_examples(catalog, run: str, examples: int | None = None) -> int:
     """How many test examples an evaluation of ``run`` has at this scale (the scale's test_examples, else
     ``examples``, else 1000)."""
-    return catalog.runs[catalog.train_id[run]].get("test_examples") or examples or 1000
+    return catalog.runs[catalog.train_id[run]].test_examples or examples or 1000
 
 
 def write_metrics(catalog, run: str, attack: str, accuracy: float, *, examples: int | None = None,

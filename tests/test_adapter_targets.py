@@ -84,7 +84,7 @@ def smoke_with_checkpoint(tmp_path):
 def test_pretrained_path_reaches_the_model_exactly(smoke_with_checkpoint):
     catalog, ckpt, expected = smoke_with_checkpoint
     spec = catalog.runs[FINE_TUNE]
-    assert (spec["paper_arch"], spec["arch"], spec["pretrained"]) == ("swin_t_adapter", "vit_tiny_adapter", str(ckpt))
+    assert (spec.paper_arch, spec.arch, spec.pretrained.file) == ("swin_t_adapter", "vit_tiny_adapter", str(ckpt))
     assert catalog.pretrained_checkpoint(FINE_TUNE, must_exist=True) == ckpt
     ds = load_run_data(spec, catalog.data_root)
     torch.manual_seed(0)
@@ -96,7 +96,8 @@ def test_pretrained_path_reaches_the_model_exactly(smoke_with_checkpoint):
     assert all(a.up.weight.abs().sum() == 0 for a in model.adapters())
     assert model.head.out_features == 10
     # runs trained from scratch get no pretrained setting, so their settings (and jobs) are unchanged
-    assert "pretrained" not in catalog.runs["cifar10-resnet18-at-beta1"]
+    assert catalog.runs["cifar10-resnet18-at-beta1"].pretrained is None
+    assert "pretrained" not in catalog.runs["cifar10-resnet18-at-beta1"].as_dict()
     assert catalog.pretrained_checkpoint("cifar10-resnet18-at-beta1") is None
 
 
@@ -105,7 +106,7 @@ def test_unset_or_missing_checkpoint_names_the_key(tmp_path, capsys):
     config = str(work / "config" / "config.yaml")
     paper = cfg.load_catalog(PAPER)  # the shipped paper scale: pretrained.swin_t_adapter is null
     run = "cub200-swin_t_adapter-vanilla-lambda0"
-    assert paper.runs[run]["pretrained"] is None  # the catalog itself resolves: other targets are unaffected
+    assert paper.runs[run].pretrained.file is None  # the catalog itself resolves: other targets are unaffected
     with pytest.raises(cfg.ConfigError, match=re.escape("set `pretrained.swin_t_adapter` in the config")) as info:
         paper.pretrained_checkpoint(run)
     assert "swin_tiny_patch4_window7_224" in str(info.value) and f"runs.{run}" in str(info.value)
@@ -152,7 +153,7 @@ def test_scale_map_arch_string_or_mapping():
 
     def archs(arch_map):
         catalog = cfg.resolve(cfg.merge(config, {"scale_map": {"arch": arch_map}}))
-        return {k: catalog.runs[r]["arch"] for k, r in runs.items()}
+        return {k: catalog.runs[r].arch for k, r in runs.items()}
 
     assert archs(None) == {"resnet": "resnet18", "swin": "swin_t_adapter", "vit": "vit_b16_adapter"}
     assert archs("small_cnn") == dict.fromkeys(runs, "small_cnn")  # the string form: every architecture
@@ -163,9 +164,9 @@ def test_scale_map_arch_string_or_mapping():
     # the smoke and demo scales: adapters become the miniature, its pretraining run keeps vit_tiny, the rest the CNN
     for scale in ("smoke", "demo"):
         catalog = cfg.load_catalog(PAPER + [ROOT / "config" / f"{scale}.yaml"])
-        assert catalog.runs["digits-vit_tiny-pgd_at"]["arch"] == "vit_tiny"
-        assert catalog.runs[runs["swin"]]["arch"] == catalog.runs[runs["vit"]]["arch"] == "vit_tiny_adapter"
-        assert catalog.runs[runs["resnet"]]["arch"] == "small_cnn"
+        assert catalog.runs["digits-vit_tiny-pgd_at"].arch == "vit_tiny"
+        assert catalog.runs[runs["swin"]].arch == catalog.runs[runs["vit"]].arch == "vit_tiny_adapter"
+        assert catalog.runs[runs["resnet"]].arch == "small_cnn"
         assert catalog.pretrained_checkpoint(runs["vit"]) == (
             catalog.results / "checkpoints" / "digits-vit_tiny-pgd_at" / "model.pt")
         # Figure 5's ViT collapses onto Figure 4's runs: one training job per method and parameter
@@ -175,8 +176,8 @@ def test_scale_map_arch_string_or_mapping():
 def test_results_placeholder_follows_paths_results(tmp_path):
     extra = overlay(tmp_path, paths={"results": str(tmp_path / "elsewhere"), "data": "data"})
     catalog = cfg.load_catalog(SMOKE + [extra])
-    assert catalog.runs[FINE_TUNE]["pretrained"] == str(tmp_path / "elsewhere" / "smoke" / "checkpoints" /
-                                                         "digits-vit_tiny-pgd_at" / "model.pt")
+    assert catalog.runs[FINE_TUNE].pretrained.file == str(tmp_path / "elsewhere" / "smoke" / "checkpoints" /
+                                                          "digits-vit_tiny-pgd_at" / "model.pt")
 
 
 def test_dvc_stages_depend_on_the_pretraining_run():
@@ -202,8 +203,8 @@ def test_dvc_stages_depend_on_the_pretraining_run():
 
 def adapter_method(name: str, ckpt, **params):
     """Method ``name`` on the miniature (vit_tiny_adapter from ``ckpt``) with plain SGD, momentum and weight decay."""
-    spec = method_spec(name, lr=0.5, momentum=0.9, weight_decay=5e-3, eps=0.3, steps=2, **params)
-    spec["arch"] = "vit_tiny_adapter"
+    spec = method_spec(name, lr=0.5, momentum=0.9, weight_decay=5e-3, eps=0.3, steps=2, **params).replace(
+        arch="vit_tiny_adapter")
 
     def build():
         return build_model("vit_tiny_adapter", 10, in_channels=1, image_size=8, pretrained=str(ckpt))

@@ -19,6 +19,7 @@ import yaml  # noqa: E402
 
 from tradeoff import config as cfg  # noqa: E402
 from tradeoff.models import PRETRAINED_MODELS  # noqa: E402
+from tradeoff.spec import RunSpec  # noqa: E402
 from tradeoff.report.build import build_target  # noqa: E402
 from report_fixtures import write_curves, write_metrics  # noqa: E402
 from tradeoff.report.fig_basic import curve_panels  # noqa: E402
@@ -55,12 +56,12 @@ def demo():
     return cfg.load_catalog(DEMO)
 
 
-def caat_runs(catalog) -> dict[str, dict]:
-    return {rid: spec for rid, spec in catalog.runs.items() if spec["method"]["name"] in ("vanilla", "caat")}
+def caat_runs(catalog) -> dict[str, RunSpec]:
+    return {rid: spec for rid, spec in catalog.runs.items() if spec.method.name in ("vanilla", "caat")}
 
 
-def is_adapter(spec: dict) -> bool:
-    return spec["paper_arch"] in PRETRAINED_MODELS
+def is_adapter(spec: RunSpec) -> bool:
+    return spec.paper_arch in PRETRAINED_MODELS
 
 
 def test_every_caat_target_of_the_paper_is_in_the_catalog(paper):
@@ -101,22 +102,22 @@ def test_table2_budgets_and_table4_standard_training(paper):
     run = t2["rows"][0]["run"]
     linf = [paper.attack_for(a, run) for a in t2["columns"].values() if a not in cfg.PSEUDO_COLUMNS and a != "clean"]
     assert {(s["norm"], round(s["eps"], 6)) for s in linf} == {("linf", round(8 / 255, 6)), ("l2", 0.5)}
-    dlr = {r["key"]: paper.runs[r["run"]]["method"]["attack"]["type"] for r in t2["rows"]}
+    dlr = {r["key"]: paper.runs[r["run"]].method.get("attack")["type"] for r in t2["rows"]}
     assert dlr == {"pgd/caat_gamma0.8": "pgd", "pgd/caat_gamma0.9": "pgd", "pgd_dlr/caat_gamma0.8": "pgd-dlr",
                    "pgd_dlr/caat_gamma0.9": "pgd-dlr"}
-    nt = [paper.runs[r["run"]]["method"] for r in paper.targets["caat_table4"]["rows"] if r["key"].endswith("/nt")]
-    assert nt and all(m["name"] == "vanilla" and m["lam"] == 0 for m in nt)
+    nt = [paper.runs[r["run"]].method for r in paper.targets["caat_table4"]["rows"] if r["key"].endswith("/nt")]
+    assert nt and all(m.name == "vanilla" and m.get("lam") == 0 for m in nt)
 
 
 def test_runs_carry_the_papers_hyperparameters(paper):
     runs = {rid: spec for rid, spec in caat_runs(paper).items() if not is_adapter(spec)}
     assert len(runs) > 100
     for rid, spec in runs.items():
-        assert spec["epochs"] == 200 and spec["batch_size"] == 1024, rid          # Sec. 5.1, authors' script
-        assert max(spec["lr"]["values"]) == pytest.approx(0.4), rid               # one-cycle peak 0.4
-        assert spec["optimizer"]["name"] == "sgd" and spec["optimizer"]["momentum"] == 0.9, rid
-        assert spec["bn_running_stats"] == "blocks", rid                          # none in the residual blocks
-        attack = spec["method"]["attack"]
+        assert spec.epochs == 200 and spec.batch_size == 1024, rid          # Sec. 5.1, authors' script
+        assert max(spec.lr.values) == pytest.approx(0.4), rid               # one-cycle peak 0.4
+        assert spec.optimizer.name == "sgd" and spec.optimizer.momentum == 0.9, rid
+        assert spec.bn_running_stats == "blocks", rid                          # none in the residual blocks
+        attack = spec.method.get("attack")
         assert attack["norm"] == "linf" and attack["steps"] == 10, rid
         eps = 12 / 255 if rid.endswith("-train_eps12") else 8 / 255
         assert attack["eps"] == pytest.approx(eps), rid
@@ -125,24 +126,24 @@ def test_runs_carry_the_papers_hyperparameters(paper):
     # the sweeps of Figure 6 (Sec. 5.3), on CIFAR-10 ResNet-18, per adversarial loss
     for sub, loss in zip("abc", ("ce", "trades", "clp")):
         rows = paper.targets[f"caat_figure6{sub}"]["rows"]
-        lams = [paper.runs[r["run"]]["method"]["lam"] for r in rows if r["series"] == "vanilla"]
-        gammas = [paper.runs[r["run"]]["method"]["gamma"] for r in rows if r["series"] == "CA-AT"]
+        lams = [paper.runs[r["run"]].method.get("lam") for r in rows if r["series"] == "vanilla"]
+        gammas = [paper.runs[r["run"]].method.get("gamma") for r in rows if r["series"] == "CA-AT"]
         assert lams == [0, 0.25, 0.5, 0.75, 1] and gammas == [0.7, 0.75, 0.8, 0.85, 0.9, 1]
         for r in rows:
             spec = paper.runs[r["run"]]
-            assert (spec["paper_dataset"], spec["paper_arch"]) == ("cifar10", "resnet18")
-            m = spec["method"]
-            if not (m["name"] == "vanilla" and m["lam"] == 0) and not (m["name"] == "caat" and m["gamma"] == 1):
-                assert m["adv_loss"] == loss, r
+            assert (spec.paper_dataset, spec.paper_arch) == ("cifar10", "resnet18")
+            m = spec.method
+            if not (m.name == "vanilla" and m.get("lam") == 0) and not (m.name == "caat" and m.get("gamma") == 1):
+                assert m.get("adv_loss") == loss, r
     # Figure 3: in-training attacks, and mu in the curves of every run it plots
-    kinds = {paper.runs[r["run"]]["method"]["attack"]["type"] for r in paper.targets["caat_figure3b"]["rows"]}
+    kinds = {paper.runs[r["run"]].method.get("attack")["type"] for r in paper.targets["caat_figure3b"]["rows"]}
     assert kinds == {"apgd-ce", "apgd-dlr", "apgd-t"}
     for leaf in ("caat_figure3a", "caat_figure3b"):
         assert paper.targets[leaf]["curve_columns"] == ["train_mu"]
         for r in paper.targets[leaf]["rows"]:
-            m = paper.runs[r["run"]]["method"]
-            assert m["name"] == "caat" or m.get("track_conflict") is True, r
-    settings = {(paper.runs[r["run"]]["paper_dataset"], paper.runs[r["run"]]["paper_arch"])
+            m = paper.runs[r["run"]].method
+            assert m.name == "caat" or m.get("track_conflict") is True, r
+    settings = {(paper.runs[r["run"]].paper_dataset, paper.runs[r["run"]].paper_arch)
                 for r in paper.targets["caat_figure3a"]["rows"]}
     assert settings == {(d, a) for d in ("cifar10", "cifar100") for a in ("resnet18", "resnet34")}
 
@@ -158,20 +159,20 @@ def test_adapter_runs_fine_tune_with_their_own_preset(paper):
     for name, setting in panels.items():
         rows = paper.targets[name]["rows"]
         assert paper.targets[name]["columns"] == {"SA": "clean", "AA": "aa"}
-        lams = [paper.runs[r["run"]]["method"]["lam"] for r in rows if r["series"] == "vanilla"]
-        gammas = [paper.runs[r["run"]]["method"]["gamma"] for r in rows if r["series"] == "CA-AT"]
+        lams = [paper.runs[r["run"]].method.get("lam") for r in rows if r["series"] == "vanilla"]
+        gammas = [paper.runs[r["run"]].method.get("gamma") for r in rows if r["series"] == "CA-AT"]
         assert lams == [0, 0.5, 1] and gammas == [0.8, 0.9, 1], name
         for r in rows:
             spec = paper.runs[r["run"]]
-            assert (spec["dataset"], spec["arch"]) == setting and spec["pretrained"] is None, r
-            assert spec["epochs"] == preset["epochs"] and spec["batch_size"] == preset["batch_size"]
-            assert spec["lr"] == preset["lr"] and spec["optimizer"] == preset["optimizer"]
-            assert spec["optimizer"]["name"] == "sgd" and spec["optimizer"]["momentum"] == 0.9
-            m = spec["method"]
-            if m["name"] == "vanilla" and m["lam"] == 0:
+            assert (spec.dataset, spec.arch) == setting and spec.pretrained.file is None, r  # a backbone, unset
+            assert spec.epochs == preset["epochs"] and spec.batch_size == preset["batch_size"]
+            assert spec.lr.as_dict() == preset["lr"] and spec.optimizer.as_dict() == preset["optimizer"]
+            assert spec.optimizer.name == "sgd" and spec.optimizer.momentum == 0.9
+            m = spec.method
+            if m.name == "vanilla" and m.get("lam") == 0:
                 continue
-            assert m["adv_loss"] == "ce"
-            attack = m["attack"]
+            assert m.get("adv_loss") == "ce"
+            attack = m.get("attack")
             assert (attack["type"], attack["norm"], attack["steps"]) == ("pgd", "linf", 10)
             assert attack["eps"] == pytest.approx(8 / 255) and attack["step_size"] == pytest.approx(2 / 255)
 
@@ -204,8 +205,9 @@ def test_demo_thinning_keeps_few_caat_trainings(demo):
     adapter = {demo.train_id[r["run"]] for name in ADAPTER_TARGETS for leaf in demo.leaf_targets(name)
                for r in demo.targets[leaf]["rows"]}
     assert len(adapter) == DEMO_ADAPTER_TRAINING
-    assert {demo.runs[j]["arch"] for j in adapter} == {"vit_tiny_adapter"}
-    assert {demo.runs[j]["pretrained"] for j in adapter} == {"results/demo/checkpoints/digits-vit_tiny-pgd_at/model.pt"}
+    assert {demo.runs[j].arch for j in adapter} == {"vit_tiny_adapter"}
+    assert {demo.runs[j].pretrained.file for j in adapter} == {
+        "results/demo/checkpoints/digits-vit_tiny-pgd_at/model.pt"}
     # the same collapse at the smoke scale: its CA-AT rows are the demo's (the adapter figures': some of them)
     smoke_cfg, demo_cfg = (cfg.load_yaml(ROOT / "config" / f"{s}.yaml")["targets"] for s in ("smoke", "demo"))
     adapter_leaves = {leaf for name in ADAPTER_TARGETS for leaf in demo.leaf_targets(name)}
@@ -289,9 +291,9 @@ def test_figure1_bars_table1s_runs_of_g_circ_and_g_star(paper, smoke):
     assert runs == ["cifar10-resnet18-vanilla-ce-lambda0_5", "cifar10-resnet18-caat-ce-gamma0_8"]
     assert set(runs) <= {row["run"] for row in paper.targets["caat_table1"]["rows"]}
     vanilla, caat = (paper.runs[r] for r in runs)
-    assert (vanilla["method"]["name"], vanilla["method"]["lam"], caat["method"]["name"], caat["method"]["gamma"]) == (
+    assert (vanilla.method.name, vanilla.method.get("lam"), caat.method.name, caat.method.get("gamma")) == (
         "vanilla", 0.5, "caat", 0.8)
-    assert {(s["arch"], s["dataset"], s["method"]["attack"]["type"]) for s in (vanilla, caat)} == {
+    assert {(s.arch, s.dataset, s.method.get("attack")["type"]) for s in (vanilla, caat)} == {
         ("resnet18", "cifar10", "pgd")}
     assert "caat_figure1" in paper.leaf_targets("caat")
     for run, (sa, adv) in zip(runs, ((0.8, 0.4), (0.85, 0.45))):

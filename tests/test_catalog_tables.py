@@ -48,7 +48,7 @@ def test_every_generalist_and_zipper_target_of_the_catalog_exists():
 
 def test_seeded_tables_have_five_seeds_at_paper_scale_and_one_at_demo():
     for rid in ("mnist-resnet18-generalist", "svhn-resnet18-fat", "cifar10-resnet18-generalist-parallel"):
-        assert [CATALOG.runs[r]["seed"] for r in CATALOG.row_runs(rid)] == [0, 1, 2, 3, 4]
+        assert [CATALOG.runs[r].seed for r in CATALOG.row_runs(rid)] == [0, 1, 2, 3, 4]
     demo = cfg.load_catalog([cfg.ROOT / "config" / "config.yaml", cfg.ROOT / "config" / "demo.yaml"])
     assert demo.row_runs("mnist-resnet18-generalist") == ["mnist-resnet18-generalist"]
 
@@ -65,7 +65,7 @@ def test_seeds_paper_overlay_averages_tables_1_and_3_over_the_papers_five_seeds(
         for row in CATALOG.targets[name]["rows"]:
             assert CATALOG.row_runs(row["run"]) == [row["run"]] and demo.row_runs(row["run"]) == [row["run"]]
             runs = seeded.row_runs(row["run"])
-            assert [seeded.runs[r]["seed"] for r in runs] == [0, 1, 2, 3, 4], row
+            assert [seeded.runs[r].seed for r in runs] == [0, 1, 2, 3, 4], row
             assert cfg.spec_digest(seeded.runs[runs[0]]) == cfg.spec_digest(CATALOG.runs[row["run"]])
     assert overlay.read_text().count("[0, 1, 2, 3, 4]") == 1
 
@@ -80,9 +80,9 @@ def test_zipper_table9_baseline_is_declared_beside_table1a():
     baseline = cells("zipper_table9", "generalist_gamma_1_1_1_0.5")
     table1a = cells("table1a", "generalist")
     assert {c for c in baseline if baseline[c] != table1a[c]} == {"apgd_t"}  # Generalist's 46.37, Zipper's 45.37
-    run = CATALOG.runs["cifar10-resnet18-generalist"]["method"]["gamma"]["values"]
-    base = CATALOG.runs["cifar10-resnet18-generalist-gamma-1_1_1_0_5"]["method"]["gamma"]["values"]
-    assert (run, base) == ([1, 1, 1, 0], [1, 1, 1, 0.5])
+    run = CATALOG.runs["cifar10-resnet18-generalist"].method.get("gamma")["values"]
+    base = CATALOG.runs["cifar10-resnet18-generalist-gamma-1_1_1_0_5"].method.get("gamma")["values"]
+    assert (run, base) == ((1, 1, 1, 0), (1, 1, 1, 0.5))  # frozen settings: tuples
     for name in ("table1a", "zipper_table9"):
         assert "(1, 1, 1, 0.5)" in " ".join(CATALOG.targets[name]["paper_note"])
 
@@ -159,22 +159,22 @@ def test_zippers_numbers_are_the_papers():
 
 def test_runs_carry_the_stated_hyperparameters():
     runs = CATALOG.runs
-    assert runs["cifar100-resnet18-generalist"]["epochs"] == 200
-    assert runs["mnist-resnet18-trades"]["method"]["attack"]["eps"] == pytest.approx(0.3)
-    assert runs["svhn-resnet18-trades"]["method"]["attack"]["eps"] == pytest.approx(8 / 255)
-    assert runs["cifar10-resnet18-generalist-parallel"]["method"]["parallel"] is True
-    assert runs["cifar10-resnet18-generalist-no-ema"]["method"]["ema"] is False
-    assert runs["cifar10-resnet18-generalist-lr-nt0_01-at0_1"]["method"]["nt_lr"] == 0.01
-    assert runs["cifar10-resnet18-generalist-lr-nt0_01-at0_1"]["lr"]["values"][0] == 0.1
-    assert runs["cifar10-resnet18-at-beta1-adam"]["optimizer"]["name"] == "adam"
-    assert runs["cifar10-resnet18-at-beta1-adam"]["lr"]["values"][0] == 1e-4
-    assert runs["cifar10-resnet18-generalist-l2"]["method"]["attack"]["norm"] == "l2"
-    assert runs["cifar10-resnet18-generalist-l2"]["method"]["attack"]["eps"] == pytest.approx(128 / 255)
-    assert [runs[f"cifar10-resnet18-generalist-c{c}"]["method"]["c"] for c in (1, 15)] == [1, 15]
+    assert runs["cifar100-resnet18-generalist"].epochs == 200
+    assert runs["mnist-resnet18-trades"].method.get("attack")["eps"] == pytest.approx(0.3)
+    assert runs["svhn-resnet18-trades"].method.get("attack")["eps"] == pytest.approx(8 / 255)
+    assert runs["cifar10-resnet18-generalist-parallel"].method.get("parallel") is True
+    assert runs["cifar10-resnet18-generalist-no-ema"].method.get("ema") is False
+    assert runs["cifar10-resnet18-generalist-lr-nt0_01-at0_1"].method.get("nt_lr") == 0.01
+    assert runs["cifar10-resnet18-generalist-lr-nt0_01-at0_1"].lr.values[0] == 0.1
+    assert runs["cifar10-resnet18-at-beta1-adam"].optimizer.name == "adam"
+    assert runs["cifar10-resnet18-at-beta1-adam"].lr.values[0] == 1e-4
+    assert runs["cifar10-resnet18-generalist-l2"].method.get("attack")["norm"] == "l2"
+    assert runs["cifar10-resnet18-generalist-l2"].method.get("attack")["eps"] == pytest.approx(128 / 255)
+    assert [runs[f"cifar10-resnet18-generalist-c{c}"].method.get("c") for c in (1, 15)] == [1, 15]
     # the demo keeps the Adam baseline's learning rate 100x below the SGD one (ratio to its preset's peak)
     demo = cfg.load_catalog([cfg.ROOT / "config" / "config.yaml", cfg.ROOT / "config" / "demo.yaml"])
-    assert demo.runs["cifar10-resnet18-at-beta1-adam"]["lr"]["values"][0] == pytest.approx(
-        demo.runs["cifar10-resnet18-at-beta1"]["lr"]["values"][0] / 100)
+    assert demo.runs["cifar10-resnet18-at-beta1-adam"].lr.values[0] == pytest.approx(
+        demo.runs["cifar10-resnet18-at-beta1"].lr.values[0] / 100)
 
 
 def test_export_dvc_for_some_targets_keeps_exactly_their_stages():

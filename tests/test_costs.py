@@ -21,6 +21,7 @@ from tradeoff.costs import JobSizes, attack_passes, evaluation_passes, load_tabl
 from tradeoff.methods import METHODS
 from tradeoff.params import ATTACK
 from tradeoff.runtime import Runtime
+from tradeoff.spec import MethodSpec, RunSpec
 
 CPU = torch.device("cpu")
 SMALL = {"default": "small_cnn", "adapter": "vit_tiny_adapter"}  # where a step is counted: digits, 10 classes
@@ -51,11 +52,11 @@ def _shrunk(spec: dict, cap: int | None) -> dict:
     return out
 
 
-def _method_signature(method: dict) -> str:
+def _method_signature(method: MethodSpec) -> str:
     """What a step's cost depends on (tradeoff.costs.method_passes reads these): one counted step per signature."""
     attack = method.get("attack") if isinstance(method.get("attack"), dict) else {}
-    keys = ("name", "beta", "lam", "inner", "adv_loss", "track_conflict", "unlabeled")
-    return json.dumps([{k: method.get(k) for k in keys},
+    keys = ("beta", "lam", "inner", "adv_loss", "track_conflict", "unlabeled")
+    return json.dumps([{"name": method.name, **{k: method.get(k) for k in keys}},
                        {k: attack.get(k) for k in ("type", "restarts", "target_classes", "components")}],
                       sort_keys=True, default=str)
 
@@ -64,23 +65,21 @@ def _method_cases(catalogs, cap):
     seen = {}
     for catalog in catalogs:
         for rid, spec in catalog.training_runs().items():
-            seen.setdefault(_method_signature(spec["method"]), (rid, spec))
+            seen.setdefault(_method_signature(spec.method), (rid, spec))
     for rid, spec in seen.values():
-        spec = copy.deepcopy(spec)
-        spec["method"] = {k: (_shrunk(v, cap) if isinstance(v, dict) and "type" in v else v)
-                          for k, v in spec["method"].items()}
-        spec["arch"] = SMALL["adapter" if "adapter" in spec["arch"] else "default"]
-        spec["dataset"] = "digits"
-        spec.pop("pretrained", None)
-        yield rid, spec
+        params = {k: (_shrunk(v, cap) if isinstance(v, dict) and "type" in v else v)
+                  for k, v in spec.method.params.items()}
+        yield rid, spec.replace(method=MethodSpec.from_dict({"name": spec.method.name, **params}),
+                                arch=SMALL["adapter" if "adapter" in spec.arch else "default"], dataset="digits",
+                                pretrained=None)
 
 
-def _counted_step(spec: dict) -> float:
+def _counted_step(spec: RunSpec) -> float:
     def build():
-        return models.build_architecture(spec["arch"], 10, in_channels=1, image_size=8)
+        return models.build_architecture(spec.arch, 10, in_channels=1, image_size=8)
 
     torch.manual_seed(0)
-    method = METHODS[spec["method"]["name"]](spec, build, Runtime(CPU))
+    method = METHODS[spec.method.name](spec, build, Runtime(CPU))
     method.set_epoch(1.0)
     x, _ = synthetic_batch("digits", 4, CPU)
     model = method.eval_model()
@@ -98,9 +97,9 @@ def _check_methods(catalogs, units, cap):
     wrong = []
     for rid, spec in _method_cases(catalogs, cap):
         counted = _counted_step(spec)
-        planned = method_passes(spec["method"], 10).flops(units[spec["arch"]])
+        planned = method_passes(spec.method, 10).flops(units[spec.arch])
         if not math.isclose(counted, planned, rel_tol=0.005):  # APGD-T's one-image class count: 0.1%
-            wrong.append(f"{rid} ({spec['method']['name']}): counted {counted:.4g}, formula {planned:.4g}")
+            wrong.append(f"{rid} ({spec.method.name}): counted {counted:.4g}, formula {planned:.4g}")
     assert not wrong, "tradeoff.costs.method_passes disagrees with a counted step:\n" + "\n".join(wrong)
 
 
@@ -170,7 +169,8 @@ def test_every_registered_method_and_attack_has_a_formula_with_the_class_default
         attack_passes({"type": kind}, 10)
     pgd = {"type": "pgd", "steps": 10}
     for name, cls in METHODS.items():
-        method = {"name": name, **cls.parameters.defaults(), **{k: pgd for k in cls.parameters.named(type=ATTACK)}}
+        method = MethodSpec.from_dict({"name": name, **cls.parameters.defaults(),
+                                       **{k: pgd for k in cls.parameters.named(type=ATTACK)}})
         assert method_passes(method, 10).f > 0, name
 
 
@@ -263,8 +263,8 @@ def test_the_plan_prices_training_in_the_configs_precision(paper):
     bf16_catalog.config = {**paper.config, "runtime": {**paper.config["runtime"], "precision": "bf16"}}
     bf16 = JobSizes(bf16_catalog, bench_folder="/nonexistent")
     table, spec = load_table(), paper.runs[run]
-    unit, data = table["passes"][costs.pass_key(spec["arch"], spec["dataset"])], table["datasets"][spec["dataset"]]
-    steps = spec["epochs"] * data["train"] * method_passes(spec["method"], data["classes"]).flops(unit)
+    unit, data = table["passes"][costs.pass_key(spec.arch, spec.dataset)], table["datasets"][spec.dataset]
+    steps = spec.epochs * data["train"] * method_passes(spec.method, data["classes"]).flops(unit)
     selection = costs.training_flops(spec, table, "bf16") - steps
     assert selection > 0 and steps > 0
     assert costs.training_flops(spec, table, "fp32") == pytest.approx(2 * steps + selection)

@@ -74,7 +74,7 @@ def test_jobs_json_holds_the_resolved_settings():
     assert written == json.loads(json.dumps(items))
     assert len(text.splitlines()) == 3 + len(items) + sum(len(v) + 1 for v in items.values() if isinstance(v, dict))
     run_id = catalog.train_id["cifar10-resnet18-at-beta1"]
-    assert items["train"][run_id] == {"dataset": "digits", "settings": catalog.runs[run_id]}
+    assert items["train"][run_id] == {"dataset": "digits", "settings": catalog.runs[run_id].as_dict()}
     assert {"method", "lr", "epochs", "batch_size", "seed"} <= set(written["train"][run_id]["settings"])
     unit = items["evaluate"][tdvc.unit_key(run_id, "all")]
     assert unit["settings"] == tdvc.digest({a: catalog.attack_for(a, run_id) for a in unit["attacks"]})
@@ -249,8 +249,8 @@ def test_exp_run_set_param_reruns_exactly_what_it_changes(built):
         assert ran[:3] == ["resolve", f"train@{run_id}", f"evaluate@{tdvc.unit_key(run_id, 'all')}"]
         assert "table@caat_table1" in ran[3:] and set(ran[3:]) <= {"table@caat_table1", "figure@figure3b"}
         resolved = cfg.load_catalog([work / f for f in [*SMOKE, "params.yaml"]]).runs[run_id]
-        assert resolved["seed"] == 7
-        assert json.loads((work / "jobs.json").read_text())["train"][run_id]["settings"] == resolved
+        assert resolved.seed == 7
+        assert json.loads((work / "jobs.json").read_text())["train"][run_id]["settings"] == resolved.as_dict()
         # DVC names the hyperparameter that changed, and shows every run's with its metrics (dvclive's files)
         diff = json.loads(run(["dvc", "params", "diff", "--json"], work).stdout)["jobs.json"]
         assert diff[f"train.{run_id}.settings.seed"]["new"] == 7 and not any(k.startswith("evaluate.") for k in diff)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
@@ -21,7 +20,7 @@ def test_bench_eval_times_each_attack_of_a_table(tmp_path):
     overlay.write_text(f"paths: {{results: {tmp_path / 'results'}, data: {data_root()}}}\n")
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml", overlay])
     run = "cifar10-resnet18-nt"
-    train(run, copy.deepcopy(catalog.runs[run]), results=catalog.results, data_root=catalog.data_root,
+    train(run, catalog.runs[run], results=catalog.results, data_root=catalog.data_root,
           runtime=Runtime.from_config({"device": "cpu"}), progress=False)
     result = bench_eval(catalog, run, attacks=["clean", "pgd20", "mim"], out_dir=catalog.results / "bench")
     assert list(result["attacks"]) == ["clean", "pgd20", "mim"]

@@ -4,7 +4,6 @@ resumes from its state file to the same answer."""
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import signal
@@ -32,11 +31,10 @@ def models(tmp_path_factory):
     catalog = cfg.load_catalog(FILES)
     results = tmp_path_factory.mktemp("results") / catalog.scale  # where a config naming the parent reads it
     for run, epochs in ((NT, 5), (AT, 20)):
-        spec = copy.deepcopy(catalog.runs[run])
-        factor = epochs / spec["epochs"]
-        spec["epochs"] = epochs
-        spec["lr"]["epochs"] = [e * factor for e in spec["lr"]["epochs"]]
-        spec["selection"]["examples"] = 100
+        spec = catalog.runs[run]
+        factor = epochs / spec.epochs
+        spec = spec.replace(epochs=epochs, lr=spec.lr.replace(epochs=tuple(e * factor for e in spec.lr.epochs)),
+                            selection=spec.selection.replace(examples=100))
         train(run, spec, results=results, data_root=catalog.data_root, runtime=Runtime.from_config({"device": "cpu"}),
               eval_batch_size=360, progress=False)
     return catalog, results

@@ -120,11 +120,15 @@ def test_interrupted_evaluation_resumes_from_its_state(data, tmp_path, monkeypat
 
 
 def test_merge_refuses_gaps_and_mismatches(tmp_path):
+    # a run's settings as a model.pt holds them (their JSON form), on digits with the small CNN
+    settings = cfg.load_catalog([ROOT / "config" / "config.yaml"]).runs["cifar10-resnet18-nt"].replace(
+        dataset="digits", arch="small_cnn").as_dict()
+
     def part(k, start, stop, seed=0):
         return {"format": "tradeoff-eval-shard/2", "run": "r", "attack": "a", "spec": {"type": "pgd", "eps": 0.1},
                 "seed": seed, "batch_size": 2, "examples_total": 4, "shard": k, "shards": 2, "first_batch": start // 2,
                 "start": start, "stop": stop, "seconds": 1.0, "breakdown": {},
-                "meta": {"run": "r", "spec": {"dataset": "digits", "arch": "small_cnn"}, "selected_epoch": 1},
+                "meta": {"run": "r", "spec": settings, "selected_epoch": 1},
                 "context": {"scale": "smoke", "model": "0" * 16, "test_examples": None, "test_size": 4}, "provenance": {},
                 "labels": [0] * (stop - start), "clean_correct": "1" * (stop - start),
                 "robust_correct": "10"[: stop - start] * 1 + "0" * max(0, stop - start - 2)}

@@ -27,6 +27,7 @@ from tradeoff import data, models, zoo
 from tradeoff.atomic import sha256_file
 from tradeoff.checkpoint import CheckpointError
 from tradeoff.external import Normalized, load_external
+from tradeoff.spec import ExternalSpec
 
 SMOKE = ("config/config.yaml", "config/smoke.yaml")
 NT = "cifar10-resnet18-nt"
@@ -63,8 +64,11 @@ def _clean_accuracy(model, n: int = 64) -> float:
         return (model(x).argmax(1) == y).float().mean().item()
 
 
-def _spec(arch: str, dataset: str = "cifar10", **settings) -> dict:
-    return {"arch": arch, "dataset": dataset, "normalize": None, "format": "auto", "sha256": None, **settings}
+def _spec(arch: str, dataset: str = "cifar10", **settings) -> ExternalSpec:
+    """An external model's resolved settings (load_external reads arch, dataset, normalize, format and sha256)."""
+    return ExternalSpec.from_dict({"checkpoint": "unread.pt", "sha256": None, "arch": arch, "dataset": dataset,
+                                   "paper_dataset": dataset, "paper_arch": arch, "normalize": None, "format": "auto",
+                                   **settings})
 
 
 def _stderr_line(capsys) -> str:
@@ -305,9 +309,9 @@ def _catalog_with(tmp_path: Path, text: str):
 def test_the_external_section_and_rows_that_name_it(tmp_path):
     catalog = _catalog_with(tmp_path, EXTERNAL.format(checkpoint="models/mine.pt", extra=", normalize: '0.5,0.25'"))
     spec = catalog.externals["mine"]
-    assert spec == {"checkpoint": "models/mine.pt", "sha256": None, "arch": "small_cnn", "dataset": "digits",
-                    "paper_dataset": "cifar10", "paper_arch": "small_cnn",
-                    "normalize": {"mean": [0.5], "std": [0.25]}, "format": "auto", "test_examples": 64}
+    assert spec.as_dict() == {"checkpoint": "models/mine.pt", "sha256": None, "arch": "small_cnn",
+                              "dataset": "digits", "paper_dataset": "cifar10", "paper_arch": "small_cnn",
+                              "normalize": {"mean": [0.5], "std": [0.25]}, "format": "auto", "test_examples": 64}
     rows = catalog.targets["exttable"]["rows"]
     assert rows[1] == {"key": "mine", "external": "mine", "run": "mine", "label": "my model"}
     assert ("mine", "aa") in catalog.evaluations("exttable") and catalog.train_id["mine"] == "mine"

@@ -94,8 +94,8 @@ def test_every_budget_of_a_target_is_mapped_by_one_rule():
     assert demo.attack_for("caat_pgd@8_255", run)["eps"] == pytest.approx(0.3)
     assert demo.attack_for("aa", run)["eps"] == pytest.approx(0.3)
     assert demo.attack_for("caat_t_apgd_dlr", run)["eps"] == pytest.approx(0.3)
-    assert demo.runs[run]["method"]["attack"]["eps"] == pytest.approx(0.3)
-    assert demo.runs["cifar10-resnet18-caat-ce-gamma0_8-train_eps12"]["method"]["attack"]["eps"] == pytest.approx(0.45)
+    assert demo.runs[run].method.get("attack")["eps"] == pytest.approx(0.3)
+    assert demo.runs["cifar10-resnet18-caat-ce-gamma0_8-train_eps12"].method.get("attack")["eps"] == pytest.approx(0.45)
     assert demo.attack_for("caat_pgd@32_255", run)["eps"] == pytest.approx(1.0)
     assert demo.attack_for("caat_t_pgd_l2", run)["eps"] == demo.attack_for("caat_pgd_l2@0.5", run)["eps"]
     assert "sweep_unit" not in demo.config["scale_map"]

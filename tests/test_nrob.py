@@ -141,7 +141,9 @@ def test_metrics_file_is_the_mean_of_per_severity_means(root, tmp_path, monkeypa
     clean_x = torch.zeros(4, 3, 8, 8)
     clean_x[:, 1] = 1  # all green: class 1
     clean_y = torch.tensor([1, 1, 0, 2])
-    meta = {"run": "tiny", "spec": {"dataset": "tinyimagenet", "arch": "dominant-colour"}, "selected_epoch": 3}
+    settings = cfg.load_catalog([ROOT / "config" / "config.yaml"]).runs["cifar10-resnet18-nt"].replace(
+        dataset="tinyimagenet", arch="dominant-colour")
+    meta = {"run": "tiny", "spec": settings.as_dict(), "selected_epoch": 3}  # as a model.pt holds it
     monkeypatch.setattr(evaluate, "_load", lambda *args: (model, meta, clean_x, clean_y, "cpu", len(clean_y)))
     (tmp_path / "model.pt").write_bytes(b"the model's bytes: their digest is in the record")
     metrics_out, predictions_out = tmp_path / "nrob.json", tmp_path / "predictions.json"

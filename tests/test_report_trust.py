@@ -155,7 +155,7 @@ def test_tables_compare_rows_only_on_the_same_test_set(tmp_path):
     """Table 2's MNIST and SVHN rows: bold and McNemar within each half, against that half's Generalist."""
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml"])
     runs = {r["key"]: r["run"] for r in catalog.targets["table2"]["rows"]}
-    groups = {key: catalog.runs[run]["paper_dataset"] for key, run in runs.items()}
+    groups = {key: catalog.runs[run].paper_dataset for key, run in runs.items()}
     assert set(groups.values()) == {"mnist", "svhn"}
     assert catalog.targets["table2"]["compare"] == ["mnist/generalist", "svhn/generalist"]
 

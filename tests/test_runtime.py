@@ -1,7 +1,6 @@
 """The GPU fast path, exercised on the CPU: bf16 autocast in training, channels_last, evaluation in fp32."""
 
 import contextlib
-import copy
 
 import pytest
 import torch
@@ -40,9 +39,9 @@ def test_auto_falls_back_to_the_cpu_only_at_the_small_scales(monkeypatch):
 
 def _update(run: str, rt: Runtime, x, y):
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"])
-    spec = copy.deepcopy(catalog.runs[run])
+    spec = catalog.runs[run]
     torch.manual_seed(0)
-    method = METHODS[spec["method"]["name"]](spec, lambda: build_model("resnet18", 10, in_channels=1, image_size=8), rt)
+    method = METHODS[spec.method.name](spec, lambda: build_model("resnet18", 10, in_channels=1, image_size=8), rt)
     method.set_epoch(0)
     before = torch.cat([p.detach().flatten().clone() for p in method.model.parameters()])
     torch.manual_seed(1)

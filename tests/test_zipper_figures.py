@@ -19,6 +19,7 @@ from tradeoff.evaluate import accuracy_under, batch_seed, build_attack
 from tradeoff.live import read_curves
 from tradeoff.methods.generalist import snapshot_epochs
 from tradeoff.report.build import build_target
+from tradeoff.spec import MethodSpec, RunSpec
 from tradeoff.train import train
 from tradeoff.data import load_run_data, subset
 from tradeoff.trained import load_model
@@ -29,14 +30,11 @@ COLUMNS = ["learner_at_clean", "learner_nt_clean", "learner_nt_pgd_self", "learn
 KW = dict(data_root=data_root(), runtime=CPU, progress=False, eval_batch_size=32)
 
 
-def _spec(epochs: int, *, track: bool = True, snapshots: list | None = None, **method) -> dict:
+def _spec(epochs: int, *, track: bool = True, snapshots: list | None = None, **method) -> RunSpec:
     """The smoke-scale Table 1a Generalist run for ``epochs`` epochs, communicating after every epoch from
     epoch 2 on, with tracking on 40 test images (or off) and the given snapshot epochs (or none)."""
-    spec = copy.deepcopy(cfg.load_catalog(SMOKE).runs[RUN])
-    spec["epochs"] = epochs
-    spec["train_examples"] = 128
-    m = spec["method"]
-    m.update({"t_prime": 2, "c": 1, **method})
+    spec = cfg.load_catalog(SMOKE).runs[RUN]
+    m = {**spec.method.params, "t_prime": 2, "c": 1, **method}
     if track:
         m["track_learners"] = {**m["track_learners"], "examples": 40}
     else:
@@ -45,7 +43,7 @@ def _spec(epochs: int, *, track: bool = True, snapshots: list | None = None, **m
         del m["snapshot_epochs"]
     else:
         m["snapshot_epochs"] = snapshots
-    return spec
+    return spec.replace(epochs=epochs, train_examples=128, method=MethodSpec.from_dict({"name": spec.method.name, **m}))
 
 
 def _curves(path) -> list[dict]:
@@ -72,15 +70,15 @@ def test_catalog_turns_both_on_for_the_table1a_run_only():
                           (["config/config.yaml", "config/demo.yaml"], [6, 7, 8]),
                           (SMOKE, [1, 2])):
         catalog = cfg.load_catalog([cfg.ROOT / f for f in files])
-        method = catalog.runs[RUN]["method"]
-        assert method["track_learners"]["attack"] == catalog.attack_for("pgd20", RUN)
-        assert snapshot_epochs(method["snapshot_epochs"]) == epochs  # epoch-valued: rescaled, then rounded
+        method = catalog.runs[RUN].method
+        assert method.get("track_learners")["attack"] == catalog.attack_for("pgd20", RUN)
+        assert snapshot_epochs(method.get("snapshot_epochs")) == epochs  # epoch-valued: rescaled, then rounded
         assert catalog.targets["zipper_figure5"]["curve_columns"] == COLUMNS
         assert catalog.analysis_targets("zipper_figure6") == ["zipper_figure6"]
         assert catalog.analysis_train_ids("zipper_figure6") == [catalog.train_id[RUN]]
     # the options are optional parameters: a Generalist run that does not set them has no such keys, so
     # adding them changed no other run's settings
-    assert not {"track_learners", "snapshot_epochs"} & set(catalog.runs["cifar10-wrn32-generalist"]["method"])
+    assert not {"track_learners", "snapshot_epochs"} & set(catalog.runs["cifar10-wrn32-generalist"].method.params)
 
 
 @pytest.mark.parametrize("method, message", [
@@ -172,7 +170,7 @@ def test_tracked_numbers_equal_an_independent_evaluation_of_the_snapshots(tracke
     model, _ = load_model(paths.model)
     ds = load_run_data(spec, data_root())
     x, y = subset(ds.x_test, ds.y_test, 40)
-    attack = spec["method"]["track_learners"]["attack"]
+    attack = spec.method.get("track_learners")["attack"]
     rows = _curves(paths.curves)
     for epoch in (1, 2, 3):
         nt, at = copy.deepcopy(model), copy.deepcopy(model)

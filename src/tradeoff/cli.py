@@ -16,6 +16,7 @@ from pathlib import Path
 from . import config as cfg
 from .errors import UserError
 from .results import ready_marker
+from .spec import thaw
 
 log = logging.getLogger("tradeoff")
 
@@ -144,9 +145,10 @@ def _evaluate_checkpoint(args, catalog: cfg.Catalog) -> int:
         raise cfg.ConfigError("evaluate --checkpoint: give --suite TARGET or --attack A (repeatable), not both")
     plan = plan_checkpoint(catalog, file, suite=args.suite, attacks=args.attack, seed=args.seed, named=_option)
     name, spec = plan.model_id, plan.catalog.externals[plan.model_id]
-    print(f"{name}: {args.checkpoint} as {spec['arch']} on {spec['dataset']} ({spec['format']} layout"
-          + (f", normalised by mean {spec['normalize']['mean']} std {spec['normalize']['std']}" if spec["normalize"]
-             else "") + (f", budgets of {spec['paper_dataset']}" if spec["paper_dataset"] != spec["dataset"] else "")
+    normalize = thaw(spec.normalize)  # its mean and std as lists, as given
+    print(f"{name}: {args.checkpoint} as {spec.arch} on {spec.dataset} ({spec.format} layout"
+          + (f", normalised by mean {normalize['mean']} std {normalize['std']}" if normalize
+             else "") + (f", budgets of {spec.paper_dataset}" if spec.paper_dataset != spec.dataset else "")
           + f"), {len(plan.names)} evaluation(s): {', '.join(plan.names)}")
     _print_evaluations(plan, plan.run())
     print(f"{name}: metrics in {plan.catalog.layout.metrics(name, '<attack>')}, per-example predictions in "
@@ -279,13 +281,13 @@ def cmd_list(args, catalog: cfg.Catalog) -> int:
     if args.what == "runs":
         for rid, spec in catalog.runs.items():
             shared = "" if catalog.train_id[rid] == rid else f"  (trained as {catalog.train_id[rid]})"
-            print(f"{rid}: {spec['method']['name']} {spec['dataset']} {spec['arch']} seed {spec['seed']}{shared}")
+            print(f"{rid}: {spec.method.name} {spec.dataset} {spec.arch} seed {spec.seed}{shared}")
     elif args.what == "targets":
         for name, target in catalog.targets.items():
             print(f"{name} ({target['kind']}): {target.get('title', ', '.join(target.get('targets', [])))}")
     elif args.what == "externals":
         for eid, spec in catalog.externals.items():
-            print(f"{eid}: external {spec['arch']} {spec['dataset']} {spec['checkpoint']} ({spec['format']} layout)")
+            print(f"{eid}: external {spec.arch} {spec.dataset} {spec.checkpoint} ({spec.format} layout)")
     elif args.what == "attacks":
         for name in catalog.attack_jobs():
             spec = catalog.attacks[cfg.split_budget(name)[0]]

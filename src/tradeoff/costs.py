@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .spec import ExternalSpec, MethodSpec, RunSpec
 
 FLOPS_FILE = Path(__file__).with_name("flops.json")
 
@@ -155,16 +156,16 @@ def evaluation_passes(spec: dict, classes: int, corruption_images: dict[str, int
     return F + attack_passes(spec, classes) + (NONE if kind == "autoattack" else F)
 
 
-def method_passes(method: dict, classes: int) -> Passes:
+def method_passes(method: MethodSpec, classes: int) -> Passes:
     """One training step of a resolved method, per example (its training attack included)."""
-    name = method["name"]
+    name = method.name
     train1, train2 = F + BW, 2 * F + 2 * BW  # one loss's pass; a clean and an adversarial pass in one loss
 
     def attack() -> Passes:
-        return attack_passes(method["attack"], classes)
+        return attack_passes(method.params["attack"], classes)
 
     def kl() -> Passes:  # TRADES' maximiser: the clean logits, then its steps
-        return F + int(_settings(method["attack"]).get("steps", 10)) * G
+        return F + int(_settings(method.params["attack"]).get("steps", 10)) * G
 
     if name == "nt":
         return train1
@@ -178,7 +179,7 @@ def method_passes(method: dict, classes: int) -> Passes:
     if name in ("iat", "clp"):
         return attack() + train2
     if name == "fat":  # early stopping only shortens it
-        return int(_settings(method["attack"]).get("steps", 10)) * G + train1
+        return int(_settings(method.params["attack"]).get("steps", 10)) * G + train1
     if name == "generalist":  # the NT learner's step and the AT learner's PGD-AT step (beta 1)
         return train1 + attack() + train1
     if name in ("vanilla", "caat"):
@@ -229,24 +230,24 @@ def _dataset(table: dict, name: str) -> dict:
     return found
 
 
-def training_flops(spec: dict, table: dict, precision: str = "fp32") -> float:
+def training_flops(spec: RunSpec, table: dict, precision: str = "fp32") -> float:
     """A training job: every epoch's steps (in ``precision``, runtime.precision), its per-epoch selection measurement
     and its learner tracking (fp32), in bf16-equivalent FLOPs."""
-    unit, data = _unit(table, spec["arch"], spec["dataset"]), _dataset(table, spec["dataset"])
-    classes, epochs = data["classes"], int(spec["epochs"])
-    n = min(data["train"], spec.get("train_examples") or data["train"])
-    step = method_passes(spec["method"], classes).flops(unit)
-    selection = spec["selection"]
-    examples = min(int(selection["examples"]), data["test"])
-    attack = selection["attack"] if isinstance(selection["attack"], dict) else None
+    unit, data = _unit(table, spec.arch, spec.dataset), _dataset(table, spec.dataset)
+    classes, epochs = data["classes"], int(spec.epochs)
+    n = min(data["train"], spec.train_examples or data["train"])
+    step = method_passes(spec.method, classes).flops(unit)
+    selection = spec.selection
+    examples = min(int(selection.examples), data["test"])
+    attack = selection.attack if isinstance(selection.attack, dict) else None
     measured = epochs
-    if selection.get("mode") == "best_robust":
-        every = max(1, math.floor(float(selection.get("every") or 1) + 0.5))
+    if selection.mode == "best_robust":
+        every = max(1, math.floor(float(selection.every or 1) + 0.5))
         measured = epochs // every + (epochs % every != 0)
     measuring = examples * F.flops(unit) * epochs  # the per-epoch measurements, in fp32 (FP32_COST)
     if attack is not None:
         measuring += examples * evaluation_passes(attack, classes).flops(unit) * measured
-    track = spec["method"].get("track_learners")
+    track = spec.method.get("track_learners")
     if isinstance(track, dict) and isinstance(track.get("attack"), dict):
         learners, attacked = 2, len(track.get("attacked", ["nt"]))
         each = evaluation_passes(track["attack"], classes) + attack_passes(track["attack"], classes) + 2 * F
@@ -265,11 +266,11 @@ def peak_tflops(device: str, precision: str) -> float | None:
     return None if peak is None else peak / precision_cost(precision)
 
 
-def evaluation_flops(run: dict, attack: dict, table: dict) -> float:
+def evaluation_flops(run: RunSpec | ExternalSpec, attack: dict, table: dict) -> float:
     """An evaluation job of one attack on a run's whole test set (``test_examples`` at a smaller scale), in
     bf16-equivalent FLOPs (x FP32_COST)."""
-    unit, data = _unit(table, run["arch"], run["dataset"]), _dataset(table, run["dataset"])
-    m = min(data["test"], run.get("test_examples") or data["test"])
+    unit, data = _unit(table, run.arch, run.dataset), _dataset(table, run.dataset)
+    m = min(data["test"], run.test_examples or data["test"])
     return FP32_COST * m * evaluation_passes(attack, data["classes"], table.get("corruption_images")).flops(unit)
 
 
@@ -290,10 +291,10 @@ def audit_passes(block: dict, attack: dict, black_box: dict | None, pairs: list[
     return total
 
 
-def audit_flops(run: dict, passes: Passes, table: dict, examples: int | None) -> float:
+def audit_flops(run: RunSpec | ExternalSpec, passes: Passes, table: dict, examples: int | None) -> float:
     """An audit job on a model's first ``examples`` test examples, in bf16-equivalent FLOPs (x FP32_COST)."""
-    unit, data = _unit(table, run["arch"], run["dataset"]), _dataset(table, run["dataset"])
-    m = min(data["test"], run.get("test_examples") or data["test"], examples or data["test"])
+    unit, data = _unit(table, run.arch, run.dataset), _dataset(table, run.dataset)
+    m = min(data["test"], run.test_examples or data["test"], examples or data["test"])
     return FP32_COST * m * passes.flops(unit)
 
 
@@ -391,7 +392,7 @@ class JobSizes:
             attack = catalog.attack_for(block["attack"], run)
             black_box = catalog.attack_for(block["black_box"], run) if block["black_box"] else None
             pairs = [(catalog.attack_for(s, run), catalog.attack_for(p, run)) for s, p in protocol_pairs(catalog, run)]
-            classes = _dataset(self.table, catalog.model_spec(run)["dataset"])["classes"]
+            classes = _dataset(self.table, catalog.model_spec(run).dataset)["classes"]
             passes = audit_passes(block, attack, black_box, pairs, classes, surrogate_for(catalog, run) is not None)
             return audit_flops(catalog.model_spec(run), passes, self.table, block["examples"]) / self.rate
         except UnknownCost:

@@ -32,6 +32,7 @@ import yaml
 from .atomic import json_digest
 from .config import Catalog
 from .results import ready_marker
+from .spec import RunSpec
 
 PACKAGE = Path(__file__).resolve().parent  # src/tradeoff
 SOURCES = PACKAGE.parent                   # src
@@ -189,6 +190,11 @@ def unit_key(run_id: str, unit: str) -> str:
     return f"{run_id}~{unit.replace('@', '~').replace('.', 'p')}"
 
 
+def _backbone_file(spec: RunSpec) -> str | None:
+    """The pretrained backbone file a run starts from: None for a run trained from scratch, or while unset."""
+    return spec.pretrained.file if spec.pretrained is not None else None
+
+
 def digest(settings) -> str:
     """A job's resolved settings as a stage's params: the same digest iff the same settings (the values Snakemake's
     rules take as ``params``). Digests, not the settings themselves, because DVC reads a stage's params file once per
@@ -218,7 +224,7 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
     writer = {str(layout.model(r)): r for r in order}
     todo = list(needed)
     while todo:  # a fine-tuning run needs the run whose model.pt is its backbone (the demo's pretraining)
-        backbone = writer.get(str(catalog.runs[todo.pop()].get("pretrained")))
+        backbone = writer.get(str(_backbone_file(catalog.runs[todo.pop()])))
         if backbone is not None and backbone not in needed:
             needed.add(backbone)
             todo.append(backbone)
@@ -227,14 +233,14 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
     units.sort(key=lambda u: (models.index(u[0]), catalog.eval_units(u[0]).index(u[1])))
     analyses = [t for t in reports if "analysis" in catalog.targets[t]]
 
-    datasets = {catalog.runs[r]["dataset"] for r in runs} | {d for t in analyses for d in catalog.analysis_datasets(t)}
+    datasets = {catalog.runs[r].dataset for r in runs} | {d for t in analyses for d in catalog.analysis_datasets(t)}
     out: dict = {"download": [], "train": {}, "finetune": {}, "evaluate": {}, "analyze": {},
                  "table": {}, "figure": {}, "figure_list": {}, "audit": {}}
     for run in runs:
         spec = catalog.runs[run]
-        out["finetune" if spec.get("pretrained") else "train"][run] = {
-            "dataset": spec["dataset"], **({"pretrained": spec["pretrained"]} if spec.get("pretrained") else {}),
-            "settings": spec}
+        backbone = _backbone_file(spec)
+        out["finetune" if backbone else "train"][run] = {
+            "dataset": spec.dataset, **({"pretrained": backbone} if backbone else {}), "settings": spec.as_dict()}
     for run, unit in units:
         attacks = catalog.unit_attacks(run, unit)
         markers = catalog.evaluation_markers(run, attacks)
@@ -243,14 +249,14 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
         if key in out["evaluate"]:
             raise ValueError(f"two evaluation jobs of {run} are both named {key!r} in dvc.yaml")
         if catalog.is_external(run):
-            datasets.add(catalog.model_spec(run)["dataset"])
+            datasets.add(catalog.model_spec(run).dataset)
         out["evaluate"][key] = {
             "run": run, "unit": unit, "model": str(catalog.model_file(run)),  # a run's model.pt or a checkpoint file
             # what it reads besides the model: the corruption set of an NROB evaluation, else the model's test set
             "data": (markers[0] if len(markers) == 1 else str(Path(data) / ".ready") if markers
-                     else str(ready_marker(data, catalog.model_spec(run)["dataset"]))),
+                     else str(ready_marker(data, catalog.model_spec(run).dataset))),
             "attacks": attacks, "settings": digest({a: catalog.attack_for(a, run) for a in attacks} | (
-                {"external": catalog.model_spec(run)} if catalog.is_external(run) else {}))}
+                {"external": catalog.model_spec(run).as_dict()} if catalog.is_external(run) else {}))}
     for name in analyses:
         models, sets = catalog.analysis_train_ids(name), catalog.analysis_datasets(name)
         # the models it reads: one run's model.pt, or the checkpoints folder for several (dvc.yaml's templates cannot
@@ -265,8 +271,8 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
         out[report_kind(catalog, name)][name] = {"settings": digest(
             {t: catalog.targets[t] for t in dict.fromkeys([name, *catalog.leaf_targets(name)])})}
     for model in audited:
-        marker = str(ready_marker(data, catalog.model_spec(model)["dataset"]))
-        datasets.add(catalog.model_spec(model)["dataset"])
+        marker = str(ready_marker(data, catalog.model_spec(model).dataset))
+        datasets.add(catalog.model_spec(model).dataset)
         surrogate = audit_jobs.surrogate_for(catalog, model)
         # no surrogate: its data again, a dependency DVC counts once (a template's deps have a fixed length)
         out["audit"][model] = {"model": str(catalog.model_file(model)), "data": marker,

@@ -30,7 +30,7 @@ _CACHE: dict[str, Any] = {}
 
 def _time_attack(job: dict) -> dict:
     """Run in a worker: load (once per process) the model and test set, evaluate one attack, time it."""
-    from .evaluate import channels_last, run_attack
+    from .evaluate import channels_last, model_settings, run_attack
     from .data import load_run_data
     from .trained import load_model
 
@@ -38,7 +38,8 @@ def _time_attack(job: dict) -> dict:
     key = json.dumps([job["checkpoint"], job["device"], job["test_examples"]])
     if _CACHE.get("key") != key:
         model, meta = load_model(job["checkpoint"], job["device"])
-        ds = load_run_data({**meta["spec"], "test_examples": job["test_examples"]}, job["data_root"])
+        settings = model_settings(meta).replace(test_examples=job["test_examples"])
+        ds = load_run_data(settings, job["data_root"])
         model, x = channels_last(model, ds.x_test.to(job["device"]))
         _CACHE.update(key=key, model=model, x=x, y=ds.y_test.to(job["device"]))
     model, x, y = _CACHE["model"], _CACHE["x"], _CACHE["y"]
@@ -73,7 +74,7 @@ def bench_eval(catalog: cfg.Catalog, run_id: str, *, checkpoint: str | Path | No
         raise cfg.ConfigError(f"bench-eval: target {target!r} has no columns; name --attacks")
     specs = {name: catalog.attack_for(name, run_id) for name in names}
     base = {"checkpoint": str(checkpoint), "device": device, "threads": threads,
-            "test_examples": catalog.runs[run_id].get("test_examples"), "data_root": str(catalog.data_root),
+            "test_examples": catalog.runs[run_id].test_examples, "data_root": str(catalog.data_root),
             "batch_size": catalog.runtime.eval_batch_size}
     rank = {kind: i for i, kind in enumerate(COST_ORDER)}
     jobs = sorted(({**base, "attack": n, "spec": specs[n]} for n in names),

@@ -96,9 +96,9 @@ def with_checkpoint(catalog: cfg.Catalog, file: CheckpointFile, *, suite: str | 
     raw = file.settings()
     if suite in catalog.targets and file.paper_dataset is None:
         row = next((r["run"] for t in catalog.leaf_targets(suite) for r in catalog.targets[t]["rows"]
-                    if catalog.model_spec(r["run"])["dataset"] == file.dataset), None)
+                    if catalog.model_spec(r["run"]).dataset == file.dataset), None)
         if row is not None:
-            raw["paper_dataset"] = catalog.model_spec(row).get("paper_dataset") or file.dataset
+            raw["paper_dataset"] = catalog.model_spec(row).paper_dataset or file.dataset
     return cfg.with_external(catalog, name, raw, named), name
 
 
@@ -168,7 +168,7 @@ def evaluation(catalog: cfg.Catalog, model_id: str, jobs=(), *, seed: int = 0, *
     return Evaluation(catalog.model_file(train_id), catalog.data_root, tuple(jobs), model_id=train_id,
                       external=catalog.externals.get(train_id), device=runtime.device.type,
                       batch_size=catalog.runtime.eval_batch_size, seed=seed,
-                      test_examples=catalog.model_spec(model_id).get("test_examples"), scale=catalog.scale, **mode)
+                      test_examples=catalog.model_spec(model_id).test_examples, scale=catalog.scale, **mode)
 
 
 def plan_run(catalog: cfg.Catalog, model_id: str, *, unit: str | None = None, attacks: list[str] = (),

@@ -35,6 +35,7 @@ from .bars import Bar
 from .errors import UserError
 from .config import CORRUPTIONS_TYPE, rel_step, spec_digest
 from .results import METRICS_FORMAT, SUITE_FORMAT, bits
+from .spec import ExternalSpec, RunSpec, model_spec, thaw
 
 log = logging.getLogger(__name__)
 
@@ -283,7 +284,18 @@ def state_key(digest: str, spec: dict, seed: int, batch_size: int, n: int, first
     return json_digest(payload, default=str)
 
 
-def _load(checkpoint_path, data_root, device: str, test_examples: int | None, external: dict | None = None,
+def model_settings(meta: dict) -> RunSpec | ExternalSpec:
+    """The settings of a loaded model (its metadata's ``spec``: the JSON form that a model.pt holds, or a spec): a
+    run's, or an external model's."""
+    return model_spec(meta["spec"])
+
+
+def _json_meta(meta: dict) -> dict:
+    """A loaded model's metadata in its JSON form (a shard's partial result holds it), its settings as a dict."""
+    return {**meta, "spec": thaw(meta["spec"])}
+
+
+def _load(checkpoint_path, data_root, device: str, test_examples: int | None, external: ExternalSpec | None = None,
           model_id: str | None = None):
     from . import data
 
@@ -297,7 +309,7 @@ def _load(checkpoint_path, data_root, device: str, test_examples: int | None, ex
         from .trained import load_model
 
         model, meta = load_model(checkpoint_path, device)
-    ds = data.load(meta["spec"]["dataset"], data_root)
+    ds = data.load(model_settings(meta).dataset, data_root)
     x, y = data.subset(ds.x_test, ds.y_test, test_examples)
     model, x = channels_last(model, x.to(device))
     return model, meta, x, y.to(device), device, len(ds.y_test)
@@ -323,10 +335,10 @@ def record(meta: dict, attack_name: str, spec: dict, context: dict) -> dict:
     """How a measurement was made, first in its metrics file: what a report checks against the config of the cell
     it fills (tradeoff.report.records) before it shows the number. ``context``: the scale, the model file's
     digest, the test examples setting and the test set's size."""
-    run_spec = meta["spec"]
+    settings = model_settings(meta)
     out = {"format": METRICS_FORMAT, "run": meta["run"], "attack": attack_name, "scale": context["scale"],
-           "dataset": run_spec["dataset"], "arch": run_spec["arch"], "paper_dataset": run_spec.get("paper_dataset"),
-           "paper_arch": run_spec.get("paper_arch"), "spec_digest": spec_digest(run_spec), "model": context["model"],
+           "dataset": settings.dataset, "arch": settings.arch, "paper_dataset": settings.paper_dataset,
+           "paper_arch": settings.paper_arch, "spec_digest": spec_digest(settings), "model": context["model"],
            "spec": spec, "test_examples": context["test_examples"], "test_size": context["test_size"],
            "selected_epoch": meta["selected_epoch"], "mechanism": meta.get("mechanism")}
     if meta.get("external") is not None:
@@ -407,7 +419,7 @@ class Evaluation:
     data_root: Any
     jobs: tuple[AttackJob, ...] = ()
     model_id: str | None = None
-    external: dict | None = None
+    external: ExternalSpec | None = None
     device: str = "auto"
     batch_size: int = 500
     seed: int = 0
@@ -488,7 +500,7 @@ class Loaded:
         normalisation of one file is another model)."""
         if self.meta.get("external") is None:
             return self.digest
-        return f"{self.digest}-{spec_digest(self.meta['spec'])}"
+        return f"{self.digest}-{spec_digest(model_settings(self.meta))}"
 
     def evaluate(self, job: AttackJob) -> dict:
         """One attack's metrics (written to ``job.metrics_out`` and its predictions to ``job.predictions_out``
@@ -530,8 +542,9 @@ class Loaded:
             partial = {"format": "tradeoff-eval-shard/2", "run": meta["run"], "attack": attack_name, "spec": spec,
                        "seed": seed, "batch_size": batch_size, "examples_total": n, "shard": shard.index,
                        "shards": shard.count, "first_batch": first_batch, "start": start, "stop": stop,
-                       "seconds": out.seconds, "breakdown": out.breakdown, "meta": meta, "context": self.context,
-                       "provenance": provenance(device), **_predictions(meta["run"], attack_name, out), **checked}
+                       "seconds": out.seconds, "breakdown": out.breakdown, "meta": _json_meta(meta),
+                       "context": self.context, "provenance": provenance(device),
+                       **_predictions(meta["run"], attack_name, out), **checked}
             if shard.out is not None:
                 _write_json(shard.out, partial)
             result = partial

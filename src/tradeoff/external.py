@@ -30,6 +30,7 @@ from torch import nn
 from . import checkpoint, models, zoo
 from .atomic import sha256_file
 from .checkpoint import CheckpointError
+from .spec import ExternalSpec, thaw
 
 log = logging.getLogger(__name__)
 
@@ -138,26 +139,27 @@ def _fit(state: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> t
     return missing, unexpected, misfit
 
 
-def load_external(path: str | Path, spec: dict, device: torch.device | str = "cpu", *,
+def load_external(path: str | Path, spec: ExternalSpec, device: torch.device | str = "cpu", *,
                   run_id: str = "external") -> tuple[nn.Module, dict]:
     """An external model, in eval mode and fp32, with metadata as a trained run's model.pt has it (``run``, ``spec``,
     ``num_classes``, ``in_channels``, ``image_size``) and ``external``: the file, its SHA-256, the layout that fitted
     and the normalisation applied. ``spec``: an external model's resolved settings (tradeoff.config: ``arch``,
-    ``dataset``, ``normalize``, ``format``, ``sha256``). CheckpointError (one line) for a file that cannot be read,
-    carries pickled code, differs from its pinned SHA-256, or fits none of the architecture's layouts."""
+    ``dataset``, ``normalize``, ``format``, ``sha256``), which the metadata's ``spec`` holds in their JSON form.
+    CheckpointError (one line) for a file that cannot be read, carries pickled code, differs from its pinned SHA-256,
+    or fits none of the architecture's layouts."""
     from .data import DATASETS
 
     path = Path(path)
-    arch, fmt = spec["arch"], spec.get("format") or "auto"
+    arch, fmt = spec.arch, spec.format or "auto"
     if not path.is_file():
         raise CheckpointError(f"cannot load checkpoint {path}: " + ("it is a folder" if path.is_dir()
                                                                    else "no such file"))
     sha = sha256_file(path)
-    if spec.get("sha256") and spec["sha256"] != sha:
-        raise CheckpointError(f"{path}: its SHA-256 is {sha}, not the {spec['sha256']} that its settings pin (another "
+    if spec.sha256 and spec.sha256 != sha:
+        raise CheckpointError(f"{path}: its SHA-256 is {sha}, not the {spec.sha256} that its settings pin (another "
                               "file, or a changed one): refused")
     raw = _tensors(checkpoint.load(path), path)
-    shape, num_classes = DATASETS[spec["dataset"]].image_shape, DATASETS[spec["dataset"]].num_classes
+    shape, num_classes = DATASETS[spec.dataset].image_shape, DATASETS[spec.dataset].num_classes
     model = models.build_architecture(arch, num_classes, in_channels=shape[0], image_size=shape[1])
     expected = model.state_dict()
     accepted = zoo.layouts(arch)
@@ -179,12 +181,12 @@ def load_external(path: str | Path, spec: dict, device: torch.device | str = "cp
                           (("missing", missing), ("unexpected", unexpected), ("of another shape", misfit)) if keys)
         how = (f"read in the {layout} layout" if fmt != "auto" else
                f"closest in the {layout} layout of those {arch!r} accepts, {', '.join(accepted)}")
-        raise CheckpointError(f"{path}: its weights do not fit architecture {arch!r} for {spec['dataset']} "
+        raise CheckpointError(f"{path}: its weights do not fit architecture {arch!r} for {spec.dataset} "
                               f"({num_classes} classes, {shape[0]} channels; {how}): {found}")
     for key in set(expected) - set(state):  # num_batches_tracked only (_fit)
         state[key] = expected[key]
     model.load_state_dict(state, strict=True)
-    normalize = spec.get("normalize")
+    normalize = thaw(spec.normalize)  # plain lists: the metadata's record of it
     if carried:
         if len(carried["mean"]) != shape[0] or len(carried["std"]) != shape[0]:
             raise CheckpointError(f"{path}: its normalisation (mu, sigma) has {len(carried['mean'])} channels, the "
@@ -198,11 +200,11 @@ def load_external(path: str | Path, spec: dict, device: torch.device | str = "cp
         normalize = carried
     if normalize is not None:
         model = Normalized(model, normalize["mean"], normalize["std"])
-    log.info("%s: %s on %s, %s layout (%d tensors%s)%s", path, arch, spec["dataset"], layout, len(state),
+    log.info("%s: %s on %s, %s layout (%d tensors%s)%s", path, arch, spec.dataset, layout, len(state),
              f", left out {_examples(ignored, 3)}" if ignored else "",
              f", normalised by mean {normalize['mean']} std {normalize['std']}" if normalize else "")
-    meta = {"run": run_id, "spec": spec, "selected_epoch": None, "num_classes": num_classes, "in_channels": shape[0],
-            "image_size": shape[1],
+    meta = {"run": run_id, "spec": spec.as_dict(), "selected_epoch": None, "num_classes": num_classes,
+            "in_channels": shape[0], "image_size": shape[1],
             "external": {"checkpoint": str(path), "sha256": sha, "layout": layout, "normalize": normalize,
                          "normalize_from": "file" if carried else ("settings" if normalize else None)}}
     return model.to(device).float().eval(), meta

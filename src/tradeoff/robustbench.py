@@ -119,7 +119,7 @@ def model_info(catalog: Catalog, model_id: str, *, threat_model: str = "Linf", c
     ours = {"clean": measured(catalog, model_id, clean_name), "autoattack": measured(catalog, model_id, robust_name)}
     robust = ours["autoattack"]
     fields = dict(fields or {})
-    dataset = spec["dataset"]
+    dataset = spec.dataset
     notes = []
     if dataset not in zoo.ROBUSTBENCH_DATASETS:
         notes.append(f"Dataset {dataset} is not one of RobustBench's ({', '.join(zoo.ROBUSTBENCH_DATASETS)}).")
@@ -138,7 +138,7 @@ def model_info(catalog: Catalog, model_id: str, *, threat_model: str = "Linf", c
         "number_forward_passes": 1,
         "dataset": dataset,
         "venue": fields.pop("venue", ""),
-        "architecture": zoo.ROBUSTBENCH_ARCHS.get(spec["arch"], spec["arch"]),
+        "architecture": zoo.ROBUSTBENCH_ARCHS.get(spec.arch, spec.arch),
         "eps": _eps_text(float(robust_spec["eps"])),
         "clean_acc": _percent(ours["clean"].accuracy),
         "reported": str(fields.pop("reported", aa)),

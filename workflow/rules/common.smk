@@ -136,7 +136,7 @@ if workflow.is_main_process:
 
 
 def dataset_ready(wildcards):
-    return str(ready_marker(CATALOG.data_root, CATALOG.runs[wildcards.run]["dataset"]))
+    return str(ready_marker(CATALOG.data_root, CATALOG.runs[wildcards.run].dataset))
 
 
 def pretrained_input(wildcards):
@@ -152,7 +152,7 @@ def pretrained_input(wildcards):
 
 def run_settings(wildcards):
     """A run's resolved settings: a change re-runs its training (Snakemake's params rerun trigger)."""
-    return json.dumps(CATALOG.runs[wildcards.run], sort_keys=True)
+    return json.dumps(CATALOG.runs[wildcards.run].as_dict(), sort_keys=True)
 
 
 def unit_data(wildcards):
@@ -165,7 +165,8 @@ def unit_settings(wildcards):
     a change re-runs it."""
     attacks = {a: CATALOG.attack_for(a, wildcards.run) for a in CATALOG.unit_attacks(wildcards.run, wildcards.unit)}
     if CATALOG.is_external(wildcards.run):
-        return json.dumps({"external": CATALOG.externals[wildcards.run], "attacks": attacks}, sort_keys=True)
+        return json.dumps({"external": CATALOG.externals[wildcards.run].as_dict(), "attacks": attacks},
+                          sort_keys=True)
     return json.dumps(attacks, sort_keys=True)
 
 

@@ -149,7 +149,7 @@ def disagreement_grid(catalog, target: str, params: dict) -> dict:
     runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
     device = runtime.device
     specs = {r["key"]: catalog.runs[r["run"]] for r in rows}
-    tests = {(s["dataset"], s.get("test_examples")) for s in specs.values()}
+    tests = {(s.dataset, s.test_examples) for s in specs.values()}
     if len(tests) != 1:
         raise ConfigError(f"targets.{target}.rows: a disagreement grid compares models on one test set; "
                           f"the rows' runs use {sorted(tests, key=str)}")

@@ -34,7 +34,7 @@ def surrogate_for(catalog: Catalog, model_id: str) -> str | None:
     """The model whose adversarial examples the transfer check uses: the first of the dataset's `audit.surrogates`
     that is a model of this catalog trained by another job; None when there is none."""
     own = catalog.train_id.get(model_id, model_id)
-    named = catalog.config["audit"]["surrogates"].get(catalog.model_spec(model_id)["dataset"]) or []
+    named = catalog.config["audit"]["surrogates"].get(catalog.model_spec(model_id).dataset) or []
     return next((catalog.train_id.get(r, r) for r in named if (r in catalog.runs or catalog.is_external(r))
                  and catalog.train_id.get(r, r) != own), None)
 
@@ -70,4 +70,5 @@ def job_settings(catalog: Catalog, model_id: str) -> str:
                        "surrogate": surrogate_for(catalog, model_id),
                        "protocol": [[s, catalog.attack_for(s, model_id), p, catalog.attack_for(p, model_id)]
                                     for s, p in protocol_pairs(catalog, model_id)],
-                       "external": catalog.externals.get(model_id)}, sort_keys=True)
+                       "external": catalog.externals[model_id].as_dict() if catalog.is_external(model_id) else None},
+                      sort_keys=True)

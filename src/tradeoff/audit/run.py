@@ -40,8 +40,8 @@ def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0
     model_id = catalog.train_id.get(model_id, model_id)  # runs trained by one job are one model: one audit
     spec = catalog.model_spec(model_id)
     examples = block.get("examples")
-    if spec.get("test_examples") is not None:
-        examples = spec["test_examples"] if examples is None else min(examples, spec["test_examples"])
+    if spec.test_examples is not None:
+        examples = spec.test_examples if examples is None else min(examples, spec.test_examples)
     model, meta, x, y, device = _load(catalog, model_id, device, examples)
     attack = catalog.attack_for(block["attack"], model_id)
     black_box = catalog.attack_for(block["black_box"], model_id) if block.get("black_box") else None
@@ -61,8 +61,8 @@ def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0
                       surrogate=surrogate_model, no_surrogate=missing, protocol=pairs,
                       log=lambda text: log.info("%s: %s", model_id, text))
     checks = auditor.run()
-    record = {"format": FORMAT, "model": model_id, "scale": catalog.scale, "arch": spec["arch"],
-              "dataset": spec["dataset"], "external": meta.get("external"), "examples": len(y),
+    record = {"format": FORMAT, "model": model_id, "scale": catalog.scale, "arch": spec.arch,
+              "dataset": spec.dataset, "external": meta.get("external"), "examples": len(y),
               "clean_accuracy": auditor.curves()["clean"], "attack": attack, "black_box": black_box,
               "surrogate": surrogate_id, "settings": {k: v for k, v in block.items()}, "seed": seed,
               "device": str(device), "checks": checks, "measurements": auditor.curves(),

@@ -39,7 +39,7 @@ def _written_budget(catalog: Catalog, attack: str, run_id: str) -> str | None:
     if spec.get("eps") is not None:
         return str(spec["eps"])
     model = catalog.model_spec(run_id)
-    dataset = model.get("paper_dataset") or model.get("dataset")
+    dataset = model.paper_dataset or model.dataset
     budget = (catalog.config["datasets"].get(dataset) or {}).get(spec.get("norm", "linf"))
     return None if budget is None else str(budget)
 
@@ -82,12 +82,11 @@ def ran_phrase(catalog: Catalog, name: str) -> str | None:
     every run is the paper's setting."""
     target = catalog.targets[name]
     runs = [r for r in _runs(catalog, target) if not catalog.is_external(r)]
-    if not runs or all(catalog.runs[r].get("paper_dataset", catalog.runs[r]["dataset"]) == catalog.runs[r]["dataset"]
-                       and catalog.runs[r].get("paper_arch", catalog.runs[r]["arch"]) == catalog.runs[r]["arch"]
-                       for r in runs):
+    if not runs or all(catalog.runs[r].paper_dataset == catalog.runs[r].dataset
+                       and catalog.runs[r].paper_arch == catalog.runs[r].arch for r in runs):
         return None
-    text = (f"{_names((catalog.runs[r]['dataset'] for r in runs), DATASET_NAMES)}, "
-            f"{_names((catalog.runs[r]['arch'] for r in runs), ARCH_NAMES)}")
+    text = (f"{_names((catalog.runs[r].dataset for r in runs), DATASET_NAMES)}, "
+            f"{_names((catalog.runs[r].arch for r in runs), ARCH_NAMES)}")
     first = runs[0]
     budgets = {round(float(catalog.attack_for(job, first)["eps"]), 6)
                for a in (target.get("columns") or {}).values() if budget_phrase(catalog, a, [first])
@@ -176,7 +175,7 @@ def shared_job_notes(catalog: Catalog, name: str, labels: dict[str, str] | None 
         return []
 
     def setting(run: str) -> tuple:
-        return catalog.runs[run].get("paper_dataset"), catalog.runs[run].get("paper_arch")
+        return catalog.runs[run].paper_dataset, catalog.runs[run].paper_arch
 
     shared = []
     for row in catalog.targets[name].get("rows", []):

@@ -123,8 +123,8 @@ def verify(catalog: Catalog, run_id: str, attack: str, path: Path, record: dict)
     _agree(path, "scale", record["scale"], catalog.scale, "the scale this report is made at")
     _agree(path, "run", record["run"], train_id, "the training job (or external model) of this cell")
     _agree(path, "attack", record["attack"], attack, "the evaluation of this column")
-    _agree(path, "dataset", record["dataset"], run["dataset"], "the model's dataset at this scale")
-    _agree(path, "arch", record["arch"], run["arch"], "the model's architecture at this scale")
+    _agree(path, "dataset", record["dataset"], run.dataset, "the model's dataset at this scale")
+    _agree(path, "arch", record["arch"], run.arch, "the model's architecture at this scale")
     if catalog.is_external(train_id):
         _verify_external(catalog, train_id, path, record)
         _agree(path, "spec_digest", record["spec_digest"], spec_digest(run),
@@ -139,12 +139,12 @@ def verify(catalog: Catalog, run_id: str, attack: str, path: Path, record: dict)
     if record["spec"] != expected_spec:
         raise _fail(path, f"field 'spec' (the attack's settings) disagrees with the config: "
                           f"{_spec_difference(record['spec'], expected_spec)}; re-run its evaluation")
-    _agree(path, "test_examples", record["test_examples"], run.get("test_examples"), "the test examples setting")
+    _agree(path, "test_examples", record["test_examples"], run.test_examples, "the test examples setting")
     size = int(_number(path, record, "test_size", integer=True))
     examples = int(_number(path, record, "examples", integer=True))
     if examples <= 0:
         raise _fail(path, f"field 'examples' is {examples}: no test example was evaluated")
-    _agree(path, "examples", examples, expected_examples(size, run.get("test_examples")),
+    _agree(path, "examples", examples, expected_examples(size, run.test_examples),
            "the number of test examples of this scale")
     accuracy = _fraction(path, record, "accuracy")
     if expected_spec.get("type") == CORRUPTIONS_TYPE:
@@ -186,12 +186,12 @@ def _verify_external(catalog: Catalog, model_id: str, path: Path, record: dict) 
     spec = catalog.externals[model_id]
     expected = catalog.external_sha256(model_id)
     if expected is None:
-        raise _fail(path, f"cannot be vouched for: external.{model_id}.checkpoint ({spec['checkpoint']}) is not there "
+        raise _fail(path, f"cannot be vouched for: external.{model_id}.checkpoint ({spec.checkpoint}) is not there "
                           f"and external.{model_id}.sha256 is not set; if the file it measured ({found.get('checkpoint')}) "
                           f"is the model, set external.{model_id}.sha256: {sha}")
     if sha != expected:
-        where = (f"external.{model_id}.sha256 pins {expected}" if spec.get("sha256") else
-                 f"external.{model_id}.checkpoint ({spec['checkpoint']}) has SHA-256 {expected} now")
+        where = (f"external.{model_id}.sha256 pins {expected}" if spec.sha256 else
+                 f"external.{model_id}.checkpoint ({spec.checkpoint}) has SHA-256 {expected} now")
         raise _fail(path, f"field 'external.sha256' is {sha} (the file it measured), but {where}: another or a changed "
                           "file; re-run its evaluation")
 

@@ -23,8 +23,7 @@ SHOWN = 3  # cells listed per target and list
 def _paper_setting(catalog: Catalog, row: tables.Row) -> bool:
     """Whether a row's model ran the paper's dataset and architecture (else its number is not the paper's to meet)."""
     spec = catalog.model_spec(row.runs[0])
-    return (spec.get("paper_dataset", spec.get("dataset")) == spec.get("dataset")
-            and spec.get("paper_arch", spec.get("arch")) == spec.get("arch"))
+    return spec.paper_dataset == spec.dataset and spec.paper_arch == spec.arch
 
 
 def _outside(catalog: Catalog, table: tables.Table) -> tuple[list[tuple[float, str]], int]:
@@ -93,9 +92,9 @@ def build_summary(catalog: Catalog) -> dict[str, Path]:
     header = ("target", "kind", "status", "measured", "missing runs",
               "paper outside our 95% interval (farthest first)")
     found = claims.verdicts(catalog)
-    mapped = sorted({f"{ran.DATASET_NAMES.get(s['dataset'], s['dataset'])}, "
-                     f"{ran.ARCH_NAMES.get(s['arch'], s['arch'])}" for s in catalog.runs.values()
-                     if (s.get("paper_dataset"), s.get("paper_arch")) != (s["dataset"], s["arch"])})
+    mapped = sorted({f"{ran.DATASET_NAMES.get(s.dataset, s.dataset)}, "
+                     f"{ran.ARCH_NAMES.get(s.arch, s.arch)}" for s in catalog.runs.values()
+                     if (s.paper_dataset, s.paper_arch) != (s.dataset, s.arch)})
     md = [f"# Summary ({catalog.scale} scale)", ""] + (claims.markdown(found, catalog.scale) + [""] if found else [])
     if mapped:
         md += [SCALE_CHANGES.format(scale=catalog.scale, what="; ".join(mapped)), ""]

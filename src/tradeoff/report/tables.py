@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import CORRUPTIONS_TYPE, PSEUDO_COLUMNS, Catalog, split_budget
+from ..spec import thaw
 from . import ran, stats
 from .labels import column_label
 from .records import Measurement, ReportError, measurement, training_machines, training_minutes
@@ -178,7 +179,7 @@ def _merged_rows(catalog: Catalog, target: dict, reference: dict) -> list[Row]:
         else:
             spec = catalog.model_spec(row["run"])
             rows[jobs] = Row(row["key"], label, list(jobs), [{**row, "label": label}],
-                             f"{spec.get('paper_dataset', '')}/{spec.get('paper_arch', '')}")
+                             f"{spec.paper_dataset}/{spec.paper_arch}")
     return list(rows.values())
 
 
@@ -367,7 +368,7 @@ def _notes(catalog: Catalog, table: Table) -> list[str]:
     out += [note[0].upper() + note[1:] + "." for note in ran.shared_job_notes(catalog, table.name, labels)]
     epochs = [(row, selected_epochs(table, row)) for row in table.rows if not catalog.is_external(row.runs[0])]
     if any(sel for _, sel in epochs):
-        length = {catalog.runs[row.runs[0]]["epochs"] for row, _ in epochs}
+        length = {catalog.runs[row.runs[0]].epochs for row, _ in epochs}
         out.append(f"Selected epoch (of {'/'.join(map(str, sorted(length)))}; per seed): "
                    + "; ".join(f"{row.label} {', '.join('—' if e is None else str(e) for e in sel) or '—'}"
                                for row, sel in epochs) + ".")
@@ -395,10 +396,11 @@ def _notes(catalog: Catalog, table: Table) -> list[str]:
     for row in table.rows:
         if catalog.is_external(row.runs[0]):
             spec = catalog.externals[row.runs[0]]
-            out.append(f"{row.label}: external model `{row.runs[0]}`, not trained here: {spec['arch']} from "
-                       f"`{spec['checkpoint']}` ({spec['format']} layout"
-                       + (f", normalised by mean {spec['normalize']['mean']} std {spec['normalize']['std']}"
-                          if spec["normalize"] else "") + "); its metrics record the file's SHA-256.")
+            normalize = thaw(spec.normalize)  # its mean and std as lists, as given
+            out.append(f"{row.label}: external model `{row.runs[0]}`, not trained here: {spec.arch} from "
+                       f"`{spec.checkpoint}` ({spec.format} layout"
+                       + (f", normalised by mean {normalize['mean']} std {normalize['std']}"
+                          if normalize else "") + "); its metrics record the file's SHA-256.")
     first_run = target["rows"][0]["run"]
     for c in table.columns:
         out.append(f"- {c.label}: {_describe(catalog, c.attack, first_run)}")
