@@ -78,21 +78,6 @@ class _Spec:
             raise ValueError(f"{what}: unknown setting(s) {extra}; a {cls.__name__} has {names}")
         return dict(raw)
 
-    # TRANSITIONAL: dict-style reads while the readers move to fields; removed when none is left
-    def __getitem__(self, key: str) -> Any:
-        if key not in self:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.as_dict()
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self[key] if key in self else default
-
-    def keys(self):
-        return self.as_dict().keys()
-
     def replace(self, **changes: Any):
         """A copy with some fields changed (dataclasses.replace)."""
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
@@ -182,9 +167,6 @@ class MethodSpec(_Spec):
     def get(self, param: str, default: Any = None) -> Any:
         """One parameter's value (``default`` when the method's settings do not hold it: an optional one unset)."""
         return self.params.get(param, default)
-
-    def __getitem__(self, key: str) -> Any:  # TRANSITIONAL
-        return self.name if key == "name" else self.params[key]
 
 
 @dataclass(frozen=True)

@@ -317,7 +317,7 @@ class Catalog:
 
     def datasets(self) -> list[str]:
         """Every dataset that some job of the catalog reads."""
-        return sorted({s["dataset"] for s in [*self.runs.values(), *self.externals.values()]}
+        return sorted({s.dataset for s in [*self.runs.values(), *self.externals.values()]}
                       | {d for t in self.analysis_targets() for d in self.analysis_datasets(t)}
                       | {d for t in self.targets for run, attack in self.evaluations(t)
                          for d in self.evaluation_datasets(run, attack)})
