@@ -25,7 +25,7 @@ from ..atomic import json_digest
 from ..errors import ConfigError
 from ..rehearsal_data import GeneratedDataRoot
 from ..settings import runtime_settings
-from ..spec import ExternalSpec, RunSpec, _Spec
+from ..spec import ExternalSpec, FrozenDict, RunSpec, _Spec, freeze
 from ..results import Layout, ready_marker
 from .budgets import parse_budget, rel_step, split_budget, sweep_labels
 from ..errors import unknown
@@ -149,9 +149,12 @@ class Catalog:
         except PretrainedError as exc:
             raise ConfigError(f"runs.{run_id}: {exc}") from None
 
-    def attack_for(self, name: str, run_id: str) -> dict:
-        """The evaluation attack ``name`` resolved for a run's (or external model's) dataset and the scale. An attack whose eps is a
-        list (a budget sweep) is one evaluation per budget, named ``<attack>@<label>`` (see attack_jobs)."""
+    def attack_for(self, name: str, run_id: str) -> FrozenDict:
+        """The evaluation attack ``name`` resolved for a run's (or external model's) dataset and the scale: its
+        ``type``, ``norm``, ``eps`` and the parameters its type declares (tradeoff.params; the attack reads them as
+        fields when it is built), frozen like a run's settings (tradeoff.spec: ``{**spec, key: value}`` for a
+        changed copy). An attack whose eps is a list (a budget sweep) is one evaluation per budget, named
+        ``<attack>@<label>`` (see attack_jobs)."""
         base, label = split_budget(name)
         if base not in self.attacks:
             raise ConfigError(unknown("attack", name, self.attack_jobs(), "`tradeoff list attacks` lists them"))
@@ -159,11 +162,11 @@ class Catalog:
         spec = resolve_attack(self.attacks[base], self.model_spec(run_id), self.config, key)
         labels = sweep_labels(self.attacks[base], key)
         if labels is None and label is None:
-            return spec
+            return freeze(spec)
         if labels is None or label not in labels:
             raise ConfigError(unknown("attack", name, self.attack_jobs(base)))
         eps = spec["eps"][labels.index(label)]
-        return {**spec, "eps": eps, "step_size": rel_step(spec.get("step_size"), eps, key)}
+        return freeze({**spec, "eps": eps, "step_size": rel_step(spec.get("step_size"), eps, key)})
 
     def attack_jobs(self, name: str | None = None) -> list[str]:
         """Evaluation names: every attack, a sweep as one ``<attack>@<label>`` per budget (8/255 -> 8_255)."""

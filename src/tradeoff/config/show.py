@@ -11,6 +11,7 @@ from typing import Any, Iterable
 import yaml
 
 from ..errors import ConfigError, unknown
+from ..spec import thaw
 from .catalog import Catalog
 from .design import _method, _sweep, _table
 from .load import CORRUPTIONS_TYPE, load_yaml, merge
@@ -43,7 +44,7 @@ def show(catalog: Catalog, paths: Iterable[str | Path], name: str) -> str:
         names = [*catalog.runs, *catalog.attack_jobs(), *catalog.config.get("train_attacks", {}), *catalog.targets]
         raise ConfigError(unknown("name", name, names, "`tradeoff list runs`, `list attacks`, `list targets` "
                                                        "list them"))
-    return yaml.safe_dump(out, sort_keys=False, default_flow_style=False, width=120, allow_unicode=True)
+    return yaml.safe_dump(thaw(out), sort_keys=False, default_flow_style=False, width=120, allow_unicode=True)
 
 
 def _file(files: list[tuple[str, dict]], *path: Any) -> str:
