@@ -34,9 +34,6 @@ class FrozenDict(dict):
     def __deepcopy__(self, memo: dict) -> "FrozenDict":
         return self
 
-    def __hash__(self) -> int:  # pragma: no cover - a settings mapping is not a key
-        raise TypeError("unhashable type: 'FrozenDict'")
-
 
 def freeze(value: Any) -> Any:
     """A settings value with every dict a FrozenDict and every list a tuple, recursively."""
@@ -180,7 +177,9 @@ class Backbone:
 @dataclass(frozen=True, kw_only=True)
 class RunSpec(_Spec):
     """A run's resolved settings: what its training job computes (two runs with the same settings share one job),
-    plus the names of the paper's dataset and architecture it stands for at this scale (labels, not settings)."""
+    plus the names of the paper's dataset and architecture it stands for at this scale (labels, not settings). The
+    fields are declared in the key order the resolved settings had before they were typed, which ``as_dict`` (and so
+    jobs.json) keeps."""
 
     _OMITTED: ClassVar[tuple[str, ...]] = ("pretrained",)
 
@@ -220,14 +219,6 @@ class RunSpec(_Spec):
         except TypeError as exc:  # a missing setting
             raise ValueError(f"a run's settings: {exc}") from None
 
-    def as_dict(self) -> dict:
-        out = super().as_dict()
-        # the key order of the resolved settings before they were typed (jobs.json keeps it)
-        order = ("seed", "lr_update", "augment", "selection", "bn_running_stats", "nonfinite", "eps_warmup", "epochs",
-                 "batch_size", "optimizer", "lr", "dataset", "arch", "method", "paper_dataset", "paper_arch",
-                 "pretrained", "train_examples", "test_examples")
-        return {k: out[k] for k in order if k in out}
-
 
 @dataclass(frozen=True, kw_only=True)
 class ExternalSpec(_Spec):
@@ -255,8 +246,6 @@ class ExternalSpec(_Spec):
         except TypeError as exc:
             raise ValueError(f"an external model's settings: {exc}") from None
 
-
-ModelSpec = RunSpec | ExternalSpec
 
 
 def model_spec(raw: Mapping | RunSpec | ExternalSpec) -> RunSpec | ExternalSpec:
