@@ -242,7 +242,7 @@ def training_flops(spec: RunSpec, table: dict, precision: str = "fp32") -> float
     attack = selection.attack if isinstance(selection.attack, dict) else None
     measured = epochs
     if selection.mode == "best_robust":
-        every = max(1, math.floor(float(selection.every or 1) + 0.5))
+        every = selection.period
         measured = epochs // every + (epochs % every != 0)
     measuring = examples * F.flops(unit) * epochs  # the per-epoch measurements, in fp32 (FP32_COST)
     if attack is not None:

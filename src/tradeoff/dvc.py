@@ -32,7 +32,6 @@ import yaml
 from .atomic import json_digest
 from .config import Catalog
 from .results import ready_marker
-from .spec import RunSpec
 
 PACKAGE = Path(__file__).resolve().parent  # src/tradeoff
 SOURCES = PACKAGE.parent                   # src
@@ -190,11 +189,6 @@ def unit_key(run_id: str, unit: str) -> str:
     return f"{run_id}~{unit.replace('@', '~').replace('.', 'p')}"
 
 
-def _backbone_file(spec: RunSpec) -> str | None:
-    """The pretrained backbone file a run starts from: None for a run trained from scratch, or while unset."""
-    return spec.pretrained.file if spec.pretrained is not None else None
-
-
 def digest(settings) -> str:
     """A job's resolved settings as a stage's params: the same digest iff the same settings (the values Snakemake's
     rules take as ``params``). Digests, not the settings themselves, because DVC reads a stage's params file once per
@@ -224,7 +218,7 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
     writer = {str(layout.model(r)): r for r in order}
     todo = list(needed)
     while todo:  # a fine-tuning run needs the run whose model.pt is its backbone (the demo's pretraining)
-        backbone = writer.get(str(_backbone_file(catalog.runs[todo.pop()])))
+        backbone = writer.get(str(catalog.runs[todo.pop()].backbone_file))
         if backbone is not None and backbone not in needed:
             needed.add(backbone)
             todo.append(backbone)
@@ -238,7 +232,7 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
                  "table": {}, "figure": {}, "figure_list": {}, "audit": {}}
     for run in runs:
         spec = catalog.runs[run]
-        backbone = _backbone_file(spec)
+        backbone = spec.backbone_file
         out["finetune" if backbone else "train"][run] = {
             "dataset": spec.dataset, **({"pretrained": backbone} if backbone else {}), "settings": spec.as_dict()}
     for run, unit in units:

@@ -35,7 +35,7 @@ from .bars import Bar
 from .errors import UserError
 from .config import CORRUPTIONS_TYPE, rel_step, spec_digest
 from .results import METRICS_FORMAT, SUITE_FORMAT, bits
-from .spec import ExternalSpec, RunSpec, model_spec, thaw
+from .spec import ExternalSpec, RunSpec, model_spec
 
 log = logging.getLogger(__name__)
 
@@ -285,14 +285,9 @@ def state_key(digest: str, spec: dict, seed: int, batch_size: int, n: int, first
 
 
 def model_settings(meta: dict) -> RunSpec | ExternalSpec:
-    """The settings of a loaded model (its metadata's ``spec``: the JSON form that a model.pt holds, or a spec): a
-    run's, or an external model's."""
+    """The settings of a loaded model, typed: its metadata's ``spec`` (the JSON form that a model.pt, or an external
+    model's load, records) as a run's or an external model's."""
     return model_spec(meta["spec"])
-
-
-def _json_meta(meta: dict) -> dict:
-    """A loaded model's metadata in its JSON form (a shard's partial result holds it), its settings as a dict."""
-    return {**meta, "spec": thaw(meta["spec"])}
 
 
 def _load(checkpoint_path, data_root, device: str, test_examples: int | None, external: ExternalSpec | None = None,
@@ -542,7 +537,7 @@ class Loaded:
             partial = {"format": "tradeoff-eval-shard/2", "run": meta["run"], "attack": attack_name, "spec": spec,
                        "seed": seed, "batch_size": batch_size, "examples_total": n, "shard": shard.index,
                        "shards": shard.count, "first_batch": first_batch, "start": start, "stop": stop,
-                       "seconds": out.seconds, "breakdown": out.breakdown, "meta": _json_meta(meta),
+                       "seconds": out.seconds, "breakdown": out.breakdown, "meta": meta,
                        "context": self.context, "provenance": provenance(device),
                        **_predictions(meta["run"], attack_name, out), **checked}
             if shard.out is not None:

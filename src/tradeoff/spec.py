@@ -12,6 +12,7 @@ attack specs inside a run stay mappings (a method reads its own as the fields of
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
@@ -139,6 +140,11 @@ class Selection(_Spec):
     attack: Any  # the resolved attack spec (a FrozenDict); its name before resolution
     every: float | None = None
 
+    @property
+    def period(self) -> int:
+        """The whole epochs between the robust measurements of ``best_robust`` (``every`` rounded half up, >= 1)."""
+        return max(1, math.floor(float(self.every or 1) + 0.5))
+
     @classmethod
     def from_dict(cls, raw: Mapping) -> "Selection":
         given = cls._fields_of(raw, "selection")
@@ -205,6 +211,11 @@ class RunSpec(_Spec):
     train_examples: int | None = None  # None: the whole training set
     test_examples: int | None = None   # None: the whole test set
 
+    @property
+    def backbone_file(self) -> str | None:
+        """The pretrained backbone file the run starts from: None for a run trained from scratch, or while unset."""
+        return self.pretrained.file if self.pretrained is not None else None
+
     @classmethod
     def from_dict(cls, raw: Mapping) -> "RunSpec":
         given = cls._fields_of(raw, "a run's settings")
@@ -248,8 +259,6 @@ class ExternalSpec(_Spec):
 
 
 
-def model_spec(raw: Mapping | RunSpec | ExternalSpec) -> RunSpec | ExternalSpec:
-    """A model's settings as their spec: a run's, or an external model's (it has a ``checkpoint``)."""
-    if isinstance(raw, (RunSpec, ExternalSpec)):
-        return raw
+def model_spec(raw: Mapping) -> RunSpec | ExternalSpec:
+    """A model's settings from their JSON form: a run's, or an external model's (it has a ``checkpoint``)."""
     return ExternalSpec.from_dict(raw) if "checkpoint" in raw else RunSpec.from_dict(raw)

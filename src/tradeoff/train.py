@@ -71,17 +71,12 @@ def state_identity(spec: RunSpec) -> str:
 SELECTED = ("best", "best_robust")
 
 
-def measurement_period(selection: Selection) -> int:
-    """The whole epochs between the robust measurements of ``best_robust`` (``every`` rounded half up, >= 1)."""
-    return max(1, math.floor(float(selection.every or 1) + 0.5))
-
-
 def robust_measured(selection: Selection, epoch: int, epochs: int) -> bool:
     """Whether the robust accuracy is measured after (1-based) ``epoch``: every epoch, except under ``best_robust``,
     which measures after every ``every``-th epoch and the last."""
     if selection.mode != "best_robust":
         return True
-    return epoch % measurement_period(selection) == 0 or epoch == epochs
+    return epoch % selection.period == 0 or epoch == epochs
 
 
 class Stopped(UserError, RuntimeError):
@@ -194,8 +189,7 @@ def model_factory(spec: RunSpec, ds: data.Data) -> Callable[[], nn.Module]:
     """The run's model builder. An adapter architecture (models.PRETRAINED_MODELS) starts from the checkpoint that
     the config names (``pretrained.<arch>``, resolved into the spec): build_model refuses to start without it."""
     _, channels, size, _ = ds.x_train.shape
-    backbone = spec.pretrained.file if spec.pretrained is not None else None
-    pretrained = {"pretrained": backbone} if spec.arch in models.PRETRAINED_MODELS else {}
+    pretrained = {"pretrained": spec.backbone_file} if spec.arch in models.PRETRAINED_MODELS else {}
 
     def build() -> nn.Module:
         return models.build_model(spec.arch, ds.num_classes, in_channels=channels, image_size=size,
