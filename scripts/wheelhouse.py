@@ -14,6 +14,7 @@ import argparse
 import base64
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -24,6 +25,11 @@ LIST = ROOT / "config" / "node-wheels.txt"
 #: pip's platform tags for a manylinux x86_64 node (glibc >= 2.28: any current cluster's)
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
              "manylinux_2_12_x86_64", "manylinux2010_x86_64", "any")
+
+
+def canonical(name: str) -> str:
+    """A distribution's name as pip compares it (PEP 503), for a requirement or a wheel's file name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def read_list(path: Path = LIST) -> list[tuple[str, list[str]]]:
@@ -86,9 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     subprocess.run(download_command([r for r, _ in wanted], dest, args.python_version), check=True)
     for requirement, prefixes in wanted:
         if prefixes:
-            name = requirement.split("==")[0].replace("-", "_").replace(".", "_").lower()
+            name = canonical(requirement.split("==")[0])
             for wheel in dest.glob("*.whl"):
-                if wheel.name.lower().startswith(name + "-"):
+                if canonical(wheel.name.split("-")[0]) == name:
                     print(f"{wheel.name}: {mib(drop_files(wheel, prefixes))} dropped ({', '.join(prefixes)})")
     wheels = sorted(dest.glob("*.whl"))
     total = sum(w.stat().st_size for w in wheels)
