@@ -389,15 +389,16 @@ def node_benches(device: str, folder: str | Path | None = NODE_REPORTS) -> list[
 
 
 def measured_steps(spec: RunSpec, precision: str, benches: list[dict], table: dict) -> dict | None:
-    """The bench of ``benches`` that measured a step like this run's: the same pass counts per example, architecture,
-    dataset, batch size and precision (the paper-shape benches: a run at another batch size stays a formula)."""
+    """The bench of ``benches`` that measured a step like this run's: the same method, pass counts per example,
+    architecture, dataset, batch size and precision (a run at another batch size stays a formula; so does another
+    method of the same pass counts: FAT's early stop makes its steps shorter than its count)."""
     try:
         passes = step_passes(spec, table)
     except UnknownCost:
         return None
     for row in benches:
-        if (row["arch"], row["dataset"], int(row["batch_size"]), row["precision"]) == (
-                spec.arch, spec.dataset, int(spec.batch_size), precision) and \
+        if (row.get("method"), row["arch"], row["dataset"], int(row["batch_size"]), row["precision"]) == (
+                spec.method.name, spec.arch, spec.dataset, int(spec.batch_size), precision) and \
                 all(math.isclose(a, b) for a, b in zip(row["passes"], passes)):
             return row
     return None
@@ -639,7 +640,7 @@ def format_plan(result: dict) -> str:
     formula = [j for j in result["jobs"] if j.hours is not None and not j.measured]
     reports = result.get("measured_reports") or []
     lines += ["", f"measured: {len(measured)} training job(s)' steps, from a node report's seconds per epoch of a step "
-                  f"with the same passes, shape, batch and precision ({', '.join(f'docs/bench/{r}' for r in reports)}); "
+                  f"of the same method, passes, shape, batch and precision ({', '.join(f'docs/bench/{r}' for r in reports)}); "
                   f"their per-epoch measurements and the {len(formula) - len(measured)} other priced jobs: formulas" if measured else
               "measured: nothing, every number is a formula (FLOPs at the fraction of peak above"
               + (f"; node reports of {result['device']}: {', '.join(f'docs/bench/{r}' for r in reports)}, "
