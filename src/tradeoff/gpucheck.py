@@ -20,8 +20,11 @@
 6. ``bf16_against_fp32``: one run of the demo scale trained twice from the same seed, in fp32 and under the
    `runtime.precision: bf16` opt-in, and both models' clean and PGD accuracy with the exact McNemar test.
 
-It writes ``gpu-check-<device>.json`` and ``.md`` into the scale's bench folder (tradeoff.results) and exits 1 if a
-comparison is out of its tolerance. Without CUDA it refuses in one line, unless ``--cpu-only``: then the same
+``gpu_check`` runs these as five sections by value (SECTIONS: a = 1 with the imports and versions, b = 2 against
+the plan, c = 3, d = 6, e = 5) under an optional wall-clock budget, each with its share: a section out of time stops
+and says so (scripts/gpu-node.sh on an offline node; docs/gpu.md). It writes ``gpu-check-<device>.json`` and ``.md``
+into the scale's bench folder (tradeoff.results) or ``--out``, after every section, and exits 1 if a comparison is
+out of its tolerance, a needed package is missing or a section failed. Without CUDA it refuses in one line, unless ``--cpu-only``: then the same
 machinery compares the CPU with itself (every difference must be zero), and the benches run briefly on the CPU.
 """
 
