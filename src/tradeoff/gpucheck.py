@@ -357,7 +357,7 @@ def targets(bench: list[dict], evaluation: dict, device: str = "") -> dict:
                                   "how": "bench-train's seconds per epoch, Generalist over AT, batch 128"},
            "aa_10k_minutes": {"target": TARGETS["aa_10k_minutes"], "measured": aa,
                               "how": f"bench-eval of AutoAttack on "
-                                     f"{evaluation.get('attacks', {}).get('aa', {}).get('images')} images "
+                                     f"{evaluation.get('attacks', {}).get('aa', {}).get('images', '-')} images "
                                      f"({evaluation.get('model')}), x 10,000 / images"}}
     judged = device_key(device) == "h100"  # the targets are an H100's
     for row in out.values():
@@ -681,7 +681,8 @@ def _f(value: Any, spec: str = ".4g") -> str:
 
 def format_report(report: dict) -> str:
     budget = f", budget {report['budget_s']:.0f} s" if report.get("budget_s") else ""
-    verdict = ("every comparison within its tolerance" if report["ok"] else
+    verdict = ("no step comparison finished" if report["ok"] and not report["methods"] else
+               "every comparison within its tolerance" if report["ok"] else
                "NOT OK: a comparison out of its tolerance, a package missing, a section failed or the check stopped")
     short = [k for k, row in (report.get("sections") or {}).items() if row["status"] != "done"]
     partial = f"; sections not done: {', '.join(short)} (see Sections)" if short else ""
