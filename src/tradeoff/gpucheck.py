@@ -39,6 +39,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -281,7 +282,7 @@ def run_bench_train(catalog, device: torch.device, *, steps: int, warmup: int, o
         rows.append({"label": label, "run": run, "method": spec.method.name, "arch": spec.arch,
                      "dataset": spec.dataset, "passes": step_passes(spec), "precision": runtime.precision,
                      "channels_last": runtime.channels_last, **{k: result[k] for k in (
-                         "batch_size", "steps", "images_per_s", "seconds_per_epoch", "achieved_tflops",
+                         "batch_size", "steps", "halves_differ", "images_per_s", "seconds_per_epoch", "achieved_tflops",
                          "fraction_of_peak", "path")},
                      "planned_s_per_epoch": predicted,
                      "measured_over_planned": result["seconds_per_epoch"] / predicted if predicted else None})
@@ -614,7 +615,11 @@ def gpu_check(catalog, *, cpu_only: bool = False, batch: int = 16, bench_steps: 
     def terminate(signum, frame):
         raise Terminated()
 
-    signal.signal(signal.SIGTERM, terminate)
+    main = threading.current_thread() is threading.main_thread()  # signals reach the main thread only
+    if main:
+        signal.signal(signal.SIGTERM, terminate)
+    elif budget is not None:
+        raise RuntimeError("gpu_check with a budget runs in the main thread (its alarms are signals)")
     try:
         for key, title, share in SECTIONS:
             row = report["sections"][key] = {"title": title, "status": "running"}
@@ -652,11 +657,13 @@ def gpu_check(catalog, *, cpu_only: bool = False, batch: int = 16, bench_steps: 
             report["sections"].setdefault(key, {"title": title, "status": "skipped",
                                                 "note": "not reached: the process was terminated (SIGTERM)"})
         report["terminated"] = True
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the last write is not interrupted
+    if main:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the last write is not interrupted
     try:
         progress()
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if main:
+            signal.signal(signal.SIGTERM, previous)
     return report
 
 
@@ -709,12 +716,12 @@ def format_report(report: dict) -> str:
                       f"{_f(gen['serial_step_s'] * 1e3, '.1f')} ms serial"]
     lines += ["", "## b. bench-train against the plan (the config's runtime settings; of peak: of the precision's "
                   "own peak; planned: `tradeoff plan`'s formula at its assumed fraction of peak)", "",
-              "| job | precision | batch | steps | images/s | s/epoch | planned s/epoch | measured / planned | "
-              "TFLOP/s | of peak |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "| job | precision | batch | steps (halves differ) | images/s | s/epoch | planned s/epoch | "
+              "measured / planned | TFLOP/s | of peak |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in report["bench_train"]:
         layout = ", channels_last" if r["channels_last"] else ""
         lines.append(f"| {r['label']} ({r['run']}) | {r['precision']}{layout} | {r['batch_size']} | "
-                     f"{r.get('steps', '-')} | {r['images_per_s']:.0f} | {r['seconds_per_epoch']:.1f} | "
+                     f"{r.get('steps', '-')} ({_f(r.get('halves_differ'), '.1%')}) | {r['images_per_s']:.0f} | {r['seconds_per_epoch']:.1f} | "
                      f"{_f(r.get('planned_s_per_epoch'), '.1f')} | {_f(r.get('measured_over_planned'), '.2f')} | "
                      f"{r['achieved_tflops']:.1f} | {_f(r['fraction_of_peak'], '.1%')} |")
     cal = report.get("recalibrated") or {}
