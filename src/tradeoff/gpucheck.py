@@ -51,7 +51,8 @@ import torch
 from . import models
 from .bench import SHAPES, bench_train, synthetic_batch, write_bench
 from .atomic import atomic_write_text
-from .costs import ASSUMED_FRACTION, PEAK_TFLOPS, JobSizes, device_key, planned_epoch_seconds, step_passes
+from .costs import (ASSUMED_FRACTION, PEAK_TFLOPS, JobSizes, UnknownCost, device_key, planned_epoch_seconds,
+                    step_passes)
 from .methods import METHODS
 from .provenance import provenance
 from .runtime import Runtime
@@ -279,8 +280,12 @@ def run_bench_train(catalog, device: torch.device, *, steps: int, warmup: int, o
         result = bench_train(run, spec, runtime=runtime, batch_size=batch, steps=steps, warmup=warmup)
         result["path"] = str(write_bench(result, out_dir))
         predicted = planned_epoch_seconds(spec, device_key(result["device"]), runtime.precision)
+        try:
+            passes = step_passes(spec)
+        except UnknownCost:  # no FLOP count for its architecture: measured, but no plan can match it
+            passes = None
         rows.append({"label": label, "run": run, "method": spec.method.name, "arch": spec.arch,
-                     "dataset": spec.dataset, "passes": step_passes(spec), "precision": runtime.precision,
+                     "dataset": spec.dataset, "passes": passes, "precision": runtime.precision,
                      "channels_last": runtime.channels_last, **{k: result[k] for k in (
                          "batch_size", "steps", "halves_differ", "images_per_s", "seconds_per_epoch", "achieved_tflops",
                          "fraction_of_peak", "path")},
