@@ -275,3 +275,20 @@ def test_bench_rows_carry_the_plans_prediction_and_the_recalibrated_constant():
     h100 = planned_epoch_seconds(spec, "h100", "fp32")
     assert h100 > 0 and planned_epoch_seconds(spec, "h100", "bf16") == pytest.approx(h100 / 2)
     assert planned_epoch_seconds(spec, "cpu", "fp32") is None
+
+
+def test_a_budget_given_on_the_command_line_counts_the_process_start_up(tmp_path, monkeypatch):
+    seconds = gpucheck.process_seconds()
+    assert 0 < seconds < 3600  # this process started a while ago, not when the machine booted
+    given = {}
+
+    def check(catalog, **kwargs):
+        given.update(kwargs)
+        raise gpucheck.NoCuda("stop here")
+
+    monkeypatch.setattr(gpucheck, "process_seconds", lambda: 7.0)  # Python, PyTorch and the config took 7 s
+    monkeypatch.setattr(gpucheck, "gpu_check", check)
+    assert cli.main([*_files(tmp_path), "gpu-check", "--cpu-only", "--budget", "60"]) == 1
+    assert given["budget"] == 53.0
+    cli.main([*_files(tmp_path), "gpu-check", "--cpu-only"])
+    assert given["budget"] is None

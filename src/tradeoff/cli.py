@@ -368,7 +368,7 @@ def cmd_bench_flops(args, catalog: cfg.Catalog) -> int:
 
 
 def cmd_gpu_check(args, catalog: cfg.Catalog) -> int:
-    from .gpucheck import NoCuda, device_slug, gpu_check, write_report
+    from .gpucheck import NoCuda, device_slug, gpu_check, process_seconds, write_report
 
     root = Path.cwd() if (Path.cwd() / "Snakefile").is_file() else None  # the workflow folder (_enter_workflow)
     demo = root / "config" / "demo.yaml" if root else None
@@ -383,7 +383,8 @@ def cmd_gpu_check(args, catalog: cfg.Catalog) -> int:
                            bench_steps=args.steps, bench_warmup=args.warmup, root=root if args.rehearsal else None,
                            demo=cfg.load_catalog([root / "config" / "config.yaml", demo])
                            if args.precision_check and demo and demo.is_file() and not args.cpu_only else None,
-                           budget=args.budget, on_progress=lambda r: write_report(r, where(r)))
+                           budget=None if args.budget is None else args.budget - process_seconds(),
+                           on_progress=lambda r: write_report(r, where(r)))
     except NoCuda as exc:
         print(f"tradeoff: gpu-check: {exc}", file=sys.stderr)
         return 1

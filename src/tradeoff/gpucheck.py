@@ -34,6 +34,7 @@ import contextlib
 import csv
 import json
 import math
+import os
 import re
 import shutil
 import signal
@@ -517,6 +518,17 @@ def time_limit(seconds: float | None) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def process_seconds() -> float:
+    """Wall-clock seconds since this process started (Linux's /proc; 0 where it cannot be read): the start-up (Python,
+    PyTorch, the config) that a budget given on the command line has already spent."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def torch_version_ok(version: str = torch.__version__) -> bool:
