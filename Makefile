@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 CORES ?= 2
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: install demo smoke test dvc-demo figures clean-demo readme
+.PHONY: install demo smoke test dvc-demo figures clean-demo readme wheelhouse
 
 install: $(STAMP)
 
@@ -43,3 +43,9 @@ dvc-demo: install
 # The README's table excerpt, from the demo's built Table 1(a) (after `make demo`): generated, never hand-copied.
 readme: install
 	$(BIN)/python -m tradeoff.readme_excerpt results/demo/tables/table1a.md README.md
+
+# An offline GPU node's missing wheels (config/node-wheels.txt, beside its own config/node-packages.txt) for its
+# Python, manylinux x86_64, into .wheelhouse/py<version>: then scripts/gpu-node.sh on the node (docs/gpu.md).
+PYTHON_VERSION ?= 3.12
+wheelhouse:
+	$(PYTHON) scripts/wheelhouse.py --python-version $(PYTHON_VERSION) $(if $(WHEELHOUSE),--dest $(WHEELHOUSE))

@@ -32,6 +32,9 @@ def test_bench_train_reports_throughput_on_cpu():
                       runtime=Runtime(torch.device("cpu")), steps=3, warmup=1)
     assert out["images_per_s"] > 0 and out["achieved_tflops"] > 0
     assert out["fraction_of_peak"] is None and out["settings"] == {"bf16": False, "channels_last": False, "compile": False}
+    assert out["halves_differ"] >= 0  # the two halves' time per step, relative: how stable the timing is
+    assert bench_train("cifar10-resnet18-nt", catalog.runs["cifar10-resnet18-nt"], runtime=Runtime(torch.device("cpu")),
+                       steps=1, warmup=0)["halves_differ"] is None
 
 
 def test_makespan_respects_dependencies_and_gpus():

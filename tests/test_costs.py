@@ -388,3 +388,49 @@ def test_plan_of_a_table_with_an_external_row_evaluates_it_without_training_it(p
     nt = next(j for j in result["jobs"] if j.name == "evaluate cifar10-resnet18-nt pgd20")
     assert mine["evaluate mine pgd20"].hours == pytest.approx(nt.hours)  # the same architecture, data and attack
     assert result["unknown"] == []
+
+
+def _node_report(folder, paper, *, device="NVIDIA H100 80GB HBM3", cpu_only=False):
+    """A committed gpu-check report (docs/bench/) with one bench: AT ResNet-18 at the paper's batch, in fp32."""
+    spec = paper.runs["cifar10-resnet18-at-beta1"]
+    row = {"label": "AT ResNet-18", "run": "cifar10-resnet18-at-beta1", "method": "pgd_at", "arch": spec.arch,
+           "dataset": spec.dataset, "passes": costs.step_passes(spec), "precision": "fp32", "channels_last": True,
+           "batch_size": spec.batch_size, "seconds_per_epoch": 12.0, "fraction_of_peak": 0.2}
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "gpu-check-nvidia-h100-80gb-hbm3.json"
+    path.write_text(json.dumps({"device": device, "cpu_only": cpu_only, "bench_train": [row]}))
+    return path
+
+
+def test_the_plan_prices_measured_steps_from_a_committed_node_report(paper, tmp_path, capsys):
+    from tradeoff import cli
+
+    _node_report(tmp_path / "docs" / "bench", paper)
+    result = costs.plan(paper, "table1a", gpus=1, bench_folder="/nonexistent", node_reports=tmp_path / "docs" / "bench")
+    formula = costs.plan(paper, "table1a", gpus=1, bench_folder="/nonexistent", node_reports=None)
+    jobs, before = {j.name: j for j in result["jobs"]}, {j.name: j for j in formula["jobs"]}
+    measured = {name for name, j in jobs.items() if j.measured}
+    assert measured == {"train cifar10-resnet18-at-beta1"}  # only the run whose step was measured
+    spec = paper.runs["cifar10-resnet18-at-beta1"]
+    _, measuring = costs.training_parts(spec, costs.load_table(), paper.runtime.precision)
+    sizes = JobSizes(paper, bench_folder="/nonexistent", node_reports=tmp_path / "docs" / "bench")
+    assert sizes.fraction == 0.2 and "docs/bench/gpu-check-nvidia-h100-80gb-hbm3.json" in sizes.basis
+    expected = spec.epochs * 12.0 / 3600 + measuring / sizes.rate / 60
+    assert jobs["train cifar10-resnet18-at-beta1"].hours == pytest.approx(expected)
+    # every other job: the formula, recalibrated by the report's fraction of peak (0.2 against 0.3 assumed)
+    other = "train cifar10-resnet18-trades-lambda6"
+    assert jobs[other].hours == pytest.approx(before[other].hours * costs.ASSUMED_FRACTION / 0.2)
+    text = costs.format_plan(result)
+    assert "| train cifar10-resnet18-at-beta1 | " in text and "| measured steps + formula |" in text
+    assert "measured: 1 training job(s)' steps" in text and "docs/bench/gpu-check-nvidia-h100-80gb-hbm3.json" in text
+    assert "measured: nothing, every number is a formula" in costs.format_plan(formula)
+
+
+def test_a_node_report_of_another_device_or_the_cpu_is_not_read(paper, tmp_path):
+    _node_report(tmp_path / "a", paper, device="NVIDIA A100-SXM4-80GB")
+    _node_report(tmp_path / "c", paper, cpu_only=True)
+    for folder in ("a", "c"):
+        sizes = JobSizes(paper, bench_folder="/nonexistent", node_reports=tmp_path / folder)
+        assert not sizes.benches and sizes.fraction == costs.ASSUMED_FRACTION
+        sizes.planned_train("cifar10-resnet18-at-beta1")
+        assert not sizes.measured

@@ -185,3 +185,110 @@ def test_bf16_against_fp32_trains_one_seed_in_both_precisions_and_tests_the_pair
     assert all(0 < p <= 1 for p in out["p_value"].values())
     text = "\n".join(gpucheck._precision_lines(out))
     assert "| pgd20 |" in text and "exact McNemar" in text
+
+
+def _smoke(tmp_path):
+    """The smoke catalog, its results in ``tmp_path``."""
+    _files(tmp_path)
+    return cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml", tmp_path / "paths.yaml"])
+
+
+def test_a_section_out_of_its_share_stops_says_so_and_the_next_runs(tmp_path, monkeypatch):
+    import threading
+
+    catalog = _smoke(tmp_path)
+    never = threading.Event()
+    written = []
+
+    def endless(*args, rows, **kwargs):  # a bench that would never end: only the budget's alarm stops it
+        rows.append({"label": "kept", "run": "r", "precision": "fp32", "channels_last": True, "batch_size": 128,
+                     "steps": 1, "images_per_s": 1.0, "seconds_per_epoch": 1.0, "planned_s_per_epoch": None,
+                     "measured_over_planned": None, "achieved_tflops": 0.0, "fraction_of_peak": None})
+        never.wait()
+
+    monkeypatch.setattr(gpucheck, "check_methods", lambda *a, out, **k: out.update())
+    monkeypatch.setattr(gpucheck, "run_bench_train", endless)
+    monkeypatch.setattr(gpucheck, "run_bench_eval", lambda *a, out, **k: out.update(run="r", attacks={}))
+    report = gpucheck.gpu_check(catalog, cpu_only=True, budget=10,
+                                on_progress=lambda r: written.append({k: v["status"] for k, v in r["sections"].items()}))
+    sections = report["sections"]
+    assert [sections[k]["status"] for k in "abcde"] == ["done", "stopped", "done", "skipped", "skipped"]
+    share = gpucheck.SECTIONS[1][2] * (10 - gpucheck.WRITE_RESERVE)
+    assert sections["b"]["allowance_s"] >= share and "out of its" in sections["b"]["note"]
+    assert report["bench_train"][0]["label"] == "kept"  # what it finished is kept
+    assert "b: stopped (out of its" in " ".join(report["skipped"])
+    assert written[0] == {"a": "running"} and written[-1]["c"] == "done"  # written as it goes: imports first
+    assert report["imports"]["torch_ok"] and not gpucheck.missing(report["imports"])
+    text = gpucheck.format_report(report)
+    assert "sections not done: b, d, e" in text and "| b. seconds per epoch at paper shape" in text
+
+
+def test_sigterm_stops_the_check_and_the_report_says_what_ran(tmp_path, monkeypatch):
+    import os
+    import signal
+    import threading
+
+    catalog = _smoke(tmp_path)
+    never = threading.Event()
+
+    def killed(*args, rows, **kwargs):  # the outer timeout's SIGTERM arrives during section b
+        os.kill(os.getpid(), signal.SIGTERM)
+        never.wait()
+
+    monkeypatch.setattr(gpucheck, "check_methods", lambda *a, out, **k: out.update())
+    monkeypatch.setattr(gpucheck, "run_bench_train", killed)
+    before = signal.getsignal(signal.SIGTERM)
+    paths = (tmp_path / "r.json", tmp_path / "r.md")
+    report = gpucheck.gpu_check(catalog, cpu_only=True, budget=600,
+                                on_progress=lambda r: gpucheck.write_report(r, paths))
+    assert signal.getsignal(signal.SIGTERM) is before
+    written = json.loads(paths[0].read_text())
+    assert written["terminated"] and not written["ok"]
+    assert [written["sections"][k]["status"] for k in "abc"] == ["done", "stopped", "skipped"]
+    assert "SIGTERM" in written["sections"]["b"]["note"] and "not reached" in written["sections"]["c"]["note"]
+    assert "sections not done: b, c, d, e" in paths[1].read_text() and report["terminated"]
+
+
+def test_a_failing_section_is_reported_and_the_others_run(tmp_path, monkeypatch):
+    catalog = _smoke(tmp_path)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("CUDA error: an illegal memory access")
+
+    monkeypatch.setattr(gpucheck, "check_methods", lambda *a, out, **k: out.update())
+    monkeypatch.setattr(gpucheck, "run_bench_train", broken)
+    monkeypatch.setattr(gpucheck, "run_bench_eval", lambda *a, out, **k: out.update(run="r", attacks={}))
+    report = gpucheck.gpu_check(catalog, cpu_only=True, budget=None)
+    assert report["sections"]["b"]["status"] == "error" and "illegal memory" in report["sections"]["b"]["note"]
+    assert report["sections"]["c"]["status"] == "done" and not report["ok"]
+
+
+def test_bench_rows_carry_the_plans_prediction_and_the_recalibrated_constant():
+    rows = [{"fraction_of_peak": 0.2}, {"fraction_of_peak": 0.1}, {"fraction_of_peak": None},
+            {"fraction_of_peak": 0.4}]
+    cal = gpucheck.recalibrated(rows)
+    assert cal["measured_fraction"] == 0.2 and cal["benches"] == 3 and cal["assumed_fraction"] == 0.3
+    from tradeoff.costs import planned_epoch_seconds
+
+    catalog = cfg.load_catalog([ROOT / "config" / "config.yaml"])
+    spec = catalog.runs["cifar10-resnet18-at-beta1"]
+    h100 = planned_epoch_seconds(spec, "h100", "fp32")
+    assert h100 > 0 and planned_epoch_seconds(spec, "h100", "bf16") == pytest.approx(h100 / 2)
+    assert planned_epoch_seconds(spec, "cpu", "fp32") is None
+
+
+def test_a_budget_given_on_the_command_line_counts_the_process_start_up(tmp_path, monkeypatch):
+    seconds = gpucheck.process_seconds()
+    assert 0 < seconds < 3600  # this process started a while ago, not when the machine booted
+    given = {}
+
+    def check(catalog, **kwargs):
+        given.update(kwargs)
+        raise gpucheck.NoCuda("stop here")
+
+    monkeypatch.setattr(gpucheck, "process_seconds", lambda: 7.0)  # Python, PyTorch and the config took 7 s
+    monkeypatch.setattr(gpucheck, "gpu_check", check)
+    assert cli.main([*_files(tmp_path), "gpu-check", "--cpu-only", "--budget", "60"]) == 1
+    assert given["budget"] == 53.0
+    cli.main([*_files(tmp_path), "gpu-check", "--cpu-only"])
+    assert given["budget"] is None

@@ -117,26 +117,35 @@ def bench_train(run_id: str, spec: RunSpec, *, runtime: Runtime, batch_size: int
     for _ in range(warmup):
         method.train_step(x, y)
     cuda = runtime.device.type == "cuda"
+    half = steps // 2
     if cuda:
         torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start, middle, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
         start.record()
     t0 = time.perf_counter()
-    for _ in range(steps):
+    for i in range(steps):
+        if i == half:
+            if cuda:
+                middle.record()
+            t_half = time.perf_counter()
         method.train_step(x, y)
     if cuda:
         end.record()
         torch.cuda.synchronize()
-        seconds = start.elapsed_time(end) / 1000
+        seconds, first = start.elapsed_time(end) / 1000, start.elapsed_time(middle) / 1000
     else:
-        seconds = time.perf_counter() - t0
+        seconds, first = time.perf_counter() - t0, t_half - t0
+    # how stable the timing is: the two halves' seconds per step, as a relative difference (None under 2 steps)
+    second = seconds - first
+    halves = (abs(first / half - second / (steps - half)) / (seconds / steps)) if half >= 1 else None
     images_per_s = steps * batch / seconds
     achieved = flops * images_per_s / 1e12
     dev = provenance(runtime.device)["device"]
     peak = peak_tflops(device_key(dev), runtime.precision) if cuda else None  # fp32: TF32's rate
     return {
         "run": run_id, "method": spec.method.name, "arch": spec.arch, "dataset": spec.dataset,
-        "batch_size": batch, "steps": steps, "warmup": warmup, "seconds": seconds, "images_per_s": images_per_s,
+        "batch_size": batch, "steps": steps, "warmup": warmup, "seconds": seconds, "halves_differ": halves,
+        "images_per_s": images_per_s,
         "seconds_per_epoch": TRAIN_SIZES[spec.dataset] / images_per_s,
         "flops_per_example": flops, "achieved_tflops": achieved, "peak_tflops": peak,
         "fraction_of_peak": achieved / peak if peak else None,

@@ -368,19 +368,27 @@ def cmd_bench_flops(args, catalog: cfg.Catalog) -> int:
 
 
 def cmd_gpu_check(args, catalog: cfg.Catalog) -> int:
-    from .gpucheck import NoCuda, device_slug, gpu_check, write_report
+    from .gpucheck import NoCuda, device_slug, gpu_check, process_seconds, write_report
 
     root = Path.cwd() if (Path.cwd() / "Snakefile").is_file() else None  # the workflow folder (_enter_workflow)
     demo = root / "config" / "demo.yaml" if root else None
+    def where(report: dict) -> tuple[Path, Path]:
+        slug = device_slug(report["device"])
+        if args.out is None:
+            return catalog.layout.gpu_check(slug)
+        return Path(args.out) / f"gpu-check-{slug}.json", Path(args.out) / f"gpu-check-{slug}.md"
+
     try:
         report = gpu_check(catalog, cpu_only=args.cpu_only, batch=args.batch, images=args.images,
                            bench_steps=args.steps, bench_warmup=args.warmup, root=root if args.rehearsal else None,
                            demo=cfg.load_catalog([root / "config" / "config.yaml", demo])
-                           if args.precision_check and demo and demo.is_file() and not args.cpu_only else None)
+                           if args.precision_check and demo and demo.is_file() and not args.cpu_only else None,
+                           budget=None if args.budget is None else args.budget - process_seconds(),
+                           on_progress=lambda r: write_report(r, where(r)))
     except NoCuda as exc:
         print(f"tradeoff: gpu-check: {exc}", file=sys.stderr)
         return 1
-    paths = write_report(report, catalog.layout.gpu_check(device_slug(report["device"])))
+    paths = write_report(report, where(report))
     verdict = "every comparison within its tolerance" if report["ok"] else "A COMPARISON IS OUT OF ITS TOLERANCE"
     print(f"gpu-check on {report['device']}: {verdict}; report: {paths[1]} (and {paths[0].name})")
     return 0 if report["ok"] else 1
@@ -637,6 +645,10 @@ def _gpu_check_parser(sub) -> None:
                         "seconds per epoch beside the plan's")
     p.add_argument("--precision-check", action=argparse.BooleanOptionalAction, default=True,
                    help="a demo-scale run trained in fp32 and in bf16 from one seed: clean and PGD accuracy, McNemar")
+    p.add_argument("--budget", type=float, metavar="SECONDS",
+                   help="wall-clock seconds for the whole check: each section gets its share, a section out of time "
+                        "stops and says so, and the report is written after every section (scripts/gpu-node.sh)")
+    p.add_argument("--out", metavar="DIR", help="write the report here (default: the scale's bench folder)")
     p.set_defaults(func=cmd_gpu_check)
 
 

@@ -233,6 +233,13 @@ def _dataset(table: dict, name: str) -> dict:
 def training_flops(spec: RunSpec, table: dict, precision: str = "fp32") -> float:
     """A training job: every epoch's steps (in ``precision``, runtime.precision), its per-epoch selection measurement
     and its learner tracking (fp32), in bf16-equivalent FLOPs."""
+    steps, measuring = training_parts(spec, table, precision)
+    return steps + measuring
+
+
+def training_parts(spec: RunSpec, table: dict, precision: str = "fp32") -> tuple[float, float]:
+    """A training job's bf16-equivalent FLOPs in two parts: its training steps (every epoch's, in ``precision``), and
+    its per-epoch measurements (the selection's and the learner tracking's, in fp32)."""
     unit, data = _unit(table, spec.arch, spec.dataset), _dataset(table, spec.dataset)
     classes, epochs = data["classes"], int(spec.epochs)
     n = min(data["train"], spec.train_examples or data["train"])
@@ -252,7 +259,31 @@ def training_flops(spec: RunSpec, table: dict, precision: str = "fp32") -> float
         learners, attacked = 2, len(track.get("attacked", ["nt"]))
         each = evaluation_passes(track["attack"], classes) + attack_passes(track["attack"], classes) + 2 * F
         measuring += int(track["examples"]) * (learners * F + attacked * each).flops(unit) * epochs
-    return epochs * n * step * precision_cost(precision) + FP32_COST * measuring
+    return epochs * n * step * precision_cost(precision), FP32_COST * measuring
+
+
+def step_passes(spec: RunSpec, table: dict | None = None) -> list[float]:
+    """A run's training step's pass counts per example [F, Bi, Bw] (method_passes): what a measured step is matched
+    on (two runs whose steps make the same passes on the same shape take the same time)."""
+    table = load_table() if table is None else table
+    p = method_passes(spec.method, _dataset(table, spec.dataset)["classes"])
+    return [p.f, p.bi, p.bw]
+
+
+def planned_epoch_seconds(spec: RunSpec, device: str, precision: str, fraction: float = ASSUMED_FRACTION,
+                          table: dict | None = None) -> float | None:
+    """The formula's seconds of one epoch of a run's training steps (its whole training set, no measurement) on
+    ``device`` (a device_key) at ``fraction`` of its peak; None for a device without a price or a run without a
+    FLOP count."""
+    table = load_table() if table is None else table
+    if device not in PEAK_TFLOPS:
+        return None
+    try:
+        unit, data = _unit(table, spec.arch, spec.dataset), _dataset(table, spec.dataset)
+        step = method_passes(spec.method, data["classes"]).flops(unit)
+    except UnknownCost:
+        return None
+    return data["train"] * step * precision_cost(precision) / (PEAK_TFLOPS[device] * fraction * 1e12)
 
 
 def precision_cost(precision: str) -> float:
@@ -310,9 +341,12 @@ def device_key(name: str) -> str:
     return lowered
 
 
-def calibrated_fraction(device: str, folder: str | Path = "results/bench") -> tuple[float, str]:
-    """The median achieved fraction of peak in bench files of this device, else the assumed target."""
-    fractions = []
+def calibrated_fraction(device: str, folder: str | Path = "results/bench",
+                        benches: list[dict] = ()) -> tuple[float, str]:
+    """The median achieved fraction of peak in bench files of this device and in ``benches`` (a committed node
+    report's, node_benches), else the assumed target."""
+    fractions = [row["fraction_of_peak"] for row in benches if row.get("fraction_of_peak")]
+    sources = sorted({row["source"] for row in benches if row.get("fraction_of_peak")})
     for path in sorted(Path(folder).glob("train-*.json")):
         try:
             data = json.loads(path.read_text())
@@ -322,8 +356,52 @@ def calibrated_fraction(device: str, folder: str | Path = "results/bench") -> tu
             fractions.append(data["fraction_of_peak"])
     if fractions:
         fractions.sort()
-        return fractions[len(fractions) // 2], f"calibrated by {len(fractions)} bench file(s)"
+        files = len(fractions) - sum(bool(row.get("fraction_of_peak")) for row in benches)
+        where = [f"{files} bench file(s)"] if files else []
+        where += [f"docs/bench/{name}" for name in sources]
+        return fractions[len(fractions) // 2], f"calibrated by {len(fractions)} bench(es): {', '.join(where)}"
     return ASSUMED_FRACTION, f"assumed {ASSUMED_FRACTION:.0%} of peak (no bench file for {device})"
+
+
+# ------------------------------------------------------------------------------------------------ node reports
+
+
+#: committed reports of `tradeoff gpu-check` on a GPU node (scripts/gpu-node.sh): relative to the workflow folder
+NODE_REPORTS = Path("docs/bench")
+
+
+def node_benches(device: str, folder: str | Path | None = NODE_REPORTS) -> list[dict]:
+    """The bench-train rows of the gpu-check reports (``gpu-check-*.json``) in ``folder`` measured on ``device`` (a
+    device_key) on a GPU, each with ``source`` (its report's file name): measured seconds per epoch per method
+    (its step's pass counts), architecture, dataset, batch size and precision."""
+    rows = []
+    for path in sorted(Path(folder).glob("gpu-check-*.json")) if folder is not None else []:
+        try:
+            report = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if report.get("cpu_only") or device_key(report.get("device", "")) != device:
+            continue
+        for row in report.get("bench_train") or []:
+            if row.get("passes") and row.get("seconds_per_epoch"):
+                rows.append({**row, "source": path.name})
+    return rows
+
+
+def measured_steps(spec: RunSpec, precision: str, benches: list[dict], table: dict) -> dict | None:
+    """The bench of ``benches`` that measured a step like this run's: the same method, pass counts per example,
+    architecture, dataset, batch size and precision (a run at another batch size stays a formula; so does another
+    method of the same pass counts: FAT's early stop makes its steps shorter than its count)."""
+    try:
+        passes = step_passes(spec, table)
+    except UnknownCost:
+        return None
+    for row in benches:
+        if (row.get("method"), row["arch"], row["dataset"], int(row["batch_size"]), row["precision"]) == (
+                spec.method.name, spec.arch, spec.dataset, int(spec.batch_size), precision) and \
+                all(math.isclose(a, b) for a, b in zip(row["passes"], passes)):
+            return row
+    return None
 
 
 # ------------------------------------------------------------------------------------------------ job sizes
@@ -344,7 +422,9 @@ class JobSizes:
     bench_folder: str | Path = "results/bench"
     device: str | None = None  # default: resources.plan.device
     table: dict = field(default_factory=load_table)
+    node_reports: str | Path | None = NODE_REPORTS  # committed gpu-check reports (None: none read)
     _train: dict = field(default_factory=dict, init=False, repr=False)
+    measured: dict = field(default_factory=dict, init=False, repr=False)  # run -> the bench its steps are priced by
     _eval: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self):
@@ -355,7 +435,8 @@ class JobSizes:
         self.device = self.device or self.settings["device"]
         if self.device not in PEAK_TFLOPS:
             raise ConfigError(f"resources.plan.device: unknown device {self.device!r}; allowed: {sorted(PEAK_TFLOPS)}")
-        self.fraction, self.basis = calibrated_fraction(self.device, self.bench_folder)
+        self.benches = node_benches(self.device, self.node_reports)
+        self.fraction, self.basis = calibrated_fraction(self.device, self.bench_folder, self.benches)
         self.rate = PEAK_TFLOPS[self.device] * self.fraction * 1e12 * 60  # FLOP per GPU-minute
         self.precision = self.catalog.runtime.precision
         self.fixed = {stage: int((resources.get(stage) or {}).get("runtime", default))
@@ -364,11 +445,23 @@ class JobSizes:
     # planned GPU-minutes (None: unknown)
 
     def planned_train(self, run: str) -> float | None:
+        """A training job's GPU-minutes: its steps as a node report measured them where one measured a step like its
+        own (``measured[run]``), else by the formula; its per-epoch measurements always by the formula."""
         if run not in self._train:
+            spec = self.catalog.runs[run]
             try:
-                self._train[run] = training_flops(self.catalog.runs[run], self.table, self.precision) / self.rate
+                steps, measuring = training_parts(spec, self.table, self.precision)
             except UnknownCost:
                 self._train[run] = None
+                return None
+            bench = measured_steps(spec, self.precision, self.benches, self.table)
+            if bench is not None:
+                self.measured[run] = bench
+                n = min(_dataset(self.table, spec.dataset)["train"], spec.train_examples or math.inf)
+                share = n / _dataset(self.table, bench["dataset"])["train"]  # bench: seconds of a whole epoch
+                self._train[run] = int(spec.epochs) * share * bench["seconds_per_epoch"] / 60 + measuring / self.rate
+            else:
+                self._train[run] = (steps + measuring) / self.rate
         return self._train[run]
 
     def planned_eval(self, run: str, unit: str) -> float | None:
@@ -454,12 +547,13 @@ class Job:
     cluster_job: str = ""      # the sbatch job it runs in: itself, or its run's group of cheap evaluations
     asked_minutes: int = 0     # what its rule asks for at the first attempt (a sharded one: all shards together)
     shards: int = 1
+    measured: str | None = None  # a training job whose steps a node report measured: that report's file name
 
 
 def plan(catalog, target: str, gpus: int, device: str | None = None, bench_folder: str | Path = "results/bench",
-         table: dict | None = None) -> dict:
+         table: dict | None = None, node_reports: str | Path | None = NODE_REPORTS) -> dict:
     """Every GPU job that a target needs, planned, and how the pipeline submits them to a cluster."""
-    sizes = JobSizes(catalog, bench_folder, device, table if table is not None else load_table())
+    sizes = JobSizes(catalog, bench_folder, device, table if table is not None else load_table(), node_reports)
     jobs: list[Job] = []
     def model(run):  # the training job of a row's run, or an external model (`external:`): evaluated, not trained
         return run if catalog.is_external(run) else catalog.train_id[run]
@@ -485,8 +579,9 @@ def plan(catalog, target: str, gpus: int, device: str | None = None, bench_folde
         if not catalog.is_external(run):
             planned = sizes.planned_train(run)
             name = f"train {run}"
+            bench = sizes.measured.get(run)
             jobs.append(Job(name, "train", None if planned is None else planned / 60, None, name,
-                            sizes.train_minutes(run)))
+                            sizes.train_minutes(run), measured=bench["source"] if bench else None))
         for unit in [u for u in catalog.eval_units(run) if u in needed.get(run, ())]:
             planned = sizes.planned_eval(run, unit)
             shards = catalog.shards_for(unit)
@@ -509,7 +604,8 @@ def plan(catalog, target: str, gpus: int, device: str | None = None, bench_folde
             "cluster_jobs": len(trains) + len(groups) + sum(j.shards for j in alone)
             + sum(j.kind in ("analyze", "audit") for j in jobs),
             "train_jobs": len(trains), "groups": len(groups),
-            "asked_hours": sum(j.asked_minutes for j in jobs) / 60}
+            "asked_hours": sum(j.asked_minutes for j in jobs) / 60,
+            "measured_reports": sorted({row["source"] for row in sizes.benches})}
 
 
 def makespan(jobs: list[Job], gpus: int) -> float:
@@ -533,12 +629,23 @@ def format_plan(result: dict) -> str:
     lines = [f"{result['target']} on {result['gpus']} x {result['device']} ({result['peak_tflops']:.0f} TFLOP/s bf16 peak, "
              f"{result['fraction']:.0%} achieved: {result['basis']}; training in {result['precision']}, "
              "evaluation in fp32)", "",
-             "| job | GPU-minutes | asks (min) | cluster job |", "|---|---:|---:|---|"]
+             "| job | GPU-minutes | basis | asks (min) | cluster job |", "|---|---:|---|---:|---|"]
     for j in result["jobs"]:
         where = "own" if j.cluster_job == j.name else j.cluster_job
         if j.shards > 1:
             where = f"{j.shards} shards"
-        lines.append(f"| {j.name} | {_minutes(j.hours)} | {j.asked_minutes} | {where} |")
+        basis = "unknown" if j.hours is None else ("measured steps + formula" if j.measured else "formula")
+        lines.append(f"| {j.name} | {_minutes(j.hours)} | {basis} | {j.asked_minutes} | {where} |")
+    measured = [j for j in result["jobs"] if j.measured]
+    formula = [j for j in result["jobs"] if j.hours is not None and not j.measured]
+    reports = result.get("measured_reports") or []
+    lines += ["", f"measured: {len(measured)} training job(s)' steps, from a node report's seconds per epoch of a step "
+                  f"of the same method, passes, shape, batch and precision ({', '.join(f'docs/bench/{r}' for r in reports)}); "
+                  f"their per-epoch measurements and the {len(formula) - len(measured)} other priced jobs: formulas" if measured else
+              "measured: nothing, every number is a formula (FLOPs at the fraction of peak above"
+              + (f"; node reports of {result['device']}: {', '.join(f'docs/bench/{r}' for r in reports)}, "
+                 "no step like these runs'" if reports else f"; no node report of {result['device']} in docs/bench/")
+              + f"); formulas: {len(formula)} job(s)"]
     lines += ["", f"total: {result['total_hours']:.1f} GPU-hours planned; makespan on {result['gpus']} GPU(s): "
                   f"{result['makespan_hours']:.1f} h"]
     if result["unknown"]:

@@ -20,8 +20,11 @@
 6. ``bf16_against_fp32``: one run of the demo scale trained twice from the same seed, in fp32 and under the
    `runtime.precision: bf16` opt-in, and both models' clean and PGD accuracy with the exact McNemar test.
 
-It writes ``gpu-check-<device>.json`` and ``.md`` into the scale's bench folder (tradeoff.results) and exits 1 if a
-comparison is out of its tolerance. Without CUDA it refuses in one line, unless ``--cpu-only``: then the same
+``gpu_check`` runs these as five sections by value (SECTIONS: a = 1 with the imports and versions, b = 2 against
+the plan, c = 3, d = 6, e = 5) under an optional wall-clock budget, each with its share: a section out of time stops
+and says so (scripts/gpu-node.sh on an offline node; docs/gpu.md). It writes ``gpu-check-<device>.json`` and ``.md``
+into the scale's bench folder (tradeoff.results) or ``--out``, after every section, and exits 1 if a comparison is
+out of its tolerance, a needed package is missing or a section failed. Without CUDA it refuses in one line, unless ``--cpu-only``: then the same
 machinery compares the CPU with itself (every difference must be zero), and the benches run briefly on the CPU.
 """
 
@@ -31,10 +34,15 @@ import contextlib
 import csv
 import json
 import math
+import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
+import traceback
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -44,7 +52,8 @@ import torch
 from . import models
 from .bench import SHAPES, bench_train, synthetic_batch, write_bench
 from .atomic import atomic_write_text
-from .costs import PEAK_TFLOPS, JobSizes, device_key
+from .costs import (ASSUMED_FRACTION, PEAK_TFLOPS, JobSizes, UnknownCost, device_key, planned_epoch_seconds,
+                    step_passes)
 from .methods import METHODS
 from .provenance import provenance
 from .runtime import Runtime
@@ -60,13 +69,15 @@ TOLERANCES = {
     # the same kernels on two streams: the same numbers
     "parallel_vs_serial": {"rel": 1e-5, "abs": 1e-6, "cosine": 0.99999, "norm_rel": 1e-5},
 }
-#: (run, batch size, label) timed by bench-train; WRN-34-10 is the catalog's wrn-32-10 (the same network)
-BENCH_TRAIN = [("cifar10-resnet18-at-beta1", 128, "AT ResNet-18"), ("cifar10-resnet18-at-beta1", 512, "AT ResNet-18"),
+#: (run, batch size, label) timed by bench-train, by value: the paper's shape (batch 128, and WRN-34-10, the catalog's
+#: wrn-32-10: the same network) first, then batch 512
+BENCH_TRAIN = [("cifar10-resnet18-at-beta1", 128, "AT ResNet-18"),
                ("cifar10-resnet18-trades-lambda6", 128, "TRADES ResNet-18"),
-               ("cifar10-resnet18-trades-lambda6", 512, "TRADES ResNet-18"),
                ("cifar10-resnet18-generalist", 128, "Generalist ResNet-18"),
-               ("cifar10-resnet18-generalist", 512, "Generalist ResNet-18"),
-               ("cifar10-wrn32-at-beta1", 128, "AT WRN-34-10")]
+               ("cifar10-wrn32-at-beta1", 128, "AT WRN-34-10"),
+               ("cifar10-resnet18-at-beta1", 512, "AT ResNet-18"),
+               ("cifar10-resnet18-trades-lambda6", 512, "TRADES ResNet-18"),
+               ("cifar10-resnet18-generalist", 512, "Generalist ResNet-18")]
 BENCH_EVAL_RUN, BENCH_EVAL_ATTACKS = "cifar10-resnet18-at-beta1", ("pgd20", "aa")
 #: docs/gpu.md's targets on an H100
 TARGETS = {"at_epoch_seconds": 8.0, "generalist_over_at": 1.15, "aa_10k_minutes": 10.0}
@@ -226,10 +237,11 @@ def configured(catalog, device: torch.device) -> Runtime:
 
 
 def check_methods(catalog, device: torch.device, *, batch: int = 16, reference: torch.device | None = None,
-                  step: Callable[..., dict] = one_step) -> dict:
-    """Section 1 for every method of the catalog (``step`` is replaceable for tests)."""
+                  step: Callable[..., dict] = one_step, out: dict | None = None) -> dict:
+    """Section 1 for every method of the catalog (``step`` is replaceable for tests), into ``out`` as each method is
+    done (what a section stopped by its budget keeps)."""
     reference = reference or torch.device("cpu")
-    out = {}
+    out = {} if out is None else out
     for name, run in representative_runs(catalog).items():
         spec = catalog.runs[run].replace(pretrained=None)  # one_step builds the bare architecture
         with strict_fp32():
@@ -257,8 +269,10 @@ def check_methods(catalog, device: torch.device, *, batch: int = 16, reference: 
 
 
 def run_bench_train(catalog, device: torch.device, *, steps: int, warmup: int, out_dir: Path,
-                    jobs=BENCH_TRAIN) -> list[dict]:
-    rows = []
+                    jobs=BENCH_TRAIN, rows: list | None = None) -> list[dict]:
+    """bench-train of ``jobs``, into ``rows`` as each is done: each with the step's pass counts (what the plan
+    matches a run's steps to, tradeoff.costs.measured_steps) and what the plan predicts for it on this device."""
+    rows = [] if rows is None else rows
     for run, batch, label in jobs:
         if run not in catalog.runs:
             continue
@@ -266,14 +280,36 @@ def run_bench_train(catalog, device: torch.device, *, steps: int, warmup: int, o
         runtime = configured(catalog, device)
         result = bench_train(run, spec, runtime=runtime, batch_size=batch, steps=steps, warmup=warmup)
         result["path"] = str(write_bench(result, out_dir))
-        rows.append({"label": label, "run": run, "arch": spec.arch, "precision": runtime.precision,
+        predicted = planned_epoch_seconds(spec, device_key(result["device"]), runtime.precision)
+        try:
+            passes = step_passes(spec)
+        except UnknownCost:  # no FLOP count for its architecture: measured, but no plan can match it
+            passes = None
+        rows.append({"label": label, "run": run, "method": spec.method.name, "arch": spec.arch,
+                     "dataset": spec.dataset, "passes": passes, "precision": runtime.precision,
                      "channels_last": runtime.channels_last, **{k: result[k] for k in (
-            "batch_size", "images_per_s", "seconds_per_epoch", "achieved_tflops", "fraction_of_peak", "path")}})
+                         "batch_size", "steps", "halves_differ", "images_per_s", "seconds_per_epoch", "achieved_tflops",
+                         "fraction_of_peak", "path")},
+                     "planned_s_per_epoch": predicted,
+                     "measured_over_planned": result["seconds_per_epoch"] / predicted if predicted else None})
     return rows
 
 
+def recalibrated(rows: list[dict]) -> dict:
+    """The plan's constant (the achieved fraction of peak, tradeoff.costs.ASSUMED_FRACTION) from these benches: the
+    median of their measured fractions (None off a GPU whose peak the plan knows)."""
+    fractions = sorted(r["fraction_of_peak"] for r in rows if r.get("fraction_of_peak"))
+    median = fractions[len(fractions) // 2] if fractions else None
+    return {"assumed_fraction": ASSUMED_FRACTION, "measured_fraction": median, "benches": len(fractions),
+            "how": "median fraction of peak of the benches (counted FLOPs x images/s over the precision's peak); "
+                   "`tradeoff plan` reads it from this report once it is committed under docs/bench/"}
+
+
 def run_bench_eval(catalog, device: torch.device, *, images: int, run: str = BENCH_EVAL_RUN,
-                   attacks=BENCH_EVAL_ATTACKS) -> dict:
+                   attacks=BENCH_EVAL_ATTACKS, out: dict | None = None, ladder: bool = False) -> dict:
+    """bench-eval of ``attacks`` on ``images`` images, into ``out`` as each is timed. ``ladder``: each attack first
+    on a tenth of the images, then on all of them, so that a section stopped by its budget keeps a measurement (of
+    the images it timed: ``images`` in each row)."""
     from .evaluate import run_attack
     from .trained import load_model
 
@@ -291,22 +327,26 @@ def run_bench_eval(catalog, device: torch.device, *, images: int, run: str = BEN
     x, _ = synthetic_batch(spec.dataset, images, device, seed=7)
     with torch.no_grad():
         y = torch.cat([model(x[i:i + 500]).argmax(1) for i in range(0, len(x), 500)])
-    rows = {}
+    out = {} if out is None else out
+    rows = out.setdefault("attacks", {})
+    out.update({"run": run, "arch": spec.arch, "images": images, "model": kind, "attacks": rows})
+    counts = sorted({max(1, images // 10), images}) if ladder else [images]
     for name in attacks:
         attack = dict(catalog.attack_for(name, run))
         if not checkpoint.exists() and attack["type"] != "clean":
             attack["eps"] = 1e-4 if attack.get("norm", "linf") == "linf" else 1e-3
             attack.pop("step_size", None)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        result = run_attack(model, x, y, attack, seed=0, batch_size=catalog.runtime.eval_batch_size)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        seconds = time.perf_counter() - t0
-        rows[name] = {"type": attack["type"], "seconds": seconds, "images_per_s": images / seconds,
-                      "accuracy": result.accuracy, "minutes_per_10k": seconds * 10000 / images / 60}
-    return {"run": run, "arch": spec.arch, "images": images, "model": kind, "attacks": rows}
+        for n in counts:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            result = run_attack(model, x[:n], y[:n], attack, seed=0, batch_size=catalog.runtime.eval_batch_size)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            seconds = time.perf_counter() - t0
+            rows[name] = {"type": attack["type"], "images": n, "seconds": seconds, "images_per_s": n / seconds,
+                          "accuracy": result.accuracy, "minutes_per_10k": seconds * 10000 / n / 60}
+    return out
 
 
 def targets(bench: list[dict], evaluation: dict, device: str = "") -> dict:
@@ -323,7 +363,8 @@ def targets(bench: list[dict], evaluation: dict, device: str = "") -> dict:
                                   "measured": gen / at if gen and at else None,
                                   "how": "bench-train's seconds per epoch, Generalist over AT, batch 128"},
            "aa_10k_minutes": {"target": TARGETS["aa_10k_minutes"], "measured": aa,
-                              "how": f"bench-eval of AutoAttack on {evaluation.get('images')} images "
+                              "how": f"bench-eval of AutoAttack on "
+                                     f"{evaluation.get('attacks', {}).get('aa', {}).get('images', '-')} images "
                                      f"({evaluation.get('model')}), x 10,000 / images"}}
     judged = device_key(device) == "h100"  # the targets are an H100's
     for row in out.values():
@@ -432,35 +473,226 @@ def bf16_against_fp32(catalog, device: torch.device, *, run: str = PRECISION_RUN
 # ------------------------------------------------------------------------------------------------ the check
 
 
+#: the check's sections, by value: (key, title, share of the budget); the last takes whatever time remains
+SECTIONS = (("a", "imports, CUDA, one training step of every method against the CPU", 0.25),
+            ("b", "seconds per epoch at paper shape against the plan", 0.35),
+            ("c", "PGD-20 and AutoAttack timed", 0.2),
+            ("d", "bf16 against fp32 (a demo run trained in both)", 0.2),
+            ("e", f"the {REHEARSAL_TARGET} rehearsal through Snakemake", None))
+#: seconds of a budget kept back to write the report
+WRITE_RESERVE = 3.0
+#: the oldest PyTorch the check (and the pipeline's code on its paths) runs on: the first node's (docs/gpu.md)
+MIN_TORCH = (2, 11)
+#: what the node-side commands import beyond the standard library: (module, distribution, needed by); the
+#: wheelhouse (config/node-wheels.txt) carries those the node (config/node-packages.txt) lacks, but Snakemake
+NEEDED = (("torch", "torch", "everything"), ("numpy", "numpy", "everything"), ("yaml", "PyYAML", "the config"),
+          ("jsonschema", "jsonschema", "the config"), ("PIL", "pillow", "the datasets"),
+          ("scipy", "scipy", "statistics"), ("statsmodels", "statsmodels", "statistics (McNemar)"),
+          ("pyautoattack", "pyautoattack", "AutoAttack"), ("dvclive", "dvclive", "training curves"),
+          ("sklearn", "scikit-learn", "the demo's digits"))
+OPTIONAL = (("snakemake", "snakemake", "section e (the rehearsal) only; not in the wheelhouse"),)
+
+
+class OutOfTime(BaseException):
+    """A section's share of the budget is spent (SIGALRM). A BaseException: no ``except Exception`` swallows it."""
+
+
+class Terminated(BaseException):
+    """The process was asked to stop (SIGTERM: the script's outer timeout, or the batch system)."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise OutOfTime in this (the main) thread after ``seconds`` (None: no limit)."""
+    if seconds is None:
+        yield
+        return
+
+    def alarm(signum, frame):
+        raise OutOfTime()
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def process_seconds() -> float:
+    """Wall-clock seconds since this process started (Linux's /proc; 0 where it cannot be read): the start-up (Python,
+    PyTorch, the config) that a budget given on the command line has already spent."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def torch_version_ok(version: str = torch.__version__) -> bool:
+    found = tuple(int(part) for part in re.findall(r"\d+", version.split("+")[0])[:2])
+    return found >= MIN_TORCH
+
+
+def imports() -> dict:
+    """Section a's first part: the versions of Python, PyTorch, CUDA and cuDNN, the devices CUDA sees, and every
+    package the check needs (its version, or why it failed to import)."""
+    import importlib
+    import platform
+    from importlib import metadata
+
+    def probe(rows) -> dict:
+        out = {}
+        for module, dist, why in rows:
+            try:
+                importlib.import_module(module)
+                try:
+                    out[module] = {"version": metadata.version(dist), "for": why}
+                except metadata.PackageNotFoundError:
+                    out[module] = {"version": "?", "for": why}
+            except Exception as exc:  # noqa: BLE001 - what failed is the finding
+                out[module] = {"missing": f"{type(exc).__name__}: {exc}", "for": why}
+        return out
+
+    cuda = torch.cuda.is_available()
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "torch_ok": torch_version_ok(), "min_torch": ".".join(map(str, MIN_TORCH)),
+            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if cuda else None,
+            "cuda_available": cuda, "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+            if cuda else [], "modules": probe(NEEDED), "optional": probe(OPTIONAL)}
+
+
+def missing(found: dict) -> list[str]:
+    return [m for m, row in (found.get("modules") or {}).items() if "missing" in row]
+
+
 def gpu_check(catalog, *, cpu_only: bool = False, batch: int = 16, bench_steps: int = 20, bench_warmup: int = 3,
-              images: int = 1000, jobs=BENCH_TRAIN, root: Path | None = None, demo=None) -> dict:
-    """Every section on CUDA (``cpu_only``: sections 1-4 on the CPU, 5 and 6 skipped). ``root``: the workflow folder
-    of section 5's rehearsal (None: skipped); ``demo``: the demo-scale catalog of section 6 (None: skipped)."""
+              images: int = 1000, jobs=BENCH_TRAIN, root: Path | None = None, demo=None, budget: float | None = None,
+              on_progress: Callable[[dict], Any] | None = None) -> dict:
+    """The check's sections (SECTIONS) in order, on CUDA (``cpu_only``: a-c on the CPU, d and e skipped).
+    ``root``: the workflow folder of section e's rehearsal (None: skipped); ``demo``: the demo-scale catalog of
+    section d (None: skipped). ``budget``: wall-clock seconds for all of it: each section gets its share, and what
+    an earlier one left; a section out of time stops (OutOfTime) and says so, keeping what it finished; SIGTERM stops
+    the whole check the same way. ``on_progress`` gets the report after every section (to write it)."""
     if not cpu_only and not torch.cuda.is_available():
         raise NoCuda("no CUDA device is visible: run it on a GPU node (`tradeoff gpu-check`), or pass --cpu-only to "
                      "run the parts that work on the CPU")
     device = torch.device("cpu" if cpu_only else "cuda")
     t0 = time.perf_counter()
-    methods = check_methods(catalog, device, batch=batch)
-    bench = run_bench_train(catalog, device, steps=bench_steps, warmup=bench_warmup, out_dir=catalog.layout.bench,
-                            jobs=jobs)
-    evaluation = run_bench_eval(catalog, device, images=images)
     name = provenance(device)["device"]
-    if cpu_only or root is None:
-        rehearsal = {"skipped": "on CUDA only (--cpu-only)" if cpu_only else "not asked for (--no-rehearsal), or "
-                                                                              "no workflow folder"}
-    else:
-        rehearsal = rehearse(root, name, images=images)
-    precision = ({"skipped": "on CUDA only (--cpu-only)" if cpu_only else "not asked for (--no-precision-check), "
-                                                                          "or no config/demo.yaml"}
-                 if cpu_only or demo is None else bf16_against_fp32(demo, device))
+    report: dict[str, Any] = {
+        "device": name, "cpu_only": cpu_only, "scale": catalog.scale, "ok": False, "budget_s": budget,
+        "tolerances": TOLERANCES, "sections": {}, "imports": {}, "methods": {}, "bench_train": [],
+        "recalibrated": {}, "bench_eval": {}, "targets": {}, "rehearsal": {}, "bf16_against_fp32": {},
+        "seconds": 0.0, "provenance": provenance(device)}
+
+    def a():
+        report["imports"] = imports()
+        progress()
+        check_methods(catalog, device, batch=batch, out=report["methods"])
+
+    def b():
+        run_bench_train(catalog, device, steps=bench_steps, warmup=bench_warmup, out_dir=catalog.layout.bench,
+                        jobs=jobs, rows=report["bench_train"])
+
+    def c():
+        run_bench_eval(catalog, device, images=images, out=report["bench_eval"], ladder=budget is not None)
+
+    def d():
+        report["bf16_against_fp32"] = bf16_against_fp32(demo, device)
+
+    def e():
+        report["rehearsal"] = rehearse(root, name, images=images)
+
+    skip = {"d": "on CUDA only (--cpu-only)" if cpu_only else
+            "not asked for (--no-precision-check), or no config/demo.yaml" if demo is None else None,
+            "e": "on CUDA only (--cpu-only)" if cpu_only else
+            "not asked for (--no-rehearsal), or no workflow folder" if root is None else None}
+    if not skip["e"] and shutil.which(_snakemake()) is None:
+        skip["e"] = "Snakemake is not installed here (the node's wheelhouse leaves it out: config/node-wheels.txt)"
+    bodies = {"a": a, "b": b, "c": c, "d": d, "e": e}
+
+    def progress():
+        report["seconds"] = time.perf_counter() - t0
+        report["recalibrated"] = recalibrated(report["bench_train"])
+        report["targets"] = targets(report["bench_train"], report["bench_eval"], name)
+        report["skipped"] = [f"{k}: {v['status']}" + (f" ({v['note']})" if v.get("note") else "")
+                             for k, v in report["sections"].items() if v["status"] != "done"]
+        report["ok"] = _ok(report)
+        if on_progress is not None:
+            on_progress(report)
+
+    usable = None if budget is None else max(budget - WRITE_RESERVE, 0.0)
+    deadline = None if usable is None else t0 + usable
+    carried = 0.0
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def terminate(signum, frame):
+        raise Terminated()
+
+    main = threading.current_thread() is threading.main_thread()  # signals reach the main thread only
+    if main:
+        signal.signal(signal.SIGTERM, terminate)
+    elif budget is not None:
+        raise RuntimeError("gpu_check with a budget runs in the main thread (its alarms are signals)")
+    try:
+        for key, title, share in SECTIONS:
+            row = report["sections"][key] = {"title": title, "status": "running"}
+            if skip.get(key):
+                row.update(status="skipped", note=skip[key])
+                continue
+            allowance = None
+            if deadline is not None:
+                left = deadline - time.perf_counter()
+                allowance = left if share is None else min(left, share * usable + carried)
+                row["allowance_s"] = round(allowance, 1)
+                if allowance < 1:
+                    row.update(status="skipped", note="no time left in the budget")
+                    continue
+            start = time.perf_counter()
+            try:
+                with time_limit(allowance):
+                    bodies[key]()
+                row["status"] = "done"
+            except OutOfTime:
+                row.update(status="stopped", note=f"out of its {allowance:.0f} s share of the budget: kept what "
+                                                 "it finished")
+            except Exception as exc:  # noqa: BLE001 - one section's failure is a finding; the others still run
+                row.update(status="error", note=f"{type(exc).__name__}: {exc}")
+                row["traceback"] = traceback.format_exc()[-3000:]
+            row["seconds"] = round(time.perf_counter() - start, 1)
+            if share is not None and usable is not None:
+                carried = max(0.0, share * usable + carried - row["seconds"])
+            progress()
+    except Terminated:
+        for row in report["sections"].values():
+            if row["status"] == "running":
+                row.update(status="stopped", note="the process was terminated (SIGTERM): kept what it finished")
+        for key, title, _ in SECTIONS:
+            report["sections"].setdefault(key, {"title": title, "status": "skipped",
+                                                "note": "not reached: the process was terminated (SIGTERM)"})
+        report["terminated"] = True
+    if main:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the last write is not interrupted
+    try:
+        progress()
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+    return report
+
+
+def _ok(report: dict) -> bool:
+    """Every comparison within its tolerance, nothing missing, no section failed, the rehearsal passed."""
+    methods = report["methods"]
     ok = all(row[key]["ok"] for row in methods.values()
              for key in ("gpu_vs_cpu", "bf16_vs_fp32", "parallel_vs_serial") if key in row)
-    ok = ok and "error" not in rehearsal
-    return {"device": provenance(device)["device"], "cpu_only": cpu_only, "scale": catalog.scale, "ok": ok,
-            "tolerances": TOLERANCES, "methods": methods, "bench_train": bench, "bench_eval": evaluation,
-            "targets": targets(bench, evaluation, name), "rehearsal": rehearsal, "bf16_against_fp32": precision,
-            "seconds": time.perf_counter() - t0, "provenance": provenance(device)}
+    imported = report.get("imports") or {}
+    ok = ok and not missing(imported) and imported.get("torch_ok", True)
+    ok = ok and "error" not in report["rehearsal"] and not report.get("terminated")
+    return ok and not any(row["status"] == "error" for row in report["sections"].values())
 
 
 def device_slug(device: str) -> str:
@@ -472,15 +704,22 @@ def _f(value: Any, spec: str = ".4g") -> str:
 
 
 def format_report(report: dict) -> str:
+    budget = f", budget {report['budget_s']:.0f} s" if report.get("budget_s") else ""
+    verdict = ("no step comparison finished" if report["ok"] and not report["methods"] else
+               "every comparison within its tolerance" if report["ok"] else
+               "NOT OK: a comparison out of its tolerance, a package missing, a section failed or the check stopped")
+    short = [k for k, row in (report.get("sections") or {}).items() if row["status"] != "done"]
+    partial = f"; sections not done: {', '.join(short)} (see Sections)" if short else ""
     lines = [f"# gpu-check on {report['device']}", "",
              f"Scale {report['scale']}{' (--cpu-only: the CPU against itself)' if report['cpu_only'] else ''}; "
-             f"{'every comparison within its tolerance' if report['ok'] else 'A COMPARISON IS OUT OF ITS TOLERANCE'}; "
-             f"{report['seconds']:.0f} s.", "", "## One training step per method", "",
-             "Tolerances: " + "; ".join(f"{k}: |loss diff| <= {t['rel']:g} x loss + {t['abs']:g}, update cosine >= "
+             f"{verdict}{partial}; {report['seconds']:.0f} s{budget}.", ""]
+    lines += _section_lines(report.get("sections") or {}) + _import_lines(report.get("imports") or {})
+    lines += ["", "## a. One training step per method", "",
+              "Tolerances: " + "; ".join(f"{k}: |loss diff| <= {t['rel']:g} x loss + {t['abs']:g}, update cosine >= "
                                          f"{t['cosine']:g}, norms within {t['norm_rel']:g}"
                                          for k, t in report["tolerances"].items()), "",
-             "| method | run | GPU vs CPU (loss diff, cosine) | bf16 vs fp32 (loss diff, cosine) | syncs/step | ok |",
-             "|---|---|---|---|---:|---|"]
+              "| method | run | GPU vs CPU (loss diff, cosine) | bf16 vs fp32 (loss diff, cosine) | syncs/step | ok |",
+              "|---|---|---|---|---:|---|"]
     for name, row in report["methods"].items():
         a, b = row["gpu_vs_cpu"], row["bf16_vs_fp32"]
         ok = a["ok"] and b["ok"] and row.get("parallel_vs_serial", {"ok": True})["ok"]
@@ -492,32 +731,65 @@ def format_report(report: dict) -> str:
         lines += ["", f"Generalist parallel (CUDA streams: {gen['streams']}) vs serial: loss diff {_f(gen['loss_diff'])}, "
                       f"cosine {_f(gen['cosine'], '.7f')}; a step {_f(gen['parallel_step_s'] * 1e3, '.1f')} ms vs "
                       f"{_f(gen['serial_step_s'] * 1e3, '.1f')} ms serial"]
-    lines += ["", "## bench-train (the config's runtime settings; of peak: of the precision's own peak)", "",
-              "| job | precision | batch | images/s | s/epoch | TFLOP/s | of peak |",
-              "|---|---|---:|---:|---:|---:|---:|"]
+    lines += ["", "## b. bench-train against the plan (the config's runtime settings; of peak: of the precision's "
+                  "own peak; planned: `tradeoff plan`'s formula at its assumed fraction of peak)", "",
+              "| job | precision | batch | steps (halves differ) | images/s | s/epoch | planned s/epoch | "
+              "measured / planned | TFLOP/s | of peak |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in report["bench_train"]:
         layout = ", channels_last" if r["channels_last"] else ""
         lines.append(f"| {r['label']} ({r['run']}) | {r['precision']}{layout} | {r['batch_size']} | "
-                     f"{r['images_per_s']:.0f} | "
-                     f"{r['seconds_per_epoch']:.1f} | {r['achieved_tflops']:.1f} | "
-                     f"{_f(r['fraction_of_peak'], '.1%')} |")
+                     f"{r.get('steps', '-')} ({_f(r.get('halves_differ'), '.1%')}) | {r['images_per_s']:.0f} | {r['seconds_per_epoch']:.1f} | "
+                     f"{_f(r.get('planned_s_per_epoch'), '.1f')} | {_f(r.get('measured_over_planned'), '.2f')} | "
+                     f"{r['achieved_tflops']:.1f} | {_f(r['fraction_of_peak'], '.1%')} |")
+    cal = report.get("recalibrated") or {}
+    if cal:
+        lines += ["", f"The plan's constant recalibrated: achieved fraction of peak {_f(cal['measured_fraction'], '.1%')} "
+                      f"measured ({cal['benches']} bench(es)) against {cal['assumed_fraction']:.0%} assumed; "
+                      f"{cal['how']}."]
     ev = report["bench_eval"]
-    lines += ["", f"## bench-eval: {ev['run']} on {ev['images']} images, {ev['model']}", "",
-              "| attack | seconds | images/s | minutes per 10,000 |", "|---|---:|---:|---:|"]
-    for name, r in ev["attacks"].items():
-        lines.append(f"| {name} ({r['type']}) | {r['seconds']:.1f} | {r['images_per_s']:.0f} | "
-                     f"{r['minutes_per_10k']:.1f} |")
+    lines += ["", f"## c. bench-eval: {ev.get('run', '-')} on up to {ev.get('images', '-')} images, "
+                  f"{ev.get('model', '-')}", "",
+              "| attack | images | seconds | images/s | minutes per 10,000 |", "|---|---:|---:|---:|---:|"]
+    for name, r in (ev.get("attacks") or {}).items():
+        lines.append(f"| {name} ({r['type']}) | {r.get('images', ev.get('images'))} | {r['seconds']:.1f} | "
+                     f"{r['images_per_s']:.0f} | {r['minutes_per_10k']:.1f} |")
     lines += ["", "## Targets (docs/gpu.md; judged on an H100 only)", "", "| target | goal | measured | met | how |",
               "|---|---:|---:|---|---|"]
     for name, t in report["targets"].items():
         met = "-" if t["met"] is None else ("yes" if t["met"] else "no")
         lines.append(f"| {name} | <= {t['target']:g} | {_f(t['measured'], '.3g')} | {met} | {t['how']} |")
-    lines += _rehearsal_lines(report["rehearsal"]) + _precision_lines(report["bf16_against_fp32"])
+    lines += _precision_lines(report["bf16_against_fp32"]) + _rehearsal_lines(report["rehearsal"])
     return "\n".join(lines) + "\n"
 
 
+def _section_lines(sections: dict) -> list[str]:
+    if not sections:
+        return []
+    lines = ["## Sections (by value; each with its share of the budget and what earlier ones left)", "",
+             "| section | status | seconds | allowed (s) | note |", "|---|---|---:|---:|---|"]
+    for key, row in sections.items():
+        note = str(row.get("note", "")).replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {key}. {row['title']} | {row['status']} | {_f(row.get('seconds'), '.1f')} | "
+                     f"{_f(row.get('allowance_s'), '.0f')} | {note} |")
+    return lines + [""]
+
+
+def _import_lines(found: dict) -> list[str]:
+    if not found:
+        return []
+    lines = [f"Python {found['python']}, PyTorch {found['torch']} (at least {found['min_torch']}: "
+             f"{'yes' if found['torch_ok'] else 'NO'}), CUDA {found['cuda'] or '-'}, cuDNN {found['cudnn'] or '-'}; "
+             f"CUDA devices: {', '.join(found['devices']) or 'none'}.", "",
+             "| package | for | version |", "|---|---|---|"]
+    for module, row in {**found["modules"], **found["optional"]}.items():
+        lines.append(f"| {module} | {row['for']} | {row.get('version') or 'MISSING: ' + row['missing']} |")
+    return lines
+
+
 def _rehearsal_lines(r: dict) -> list[str]:
-    lines = ["", f"## {REHEARSAL_TARGET} rehearsal at paper shape (Snakemake, {REHEARSAL})", ""]
+    lines = ["", f"## e. {REHEARSAL_TARGET} rehearsal at paper shape (Snakemake, {REHEARSAL})", ""]
+    if not r:
+        return lines + ["Not run (see Sections)."]
     if "skipped" in r:
         return lines + [f"Skipped: {r['skipped']}."]
     lines.append(f"`{r['command']}`: exit {r['returncode']} after {r['seconds']:.0f} s, {r['test_examples']} test "
@@ -535,7 +807,9 @@ def _rehearsal_lines(r: dict) -> list[str]:
 
 
 def _precision_lines(p: dict) -> list[str]:
-    lines = ["", "## bf16 against fp32 (the same run and seed, trained twice)", ""]
+    lines = ["", "## d. bf16 against fp32 (the same run and seed, trained twice)", ""]
+    if not p:
+        return lines + ["Not run (see Sections)."]
     if "skipped" in p:
         return lines + [f"Skipped: {p['skipped']}."]
     lines += [f"`{p['run']}` at the {p['scale']} scale, seed {p['seed']}, on {p['examples']} test images; exact "
@@ -548,7 +822,9 @@ def _precision_lines(p: dict) -> list[str]:
 
 
 def write_report(report: dict, paths: tuple[Path, Path]) -> tuple[Path, Path]:
+    """The report as JSON and Markdown, each written atomically (a kill mid-write leaves the previous one)."""
     json_path, md_path = paths
+    json_path.parent.mkdir(parents=True, exist_ok=True)
     data = json.loads(json.dumps(report, default=lambda o: None))  # drops the steps' tensors and methods
     atomic_write_text(json_path, json.dumps(data, indent=1) + "\n")
     atomic_write_text(md_path, format_report(report))
