@@ -130,21 +130,22 @@ def load_claims(catalog: Catalog, path: Path | None = None) -> list[dict]:
 def missing(catalog: Catalog, test: dict) -> str | None:
     """What a claim's test (or premise) names that this configuration lacks (an overlay may replace a target's rows
     or columns), or None: such a claim cannot be tested here, and its verdict says why (a typo shows there too)."""
-    target = catalog.targets.get(test["target"])
-    if target is None or target["kind"] == "group" or "columns" not in target:
-        return f"no table or figure {test['target']!r} with columns in this configuration"
-    absent = [c for c in test["columns"] if c not in target["columns"]]
-    if absent:
-        return f"{test['target']} has no column {', '.join(map(repr, absent))} here; its columns: {list(target['columns'])}"
-    front = test.get("kind") == "front"
-    names = {row.get("series") for row in target["rows"]} if front else {row["key"] for row in target["rows"]}
-    for key in ("row", "than"):
-        if test.get("kind") == "trend" and key == "than":
-            continue
-        for name in _names(test[key]):
-            if name not in names:
-                return (f"{name!r} is not a {'series' if front else 'row'} of {test['target']} here; its "
-                        f"{'series' if front else 'rows'}: {sorted(n for n in names if n)}")
+    for name in _names(test["target"]):
+        target = catalog.targets.get(name)
+        if target is None or target["kind"] == "group" or "columns" not in target:
+            return f"no table or figure {name!r} with columns in this configuration"
+        absent = [c for c in test["columns"] if c not in target["columns"]]
+        if absent:
+            return f"{name} has no column {', '.join(map(repr, absent))} here; its columns: {list(target['columns'])}"
+        front = test.get("kind") == "front"
+        names = {row.get("series") for row in target["rows"]} if front else {row["key"] for row in target["rows"]}
+        for key in ("row", "than"):
+            if test.get("kind") == "trend" and key == "than":
+                continue
+            for row in _names(test[key]):
+                if row not in names:
+                    return (f"{row!r} is not a {'series' if front else 'row'} of {name} here; its "
+                            f"{'series' if front else 'rows'}: {sorted(n for n in names if n)}")
     return None
 
 
@@ -156,43 +157,52 @@ def _runs(catalog: Catalog, test: dict) -> dict[str, str]:
     return {row["key"]: row["run"] for row in catalog.targets[test["target"]]["rows"]}
 
 
-def _measure(catalog: Catalog, run: str, job: str, what: str) -> tables.Ours:
+def _measure(catalog: Catalog, run: str, job: str, what: str) -> tuple[tables.Ours, np.ndarray]:
+    """A row's measurement under one evaluation and its per-image outcomes (seeds, examples): 0/1 correctness, or
+    for NROB the share of an image's corrupted copies classified right. _Untestable where it is missing or the row
+    was selected before its mechanism acts."""
     o = tables.measure(catalog, run, job)
-    if o.value is None or not o.bits:
+    if o.value is None or not (o.bits or o.kind == "nrob"):
         raise _Untestable(f"{job} is not measured (yet) for {what}")
     early = tables.early(o)
     if early:
         raise _Untestable(f"{what} was selected at epoch {', '.join(map(str, o.selected))}, before its mechanism "
                           f"acts (from epoch {early.get('epoch')}: {early.get('what')}; a ‡ row of its table)")
-    return o
+    if o.kind != "nrob":
+        return o, stats.outcomes(o.bits)
+    return o, np.stack([_nrob_scores(catalog, r, job) for r in catalog.row_runs(run)])
 
 
-def _jobs(catalog: Catalog, test: dict) -> list[tuple[str, str]]:
+def _nrob_scores(catalog: Catalog, run: str, job: str) -> np.ndarray:
+    """Each test image's share of corrupted copies (every corruption and severity) classified right, from the
+    predictions file, checked against its metrics file's NROB."""
+    from .records import _entry, measurement, read_json
+
+    train = catalog.train_id[run]
+    path = catalog.predictions_file(train, job)
+    found = _entry(catalog, path, read_json(path), job).get("corrupted_correct")
+    bits = [b for per in (found or {}).values() if isinstance(per, dict) for b in per.values()]
+    if not bits or any(not isinstance(b, str) or len(b) != len(bits[0]) for b in bits):
+        raise tables.ReportError(f"{path}: no per-image outcomes under the corruptions (field 'corrupted_correct')")
+    scores = stats.outcomes(bits).mean(axis=0)
+    m = measurement(catalog, run, job)
+    if m is None or abs(float(scores.mean()) - m.accuracy) > 1e-6:
+        raise tables.ReportError(f"{path}: its per-image outcomes do not give the NROB of its metrics file")
+    return scores
+
+
+def _jobs(catalog: Catalog, test: dict) -> list[str]:
     target = catalog.targets[test["target"]]
-    return [(column, job) for column in test["columns"] for job in catalog.column_jobs(target["columns"][column])]
+    return [job for column in test["columns"] for job in catalog.column_jobs(target["columns"][column])]
 
 
 def _same_job(catalog: Catalog, a: str, b: str) -> bool:
     return [catalog.train_id[r] for r in catalog.row_runs(a)] == [catalog.train_id[r] for r in catalog.row_runs(b)]
 
 
-def _paired_cells(catalog: Catalog, test: dict) -> _Cells:
-    """The outcomes of every (row, than) pair under every column, stacked as the claim's columns; _Untestable where
-    a pair is one training job, a measurement is missing, or a row was selected before its mechanism."""
-    runs = _runs(catalog, test)
-    a, b, texts, split = [], [], [], None
-    for row in _names(test["row"]):
-        for than in _names(test["than"]):
-            if _same_job(catalog, runs[row], runs[than]):
-                raise _Untestable(f"{row} and {than} are one training job at this scale")
-            for _, job in _jobs(catalog, test):
-                x, y = _measure(catalog, runs[row], job, row), _measure(catalog, runs[than], job, than)
-                a.append(stats.outcomes(x.bits))
-                b.append(stats.outcomes(y.bits))
-                split = split or _split(catalog, runs[row], job)
-                texts.append(f"{row} {x.value:.1f} vs {than} {y.value:.1f} under {job}")
-    seeds = min(m.shape[0] for m in a + b)
-    return _Cells(np.stack([m[:seeds] for m in a], axis=1), np.stack([m[:seeds] for m in b], axis=1), texts, split)
+def _group(catalog: Catalog, run: str) -> tuple[str, str]:
+    spec = catalog.model_spec(run)
+    return spec.paper_dataset, spec.paper_arch
 
 
 def _split(catalog: Catalog, run: str, job: str) -> int | None:
@@ -202,6 +212,29 @@ def _split(catalog: Catalog, run: str, job: str) -> int | None:
     m = measurement(catalog, catalog.row_runs(run)[0], job)
     size = m.record.get("test_size") if m else None
     return int(size) if isinstance(size, (int, float)) or (isinstance(size, str) and size.isdigit()) else None
+
+
+def _pair(catalog: Catalog, test: dict, row: str, than: str) -> _Cells:
+    """One pair's outcomes under every column of the claim, (seeds, columns, examples) each."""
+    runs = _runs(catalog, test)
+    if _same_job(catalog, runs[row], runs[than]):
+        raise _Untestable(f"{row} and {than} are one training job at this scale")
+    a, b, texts = [], [], []
+    for job in _jobs(catalog, test):
+        (x, xa), (y, yb) = _measure(catalog, runs[row], job, row), _measure(catalog, runs[than], job, than)
+        a.append(xa)
+        b.append(yb)
+        texts.append(f"{row} {x.value:.1f} vs {than} {y.value:.1f} under {job}")
+    seeds = min(m.shape[0] for m in a + b)
+    return _Cells(np.stack([m[:seeds] for m in a], axis=1), np.stack([m[:seeds] for m in b], axis=1), texts,
+                  _split(catalog, runs[row], _jobs(catalog, test)[0]))
+
+
+def _pairs(catalog: Catalog, test: dict) -> list[tuple[str, str]]:
+    """Every (row, than) pair of a claim over several configurations, within one paper dataset and architecture."""
+    runs = _runs(catalog, test)
+    return [(r, t) for r in _names(test["row"]) for t in _names(test["than"])
+            if _group(catalog, runs[r]) == _group(catalog, runs[t])]
 
 
 def _floor(cells: _Cells) -> str | None:
@@ -219,7 +252,7 @@ def _premise(catalog: Catalog, premise: dict) -> str | None:
     lacking = missing(catalog, premise)
     if lacking:
         raise _Untestable(f"its premise cannot be checked here: {lacking}")
-    cells = _paired_cells(catalog, premise)
+    cells = _pair(catalog, premise, premise["row"], premise["than"])
     test = stats.paired(cells.a[:, 0, :], cells.b[:, 0, :])
     within = float(premise["within"])
     if test.lo > within or test.hi < -within:
@@ -229,54 +262,69 @@ def _premise(catalog: Catalog, premise: dict) -> str | None:
 
 
 def _test(catalog: Catalog, claim: dict, margin: float | None) -> tuple[stats.Test, str, int | None]:
+    """A claim's test over every table or figure it names (all must hold), its measurements and test split."""
     test = claim["test"]
     if claim.get("premise"):
         unmet = _premise(catalog, claim["premise"])
         if unmet:
             raise _Untestable(unmet)
+    found = [_one(catalog, {**test, "target": name}, margin) for name in _names(test["target"])]
+    return (stats.every([f[0] for f in found], "tables or figures"), "; ".join(f[1] for f in found),
+            next((f[2] for f in found if f[2]), None))
+
+
+def _one(catalog: Catalog, test: dict, margin: float | None) -> tuple[stats.Test, str, int | None]:
     kind = test["kind"]
     if kind in ("better", "not_worse"):
-        cells = _paired_cells(catalog, test)
-        floor = _floor(cells)
-        if floor:
-            raise _Untestable(floor)
+        pairs = _pairs(catalog, test)
+        if not pairs:
+            raise _Untestable("no row and compared row share a paper dataset and architecture")
+        cells = [_pair(catalog, test, row, than) for row, than in pairs]
+        floors = [_floor(c) for c in cells]
+        if all(floors):
+            raise _Untestable(floors[0])
         points = float(test.get("margin", margin) or 0.0) if kind == "not_worse" else 0.0
-        found = stats.combined(cells.a, cells.b, test.get("combine", "all"), points / 100.0)
-        return found, "; ".join(cells.texts), cells.split
+        found = [stats.combined(c.a, c.b, test.get("combine", "all"), points / 100.0) for c in cells]
+        return (stats.every(found, "pairs of rows"), "; ".join(t for c in cells for t in c.texts),
+                next((c.split for c in cells if c.split), None))
     runs = _runs(catalog, test)
     if kind == "trend":
-        row, outs, texts, split = test["row"], [], [], None
-        for _, job in _jobs(catalog, test):
-            o = _measure(catalog, runs[row], job, row)
-            outs.append(stats.outcomes(o.bits))
+        row, outs, texts = test["row"], [], []
+        for job in _jobs(catalog, test):
+            o, out = _measure(catalog, runs[row], job, row)
+            outs.append(out)
             texts.append(f"{job} {o.value:.1f}")
-            split = split or _split(catalog, runs[row], job)
         if all(float(o.mean()) == 0.0 for o in outs):
             raise _Untestable(f"{row} is at 0% under every column: no test image can show a fall")
-        return stats.trend(outs), f"{row}: " + ", ".join(texts), split
-    # front
+        return stats.trend(outs), f"{row}: " + ", ".join(texts), _split(catalog, runs[row], _jobs(catalog, test)[0])
+    # front: one clean-robust plane per robust column, every plane must hold
     target = catalog.targets[test["target"]]
-    clean, robust = (target["columns"][c] for c in test["columns"][:2])
-    series: dict[str, list] = {test["row"]: [], test["than"]: []}
-    jobs: dict[str, set] = {test["row"]: set(), test["than"]: set()}
-    texts, split = [], None
-    for row in target["rows"]:
-        if row.get("series") not in series:
-            continue
-        x, y = _measure(catalog, row["run"], clean, row["key"]), _measure(catalog, row["run"], robust, row["key"])
-        series[row["series"]].append((stats.outcomes(x.bits), stats.outcomes(y.bits)))
-        jobs[row["series"]].add(tuple(catalog.train_id[r] for r in catalog.row_runs(row["run"])))
-        texts.append(f"{row['key']} ({x.value:.1f}, {y.value:.1f})")
-        split = split or _split(catalog, row["run"], clean)
-    if jobs[test["row"]] == jobs[test["than"]]:
-        raise _Untestable("both series are the same training jobs at this scale")
-    return stats.front(series[test["row"]], series[test["than"]]), "; ".join(texts) + " (clean, robust %)", split
+    clean = target["columns"][test["columns"][0]]
+    planes, texts, split = [], [], None
+    for robust_column in test["columns"][1:]:
+        robust = target["columns"][robust_column]
+        series: dict[str, list] = {test["row"]: [], test["than"]: []}
+        jobs: dict[str, set] = {test["row"]: set(), test["than"]: set()}
+        for row in target["rows"]:
+            if row.get("series") not in series:
+                continue
+            (x, xo), (y, yo) = (_measure(catalog, row["run"], clean, row["key"]),
+                                _measure(catalog, row["run"], robust, row["key"]))
+            series[row["series"]].append((xo, yo))
+            jobs[row["series"]].add(tuple(catalog.train_id[r] for r in catalog.row_runs(row["run"])))
+            texts.append(f"{row['key']} ({x.value:.1f}, {y.value:.1f} {robust_column})")
+            split = split or _split(catalog, row["run"], clean)
+        if jobs[test["row"]] == jobs[test["than"]]:
+            raise _Untestable("both series are the same training jobs at this scale")
+        planes.append(stats.front(series[test["row"]], series[test["than"]]))
+    return stats.every(planes, "clean-robust planes"), f"{test['target']}: " + "; ".join(texts) + \
+        " (clean, robust %)", split
 
 
 def _inconclusive(test: stats.Test, split: int | None) -> str:
     """Why a tested claim decides neither way, in one clause."""
-    if test.diff == 0.0 and test.lo == test.hi == 0.0:
-        return "an exact tie: the rows agree on every test image"
+    if test.differing == 0:
+        return "an exact tie: the outcomes agree on every test image"
     if test.diff <= 0.0:
         return "the estimate goes against the claim, not significantly"
     if test.needed is None:
@@ -328,11 +376,11 @@ def _test_spec(claim: dict) -> str:
     test = claim["test"]
     rows = " and ".join(map(str, _names(test["row"])))
     if test["kind"] == "trend":
-        return f"trend of {rows} over {', '.join(test['columns'])} on {test['target']}"
+        return f"trend of {rows} over {', '.join(test['columns'])} on {', '.join(_names(test['target']))}"
     than = " and ".join(map(str, _names(test["than"])))
     extra = f", combine {test['combine']}" if test.get("combine") else ""
     return f"{test['kind'].replace('_', ' ')}: {rows} vs {than} under {', '.join(test['columns'])} on " \
-           f"{test['target']}{extra}"
+           f"{', '.join(_names(test['target']))}{extra}"
 
 
 def line(v: Verdict) -> str:

@@ -107,6 +107,7 @@ class Test:
     detectable: float | None    # points: the smallest difference detected with POWER at this n (one-sided ALPHA)
     needed: int | None          # test images that the observed difference needs for POWER, where it favours the claim
     how: str                    # what was tested, one clause
+    differing: int | None = None  # test images whose outcomes differ between the two sides (None: not counted)
 
 
 def outcomes(bits: Sequence[str]) -> np.ndarray:
@@ -239,6 +240,16 @@ def paired(a: np.ndarray, b: np.ndarray, margin: float = 0.0) -> Test:
     several seeds: a bootstrap over seeds and test examples (percentile interval and p-values)."""
     d = a - b
     n = d.shape[1]
+    binary = bool(np.all((a == 0) | (a == 1)) and np.all((b == 0) | (b == 1)))
+    if not binary:      # per-image scores in [0, 1] (NROB: the share of corrupted copies right)
+        boot = _boot_means(d)
+        p_for, p_against = _sign_flip_p(d[0]) if d.shape[0] == 1 and not margin else _boot_p(boot, -margin)
+        lo, hi = (float(x) for x in np.percentile(boot, [100 * (1 - LEVEL) / 2, 100 * (1 + LEVEL) / 2]))
+        detectable, needed = power_figures(d.mean(axis=0) + margin)
+        how = ("paired sign-flip test over images" if d.shape[0] == 1 and not margin else
+               "bootstrap over seeds and images") + " of per-image scores"
+        return Test(p_for, p_against, 100 * float(np.mean(d)), 100 * lo, 100 * hi, n, detectable, needed, how,
+                    _differing(d))
     if d.shape[0] == 1:
         p_for, p_against = _newcombe_p(a[0], b[0], margin) if margin else _mcnemar_p(a[0], b[0])
         diff, lo, hi = newcombe(a[0], b[0])
@@ -251,7 +262,23 @@ def paired(a: np.ndarray, b: np.ndarray, margin: float = 0.0) -> Test:
         how = f"bootstrap over {d.shape[0]} seeds and the test images" + (f", margin {100 * margin:g} points"
                                                                            if margin else "")
     detectable, needed = power_figures(d.mean(axis=0) + margin)
-    return Test(p_for, p_against, 100 * diff, 100 * lo, 100 * hi, n, detectable, needed, how)
+    return Test(p_for, p_against, 100 * diff, 100 * lo, 100 * hi, n, detectable, needed, how, _differing(d))
+
+
+def _differing(d: np.ndarray) -> int:
+    """Test images whose outcomes differ anywhere (d: differences with the images on the last axis)."""
+    return int(np.sum(np.any(d.reshape(-1, d.shape[-1]) != 0, axis=0)))
+
+
+def every(tests: Sequence[Test], what: str) -> Test:
+    """Several tests that must all hold (several configurations of one claim): intersection-union, p = the largest
+    p for the claim, Holm over them against it; the least favourable one's estimate is shown."""
+    if len(tests) == 1:
+        return tests[0]
+    worst = max(tests, key=lambda t: t.p_for)
+    return Test(worst.p_for, min(holm([t.p_against for t in tests])), worst.diff, worst.lo, worst.hi, worst.images,
+                worst.detectable, worst.needed, f"every one of {len(tests)} {what} ({worst.how}; the largest p, "
+                                                f"shown; against: Holm)", worst.differing)
 
 
 def combined(a: np.ndarray, b: np.ndarray, combine: str, margin: float = 0.0) -> Test:
@@ -267,15 +294,13 @@ def combined(a: np.ndarray, b: np.ndarray, combine: str, margin: float = 0.0) ->
     if combine in ("all", "any"):
         columns = [paired(a[:, c, :], b[:, c, :], margin) for c in range(a.shape[1])]
         if combine == "all":
-            worst = max(columns, key=lambda t: t.p_for)
-            return Test(worst.p_for, min(holm([t.p_against for t in columns])), worst.diff, worst.lo, worst.hi,
-                        worst.images, worst.detectable, worst.needed,
-                        f"every one of {len(columns)} columns ({worst.how}; the largest p, shown; against: Holm)")
+            return every(columns, "columns")
         adjusted = holm([t.p_for for t in columns])
         best = columns[int(np.argmin(adjusted))]
         return Test(min(adjusted), max(t.p_against for t in columns), best.diff, best.lo, best.hi, best.images,
                     best.detectable, best.needed,
-                    f"some one of {len(columns)} columns ({best.how}; Holm over them, the smallest shown)")
+                    f"some one of {len(columns)} columns ({best.how}; Holm over them, the smallest shown)",
+                    _differing(a - b))
     d = (a - b).mean(axis=1)                 # (seeds, examples): each image's difference, averaged over columns
     boot = _boot_means(d)
     if d.shape[0] == 1 and not margin:
@@ -286,7 +311,8 @@ def combined(a: np.ndarray, b: np.ndarray, combine: str, margin: float = 0.0) ->
         how = f"the mean of {a.shape[1]} columns, bootstrap over seeds and images"
     lo, hi = (float(x) for x in np.percentile(boot, [100 * (1 - LEVEL) / 2, 100 * (1 + LEVEL) / 2]))
     detectable, needed = power_figures(d.mean(axis=0) + margin)
-    return Test(p_for, p_against, 100 * float(np.mean(d)), 100 * lo, 100 * hi, d.shape[1], detectable, needed, how)
+    return Test(p_for, p_against, 100 * float(np.mean(d)), 100 * lo, 100 * hi, d.shape[1], detectable, needed, how,
+                _differing(a - b))
 
 
 def trend(cells: Sequence[np.ndarray]) -> Test:
@@ -297,7 +323,7 @@ def trend(cells: Sequence[np.ndarray]) -> Test:
     return Test(first_last.p_for, min(holm(rises)), first_last.diff, first_last.lo, first_last.hi,
                 first_last.images, first_last.detectable, first_last.needed,
                 f"first minus last column ({first_last.how}); against: a rise at some step (Holm over "
-                f"{len(rises)} steps)")
+                f"{len(rises)} steps)", _differing(np.stack(cells) - cells[0][None]))
 
 
 def hypervolume(points: np.ndarray) -> np.ndarray:
