@@ -247,6 +247,12 @@ def _floor(cells: _Cells) -> str | None:
     return None
 
 
+def _floored(cells: _Cells) -> int:
+    """How many of a pair's columns have both rows at 0% or both at 100%."""
+    a, b = cells.a.mean(axis=(0, 2)), cells.b.mean(axis=(0, 2))
+    return sum(1 for x, y in zip(a, b) if x == y and x in (0.0, 1.0))
+
+
 def _premise(catalog: Catalog, premise: dict) -> str | None:
     """Why a claim's premise is unmet (the rows' difference lies wholly outside ±within points at 95%), or None."""
     lacking = missing(catalog, premise)
@@ -285,8 +291,13 @@ def _one(catalog: Catalog, test: dict, margin: float | None) -> tuple[stats.Test
             raise _Untestable(floors[0])
         points = float(test.get("margin", margin) or 0.0) if kind == "not_worse" else 0.0
         found = [stats.combined(c.a, c.b, test.get("combine", "all"), points / 100.0) for c in cells]
-        return (stats.every(found, "pairs of rows"), "; ".join(t for c in cells for t in c.texts),
-                next((c.split for c in cells if c.split), None))
+        texts = "; ".join(t for c in cells for t in c.texts)
+        columns = sum(c.a.shape[1] for c in cells)
+        floored = sum(_floored(c) for c in cells)
+        if floored:
+            texts += (f"; {floored} of {columns} compared columns have both rows at 0% (or 100%): no test image "
+                      f"separates them there")
+        return stats.every(found, "pairs of rows"), texts, next((c.split for c in cells if c.split), None)
     runs = _runs(catalog, test)
     if kind == "trend":
         row, outs, texts = test["row"], [], []
@@ -389,7 +400,7 @@ def line(v: Verdict) -> str:
     c = v.claim
     head = f"{v.verdict}: {v.because}. {c['paper']}, {c['where']}: “{c['says']}”"
     if v.test is None:
-        return head + (f" ({_test_spec(c)})." if c.get("test") else ".")
+        return head + (f" ({_test_spec(c)})." if c.get("test") else "" if c["says"].endswith(".") else ".")
     t = v.test
     unit = "points of area" if c["test"]["kind"] == "front" else "points"
     text = (f"{head} ({_test_spec(c)}; {t.how}). Difference {t.diff:+.1f} {unit}, 95% interval [{t.lo:+.1f}, "
