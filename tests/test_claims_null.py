@@ -138,3 +138,17 @@ def test_newcombes_interval_is_his_published_example():
     b = np.array([1] * 36 + [0] * 12 + [1] * 2)
     diff, lo, hi = stats.newcombe(a, b)
     assert (round(diff, 4), round(lo, 4), round(hi, 4)) == (0.2, 0.0569, 0.3404)
+
+
+def test_seeds_are_seeds_not_more_test_images(real):
+    """Three seeds that happen to give the same outcomes are as much evidence as one seed about the test images: the
+    bootstrap over seeds and images keeps the interval (a test counting (seed, image) pairs would narrow it by
+    sqrt(3)), and n stays in test images."""
+    a, b = real[0][:, 1], real[1][:, 1]
+    one = stats.paired(a, b)
+    three = stats.paired(a.repeat(3, axis=0), b.repeat(3, axis=0))
+    assert three.images == one.images == 360
+    assert three.diff == pytest.approx(one.diff)
+    assert (three.hi - three.lo) > 0.85 * (one.hi - one.lo)
+    mean = stats.combined(real[0][:, ROBUST].repeat(3, axis=0), real[1][:, ROBUST].repeat(3, axis=0), "mean")
+    assert "bootstrap over seeds and images" in mean.how and mean.images == 360
