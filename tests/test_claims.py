@@ -87,7 +87,7 @@ def test_a_near_copy_column_does_not_turn_an_inconclusive_claim_into_holds(tmp_p
 def test_several_columns_declare_how_they_combine(tmp_path):
     catalog = _catalog(tmp_path)
     bad = _claims(tmp_path, [_better("generalist", "at_beta1", ["nat", "pgd20"])])
-    with pytest.raises(cfg.ConfigError, match=r"claim c0.test.combine: several columns or rows combine as one of "
+    with pytest.raises(cfg.ConfigError, match=r"claim c0.test.combine: several columns combine as one of "
                                               r"\['all', 'any', 'mean'\]"):
         claims.load_claims(catalog, bad)
 

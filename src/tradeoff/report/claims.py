@@ -6,9 +6,10 @@ The statistics are :mod:`tradeoff.report.stats`'s; a test image is the unit of e
 column and seed of a claim kept together):
 
 - ``better``: each row of ``row`` is more accurate than each row of ``than`` (each a key or a list of keys: a claim
-  over several configurations tests every pair) under ``columns``. Several pairs or columns declare ``combine``:
-  ``all`` (every pair and column must hold: intersection-union, p = the largest p), ``any`` (Holm over them) or
-  ``mean`` (the mean over columns: a paired sign-flip test over images of each image's summed difference).
+  over several configurations tests every pair within one paper dataset and architecture, and every pair must hold)
+  under ``columns``. Several columns declare ``combine``: ``all`` (every column must hold: intersection-union,
+  p = the largest p), ``any`` (Holm over them) or ``mean`` (the mean over columns: a paired sign-flip test over
+  images of each image's summed difference).
 - ``not_worse``: ``row`` is not below ``than`` by more than ``margin`` points (the file's default, or the claim's),
   judged on Newcombe's paired interval of the difference (its one-sided 95% lower bound above -margin).
 - ``trend``: ``row``'s accuracy falls over ``columns`` in order: the first column above the last; against it, a
@@ -59,7 +60,7 @@ class Verdict:
 
 @dataclass
 class _Cells:
-    a: np.ndarray                       # (seeds, pairs x columns, examples)
+    a: np.ndarray                       # (seeds, columns, examples): one pair of rows
     b: np.ndarray
     texts: list[str] = field(default_factory=list)
     split: int | None = None
@@ -107,10 +108,9 @@ def load_file(catalog: Catalog, path: Path | None = None) -> dict:
             raise ConfigError(f"{where}.test.kind: unknown kind {test['kind']!r}; allowed: {list(KINDS)}")
         if not isinstance(test["columns"], list) or not test["columns"]:
             raise ConfigError(f"{where}.test.columns: a non-empty list of the target's columns")
-        several = test["kind"] in ("better", "not_worse") and \
-            len(test["columns"]) * len(_names(test["row"])) * len(_names(test["than"])) > 1
-        if several and test.get("combine") not in stats.COMBINE:
-            raise ConfigError(f"{where}.test.combine: several columns or rows combine as one of "
+        several = test["kind"] in ("better", "not_worse") and len(test["columns"]) > 1
+        if (several or "combine" in test) and test.get("combine") not in stats.COMBINE:
+            raise ConfigError(f"{where}.test.combine: several columns combine as one of "
                               f"{list(stats.COMBINE)}; got {test.get('combine')!r}")
         if "margin" in test and test["kind"] != "not_worse":
             raise ConfigError(f"{where}.test.margin: only a not_worse claim has a margin")
