@@ -151,4 +151,10 @@ def test_seeds_are_seeds_not_more_test_images(real):
     assert three.diff == pytest.approx(one.diff)
     assert (three.hi - three.lo) > 0.85 * (one.hi - one.lo)
     mean = stats.combined(real[0][:, ROBUST].repeat(3, axis=0), real[1][:, ROBUST].repeat(3, axis=0), "mean")
-    assert "bootstrap over seeds and images" in mean.how and mean.images == 360
+    assert "sign-flip test over images of 3 seeds' mean outcomes; interval: bootstrap over seeds and images" in \
+        mean.how and mean.images == 360
+    # a table's test between two rows over seeds (its daggers and bold): 5 images for a, none for b, in each of
+    # three identical seeds, is the exact McNemar test's 5 of 5 (p = 1/16), not 15 of 15 (p = 6e-5)
+    five = "1" * 5 + "0" * 355, "0" * 360
+    assert stats.mcnemar([five]) == pytest.approx(1 / 16)
+    assert stats.mcnemar([five] * 3) == pytest.approx(1 / 16)

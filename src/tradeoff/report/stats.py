@@ -1,8 +1,13 @@
-"""The statistics of a table: an interval for every accuracy, and paired tests between two models' accuracies.
+"""The statistics of the reports: an interval for every accuracy, paired tests between two models' accuracies, and
+the tests that decide the papers' claims (:mod:`tradeoff.report.claims`).
 
-Both come from SciPy: a binomial proportion's Wilson score interval (``binomtest(...).proportion_ci``), and the
+A table's come from SciPy: a binomial proportion's Wilson score interval (``binomtest(...).proportion_ci``), and the
 exact McNemar test, which is the exact binomial test of the discordant pairs: of the test examples that exactly one
-of two models gets right, how many does each get (under the null, each is right on half of them).
+of two models gets right, how many does each get (under the null, each is right on half of them); Holm's correction
+is statsmodels'. A claim's tests keep the test image the unit (its outcomes under every column and seed together):
+the exact McNemar test for one column, intersection-union or Holm over columns, SciPy's paired sign-flip permutation
+test of per-image summed differences, a bootstrap over seeds and images, Newcombe's paired interval for a margin,
+and statsmodels' normal power solver for the power figures.
 """
 
 from __future__ import annotations
@@ -39,35 +44,19 @@ def discordant(a: str, b: str) -> tuple[int, int]:
 
 
 def mcnemar(pairs: Sequence[tuple[str, str]]) -> float:
-    """The two-sided p-value of the exact McNemar test of two models over paired outcomes: one (a, b) pair of
-    correctness strings per seed (the same test examples, a's and b's models trained with that seed), pooled. 1.0
-    when no example separates them."""
+    """The two-sided p-value that two models differ in accuracy over paired outcomes: one (a, b) pair of correctness
+    strings per seed (the same test examples, a's and b's models trained with that seed). One seed: the exact McNemar
+    test (1.0 when no example separates them); several: the paired sign-flip test over the test examples of the seeds'
+    mean outcomes (the example the unit: never each (seed, example) pair counted as an example)."""
     from scipy.stats import binomtest
 
-    only_a, only_b = pooled(pairs)
+    if len(pairs) > 1:
+        d = outcomes([a for a, _ in pairs]) - outcomes([b for _, b in pairs])
+        return float(min(1.0, 2 * min(_sign_flip_p(d.mean(axis=0)))))
+    only_a, only_b = discordant(*pairs[0])
     if only_a + only_b == 0:
         return 1.0
     return float(binomtest(only_a, only_a + only_b, 0.5).pvalue)
-
-
-def pooled(pairs: Sequence[tuple[str, str]]) -> tuple[int, int]:
-    """The discordant counts of paired outcomes (one pair per seed), summed over the pairs."""
-    only_a = only_b = 0
-    for a, b in pairs:
-        x, y = discordant(a, b)
-        only_a, only_b = only_a + x, only_b + y
-    return only_a, only_b
-
-
-def mcnemar_one_sided(pairs: Sequence[tuple[str, str]]) -> float:
-    """The one-sided p-value of the exact McNemar test that model a is more accurate than model b (paired outcomes as
-    :func:`mcnemar`): of the discordant examples, a gets more right than half. 1.0 when none separates them."""
-    from scipy.stats import binomtest
-
-    only_a, only_b = pooled(pairs)
-    if only_a + only_b == 0:
-        return 1.0
-    return float(binomtest(only_a, only_a + only_b, 0.5, alternative="greater").pvalue)
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
@@ -234,35 +223,37 @@ def power_figures(d: np.ndarray, alpha: float = ALPHA) -> tuple[float | None, in
     return 100.0 * float(effect) * sd, needed
 
 
+def _scores(d: np.ndarray, margin: float, what: str) -> Test:
+    """Per-image differences d (seeds, examples), seeds averaged within each image: the p-values of a paired
+    sign-flip test over images (with a margin: of a bootstrap over seeds and images, the null shifted to -margin),
+    the interval a bootstrap over seeds and images (percentile)."""
+    boot = _boot_means(d)
+    if margin:
+        p_for, p_against = _boot_p(boot, -margin)
+        how = f"{what}, bootstrap over seeds and images, margin {100 * margin:g} points"
+    else:
+        p_for, p_against = _sign_flip_p(d.mean(axis=0))
+        how = f"{what}, paired sign-flip test over images" + \
+            (f" of {d.shape[0]} seeds' mean outcomes; interval: bootstrap over seeds and images" if len(d) > 1 else "")
+    lo, hi = (float(x) for x in np.percentile(boot, [100 * (1 - LEVEL) / 2, 100 * (1 + LEVEL) / 2]))
+    detectable, needed = power_figures(d.mean(axis=0) + margin)
+    return Test(p_for, p_against, 100 * float(np.mean(d)), 100 * lo, 100 * hi, d.shape[1], detectable, needed, how,
+                _differing(d))
+
+
 def paired(a: np.ndarray, b: np.ndarray, margin: float = 0.0) -> Test:
     """One column: a (seeds, examples) above b, or with a margin (fraction) not below b by more than it.
-    One seed: the exact McNemar test (margin 0) or Newcombe's interval inverted (a margin), with Newcombe's interval;
-    several seeds: a bootstrap over seeds and test examples (percentile interval and p-values)."""
+    One seed of 0/1 outcomes: the exact McNemar test (margin 0) or Newcombe's interval inverted (a margin), with
+    Newcombe's interval; several seeds, or per-image scores (NROB): :func:`_scores`."""
     d = a - b
-    n = d.shape[1]
     binary = bool(np.all((a == 0) | (a == 1)) and np.all((b == 0) | (b == 1)))
-    if not binary:      # per-image scores in [0, 1] (NROB: the share of corrupted copies right)
-        boot = _boot_means(d)
-        p_for, p_against = _sign_flip_p(d[0]) if d.shape[0] == 1 and not margin else _boot_p(boot, -margin)
-        lo, hi = (float(x) for x in np.percentile(boot, [100 * (1 - LEVEL) / 2, 100 * (1 + LEVEL) / 2]))
-        detectable, needed = power_figures(d.mean(axis=0) + margin)
-        how = ("paired sign-flip test over images" if d.shape[0] == 1 and not margin else
-               "bootstrap over seeds and images") + " of per-image scores"
-        return Test(p_for, p_against, 100 * float(np.mean(d)), 100 * lo, 100 * hi, n, detectable, needed, how,
-                    _differing(d))
-    if d.shape[0] == 1:
-        p_for, p_against = _newcombe_p(a[0], b[0], margin) if margin else _mcnemar_p(a[0], b[0])
-        diff, lo, hi = newcombe(a[0], b[0])
-        how = "exact McNemar" if not margin else f"Newcombe interval, margin {100 * margin:g} points"
-    else:
-        boot = _boot_means(d)
-        p_for, p_against = _boot_p(boot, -margin)
-        diff = float(np.mean(d))
-        lo, hi = (float(x) for x in np.percentile(boot, [100 * (1 - LEVEL) / 2, 100 * (1 + LEVEL) / 2]))
-        how = f"bootstrap over {d.shape[0]} seeds and the test images" + (f", margin {100 * margin:g} points"
-                                                                           if margin else "")
+    if d.shape[0] > 1 or not binary:
+        return _scores(d, margin, "one column" if binary else "per-image scores")
+    p_for, p_against = _newcombe_p(a[0], b[0], margin) if margin else _mcnemar_p(a[0], b[0])
+    diff, lo, hi = newcombe(a[0], b[0])
+    how = "exact McNemar" if not margin else f"Newcombe interval, margin {100 * margin:g} points"
     detectable, needed = power_figures(d.mean(axis=0) + margin)
-    return Test(p_for, p_against, 100 * diff, 100 * lo, 100 * hi, n, detectable, needed, how, _differing(d))
+    return Test(p_for, p_against, 100 * diff, 100 * lo, 100 * hi, d.shape[1], detectable, needed, how, _differing(d))
 
 
 def _differing(d: np.ndarray) -> int:
@@ -302,17 +293,9 @@ def combined(a: np.ndarray, b: np.ndarray, combine: str, margin: float = 0.0) ->
                     f"some one of {len(columns)} columns ({best.how}; Holm over them, the smallest shown)",
                     _differing(a - b))
     d = (a - b).mean(axis=1)                 # (seeds, examples): each image's difference, averaged over columns
-    boot = _boot_means(d)
-    if d.shape[0] == 1 and not margin:
-        p_for, p_against = _sign_flip_p(d[0])
-        how = f"the mean of {a.shape[1]} columns, paired sign-flip test over images"
-    else:
-        p_for, p_against = _boot_p(boot, -margin)
-        how = f"the mean of {a.shape[1]} columns, bootstrap over seeds and images"
-    lo, hi = (float(x) for x in np.percentile(boot, [100 * (1 - LEVEL) / 2, 100 * (1 + LEVEL) / 2]))
-    detectable, needed = power_figures(d.mean(axis=0) + margin)
-    return Test(p_for, p_against, 100 * float(np.mean(d)), 100 * lo, 100 * hi, d.shape[1], detectable, needed, how,
-                _differing(a - b))
+    found = _scores(d, margin, f"the mean of {a.shape[1]} columns")
+    found.differing = _differing(a - b)
+    return found
 
 
 def trend(cells: Sequence[np.ndarray]) -> Test:
