@@ -158,3 +158,8 @@ def test_seeds_are_seeds_not_more_test_images(real):
     five = "1" * 5 + "0" * 355, "0" * 360
     assert stats.mcnemar([five]) == pytest.approx(1 / 16)
     assert stats.mcnemar([five] * 3) == pytest.approx(1 / 16)
+
+
+def test_the_area_a_front_dominates():
+    assert stats.hypervolume(np.array([[0.5, 0.5]])) == pytest.approx(0.25)
+    assert stats.hypervolume(np.array([[1.0, 0.2], [0.2, 1.0], [0.1, 0.1]])) == pytest.approx(0.2 + 0.8 * 0.2)
