@@ -411,7 +411,8 @@ def line(v: Verdict) -> str:
         text += f"; margin {v.margin:g} points"
     p_for, p_against = v.adjusted
     text += (f"; one-sided p = {t.p_for:.3g} for, {t.p_against:.3g} against (Holm over the paper's {v.family} "
-             f"claims: {p_for:.3g}, {p_against:.3g}). Measured: {v.numbers} (%).")
+             f"claims: {p_for:.3g}, {p_against:.3g}). Measured: {v.numbers}"
+             + ("." if v.numbers.endswith("%)") else " (%)."))
     return text
 
 
