@@ -1,5 +1,6 @@
-"""The summary page: first the papers' claims and their verdicts at this scale (:mod:`tradeoff.report.claims`) and
-what the scale changes; then every target, whether it is built, which runs and measurements it still misses (a
+"""The summary page: first what this scale can and cannot say about the papers (dataset and model, seeds, test
+images, which split chose each epoch), then the papers' claims and their verdicts (:mod:`tradeoff.report.claims`);
+then every target, whether it is built, which runs and measurements it still misses (a
 target that repeats another at this scale says so once, instead of repeating its numbers), the cells where the
 paper's number lies outside our 95% interval (only where ours ran the paper's dataset and architecture: elsewhere
 the comparison is noise), where the authors' own evaluation overstates robustness, and every failed check of the
@@ -86,24 +87,115 @@ SCALE_CHANGES = ("At the {scale} scale every run trains on another dataset and m
                  "with fewer epochs and a recipe of its own (docs/demo-scale.md says what each setting keeps of the "
                  "papers' mechanisms, and what it changes): a verdict here says what the methods do at this scale, "
                  "which may differ from the paper's setting, and no paper number is expected inside our intervals.")
+SAME_SETTING = ("At the {scale} scale every run trains the paper's own dataset and model; the recipe is the config's "
+                "(docs/differences.md lists where it departs from the papers).")
+
+
+def selection(catalog: Catalog) -> str:
+    """Which split chose each model's epoch, as the measured runs record it (``selection_split``: validation, test,
+    or none where the last epoch is kept); a record without the field was selected on the test split."""
+    from .records import measurement
+
+    chose: dict[str, set] = {}
+    for run in sorted(set(catalog.train_id.values())):
+        attacks = [a for a in catalog.model_attacks(run) if catalog.metrics_file(run, a).exists()][:1] \
+            if run in catalog.runs else []
+        for attack in attacks:
+            try:
+                m = measurement(catalog, run, attack)
+            except ReportError:
+                continue
+            if m is not None:
+                split = m.record.get("selection_split", "test")
+                chose.setdefault(str(split) if split else "none", set()).add(m.record.get("selection_images"))
+    if not chose:
+        return "Selection: no run is measured yet, so no record says which split chose its epoch."
+    said = {"test": "on the test split itself, the same images that the intervals, tests and verdicts below then "
+                    "use (which leans every number toward the epoch that did best on them)",
+            "validation": "on a validation split held out of the training data, the test split measured once",
+            "none": "by no split: the last epoch is kept"}
+    parts = []
+    for split, images in sorted(chose.items()):
+        counts = sorted(int(i) for i in images if isinstance(i, (int, float)) or str(i).isdigit())
+        size = f" ({', '.join(f'{c:,}' for c in counts)} images)" if counts else ""
+        parts.append(said.get(split, f"on the {split} split") + size)
+    return "Selection: each model's epoch was chosen " + "; for others, ".join(parts) + "."
+
+
+def caveats(catalog: Catalog, found: list[claims.Verdict]) -> list[str]:
+    """What this scale can and cannot say about the papers: dataset and model, seeds, test images, selection."""
+    mapped = sorted({f"{ran.DATASET_NAMES.get(s.dataset, s.dataset)}, "
+                     f"{ran.ARCH_NAMES.get(s.arch, s.arch)}" for s in catalog.runs.values()
+                     if (s.paper_dataset, s.paper_arch) != (s.dataset, s.arch)})
+    text = (SCALE_CHANGES.format(scale=catalog.scale, what="; ".join(mapped)) if mapped else
+            SAME_SETTING.format(scale=catalog.scale))
+    seeds = sorted({len(catalog.row_runs(row["run"])) for t in catalog.targets.values() for row in t.get("rows", [])
+                    if "run" in row})
+    most = seeds[-1] if seeds else 1
+    text += (f" Seeds: each row is {'one training run (one seed)' if most == 1 else f'up to {most} seeds'}, so a "
+             f"verdict speaks for {'that run' if most == 1 else 'those runs'}"
+             f"{', not for the spread of the method over seeds' if most == 1 else ', seeds resampled in its test'}.")
+    images = sorted({v.test.images for v in found if v.test})
+    splits = sorted({v.split for v in found if v.split})
+    if images:
+        text += (f" Test images: {', '.join(f'{n:,}' for n in images)} per measurement"
+                 + (f" (this scale's test split holds {', '.join(f'{n:,}' for n in splits)})" if splits else "")
+                 + "; the test image is the unit of every test below, and each verdict says the smallest difference "
+                   "it would detect with 80% power.")
+    else:
+        sizes = sorted({s.test_examples for s in catalog.runs.values()}, key=str)
+        text += (" Test images: " + ", ".join("the whole test split" if n is None else f"{n:,}" for n in sizes)
+                 + " per measurement (no claim is measured yet); the test image is the unit of every test below.")
+    return [f"## What the {catalog.scale} scale can and cannot say", "", text + " " + selection(catalog), ""]
+
+
+def _html(lines: list[str]) -> str:
+    """Markdown lines of the kinds this page writes (headings, paragraphs, bullet lists, one pipe table) as HTML,
+    every sentence carried."""
+    out, bullets, table = [], [], []
+
+    def flush():
+        if bullets:
+            out.append("<ul>" + "".join(f"<li>{html.escape(b)}</li>" for b in bullets) + "</ul>")
+            bullets.clear()
+        if table:
+            head, *body = table
+            out.append("<table class='tradeoff'><thead><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in head)
+                       + "</tr></thead><tbody>" + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r)
+                                                          + "</tr>" for r in body) + "</tbody></table>")
+            table.clear()
+
+    for ln in lines:
+        if ln.startswith("|"):
+            if not set(ln) <= set("|-"):
+                table.append([c.strip() for c in ln.strip("|").split(" | ")])
+            continue
+        if ln.startswith("- "):
+            bullets.append(ln[2:])
+            continue
+        flush()
+        if ln.startswith("## "):
+            out.append(f"<h2>{html.escape(ln[3:])}</h2>")
+        elif ln.startswith("# "):
+            out.append(f"<h1>{html.escape(ln[2:])}</h1>")
+        elif ln.strip():
+            out.append(f"<p>{html.escape(ln)}</p>")
+    flush()
+    return "".join(out)
 
 
 def build_summary(catalog: Catalog) -> dict[str, Path]:
     header = ("target", "kind", "status", "measured", "missing runs",
               "paper outside our 95% interval (farthest first)")
     found = claims.verdicts(catalog)
-    mapped = sorted({f"{ran.DATASET_NAMES.get(s.dataset, s.dataset)}, "
-                     f"{ran.ARCH_NAMES.get(s.arch, s.arch)}" for s in catalog.runs.values()
-                     if (s.paper_dataset, s.paper_arch) != (s.dataset, s.arch)})
-    md = [f"# Summary ({catalog.scale} scale)", ""] + (claims.markdown(found, catalog.scale) + [""] if found else [])
-    if mapped:
-        md += [SCALE_CHANGES.format(scale=catalog.scale, what="; ".join(mapped)), ""]
+    md = [f"# Summary ({catalog.scale} scale)", ""] + caveats(catalog, found) + \
+        (claims.markdown(found, catalog.scale) + [""] if found else [])
     md += ["## Targets", "",
            "Scale: results/" + catalog.scale + "/. A cell's interval is its 95% Wilson interval over the test "
            "examples; a paper number outside it differs from ours by more than the test set's sampling explains "
            "(counted only for rows that ran the paper's dataset and architecture).", "",
            "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    rows_html, overstated = [], []
+    overstated = []
     for name, target in catalog.targets.items():
         same = ran.twin(catalog, name)
         st = target_status(catalog, name)
@@ -116,7 +208,6 @@ def build_summary(catalog: Catalog) -> dict[str, Path]:
         measured = f"{st['measured']}/{st['measurements']}" if st["measurements"] else "— (no evaluation)"
         values = (name, target["kind"], status, measured, missing, outside)
         md.append("| " + " | ".join(values) + " |")
-        rows_html.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in values) + "</tr>")
         if not same:
             overstated += [(name, gap, text) for gap, text in st["overstated"][:SHOWN]]
     if overstated:
@@ -131,19 +222,5 @@ def build_summary(catalog: Catalog) -> dict[str, Path]:
         md += [f"- {model} / {name}: {text}" for model, name, text in failed]
     paths = catalog.layout.summary()
     atomic_write_text(paths["md"], "\n".join(md) + "\n")
-    verdicts_html = "".join(f"<li><b>{html.escape(f.verdict)}</b> — {html.escape(f.claim['paper'])}, "
-                            f"{html.escape(f.claim['where'])}: “{html.escape(f.claim['says'])}” — "
-                            f"{html.escape(f.because)}</li>" for f in found)
-    body = (f"<h1>Summary ({html.escape(catalog.scale)} scale)</h1>"
-            + (f"<h2>The papers' claims</h2><ul>{verdicts_html}</ul>" if found else "")
-            + "<h2>Targets</h2><table class='tradeoff'><thead><tr>"
-            + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr></thead><tbody>" + "".join(rows_html)
-            + "</tbody></table>"
-            + ("<h2>Where the authors' evaluation overstates robustness</h2><ul>"
-               + "".join(f"<li>{html.escape(name)}: {html.escape(text)}</li>" for name, _, text in overstated)
-               + "</ul>" if overstated else "")
-            + ("<h2>Failed audit checks</h2><ul>"
-               + "".join(f"<li>{html.escape(f'{model} / {name}: {text}')}</li>" for model, name, text in failed)
-               + "</ul>" if failed else ""))
-    atomic_write_text(paths["html"], tables.html_page("tradeoff summary", body))
+    atomic_write_text(paths["html"], tables.html_page("tradeoff summary", _html(md)))
     return paths

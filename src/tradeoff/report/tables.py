@@ -300,7 +300,12 @@ def selected_epochs(table: Table, row: Row) -> list[int | None]:
 def before_mechanism(table: Table, row: Row) -> dict | None:
     """The mechanism (its first epoch and what it is) of a row whose model was selected before it, else None."""
     cell = row_cell(table, row)
-    mech = cell.mechanism if cell else None
+    return early(cell) if cell else None
+
+
+def early(cell: Ours) -> dict | None:
+    """The mechanism of a measured cell whose model (some seed's) was selected before it acts, else None."""
+    mech = cell.mechanism
     if not mech:
         return None
     start = mech.get("epoch")
