@@ -758,7 +758,7 @@ class Auditor:
         stacked, used, reseeded = self._draws(self.x, s.eot_draws)
         scale = 1.0 + float(stacked.abs().max()) if stacked.numel() else 1.0
         out_varies = float((stacked - stacked[0]).abs().max()) > 1e-4 * scale if stacked.numel() else False
-        grads = self._gradient_draws(min(s.eot_draws, 4)) if not self.graph_broken else None
+        grads = self._gradient_draws(min(s.eot_draws, 8)) if not self.graph_broken else None
         grad_varies = grads is not None and grads.numel() > 0 and bool(
             (grads - grads[0]).abs().amax() > 1e-5 * (1 + float(grads.abs().amax())))
         preds = stacked.argmax(2)
@@ -784,11 +784,15 @@ class Auditor:
                          f"{s.eot_draws} forward passes give the same outputs and gradients", varies=False,
                          spread=0.0, reseeded=False, rng_used=used)
         needed = s.eot_draws
-        if grads is not None and grads.numel():
+        if grads is not None and grads.numel() and len(grads) > 1:
+            # per point: the draws' variance (its trace) and the squared norm of the expected gradient (the mean's,
+            # less the variance it carries); the draws that bring the mean's standard error to half that norm
+            g = len(grads)
             mean = grads.mean(0)
-            var = ((grads - mean) ** 2).sum(2).mean(0)
-            per = var / (0.25 * (mean ** 2).sum(1)).clamp_min(1e-20)  # the mean's standard error at most half its norm
-            needed = int(min(max(math.ceil(float(per.median())), s.eot_draws), s.max_eot_draws))
+            var = ((grads - mean) ** 2).sum(2).sum(0) / (g - 1)
+            signal = ((mean ** 2).sum(1) - var / g).clamp_min(0)
+            per = torch.where(signal > 0, var / (0.25 * signal).clamp_min(1e-30), torch.full_like(var, float("inf")))
+            needed = int(min(max(math.ceil(min(float(per.median()), 1e9)), s.eot_draws), s.max_eot_draws))
         plain = self._majority_robust(eot=False, draws=s.eot_draws)
         eot = self._majority_robust(eot=True, draws=needed)
         verdict, stats = compare(plain, eot, s.tolerance, s.significance)

@@ -99,7 +99,7 @@ def figure(record: dict):
     along PGD's steps (the kept trace)."""
     checks = _by_name(record)
     with plt.rc_context(STYLE):
-        fig, (steps, budget, bars, surface, trace_ax) = panel_figure(5)
+        fig, (steps, budget, bars, surface, trace_ax, cols) = panel_figure(6)
         fig.suptitle(_head(record)[0])
         a = record["attack"]
         numbers = checks["steps"]["numbers"] if checks["steps"]["verdict"] != "skip" else {}
@@ -113,6 +113,9 @@ def figure(record: dict):
                        label="PGD, restarts (x = steps spent)")
         steps.set(xscale="log", xlabel="iterations", ylabel="robust accuracy (%)", title="iterations",
                   ylim=(-3, 103))
+        ticks = sorted({a["steps"], *(c[0] for c in numbers.get("curve", []))})
+        steps.set_xticks(ticks, [str(t) for t in ticks])
+        steps.minorticks_off()
         axes_legend(steps)
         eps = checks["eps"]["numbers"]
         if eps.get("curve"):
@@ -146,6 +149,16 @@ def figure(record: dict):
         for i, row in enumerate(losses):
             trace_ax.plot(kept["steps"], row, "-", color=palette(max(len(losses), 1))[i])
         trace_ax.set(xlabel="PGD step", ylabel="cross-entropy loss", title=f"PGD-{a['steps']}'s loss per example")
+        reported = [c for c in record["checks"] if c["name"].startswith("column ")]
+        if reported:
+            cols.barh(range(len(reported)), [100 * c["numbers"]["accuracy"] for c in reported],
+                      color=[{"pass": "#4c72b0", "warn": "#dd8452", "fail": "#c44e52"}.get(c["verdict"], "grey")
+                             for c in reported])
+            cols.set_yticks(range(len(reported)), [c["numbers"]["column"] for c in reported])
+            cols.invert_yaxis()
+            for i, c in enumerate(reported):
+                cols.plot([100 * c["numbers"]["best_known"]] * 2, [i - 0.4, i + 0.4], color="black")
+        cols.set(xlabel="robust accuracy (%)", title="columns; black: best known", xlim=(0, 103))
     return fig
 
 
