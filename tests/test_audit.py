@@ -371,6 +371,42 @@ def test_the_attack_option_best_iterate_leaves_the_default_unchanged(plain, test
         assert (plain(best_adv).argmax(1) != y).sum() >= (plain(plain_adv).argmax(1) != y).sum()
 
 
+def test_the_python_entry_point_writes_a_page_that_opens_with_the_verdicts(plain, test_set, tmp_path):
+    """docs/audit.md's example: an Auditor on any module, its record and page; the best known robust accuracy first,
+    then one line per group and the overall line; a next step beside each finding."""
+    from tradeoff.audit import make_record, write_page
+
+    weak = {**PGD, "steps": 1, "step_size": EPS / 10}
+    auditor = Auditor(plain, *test_set, attack=weak, black_box=None, settings=FAST)
+    checks = auditor.run()
+    paths = write_page(make_record(auditor, checks, {"model": "mine"}, seconds=1.0, device="cpu"),
+                       {k: tmp_path / f"mine.{k}" for k in ("md", "html", "png", "pdf", "json")})
+    page = paths["md"].read_text().splitlines()
+    assert page[2].startswith("**Best known robust accuracy") and "% at linf eps 0.25" in page[2]
+    assert page[4] == "- **masking: pass**" and page[5].startswith("- **convergence: fail (steps")
+    assert page[6] == "- **protocol: n/a**" and page[7] == "- **overall: fail (convergence)**"
+    row = next(line for line in page if line.startswith("| convergence | PGD-1 against APGD-CE"))
+    assert "report APGD-CE" in row and json.loads(paths["json"].read_text())["overall"] == "fail (convergence)"
+
+
+def test_table_notes_name_the_columns_an_audit_found_overstated(tmp_path):
+    from types import SimpleNamespace
+
+    from tradeoff.report.records import audit_notes
+    from tradeoff.results import Layout
+
+    layout = Layout.of(tmp_path, "smoke")
+    catalog = SimpleNamespace(layout=layout, train_id={})
+    record = {"best_known": {"linf 0.3": {"accuracy": 0.147}}, "checks": [
+        {"name": "column pgd20", "verdict": "fail", "numbers": {"column": "pgd20", "gap": 0.167}},
+        {"name": "column aa", "verdict": "pass", "numbers": {"column": "aa", "gap": 0.011}}]}
+    layout.audit("m")["json"].parent.mkdir(parents=True)
+    layout.audit("m")["json"].write_text(json.dumps(record))
+    assert audit_notes(catalog, {"AT": "m", "TRADES": "unaudited"}) == [
+        "The audit of AT (audit/m.md) finds pgd20 (+16.7 points) above its best known robust accuracy, 14.7% (the "
+        "per-example worst case over every attack measured at the budget)."]
+
+
 def test_compare_needs_a_material_and_significant_gap():
     assert compare("1" * 100, "1" * 99 + "0", 0.02, 0.05)[0] == "pass"       # 1 point: below the tolerance
     assert compare("1" * 100, "1" * 90 + "0" * 10, 0.02, 0.05)[0] == "fail"  # 10 of 10 discordant: p = 0.001

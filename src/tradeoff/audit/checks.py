@@ -528,7 +528,8 @@ class Auditor:
                      f"2019's multi-targeted attack) may not lower robust accuracy by more than {_pct(s.tolerance)} "
                      f"below PGD-{self.attack['steps']}",
                      "Gowal et al. 2019 (multi-targeted); Croce & Hein 2020 (APGD-T)", verdict,
-                     f"PGD-{self.attack['steps']} {_pct(accuracy(self.base()))}, multi-targeted {_pct(accuracy(flags))}",
+                     f"PGD-{self.attack['steps']} {_pct(accuracy(self.base()))}, multi-targeted "
+                     f"{_pct(accuracy(flags))}",
                      "an untargeted attack misses what targets find: report APGD-T (or AutoAttack) for this column",
                      accuracy=accuracy(flags), **stats)
 
@@ -580,14 +581,12 @@ class Auditor:
         grey, top = grey_budget(norm, self.x), must_fail_budget(norm, self.x)
         budgets = sorted({eps * m for m in s.eps_multipliers if eps * m < grey} | {grey, top})
         tag = "" if spec is self.attack else f" {norm.upper()}"
-        k = spec["steps"]
+        n = max(int(spec["steps"]), 20)  # APGD's step starts at 2 eps and adapts: every budget reachable
 
         def label(b: float) -> str:
-            if b == eps:
-                return self._steps(1) if spec is self.attack else f"PGD-{k}{tag}"
-            return f"PGD-{k}{tag} at eps {b:.4g}"
+            return f"APGD-CE-{n}{tag}" + ("" if b == eps else f" at eps {b:.4g}")
 
-        curve = [(b, accuracy(self.measure(label(b), _variant(spec, eps=b)))) for b in budgets]
+        curve = [(b, accuracy(self.measure(label(b), _apgd({**spec, "eps": b}, n)))) for b in budgets]
         with torch.no_grad():
             grey_class = self.model(torch.full_like(self.x[:1], 0.5)).argmax(1).item()
         bound = float((self.y == grey_class).float().mean())
@@ -597,7 +596,8 @@ class Auditor:
         verdict = "fail" if (at[top] > s.top_accuracy or over_grey) else ("warn" if rises else "pass")
         what = "L-inf 1, the whole image range" if norm == "linf" else f"L2 {top:.4g}, the whole image range"
         return check(name, f"{norm.upper()}: robust accuracy against the budget, up to one at which any model fails",
-                     f"at {what} (any image can be made any other, one of another class among them) robust accuracy "
+                     f"APGD-CE-{n} (its step starts at twice the budget and adapts, so every budget is reachable) at "
+                     f"each budget: at {what} (any image can be made any other, one of another class among them) robust accuracy "
                      f"must be at most {_pct(s.top_accuracy)}; at {norm} eps {grey:.4g} (every image within it of the "
                      f"mid-grey image) at most the mid-grey bound {_pct(bound)} (the test examples of the class the "
                      f"model gives that image) plus {_pct(s.tolerance)}: above either, masked gradients or a bug "
@@ -775,8 +775,8 @@ class Auditor:
         if not (out_varies or grad_varies):
             if reseeded:
                 return check("randomness", title, rule, source, "warn",
-                             f"{s.eot_draws} forward passes give the same outputs, but the model reseeds the global RNG "
-                             "in its forward pass: a random defence whose every pass draws the same randomness",
+                             f"{s.eot_draws} forward passes give the same outputs, but the model reseeds the global "
+                             "RNG in its forward pass: a random defence whose every pass draws the same randomness",
                              "remove the reseeding (or seed per pass) and audit again: one fixed draw's evaluation "
                              "does not measure the random defence; then EOT", varies=False, spread=0.0,
                              reseeded=True, rng_used=used)
@@ -799,8 +799,8 @@ class Auditor:
         halves = {"spread": "fail" if spread > s.tolerance else "pass", "eot": verdict}
         verdict = worst([*halves.values(), "warn"])
         return check("randomness", title, rule, source, verdict,
-                     f"outputs {'vary' if out_varies else 'do not vary'}, gradients {'vary' if grad_varies else 'do not'}"
-                     f" between passes; predictions change on {_pct(spread)} of the examples; PGD "
+                     f"outputs {'vary' if out_varies else 'do not vary'}, gradients "
+                     f"{'vary' if grad_varies else 'do not'} between passes; predictions change on {_pct(spread)} of the examples; PGD "
                      f"{_pct(accuracy(plain))}, EOT-PGD over {needed} draws {_pct(accuracy(eot))} (majority of "
                      f"{s.eot_draws} draws)",
                      f"a randomized model: report EOT-PGD over {needed} draws (or more) and the majority vote of the "

@@ -35,7 +35,8 @@ def verdict_lines(record: dict) -> list[str]:
 
 
 def headline(record: dict) -> str:
-    parts = [f"{100 * h['accuracy']:.1f}% at {h['norm']} eps {h['eps']:.4g}" for h in record.get("best_known", {}).values()]
+    parts = [f"{100 * h['accuracy']:.1f}% at {h['norm']} eps {h['eps']:.4g}"
+             for h in record.get("best_known", {}).values()]
     return ("Best known robust accuracy (per example, the worst case over every attack measured at the budget: the "
             "audit's and the table's): " + "; ".join(parts) + ".") if parts else ""
 
@@ -56,8 +57,8 @@ def markdown(record: dict, figure: str) -> str:
     lines = [f"# {title}", "", f"**{headline(record)}**", ""]
     lines += [f"- **{line}**" for line in verdict_lines(record)]
     lines += ["", head, "", "| group | check | verdict | numbers | next step |", "|---|---|---|---|---|"]
-    lines += [f"| {c.get('group', '')} | {c['title']} | **{MARK[c['verdict']]}** | {c['summary']} | {c.get('next', '')} |"
-              for c in record["checks"]]
+    lines += [f"| {c.get('group', '')} | {c['title']} | **{MARK[c['verdict']]}** | {c['summary']} | "
+              f"{c.get('next', '')} |" for c in record["checks"]]
     lines += ["", f"![the audit's curves]({figure})", "", "## The groups", ""]
     lines += [f"- **{g}**: {EXPLAIN[g]}" for g in record["groups"]]
     lines += ["", "## Checks, their rules and sources", ""]
