@@ -886,8 +886,9 @@ class Auditor:
                 continue
             best, labels = self.best_known(spec)
             verdict, stats = compare(flags, best, s.tolerance, s.significance)
-            beaten_by = [lb for lb in labels if lb != label and
-                         sum(1 for p, q in zip(flags, self.flags[lb]) if p == "1" and q == "0")]
+            broken = {lb.removeprefix("column "): sum(1 for p, q in zip(flags, self.flags[lb])
+                                                      if p == "1" and q == "0") for lb in labels if lb != label}
+            beaten_by = sorted((lb for lb, k in broken.items() if k), key=lambda lb: -broken[lb])
             out.append(check(label, f"Reported column {name}",
                              f"the column may not stand more than {_pct(s.tolerance)} above the best known robust "
                              f"accuracy at its budget ({spec.get('norm', 'linf')} eps {spec['eps']:.4g}: per example, "
