@@ -94,6 +94,20 @@ def _by_name(record: dict) -> dict[str, dict]:
     return {c["name"]: c for c in record["checks"]}
 
 
+def _empty(ax, text: str) -> None:
+    """A panel with nothing to show says why."""
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="grey")
+
+
+def _why(check: dict) -> str:
+    """Why a check that needs gradients shows nothing, in a few words."""
+    if "graph is broken" in check["summary"]:
+        return "n/a:\nthe model's graph is broken"
+    if "unusable" in check["summary"]:
+        return "n/a:\nthe input gradients\nare unusable"
+    return "n/a"
+
+
 def figure(record: dict):
     """Five panels: accuracy against iterations (PGD, APGD) and restarts, against the budget (to the whole-range
     one), the attacks at the budget side by side, the loss along the gradient and a random direction, and the loss
@@ -112,12 +126,15 @@ def figure(record: dict):
         if restarts:
             steps.plot([a["steps"] * r for r in range(1, len(restarts) + 1)], [100 * r[1] for r in restarts], "^--",
                        label="PGD, restarts (x = steps spent)")
-        steps.set(xscale="log", xlabel="iterations", ylabel="robust accuracy (%)", title="iterations",
-                  ylim=(-3, 103))
-        ticks = sorted({a["steps"], *(c[0] for c in numbers.get("curve", []))})
-        steps.set_xticks(ticks, [str(t) for t in ticks])
-        steps.minorticks_off()
-        axes_legend(steps)
+        steps.set(xlabel="iterations", ylabel="robust accuracy (%)", title="iterations", ylim=(-3, 103))
+        if numbers.get("curve") or restarts:
+            steps.set_xscale("log")
+            ticks = sorted({a["steps"], *(c[0] for c in numbers.get("curve", []))})
+            steps.set_xticks(ticks, [str(t) for t in ticks])
+            steps.minorticks_off()
+            axes_legend(steps)
+        else:
+            _empty(steps, _why(checks["steps"]))
         eps = checks["eps"]["numbers"]
         if eps.get("curve"):
             budget.plot([c[0] for c in eps["curve"]], [100 * c[1] for c in eps["curve"]], "o-")
@@ -144,12 +161,17 @@ def figure(record: dict):
             surface.plot(trace["t"], g, "-", color=colour, label="gradient" if i == 0 else None)
             surface.plot(trace["t"], r, "--", color=colour, label="random" if i == 0 else None)
         surface.set(xlabel="step along the direction", ylabel="cross-entropy loss", title="loss surface")
-        axes_legend(surface)
+        if trace.get("traces", {}).get("gradient"):
+            axes_legend(surface)
+        else:
+            _empty(surface, _why(checks["surface"]))
         kept = record.get("loss_trace") or {}
         losses = kept.get("losses") or []
         for i, row in enumerate(losses):
             trace_ax.plot(kept["steps"], row, "-", color=palette(max(len(losses), 1))[i])
         trace_ax.set(xlabel="PGD step", ylabel="cross-entropy loss", title=f"PGD-{a['steps']}'s loss per example")
+        if not losses:
+            _empty(trace_ax, _why(checks["silent"]))
         reported = [c for c in record["checks"] if c["name"].startswith("column ")]
         if reported:
             cols.barh(range(len(reported)), [100 * c["numbers"]["accuracy"] for c in reported],
@@ -160,6 +182,8 @@ def figure(record: dict):
             for i, c in enumerate(reported):
                 cols.plot([100 * c["numbers"]["best_known"]] * 2, [i - 0.4, i + 0.4], color="black")
         cols.set(xlabel="robust accuracy (%)", title="columns; black: best known", xlim=(0, 103))
+        if not reported:
+            _empty(cols, "no reported column\n(no table shows this\nmodel, or none measured)")
     return fig
 
 
