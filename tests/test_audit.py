@@ -163,6 +163,14 @@ def test_a_named_preprocess_is_attacked_through_bpda(plain, test_set):
     assert checks["bpda"]["verdict"] == "fail" and "BPDA-PGD" in checks["bpda"]["summary"]
 
 
+def test_a_reversed_gradient_fails_the_surface_check(plain, test_set):
+    """The identity forward with a negated backward: the gradient is non-zero and points downhill."""
+    reversed_grad = Wrapped(plain, lambda x: 2 * x.detach() - x)
+    checks = _checks(_auditor(reversed_grad, test_set), "gradients", "surface")
+    assert checks["gradients"]["verdict"] == "pass" and checks["surface"]["verdict"] == "fail"
+    assert checks["surface"]["numbers"]["wins"] == 0
+
+
 def test_a_steep_sigmoid_input_layer_fails_the_gradient_and_budget_checks(test_set):
     """A saturating input layer: sigmoid(1000 (x - 1/2)) has a gradient that underflows to zero away from 1/2; at the
     whole-range budget PGD cannot reach a wrong class, in either norm."""
@@ -510,6 +518,12 @@ def test_a_model_from_the_users_python_file_is_audited_and_evaluated(tmp_path, m
     monkeypatch.chdir(work)
     (tmp_path / "mine.py").write_text(MASKED_MODEL)
     model = f"{tmp_path / 'mine.py'}:build"
+    assert cli.main(configs + ["evaluate", "--model", model, "--dataset", "digits", "--name", "masked",
+                               "--attack", "pgd20"]) == 0
+    metrics = json.loads(results_of(work).metrics("masked", "pgd20").read_text())
+    assert metrics["external"]["layout"] == "python" and metrics["examples"] == 64
+    capsys.readouterr()
+
     assert cli.main(configs + ["audit", "--model", model, "--dataset", "digits", "--name", "masked"]) == 0
     out = capsys.readouterr().out
     assert "masked: masking: fail (" in out and "masked / gradients: fail" in out
@@ -517,11 +531,9 @@ def test_a_model_from_the_users_python_file_is_audited_and_evaluated(tmp_path, m
     assert record["arch"] == "python:build" and record["external"]["layout"] == "python"
     assert record["external"]["function"] == "build" and len(record["external"]["sha256"]) == 64
     assert record["groups"]["masking"] == "fail"
-
-    assert cli.main(configs + ["evaluate", "--model", model, "--dataset", "digits", "--name", "masked",
-                               "--attack", "pgd20"]) == 0
-    metrics = json.loads(results_of(work).metrics("masked", "pgd20").read_text())
-    assert metrics["external"]["layout"] == "python" and metrics["examples"] == 64
+    column = next(c for c in record["checks"] if c["name"] == "column pgd20")  # what evaluate measured, audited
+    assert column["numbers"]["accuracy"] == metrics["accuracy"] and column["numbers"]["best_known"] <= \
+        metrics["accuracy"]
 
     # one clear line: no such file, no such function, not a module, options of --checkpoint
     assert cli.main(configs + ["audit", "--model", f"{tmp_path / 'none.py'}:build", "--dataset", "digits"]) == 1

@@ -7,6 +7,7 @@ where measured): each column is audited against the best known robust accuracy."
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -44,12 +45,14 @@ def _order(n: int | None, size: int) -> torch.Tensor:
     return torch.randperm(size, generator=torch.Generator().manual_seed(0))[:n]
 
 
-def reported_columns(catalog: Catalog, model_id: str, y: torch.Tensor, examples: int | None,
-                     size: int) -> tuple[dict[str, dict], list[str]]:
-    """The evaluations that the tables showing the model report (columns and their protocol's attacks), whose
-    metrics and predictions are written and vouched for (tradeoff.report.records), as the auditor takes them: ``{name:
-    {"spec", "flags"}}`` with the flags in the audit's order of examples; and a note per column left out."""
-    from ..report.records import ReportError, predictions
+def reported_columns(catalog: Catalog, model_id: str, y: torch.Tensor, examples: int | None, size: int,
+                     sha: str | None = None) -> tuple[dict[str, dict], list[str]]:
+    """The evaluations that the tables showing the model report (columns and their protocol's attacks; for a model no
+    table shows, every evaluation written for it), whose metrics and predictions are written and vouched for
+    (tradeoff.report.records), as the auditor takes them: ``{name:
+    {"spec", "flags"}}`` with the flags in the audit's order of examples; and a note per column left out. ``sha``: an
+    external model's file digest, which a column's record must name."""
+    from ..report.records import ReportError, predictions, read_json
 
     wanted: dict[str, None] = {}
     for name, target in catalog.targets.items():
@@ -58,6 +61,10 @@ def reported_columns(catalog: Catalog, model_id: str, y: torch.Tensor, examples:
         if any(model_id in (catalog.train_id.get(r, r) for r in catalog.row_runs(row["run"]))
                for row in target["rows"]):
             wanted.update(dict.fromkeys(catalog.target_attacks(name, model_id)))
+    train_id = catalog.train_id.get(model_id, model_id)
+    if not wanted:  # a model no table shows (a checkpoint or a Python file evaluated under --name): what it measured
+        wanted = dict.fromkeys(a for a in catalog.attack_jobs() if catalog.metrics_file(train_id, a).exists()
+                               or catalog.layout.metrics(train_id, a).exists())
     audit_idx = _order(examples, size).tolist()
     columns, notes = {}, []
     for attack in wanted:
@@ -65,7 +72,16 @@ def reported_columns(catalog: Catalog, model_id: str, y: torch.Tensor, examples:
         if spec["type"] in NOT_COLUMNS:
             continue
         try:
-            found = predictions(catalog, model_id, attack)
+            own = catalog.layout.metrics(train_id, attack)  # `evaluate --checkpoint/--model`: a file per attack
+            if catalog.unit_of(attack) != attack and own.exists():
+                record = read_json(own)
+                if record.get("spec") != json.loads(json.dumps(spec)) or (
+                        sha and (record.get("external") or {}).get("sha256") != sha):
+                    notes.append(f"{attack}: {own} measured another file or setting")
+                    continue
+                found = read_json(catalog.layout.predictions(train_id, attack))
+            else:
+                found = predictions(catalog, model_id, attack)
         except ReportError as exc:
             notes.append(f"{attack}: {exc}")
             continue
@@ -73,7 +89,7 @@ def reported_columns(catalog: Catalog, model_id: str, y: torch.Tensor, examples:
             notes.append(f"{attack}: not measured")
             continue
         flags, labels = found["robust_correct"], found["labels"]
-        labels = labels if isinstance(labels, list) else __import__("json").loads(labels)
+        labels = labels if isinstance(labels, list) else json.loads(labels)
         position = {int(i): p for p, i in enumerate(_order(len(flags), size).tolist())}
         if not all(i in position for i in audit_idx):
             notes.append(f"{attack}: its {len(flags)} examples do not hold the audit's")
@@ -130,7 +146,8 @@ def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0
         surrogate_model = _load(catalog, surrogate_id, device, examples).model
     pairs = [(strong, catalog.attack_for(strong, model_id), code, catalog.attack_for(code, model_id))
              for strong, code in protocol_pairs(catalog, model_id)]
-    columns, notes = reported_columns(catalog, model_id, y, examples, loaded.test_size)
+    columns, notes = reported_columns(catalog, model_id, y, examples, loaded.test_size,
+                                      (meta.get("external") or {}).get("sha256"))
     auditor = Auditor(model, x, y, attack=attack, black_box=black_box, settings=Settings.from_config(block),
                       seed=seed, batch_size=batch_size or catalog.runtime.eval_batch_size,
                       surrogate=surrogate_model, no_surrogate=missing, protocol=pairs, reported=columns,
