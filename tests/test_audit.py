@@ -415,6 +415,62 @@ def test_table_notes_name_the_columns_an_audit_found_overstated(tmp_path):
         "per-example worst case over every attack measured at the budget)."]
 
 
+class Scripted(Auditor):
+    """An auditor whose attacks' outcomes are given (``script``: a function of the label and spec giving the flags):
+    the rules' warn paths on outcomes no small model gives on demand."""
+
+    def __init__(self, plain, test_set, script, **kw):
+        super().__init__(plain, *test_set, attack=PGD, black_box=None, settings=FAST, **kw)
+        self.script = script
+
+    def measure(self, label, spec, seed=None):
+        if label not in self.flags:
+            self.flags[label], self.specs[label] = self.script(label, dict(spec)), dict(spec)
+        return self.flags[label]
+
+
+def _flags(n: int, robust: int) -> str:
+    return "1" * robust + "0" * (n - robust)
+
+
+def test_accuracy_that_rises_with_the_budget_warns(plain, test_set):
+    """A curve at 0 at the bounds' budgets that rises between two smaller ones: warn, not fail."""
+    n = len(test_set[1])
+    by_eps = {0.125: 150, 0.25: 200, 0.5: 0, 1.0: 0}
+    auditor = Scripted(plain, test_set, lambda label, spec: _flags(n, n if spec["type"] == "clean" else
+                                                                  by_eps[spec["eps"]]))
+    eps = _checks(auditor, "eps")["eps"]
+    assert eps["verdict"] == "warn" and eps["next"]
+    by_eps[0.25] = 100
+    assert _checks(Scripted(plain, test_set, auditor.script), "eps")["eps"]["verdict"] == "pass"
+
+
+def test_a_restart_curve_still_falling_at_its_end_warns(plain, test_set):
+    """Restarts that each break a few more examples, fewer than the tolerance in all, the last still some: warn."""
+    n = len(test_set[1])
+    newly = {1: [], 2: [0], 3: [1, 2]}  # the examples each restart breaks (the last: 2, more than 1.5)
+
+    def script(label, spec):
+        if spec["type"] == "clean":
+            return _flags(n, n)
+        r = int(label.rsplit(" ", 1)[1]) if "restart" in label else 1
+        return "".join("0" if i in newly[r] else c for i, c in enumerate(_flags(n, 100)))
+
+    restarts = _checks(Scripted(plain, test_set, script), "restarts")["restarts"]
+    assert restarts["verdict"] == "warn" and restarts["numbers"]["added"] == [1, 2]
+    assert "still falling" in restarts["summary"]
+
+
+def test_apgd_still_falling_with_more_iterations_warns(plain, test_set):
+    """PGD as strong as APGD at its most iterations, APGD at its fewest materially weaker: the attack's column is
+    fine, APGD itself had not converged: warn."""
+    n = len(test_set[1])
+    robust = {"PGD-10": 100, "APGD-CE-10": 120, "APGD-CE-100": 100}
+    steps = _checks(Scripted(plain, test_set, lambda label, spec: _flags(n, n if spec["type"] == "clean" else
+                                                                           robust[label])), "steps")["steps"]
+    assert steps["verdict"] == "warn" and steps["numbers"]["apgd_gap"] > FAST.tolerance
+
+
 def test_compare_needs_a_material_and_significant_gap():
     assert compare("1" * 100, "1" * 99 + "0", 0.02, 0.05)[0] == "pass"       # 1 point: below the tolerance
     assert compare("1" * 100, "1" * 90 + "0" * 10, 0.02, 0.05)[0] == "fail"  # 10 of 10 discordant: p = 0.001
