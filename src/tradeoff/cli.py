@@ -73,7 +73,7 @@ def cmd_train(args, catalog: cfg.Catalog) -> int:
 def cmd_evaluate(args, catalog: cfg.Catalog) -> int:
     from .eval_jobs import plan_run
 
-    if args.checkpoint is not None:
+    if args.checkpoint is not None or args.model is not None:
         return _evaluate_checkpoint(args, catalog)
     given = [f"--{o.replace('_', '-')}" for o in CHECKPOINT_OPTIONS if getattr(args, o) is not None]
     if args.run is None or given:
@@ -131,6 +131,25 @@ def _checkpoint_file(args):
     return CheckpointFile(args.checkpoint, **{o: getattr(args, o) for o in CHECKPOINT_OPTIONS})
 
 
+def _model_file(args):
+    """--model FILE.py:FUNCTION and --dataset (a model from the user's own Python file: tradeoff.user_model)."""
+    from .eval_jobs import CheckpointFile
+    from .external import name_of
+    from .user_model import PYTHON_FORMAT, arch_of, parse
+
+    if args.dataset is None:
+        raise cfg.ConfigError(f"{args.command} --model FILE.py:FUNCTION needs --dataset NAME (the dataset the model "
+                              "classifies)")
+    given = [f"--{o.replace('_', '-')}" for o in ("arch", "format") if getattr(args, o) is not None]
+    if given:
+        raise cfg.ConfigError(f"{args.command} --model: {', '.join(given)} go with --checkpoint (the function builds "
+                              "the model)")
+    path, function = parse(args.model)
+    return CheckpointFile(str(path), arch=arch_of(function), dataset=args.dataset, normalize=args.normalize,
+                          format=PYTHON_FORMAT, paper_dataset=args.paper_dataset, sha256=args.sha256,
+                          name=args.name or name_of(path))
+
+
 def _evaluate_checkpoint(args, catalog: cfg.Catalog) -> int:
     """`evaluate --checkpoint FILE --arch A --dataset D`: a model this pipeline did not train, evaluated as an
     external model of the catalog would be (tradeoff.eval_jobs.plan_checkpoint), one metrics and predictions file per
@@ -140,7 +159,9 @@ def _evaluate_checkpoint(args, catalog: cfg.Catalog) -> int:
     if args.run is not None or args.unit is not None or args.shard is not None or args.shards is not None:
         raise cfg.ConfigError("evaluate --checkpoint: not with --run, --unit or --shard (the file is evaluated in this "
                               "process, one file per attack; a model of the catalog's `external:` is --run's)")
-    file = _checkpoint_file(args)
+    if args.checkpoint is not None and args.model is not None:
+        raise cfg.ConfigError("evaluate: give --checkpoint FILE or --model FILE.py:FUNCTION, not both")
+    file = _model_file(args) if args.model is not None else _checkpoint_file(args)
     if sum((bool(args.attack), args.suite is not None)) > 1:
         raise cfg.ConfigError("evaluate --checkpoint: give --suite TARGET or --attack A (repeatable), not both")
     plan = plan_checkpoint(catalog, file, suite=args.suite, attacks=args.attack, seed=args.seed, named=_option)
@@ -165,10 +186,12 @@ def cmd_audit(args, catalog: cfg.Catalog) -> int:
 
     if catalog.config.get("audit") is None:
         raise cfg.ConfigError("audit: the configuration has no `audit:` section (config/config.yaml's sets it)")
-    if (args.run is None) == (args.checkpoint is None):
-        raise cfg.ConfigError("audit: give --run R (a run or an external model of the catalog), or --checkpoint FILE "
-                              "--arch A --dataset D")
-    if args.checkpoint is not None:
+    if sum(v is not None for v in (args.run, args.checkpoint, args.model)) != 1:
+        raise cfg.ConfigError("audit: give --run R (a run or an external model of the catalog), --checkpoint FILE "
+                              "--arch A --dataset D, or --model FILE.py:FUNCTION --dataset D")
+    if args.model is not None:
+        catalog, model_id = with_checkpoint(catalog, _model_file(args), named=_option)
+    elif args.checkpoint is not None:
         catalog, model_id = with_checkpoint(catalog, _checkpoint_file(args), named=_option)
     else:
         given = [f"--{o.replace('_', '-')}" for o in CHECKPOINT_OPTIONS if getattr(args, o) is not None]
@@ -177,9 +200,15 @@ def cmd_audit(args, catalog: cfg.Catalog) -> int:
         model_id = model_of(catalog, args.run)
     runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
     record, paths = audit(catalog, model_id, device=runtime.device.type, seed=args.seed, surrogate=args.surrogate)
+    from .audit.page import headline, verdict_lines
+
     for check in record["checks"]:
-        print(f"{model_id} / {check['name']}: {check['verdict']}: {check['summary']}")
-    print(f"{model_id}: {record['verdict']} ({record['seconds']:.1f} s); page {paths['md']} (and .html, .png, .pdf)")
+        print(f"{model_id} / {check['name']}: {check['verdict']}: {check['summary']}"
+              + (f" -> next: {check['next']}" if check.get("next") else ""))
+    print(f"{model_id}: {headline(record)}")
+    for line in verdict_lines(record):
+        print(f"{model_id}: {line}")
+    print(f"{model_id}: {record['seconds']:.1f} s; page {paths['md']} (and .html, .png, .pdf)")
     return 0
 
 
@@ -459,6 +488,12 @@ def _checkpoint_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", help="with --checkpoint: its id, the folder of its metrics (default: the file's stem)")
 
 
+def _model_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", metavar="FILE.py:FUNCTION", help="a model from your own Python file: FUNCTION() returns "
+                   "a torch.nn.Module taking images in [0, 1] (preprocessing, randomness, a detector inside); with "
+                   "--dataset. The file is your code and runs as such (docs/external-models.md)")
+
+
 def _check_config_parser(sub) -> None:
     sub.add_parser("check-config", help="validate the configuration and summarise it").set_defaults(func=cmd_check_config)
 
@@ -503,6 +538,7 @@ def _evaluate_parser(sub) -> None:
                         "--arch and --dataset; without --suite or --attack: the clean accuracy and AutoAttack at the "
                         "dataset's standard L-inf budget")
     _checkpoint_options(p)
+    _model_option(p)
     p.set_defaults(func=cmd_evaluate)
 
 
@@ -513,6 +549,7 @@ def _audit_parser(sub) -> None:
     p.add_argument("--checkpoint", type=_absolute, metavar="FILE", help="audit a model this pipeline did not train "
                    "(as `evaluate --checkpoint`), with --arch and --dataset")
     _checkpoint_options(p)
+    _model_option(p)
     p.add_argument("--surrogate", metavar="RUN", help="the model whose adversarial examples the transfer check uses "
                    "(default: the first of audit.surrogates of the model's dataset)")
     p.add_argument("--seed", type=int, default=0, help="attack seed (default 0)")

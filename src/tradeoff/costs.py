@@ -308,15 +308,19 @@ def evaluation_flops(run: RunSpec | ExternalSpec, attack: dict, table: dict) -> 
 def audit_passes(block: dict, attack: dict, black_box: dict | None, pairs: list[tuple[dict, dict]], classes: int,
                  transfer: bool) -> Passes:
     """One test example's share of an audit (tradeoff.audit.checks), for a deterministic model (a randomized one adds
-    EOT's draws): the attack at each step multiple, with restarts, on the two other losses and at each other budget
-    (and the must-fail one), the black-box attack, the transfer attack (on a surrogate of the same cost), each
-    protocol pair, the input gradient and the repeated forward passes; the few traced examples are left out."""
+    EOT's draws): the attack; APGD-CE at each step multiple; the restart curve (at most ``restarts`` runs); the two
+    other losses; the multi-targeted attack; the best-iterate run; each other budget, the mid-grey and the whole-range
+    one; the same at the L2 budget; the black-box attack, the transfer attack (on a surrogate of the same cost), each
+    protocol pair, the input gradients and the repeated forward passes; the few traced examples are left out."""
     steps = int(attack["steps"])
-    runs = [{**attack, "steps": steps * int(m)} for m in block["step_multipliers"]]
-    runs += [{**attack, "restarts": int(block["restarts"])}] + [attack] * 2  # restarts; the CW and DLR losses
-    runs += [attack] * (len([m for m in block["eps_multipliers"] if m != 1]) + 1)  # other budgets, the must-fail one
+    apgd = [{"type": "apgd-ce", "norm": attack["norm"], "eps": attack["eps"], "steps": steps * int(m)}
+            for m in block["step_multipliers"]]
+    targeted = {**attack, "type": "t-pgd", "target_classes": max(1, min(9, classes - 1))}
+    budgets = [attack] * (len([m for m in block["eps_multipliers"] if m != 1]) + 2)
+    per_norm = [attack] + apgd + budgets
+    runs = per_norm * 2 + [attack] * (int(block["restarts"]) - 1 + 2 + 1) + [targeted]
     runs += ([black_box] if black_box else []) + ([attack] if transfer else []) + [s for pair in pairs for s in pair]
-    total = F + G + int(block["eot_draws"]) * F  # the clean pass, the gradient check, the randomness check
+    total = F + 4 * G + 2 * F + int(block["eot_draws"]) * F + 8 * G  # clean, gradients, consistency, randomness
     for spec in runs:
         total = total + evaluation_passes(spec, classes)
     return total

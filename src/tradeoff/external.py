@@ -151,6 +151,8 @@ def load_external(path: str | Path, spec: ExternalSpec, device: torch.device | s
 
     path = Path(path)
     arch, fmt = spec.arch, spec.format or "auto"
+    if fmt == "python":  # a model from the user's own Python file (tradeoff.user_model)
+        return _load_python(path, spec, device, run_id)
     if not path.is_file():
         raise CheckpointError(f"cannot load checkpoint {path}: " + ("it is a folder" if path.is_dir()
                                                                    else "no such file"))
@@ -208,6 +210,30 @@ def load_external(path: str | Path, spec: ExternalSpec, device: torch.device | s
             "external": {"checkpoint": str(path), "sha256": sha, "layout": layout, "normalize": normalize,
                          "normalize_from": "file" if carried else ("settings" if normalize else None)}}
     return model.to(device).float().eval(), meta
+
+
+def _load_python(path: Path, spec: ExternalSpec, device, run_id: str) -> tuple[nn.Module, dict]:
+    """A model that FUNCTION() of the user's Python file returns (``arch`` ``python:FUNCTION``), with the metadata an
+    external model's load gives; its SHA-256 is the file's."""
+    from . import user_model
+    from .data import DATASETS
+
+    if not path.is_file():
+        raise CheckpointError(f"cannot load model file {path}: no such file")
+    sha = sha256_file(path)
+    if spec.sha256 and spec.sha256 != sha:
+        raise CheckpointError(f"{path}: its SHA-256 is {sha}, not the {spec.sha256} that its settings pin: refused")
+    function = spec.arch.split(":", 1)[1]
+    model = user_model.load(path, function, device)
+    shape, num_classes = DATASETS[spec.dataset].image_shape, DATASETS[spec.dataset].num_classes
+    normalize = thaw(spec.normalize)
+    if normalize is not None:
+        model = Normalized(model, normalize["mean"], normalize["std"]).to(device)
+    meta = {"run": run_id, "spec": spec.as_dict(), "selected_epoch": None, "num_classes": num_classes,
+            "in_channels": shape[0], "image_size": shape[1],
+            "external": {"checkpoint": str(path), "sha256": sha, "layout": "python", "function": function,
+                         "normalize": normalize, "normalize_from": "settings" if normalize else None}}
+    return model.float().eval(), meta
 
 
 def name_of(path: str | Path) -> str:

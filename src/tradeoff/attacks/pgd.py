@@ -127,6 +127,8 @@ class PGD(Attack):
     def _perturb(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         gen = self.generator(x.device)
         objective = self.objective(y)
+        if self.best_iterate:
+            self.labels = y
         if int(self.restarts) == 1:  # nothing to choose between: skip the forward that checks success
             return self._one_run(x, objective, gen)
         best = x.clone()
@@ -151,13 +153,35 @@ class PGD(Attack):
         delta = random_start(x, self.eps, self.norm, gen, self.start)
         return (x + delta).clamp(0, 1) - x if self.clip_start else delta
 
+    #: options of the Python API (the audit's), not of the config: ``best_iterate`` returns, per example, the first
+    #: iterate the model misclassifies (Pintor et al. 2022: an attack that passed through an adversarial point and
+    #: left it, a "silent success", still counts), where the default returns the last iterate; ``labels`` (the true
+    #: classes) must be set for it. ``keep_trace`` keeps every step's per-example loss in ``loss_trace`` (steps x
+    #: examples, of the last run). Neither changes the steps taken.
+    best_iterate: bool = False
+    keep_trace: bool = False
+    labels: torch.Tensor | None = None
+
     def _one_run(self, x: torch.Tensor, objective: Objective, gen: torch.Generator | None) -> torch.Tensor:
         step = self.step()
         delta = self.start_point(x, gen)
         velocity = torch.zeros_like(x)
+        watch = self.best_iterate and self.labels is not None and len(self.labels) == len(x)
+        found = torch.zeros(len(x), dtype=torch.bool, device=x.device) if watch else None
+        kept = x.clone() if watch else None
+        trace: list[torch.Tensor] = []
         for _ in range(int(self.steps)):
             delta.requires_grad_(True)
-            loss = objective(self.model(x + delta)).float().sum()
+            logits = self.model(x + delta)
+            per_example = objective(logits).float()
+            loss = per_example.sum()
+            if self.keep_trace:
+                trace.append(per_example.detach().cpu())
+            if watch:
+                with torch.no_grad():
+                    new = (logits.argmax(1) != self.labels) & ~found
+                    kept = torch.where(new.view(-1, *([1] * (x.dim() - 1))), (x + delta).detach(), kept)
+                    found |= new
             (grad,) = torch.autograd.grad(loss, delta)
             if self.momentum:
                 grad = grad / grad.abs().flatten(1).mean(1).clamp_min(1e-12).view(-1, *([1] * (x.dim() - 1)))
@@ -166,7 +190,12 @@ class PGD(Attack):
             with torch.no_grad():
                 delta = project(delta + step * steepest_step(grad, self.norm), self.eps, self.norm)
                 delta = (x + delta).clamp(0, 1) - x
-        return (x + delta).detach()
+        if self.keep_trace:
+            self.loss_trace = torch.stack(trace) if trace else torch.zeros(0, len(x))
+        last = (x + delta).detach()
+        if watch:
+            return torch.where(found.view(-1, *([1] * (x.dim() - 1))), kept, last)
+        return last
 
 
 @register

@@ -1,15 +1,33 @@
 """The audit of a robustness evaluation: one command that says whether a model's evaluation can be trusted.
 
-A battery of sanity checks from the literature on evaluating defences (Carlini et al. 2019, "On Evaluating
-Adversarial Robustness"; Athalye et al. 2018, "Obfuscated Gradients Give a False Sense of Security"; Croce & Hein 2020,
-AutoAttack; Tramer et al. 2020, "On Adaptive Attacks to Adversarial Example Defenses"), each with a stated pass rule
-and a verdict (pass / warn / fail) with the numbers behind it, written as one page per model under
+A battery of checks from the literature on evaluating defences (Carlini et al. 2019, "On Evaluating Adversarial
+Robustness"; Athalye et al. 2018, "Obfuscated Gradients Give a False Sense of Security"; Croce & Hein 2020,
+AutoAttack; Tramer et al. 2020, "On Adaptive Attacks to Adversarial Example Defenses"; Pintor et al. 2022,
+"Indicators of Attack Failure"), each with a stated pass rule and a verdict (pass / warn / fail / n/a) with the
+numbers behind it and a next step, in three groups with a verdict each (masking, convergence, protocol), the reported
+columns audited against the best known robust accuracy, written as one page per model under
 ``results/<scale>/audit/`` (docs/audit.md lists every check, its rule and its source):
 
-- :mod:`.checks`: the checks themselves, on a model and a batch of test examples (PyTorch);
+- :mod:`.checks`: the checks themselves, on a model and a batch of test examples (PyTorch): :class:`Auditor`;
 - :mod:`.page`: the page (Markdown, HTML, one figure in PNG and PDF) from an audit's record;
-- :mod:`.run`: an audit of a run or of an external checkpoint of the catalog, from its settings (``audit:``).
+- :mod:`.run`: an audit of a run, an external checkpoint or a model from a Python file, from its settings
+  (``audit:``); :func:`make_record` for an auditor run from Python.
 
-The summary reads a written audit's verdicts with ``tradeoff.report.records.failed_checks`` (no PyTorch, and the
-report imports nothing of the audit).
+The names below load on first use (``from tradeoff.audit import Auditor``), so that ``tradeoff.audit.jobs`` stays free
+of PyTorch. The summary reads a written audit's verdicts with ``tradeoff.report.records.failed_checks`` (no PyTorch,
+and the report imports nothing of the audit).
 """
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {"Auditor": "checks", "Settings": "checks", "group_verdicts": "checks", "overall_line": "checks",
+            "make_record": "run", "audit": "run", "write_page": "page"}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,5 +1,7 @@
-"""An audit's page: Markdown and HTML that open with the verdicts, then every check's rule, source and numbers, every
-measurement, and one figure (PNG and PDF) of the curves behind the verdicts. From the audit's record alone."""
+"""An audit's page: Markdown and HTML that open with the best known robust accuracy and the three verdicts (masking,
+convergence, protocol) and the overall one, then every check with its verdict, numbers and next step, every check's
+rule and source, every measurement, and one figure (PNG and PDF) of the curves behind the verdicts. From the
+audit's record alone."""
 
 from __future__ import annotations
 
@@ -13,28 +15,53 @@ from ..report.style import STYLE, axes_legend, palette, plt
 from ..report.tables import html_page
 
 MARK = {"pass": "pass", "warn": "WARN", "fail": "FAIL", "skip": "n/a"}
+WORD = {"pass": "pass", "warn": "warn", "fail": "fail", "skip": "n/a"}
+EXPLAIN = {"masking": "can the gradients be trusted: gradients, graph, outputs, surface, budget, black box, transfer, "
+                      "BPDA probe, randomness, AutoAttack's flags",
+           "convergence": "is each reported column's attack strong enough: the columns against the best known worst "
+                          "case, the audit's attack against APGD, restarts, other losses, targets, its best iterate",
+           "protocol": "the authors' protocol against the strong attack"}
+
+
+def verdict_lines(record: dict) -> list[str]:
+    """``masking: pass``, ``convergence: fail (...)``, ``protocol: n/a``, ``overall: fail (convergence)``."""
+    lines = []
+    for group, verdict in record["groups"].items():
+        bad = [c["name"] for c in record["checks"] if c.get("group") == group and c["verdict"] == verdict
+               and verdict in ("warn", "fail")]
+        lines.append(f"{group}: {WORD[verdict]}" + (f" ({', '.join(bad)})" if bad else ""))
+    lines.append(f"overall: {record['overall']}")
+    return lines
+
+
+def headline(record: dict) -> str:
+    parts = [f"{100 * h['accuracy']:.1f}% at {h['norm']} eps {h['eps']:.4g}"
+             for h in record.get("best_known", {}).values()]
+    return ("Best known robust accuracy (per example, the worst case over every attack measured at the budget: the "
+            "audit's and the table's): " + "; ".join(parts) + ".") if parts else ""
 
 
 def _head(record: dict) -> tuple[str, str]:
     a = record["attack"]
     title = f"Audit of {record['model']} ({record['scale']} scale)"
-    failed = [c["name"] for c in record["checks"] if c["verdict"] == "fail"]
-    warned = [c["name"] for c in record["checks"] if c["verdict"] == "warn"]
     step = f", step {a['step_size']:.4g}" if a.get("step_size") is not None else ""
     text = (f"{record['arch']} on {record['dataset']}, {record['examples']} test examples, clean accuracy "
             f"{100 * record['clean_accuracy']:.1f}%. Attack varied by the checks: PGD-{a['steps']} "
-            f"({a.get('loss', 'ce')} loss), {a['norm']} eps {a['eps']:.4g}{step}. Verdict: "
-            + (f"FAIL ({', '.join(failed)})" if failed else "WARN" if warned else "pass")
-            + (f"; warnings: {', '.join(warned)}" if warned and failed else f" ({', '.join(warned)})" if warned else "")
-            + f". Audit took {record['seconds']:.1f} s on {record['device']}.")
+            f"({a.get('loss', 'ce')} loss), {a['norm']} eps {a['eps']:.4g}{step}. Audit took {record['seconds']:.1f} s "
+            f"on {record['device']}.")
     return title, text
 
 
 def markdown(record: dict, figure: str) -> str:
     title, head = _head(record)
-    lines = [f"# {title}", "", head, "", "| check | verdict | numbers |", "|---|---|---|"]
-    lines += [f"| {c['title']} | **{MARK[c['verdict']]}** | {c['summary']} |" for c in record["checks"]]
-    lines += ["", f"![the audit's curves]({figure})", "", "## Checks, their rules and sources", ""]
+    lines = [f"# {title}", "", f"**{headline(record)}**", ""]
+    lines += [f"- **{line}**" for line in verdict_lines(record)]
+    lines += ["", head, "", "| group | check | verdict | numbers | next step |", "|---|---|---|---|---|"]
+    lines += [f"| {c.get('group', '')} | {c['title']} | **{MARK[c['verdict']]}** | {c['summary']} | "
+              f"{c.get('next', '')} |" for c in record["checks"]]
+    lines += ["", f"![the audit's curves]({figure})", "", "## The groups", ""]
+    lines += [f"- **{g}**: {EXPLAIN[g]}" for g in record["groups"]]
+    lines += ["", "## Checks, their rules and sources", ""]
     lines += [f"- **{c['title']}** ({c['name']}): {c['rule']}. *{c['source']}*" for c in record["checks"] if c["rule"]]
     lines += ["", "## Every measurement", "", "| attack | robust accuracy |", "|---|---|"]
     lines += [f"| {label} | {100 * acc:.1f}% |" for label, acc in record["measurements"].items()]
@@ -43,15 +70,20 @@ def markdown(record: dict, figure: str) -> str:
 
 def html_text(record: dict, figure: str) -> str:
     title, head = _head(record)
-    rows = "".join(f"<tr><td>{html.escape(c['title'])}</td><td><b>{MARK[c['verdict']]}</b></td>"
-                   f"<td>{html.escape(c['summary'])}</td></tr>" for c in record["checks"])
+    rows = "".join(f"<tr><td>{html.escape(c.get('group', ''))}</td><td>{html.escape(c['title'])}</td>"
+                   f"<td><b>{MARK[c['verdict']]}</b></td><td>{html.escape(c['summary'])}</td>"
+                   f"<td>{html.escape(c.get('next', ''))}</td></tr>" for c in record["checks"])
     rules = "".join(f"<li><b>{html.escape(c['title'])}</b> ({c['name']}): {html.escape(c['rule'])}. "
                     f"<i>{html.escape(c['source'])}</i></li>" for c in record["checks"] if c["rule"])
     measured = "".join(f"<tr><td>{html.escape(label)}</td><td>{100 * acc:.1f}%</td></tr>"
                        for label, acc in record["measurements"].items())
-    body = (f"<h1>{html.escape(title)}</h1><p>{html.escape(head)}</p><table class='tradeoff'><thead><tr><th>check</th>"
-            f"<th>verdict</th><th>numbers</th></tr></thead><tbody>{rows}</tbody></table>"
+    verdicts = "".join(f"<li><b>{html.escape(line)}</b></li>" for line in verdict_lines(record))
+    groups = "".join(f"<li><b>{g}</b>: {html.escape(EXPLAIN[g])}</li>" for g in record["groups"])
+    body = (f"<h1>{html.escape(title)}</h1><p><b>{html.escape(headline(record))}</b></p><ul>{verdicts}</ul>"
+            f"<p>{html.escape(head)}</p><table class='tradeoff'><thead><tr><th>group</th><th>check</th>"
+            f"<th>verdict</th><th>numbers</th><th>next step</th></tr></thead><tbody>{rows}</tbody></table>"
             f"<p><img src='{html.escape(figure)}' alt='the audit curves' style='max-width: 100%'></p>"
+            f"<h2>The groups</h2><ul>{groups}</ul>"
             f"<h2>Checks, their rules and sources</h2><ul>{rules}</ul><h2>Every measurement</h2>"
             f"<table class='tradeoff'><thead><tr><th>attack</th><th>robust accuracy</th></tr></thead>"
             f"<tbody>{measured}</tbody></table>")
@@ -62,38 +94,66 @@ def _by_name(record: dict) -> dict[str, dict]:
     return {c["name"]: c for c in record["checks"]}
 
 
+def _empty(ax, text: str) -> None:
+    """A panel with nothing to show says why."""
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="grey")
+
+
+def _why(check: dict) -> str:
+    """Why a check that needs gradients shows nothing, in a few words."""
+    if "graph is broken" in check["summary"]:
+        return "n/a:\nthe model's graph is broken"
+    if "unusable" in check["summary"]:
+        return "n/a:\nthe input gradients\nare unusable"
+    return "n/a"
+
+
 def figure(record: dict):
-    """Four panels: accuracy against the attack's steps, against the budget (to the must-fail one), the attacks at
-    the budget side by side, and the loss along the gradient and a random direction."""
+    """Five panels: accuracy against iterations (PGD, APGD) and restarts, against the budget (to the whole-range
+    one), the attacks at the budget side by side, the loss along the gradient and a random direction, and the loss
+    along PGD's steps (the kept trace)."""
     checks = _by_name(record)
     with plt.rc_context(STYLE):
-        fig, (steps, budget, bars, surface) = panel_figure(4)
+        fig, (steps, budget, bars, surface, trace_ax, cols) = panel_figure(6)
         fig.suptitle(_head(record)[0])
-        curve = checks["steps"]["numbers"]["curve"]
-        steps.plot([c[0] for c in curve], [100 * c[1] for c in curve], "o-", label="1 restart")
-        restarts = checks["restarts"]["numbers"]["curve"]
-        steps.plot([curve[0][0]], [100 * restarts[1][1]], "s", label=f"{restarts[1][0]} restarts")
-        steps.set(xscale="log", xlabel="PGD steps", ylabel="robust accuracy (%)", title="iterations", ylim=(-3, 103))
-        steps.set_xticks([c[0] for c in curve], [str(c[0]) for c in curve])
-        steps.minorticks_off()
-        axes_legend(steps)
+        a = record["attack"]
+        numbers = checks["steps"]["numbers"] if checks["steps"]["verdict"] != "skip" else {}
+        if numbers.get("curve"):
+            curve = numbers["curve"]
+            steps.plot([c[0] for c in curve], [100 * c[1] for c in curve], "o-", label="APGD-CE")
+            steps.plot([a["steps"]], [100 * numbers["pgd"]], "s", label=f"PGD-{a['steps']}")
+        restarts = checks["restarts"]["numbers"].get("curve") if checks["restarts"]["verdict"] != "skip" else None
+        if restarts:
+            steps.plot([a["steps"] * r for r in range(1, len(restarts) + 1)], [100 * r[1] for r in restarts], "^--",
+                       label="PGD, restarts (x = steps spent)")
+        steps.set(xlabel="iterations", ylabel="robust accuracy (%)", title="iterations", ylim=(-3, 103))
+        if numbers.get("curve") or restarts:
+            steps.set_xscale("log")
+            ticks = sorted({a["steps"], *(c[0] for c in numbers.get("curve", []))})
+            steps.set_xticks(ticks, [str(t) for t in ticks])
+            steps.minorticks_off()
+            axes_legend(steps)
+        else:
+            _empty(steps, _why(checks["steps"]))
         eps = checks["eps"]["numbers"]
-        budget.plot([c[0] for c in eps["curve"]], [100 * c[1] for c in eps["curve"]], "o-")
-        budget.axvline(eps["must_fail_eps"], color="grey", ls=":", label="must-fail budget")
-        budget.axhline(100 * eps["grey_bound"], color="grey", ls="--", label="mid-grey image's bound")
-        budget.set(xlabel=f"eps ({record['attack']['norm']})", ylabel="robust accuracy (%)", title="budget",
-                   ylim=(-3, 103))
+        if eps.get("curve"):
+            budget.plot([c[0] for c in eps["curve"]], [100 * c[1] for c in eps["curve"]], "o-")
+            budget.axvline(eps["must_fail_eps"], color="grey", ls=":", label="whole range")
+            budget.axvline(eps["grey_eps"], color="grey", ls="-.", label="mid-grey budget")
+            budget.axhline(100 * eps["grey_bound"], color="grey", ls="--", label="mid-grey bound")
+        budget.set(xlabel=f"eps ({a['norm']})", ylabel="robust accuracy (%)", title="budget", ylim=(-3, 103))
         axes_legend(budget)
         shown = {"clean": record["clean_accuracy"]}
         shown.update({k.upper(): v for k, v in checks["losses"]["numbers"].get("accuracies", {}).items()})
-        for name in ("black-box", "transfer"):
-            if checks[name]["verdict"] != "skip":
-                shown["Square" if name == "black-box" else "transfer"] = checks[name]["numbers"]["accuracy"]
-                shown["white box"] = checks[name]["numbers"]["white_box"]
+        for name, key in (("targeted", "multi-targeted"), ("black-box", "Square"), ("transfer", "transfer")):
+            if "accuracy" in checks[name]["numbers"]:
+                shown[key] = checks[name]["numbers"]["accuracy"]
+        best = next(iter(record.get("best_known", {}).values()), None)
+        if best is not None:
+            shown["best known"] = best["accuracy"]
         bars.bar(range(len(shown)), [100 * v for v in shown.values()], color=palette(len(shown)))
         bars.set_xticks(range(len(shown)), list(shown), rotation=30, ha="right")
-        bars.set(ylabel="accuracy (%)", title=f"attacks at eps {record['attack']['eps']:.4g}",
-                 ylim=(0, 103))
+        bars.set(ylabel="accuracy (%)", title=f"attacks at eps {a['eps']:.4g}", ylim=(0, 103))
         trace = checks["surface"]["numbers"]
         for i, (g, r) in enumerate(zip(trace.get("traces", {}).get("gradient", []),
                                        trace.get("traces", {}).get("random", []))):
@@ -101,7 +161,29 @@ def figure(record: dict):
             surface.plot(trace["t"], g, "-", color=colour, label="gradient" if i == 0 else None)
             surface.plot(trace["t"], r, "--", color=colour, label="random" if i == 0 else None)
         surface.set(xlabel="step along the direction", ylabel="cross-entropy loss", title="loss surface")
-        axes_legend(surface)
+        if trace.get("traces", {}).get("gradient"):
+            axes_legend(surface)
+        else:
+            _empty(surface, _why(checks["surface"]))
+        kept = record.get("loss_trace") or {}
+        losses = kept.get("losses") or []
+        for i, row in enumerate(losses):
+            trace_ax.plot(kept["steps"], row, "-", color=palette(max(len(losses), 1))[i])
+        trace_ax.set(xlabel="PGD step", ylabel="cross-entropy loss", title=f"PGD-{a['steps']}'s loss per example")
+        if not losses:
+            _empty(trace_ax, _why(checks["silent"]))
+        reported = [c for c in record["checks"] if c["name"].startswith("column ")]
+        if reported:
+            cols.barh(range(len(reported)), [100 * c["numbers"]["accuracy"] for c in reported],
+                      color=[{"pass": "#4c72b0", "warn": "#dd8452", "fail": "#c44e52"}.get(c["verdict"], "grey")
+                             for c in reported])
+            cols.set_yticks(range(len(reported)), [c["numbers"]["column"] for c in reported])
+            cols.invert_yaxis()
+            for i, c in enumerate(reported):
+                cols.plot([100 * c["numbers"]["best_known"]] * 2, [i - 0.4, i + 0.4], color="black")
+        cols.set(xlabel="robust accuracy (%)", title="columns; black: best known", xlim=(0, 103))
+        if not reported:
+            _empty(cols, "no reported column\n(no table shows this\nmodel, or none measured)")
     return fig
 
 

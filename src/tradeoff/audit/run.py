@@ -1,23 +1,29 @@
-"""An audit of a catalog's model (a run, or an external checkpoint), from the config's ``audit:`` block: the model and
-its test examples loaded as an evaluation loads them (fp32, eval mode), the attacks resolved for its dataset and scale
-as the tables' are, a surrogate of its dataset for the transfer check, and the PGD-family attacks of the authors'
-protocols of the tables that show it."""
+"""An audit of a catalog's model (a run, an external checkpoint, or a model from the user's Python file), from the
+config's ``audit:`` block: the model and its test examples loaded as an evaluation loads them (fp32, eval mode), the
+attacks resolved for its dataset and scale as the tables' are (at its L-inf budget and, where the dataset has one,
+its L2 budget), a surrogate of its dataset for the transfer check, the PGD-family attacks of the authors' protocols
+of the tables that show it, and the columns those tables report for it (their metrics and per-example predictions,
+where measured): each column is audited against the best known robust accuracy."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
 
+import torch
+
 from ..config import Catalog, ConfigError
 from ..errors import UserError
-from .checks import Auditor, Settings, worst
+from .checks import Auditor, Settings, group_verdicts, overall_line
 from .jobs import protocol_pairs, surrogate_for
 from .page import write_page
 
 log = logging.getLogger("tradeoff.audit")
 
-FORMAT = "tradeoff-audit/1"
+FORMAT = "tradeoff-audit/2"
+NOT_COLUMNS = ("clean", "corruptions")
 
 
 def _load(catalog: Catalog, model_id: str, device: str, examples: int | None):
@@ -29,7 +35,90 @@ def _load(catalog: Catalog, model_id: str, device: str, examples: int | None):
         raise UserError(f"{path}: no such model file (train {train_id!r} first: `tradeoff train --run {train_id}`)")
     loaded = Loaded(Evaluation(path, catalog.data_root, model_id=train_id, external=catalog.externals.get(train_id),
                                device=device, test_examples=examples))
-    return loaded.model, loaded.meta, loaded.x, loaded.y, loaded.device
+    return loaded
+
+
+def _order(n: int | None, size: int) -> torch.Tensor:
+    """The test set's indices of the first n examples of the fixed permutation (tradeoff.data.subset)."""
+    if n is None or n >= size:
+        return torch.arange(size)
+    return torch.randperm(size, generator=torch.Generator().manual_seed(0))[:n]
+
+
+def reported_columns(catalog: Catalog, model_id: str, y: torch.Tensor, examples: int | None, size: int,
+                     sha: str | None = None) -> tuple[dict[str, dict], list[str]]:
+    """The evaluations that the tables showing the model report (columns and their protocol's attacks; for a model no
+    table shows, every evaluation written for it), whose metrics and predictions are written and vouched for
+    (tradeoff.report.records), as the auditor takes them: ``{name:
+    {"spec", "flags"}}`` with the flags in the audit's order of examples; and a note per column left out. ``sha``: an
+    external model's file digest, which a column's record must name."""
+    from ..report.records import ReportError, predictions, read_json
+
+    wanted: dict[str, None] = {}
+    for name, target in catalog.targets.items():
+        if target["kind"] != "table":
+            continue
+        if any(model_id in (catalog.train_id.get(r, r) for r in catalog.row_runs(row["run"]))
+               for row in target["rows"]):
+            wanted.update(dict.fromkeys(catalog.target_attacks(name, model_id)))
+    train_id = catalog.train_id.get(model_id, model_id)
+    if not wanted:  # a model no table shows (a checkpoint or a Python file evaluated under --name): what it measured
+        wanted = dict.fromkeys(a for a in catalog.attack_jobs() if catalog.metrics_file(train_id, a).exists()
+                               or catalog.layout.metrics(train_id, a).exists())
+    audit_idx = _order(examples, size).tolist()
+    columns, notes = {}, []
+    for attack in wanted:
+        spec = dict(catalog.attack_for(attack, model_id))
+        if spec["type"] in NOT_COLUMNS:
+            continue
+        try:
+            own = catalog.layout.metrics(train_id, attack)  # `evaluate --checkpoint/--model`: a file per attack
+            if catalog.unit_of(attack) != attack and own.exists():
+                record = read_json(own)
+                if record.get("spec") != json.loads(json.dumps(spec)) or (
+                        sha and (record.get("external") or {}).get("sha256") != sha):
+                    notes.append(f"{attack}: {own} measured another file or setting")
+                    continue
+                found = read_json(catalog.layout.predictions(train_id, attack))
+            else:
+                found = predictions(catalog, model_id, attack)
+        except ReportError as exc:
+            notes.append(f"{attack}: {exc}")
+            continue
+        if found is None:
+            notes.append(f"{attack}: not measured")
+            continue
+        flags, labels = found["robust_correct"], found["labels"]
+        labels = labels if isinstance(labels, list) else json.loads(labels)
+        position = {int(i): p for p, i in enumerate(_order(len(flags), size).tolist())}
+        if not all(i in position for i in audit_idx):
+            notes.append(f"{attack}: its {len(flags)} examples do not hold the audit's")
+            continue
+        picked = [position[i] for i in audit_idx]
+        if [int(labels[p]) for p in picked] != y.cpu().tolist():
+            notes.append(f"{attack}: its labels are not the audit's examples'")
+            continue
+        columns[attack] = {"spec": spec, "flags": "".join(flags[p] for p in picked)}
+    return columns, notes
+
+
+def l2_spec(catalog: Catalog, model_id: str, attack: dict) -> dict | None:
+    """The audit's attack at the dataset's standard L2 budget (the config's ``datasets.<d>.l2``, rescaled as the
+    L-inf one for a scale), None where the dataset has none."""
+    from ..config.scale import resolve_attack
+
+    name = catalog.config["audit"]["attack"]
+    raw = {k: v for k, v in catalog.attacks[name].items() if k not in ("eps", "step_size")}
+    try:
+        spec = dict(resolve_attack({**raw, "norm": "l2"}, catalog.model_spec(model_id), catalog.config,
+                                   f"attacks.{name}"))
+    except (ConfigError, KeyError, TypeError, ValueError):
+        return None
+    if not spec.get("eps"):
+        return None
+    spec["step_size"] = spec["eps"] / 4 if attack.get("step_size") is None else \
+        attack["step_size"] * spec["eps"] / attack["eps"]
+    return spec
 
 
 def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0, surrogate: str | None = None,
@@ -42,8 +131,9 @@ def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0
     examples = block.get("examples")
     if spec.test_examples is not None:
         examples = spec.test_examples if examples is None else min(examples, spec.test_examples)
-    model, meta, x, y, device = _load(catalog, model_id, device, examples)
-    attack = catalog.attack_for(block["attack"], model_id)
+    loaded = _load(catalog, model_id, device, examples)
+    model, meta, x, y = loaded.model, loaded.meta, loaded.x, loaded.y
+    attack = dict(catalog.attack_for(block["attack"], model_id))
     black_box = catalog.attack_for(block["black_box"], model_id) if block.get("black_box") else None
     if surrogate is not None and surrogate not in catalog.runs and not catalog.is_external(surrogate):
         raise ConfigError(f"--surrogate: {surrogate!r} is neither a run nor an external model of the catalog")
@@ -53,19 +143,31 @@ def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0
         missing = (f"the surrogate {surrogate_id} is not trained ({catalog.model_file(surrogate_id)}: no such file; "
                    f"`tradeoff train --run {surrogate_id}`)")
     elif surrogate_id is not None:
-        surrogate_model = _load(catalog, surrogate_id, device, examples)[0]
+        surrogate_model = _load(catalog, surrogate_id, device, examples).model
     pairs = [(strong, catalog.attack_for(strong, model_id), code, catalog.attack_for(code, model_id))
              for strong, code in protocol_pairs(catalog, model_id)]
+    columns, notes = reported_columns(catalog, model_id, y, examples, loaded.test_size,
+                                      (meta.get("external") or {}).get("sha256"))
     auditor = Auditor(model, x, y, attack=attack, black_box=black_box, settings=Settings.from_config(block),
                       seed=seed, batch_size=batch_size or catalog.runtime.eval_batch_size,
-                      surrogate=surrogate_model, no_surrogate=missing, protocol=pairs,
-                      log=lambda text: log.info("%s: %s", model_id, text))
+                      surrogate=surrogate_model, no_surrogate=missing, protocol=pairs, reported=columns,
+                      l2=l2_spec(catalog, model_id, attack), log=lambda text: log.info("%s: %s", model_id, text))
     checks = auditor.run()
-    record = {"format": FORMAT, "model": model_id, "scale": catalog.scale, "arch": spec.arch,
-              "dataset": spec.dataset, "external": meta.get("external"), "examples": len(y),
-              "clean_accuracy": auditor.curves()["clean"], "attack": attack, "black_box": black_box,
-              "surrogate": surrogate_id, "settings": {k: v for k, v in block.items()}, "seed": seed,
-              "device": str(device), "checks": checks, "measurements": auditor.curves(),
-              "verdict": worst(c["verdict"] for c in checks),
-              "seconds": time.perf_counter() - t0}
+    extra = {"model": model_id, "scale": catalog.scale, "arch": spec.arch, "dataset": spec.dataset,
+             "external": meta.get("external"), "surrogate": surrogate_id, "settings": dict(block),
+             "columns_left_out": notes}
+    record = make_record(auditor, checks, extra, seconds=time.perf_counter() - t0, device=str(loaded.device))
     return record, write_page(record, catalog.layout.audit(model_id))
+
+
+def make_record(auditor: Auditor, checks: list[dict], extra: dict, *, seconds: float, device: str) -> dict:
+    """The record an audit's page is made from (tradeoff.audit.page.write_page), from an auditor that has run."""
+    groups = group_verdicts(checks)
+    return {"format": FORMAT, "model": extra.get("model", "model"), "scale": extra.get("scale", "-"),
+            "arch": extra.get("arch", "-"), "dataset": extra.get("dataset", "-"), "examples": len(auditor.y),
+            "clean_accuracy": auditor.curves()["clean"], "attack": auditor.attack, "l2": auditor.l2,
+            "black_box": auditor.black_box, "seed": auditor.seed, "device": device, **extra,
+            "checks": checks, "groups": groups, "overall": overall_line(groups),
+            "verdict": overall_line(groups).split(" ")[0].replace("n/a", "pass"),
+            "best_known": auditor.headline(), "reported": {n: c["spec"] for n, c in auditor.reported.items()},
+            "loss_trace": auditor.loss_trace, "measurements": auditor.curves(), "seconds": seconds}

@@ -263,7 +263,8 @@ def resolve_external(raw: dict, config: dict, key: Callable[[str], str]) -> Exte
     for needed in ("checkpoint", "arch", "dataset"):
         if not raw.get(needed):
             raise ConfigError(f"{key(needed)}: required (an external model needs checkpoint, arch and dataset)")
-    arch = canonical_arch(raw["arch"], models.model_names(), key("arch"))
+    python = raw.get("format") == "python"  # a model from the user's own Python file (tradeoff.user_model)
+    arch = str(raw["arch"]) if python else canonical_arch(raw["arch"], models.model_names(), key("arch"))
     datasets = [d for d in data.dataset_names() if d not in data.corruption_dataset_names()]
     if raw["dataset"] not in datasets:
         raise ConfigError(f"{key('dataset')}: " + unknown("dataset", raw["dataset"], datasets))
@@ -275,9 +276,11 @@ def resolve_external(raw: dict, config: dict, key: Callable[[str], str]) -> Exte
         raise ConfigError(f"{key('dataset')}: {raw['dataset']!r} has no standard budget; add datasets."
                           f"{raw['dataset']}.linf (its attacks' default eps)")
     fmt = raw.get("format") or "auto"
-    if fmt not in FORMATS:
+    if python and not arch.startswith("python:"):
+        raise ConfigError(f"{key('arch')}: a model from a Python file has arch python:FUNCTION, not {arch!r}")
+    if not python and fmt not in FORMATS:
         raise ConfigError(f"{key('format')}: " + unknown("format", fmt, FORMATS))
-    if fmt != "auto" and fmt not in layouts(arch):
+    if fmt not in ("auto", "python") and fmt not in layouts(arch):
         raise ConfigError(f"{key('format')}: architecture {arch!r} is not read in the {fmt} layout; it accepts "
                           f"{', '.join(layouts(arch))} (or auto)")
     sha = raw.get("sha256")

@@ -274,3 +274,33 @@ def failed_checks(catalog: Catalog) -> list[tuple[str, str, str]]:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             found.append((model, "record", f"{path} cannot be read ({type(exc).__name__}: {exc})"))
     return found
+
+
+def overstated_columns(catalog: Catalog, model_id: str) -> tuple[float, list[tuple[str, float]]] | None:
+    """What a written audit of a model (its training job) finds of the columns reported for it: (the best known
+    robust accuracy at the audit's budget, [(column, points above it)] of the columns its ``column`` checks fail), or
+    None without a readable audit."""
+    path = catalog.layout.audit(catalog.train_id.get(model_id, model_id))["json"]
+    try:
+        record = json.loads(path.read_text())
+        best = next(iter(record["best_known"].values()))["accuracy"]
+        found = [(c["numbers"]["column"], c["numbers"]["gap"]) for c in record["checks"]
+                 if c["name"].startswith("column ") and c["verdict"] == "fail"]
+    except (OSError, ValueError, KeyError, TypeError, StopIteration):
+        return None
+    return best, found
+
+
+def audit_notes(catalog: Catalog, rows: dict[str, str]) -> list[str]:
+    """A table's notes on its rows' audits (``rows``: label -> model): the columns each audit found overstated."""
+    out = []
+    for label, model_id in rows.items():
+        found = overstated_columns(catalog, model_id)
+        if found and found[1]:
+            best, columns = found
+            out.append(f"The audit of {label} (audit/{catalog.train_id.get(model_id, model_id)}.md) finds "
+                       + ", ".join(f"{name} (+{100 * gap:.1f} points)" for name, gap in columns)
+                       + f" above its best known robust accuracy, {100 * best:.1f}% (the per-example worst case over "
+                       "every attack measured at the budget).")
+    return out
+

@@ -33,7 +33,7 @@ from ..config import CORRUPTIONS_TYPE, PSEUDO_COLUMNS, Catalog, split_budget
 from ..spec import thaw
 from . import ran, stats
 from .labels import column_label
-from .records import Measurement, ReportError, measurement, training_machines, training_minutes
+from .records import Measurement, ReportError, audit_notes, measurement, training_machines, training_minutes
 
 STRONG = "strong"
 MARK = "†"  # differs significantly from the table's compare row
@@ -371,6 +371,7 @@ def _notes(catalog: Catalog, table: Table) -> list[str]:
                    "apart.")
     labels = {m["key"]: m["label"] for row in table.rows for m in row.members}
     out += [note[0].upper() + note[1:] + "." for note in ran.shared_job_notes(catalog, table.name, labels)]
+    out += audit_notes(catalog, {row.label: row.runs[0] for row in table.rows})  # written audits (docs/audit.md)
     epochs = [(row, selected_epochs(table, row)) for row in table.rows if not catalog.is_external(row.runs[0])]
     if any(sel for _, sel in epochs):
         length = {catalog.runs[row.runs[0]].epochs for row, _ in epochs}
