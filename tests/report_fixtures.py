@@ -136,10 +136,11 @@ def fraction(*parts, low: float = 0.0, high: float = 1.0, examples: int = 1000) 
 
 
 def fill_target(catalog, name: str, *, missing: set[tuple[str, str]] = frozenset(), same: float | None = None,
-                epochs: int = 6, num_classes: int = 10, examples: int = 200) -> None:
+                epochs: int = 6, num_classes: int = 10, examples: int = 200, records: dict | None = None) -> None:
     """Metrics (and, for per_class, predictions; for curves, curves) for every (row, column) of a figure or table
     target: clean accuracies high, robust ones lower. ``missing``: (run, attack) pairs left out; ``same``: every
-    robust accuracy this value (points that coincide, as at small scales)."""
+    robust accuracy this value (points that coincide, as at small scales); ``records``: {run: fields of its metrics
+    records} (a selected epoch and a mechanism, say)."""
     target = catalog.targets[name]
     for row in target["rows"]:
         for run in catalog.row_runs(row["run"]):
@@ -152,7 +153,7 @@ def fill_target(catalog, name: str, *, missing: set[tuple[str, str]] = frozenset
                                    examples=examples)
                     if same is not None and not clean:
                         acc = same
-                    write_metrics(catalog, run, job, acc, examples=examples)
+                    write_metrics(catalog, run, job, acc, examples=examples, **(records or {}).get(run, {}))
                     if target.get("plot") == "per_class":
                         labels = [k % num_classes for k in range(examples)]
                         write_predictions(catalog, run, job, labels,

@@ -104,6 +104,9 @@ def title(catalog: Catalog, name: str) -> str:
     ran = ran_phrase(catalog, name)
     if ran:
         out += f" — {catalog.scale} scale ran: {ran}"
+    if generated(catalog):
+        out += (f" — {catalog.scale} scale: generated data in the paper's formats, a few steps per run; "
+                "its numbers carry no meaning")
     same = twin(catalog, name)
     if same:
         out += f" (= {same} at this scale)"
@@ -189,3 +192,122 @@ def shared_job_notes(catalog: Catalog, name: str, labels: dict[str, str] | None 
         return []
     return [f"at this scale these rows are also the training jobs of other paper datasets or architectures (mapped "
             f"onto the same one): {', '.join(dict.fromkeys(shared))}"]
+
+
+# ------------------------------------------------------------------------------- the settings a row studies
+
+#: readers' names of the settings a target's rows study, by (method, setting); a setting not named is named by its
+#: key (``c``, ``lr``). Generalist's run schedule is its AT learner's (tradeoff.methods.generalist).
+SETTING_NAMES = {("generalist", "nt_lr"): "NT", ("generalist", "lr"): "AT", (None, "attack.eps"): "δ"}
+
+
+def generated(catalog: Catalog) -> bool:
+    """True where this scale's data are generated files (the rehearsal scale): its numbers measure nothing about the
+    methods, so its tables show no bold, no dagger and no verdict."""
+    return bool((catalog.config.get("scale_map") or {}).get("generated_data"))
+
+
+def _numbers(spec: dict, catalog: Catalog | None = None) -> dict[str, float]:
+    """The scalar settings of a run that a row may study: its learning rate (the schedule's peak), its method's
+    numeric parameters and its training attack's budget, by key (``lr``, ``nt_lr``, ``c``, ``attack.eps`` ...).
+    ``catalog``: given for a run as written (its attack a name, its budget the attack's or the dataset's standard
+    one); None for a resolved run."""
+    out = {}
+    lr = spec.get("lr")
+    if isinstance(lr, dict) and lr.get("values"):
+        out["lr"] = float(max(lr["values"]))
+    for key, value in (spec.get("method") or {}).items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = float(value)
+        elif key == "attack" and isinstance(value, dict) and value.get("eps") is not None:
+            out["attack.eps"] = float(value["eps"])
+        elif key == "attack" and isinstance(value, str) and catalog is not None:
+            attack = {**catalog.config.get("attacks", {}), **catalog.config.get("train_attacks", {})}.get(value, {})
+            eps = attack.get("eps")
+            if eps is None:
+                eps = (catalog.config["datasets"].get(spec.get("dataset")) or {}).get(attack.get("norm", "linf"))
+            if eps is not None and not isinstance(eps, list):
+                out["attack.eps"] = parse_budget(eps, f"{key}.eps")
+    return out
+
+
+def _written(catalog: Catalog, run: str) -> dict | None:
+    """A run's settings as the catalog writes them (its preset under its own), before any scale maps them; None
+    for a run that is not written under ``runs:`` (an external model, a seed's copy)."""
+    from ..config.design import merge
+
+    raw = (catalog.config.get("runs") or {}).get(run)
+    if raw is None:
+        return None
+    preset = (catalog.config.get("train_presets") or {}).get(raw.get("preset") or "", {})
+    return merge(preset, {k: v for k, v in raw.items() if k != "preset"})
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def studied_settings(catalog: Catalog, name: str) -> dict[str, dict[str, tuple[float, float]]]:
+    """Per row key of a target: {setting: (as the catalog writes it, as this scale runs it)} for each setting that
+    its rows study (written differently among them); empty when the rows study no such setting."""
+    rows = [row for row in catalog.targets[name].get("rows", []) if not catalog.is_external(row["run"])]
+    written = {row["key"]: _written(catalog, row["run"]) for row in rows}
+    if len(rows) < 2 or any(w is None for w in written.values()):
+        return {}
+    numbers = {key: _numbers(w, catalog) for key, w in written.items()}
+    keys = [k for k in dict.fromkeys(k for n in numbers.values() for k in n)
+            if all(k in n for n in numbers.values()) and len({n[k] for n in numbers.values()}) > 1]
+    keys.sort(key=lambda k: k == "lr")  # the method's own settings first, the run's schedule last
+    out = {}
+    for row in rows:
+        ran = _numbers(catalog.runs[row["run"]].as_dict())
+        out[row["key"]] = {k: (numbers[row["key"]][k], ran[k]) for k in keys if k in ran}
+    return out
+
+
+def _differs(a: float, b: float) -> bool:
+    return abs(a - b) > 1e-9 * max(abs(a), abs(b), 1.0)
+
+
+def setting_name(catalog: Catalog, run: str, key: str) -> str:
+    method = catalog.runs[run].method.name if not catalog.is_external(run) else None
+    return SETTING_NAMES.get((method, key)) or SETTING_NAMES.get((None, key), key)
+
+
+def here_clause(catalog: Catalog, name: str, row: dict) -> str:
+    """" — here NT 0.1, AT 0.1" for a row whose studied settings (studied_settings) this scale runs otherwise than
+    its label (the paper's setting) says; "" when they ran as written."""
+    settings = studied_settings(catalog, name).get(row["key"]) or {}
+    if not any(_differs(w, r) for w, r in settings.values()):
+        return ""
+    return " — here " + ", ".join(f"{setting_name(catalog, row['run'], k)} {_fmt(r)}" for k, (_, r) in
+                                  settings.items())
+
+
+def ratio_note(catalog: Catalog, name: str, labels: dict[str, str] | None = None) -> str | None:
+    """A note for a target whose rows study two learning rates (Table 5: the NT learner's against the AT
+    learner's) where this scale does not keep their ratio; None where it does, or where no two are studied."""
+    studied = studied_settings(catalog, name)
+    rates = [k for k in next(iter(studied.values()), {}) if k == "lr" or k.endswith("_lr")]
+    if len(rates) < 2:
+        return None
+    a, b = rates[:2]
+    changed = []
+    for row in catalog.targets[name]["rows"]:
+        settings = studied.get(row["key"])
+        if not settings or a not in settings or b not in settings or not settings[b][0] or not settings[b][1]:
+            continue
+        paper, here = settings[a][0] / settings[b][0], settings[a][1] / settings[b][1]
+        if _differs(paper, here):
+            label = ((labels or {}).get(row["key"]) or row.get("label") or row["key"]).split(" — here ")[0]
+            changed.append(f"{label}: "
+                           f"{_ratio(paper)} → {_ratio(here)}")
+    if not changed:
+        return None
+    run = catalog.targets[name]["rows"][0]["run"]
+    return (f"the rows study the ratio of the {setting_name(catalog, run, a)} to the {setting_name(catalog, run, b)} "
+            f"learning rate, which the {catalog.scale} scale does not keep: " + "; ".join(changed))
+
+
+def _ratio(x: float) -> str:
+    return f"{_fmt(x)}:1" if x >= 1 else f"1:{_fmt(1 / x)}"
