@@ -3,12 +3,13 @@ once, for Snakemake (outputs), DVC (outs) and the CLI."""
 
 from __future__ import annotations
 
+import html
 import os
 from pathlib import Path
 
 from ..atomic import atomic_write_text
 from ..config import Catalog
-from . import tables
+from . import ran, tables
 
 
 def target_inputs(catalog: Catalog, name: str) -> list[Path]:
@@ -72,14 +73,14 @@ def build_target(catalog: Catalog, name: str) -> list[Path]:
             parts = parts[:1] + [p.split("\n", 1)[1] for p in parts[1:]]
         if kind == "md" and figures:
             parts.append("## Figures\n\n" + "\n".join(
-                f"- {catalog.targets[f].get('title', f)}: `{catalog.layout.figures(f)['png']}`" for f in figures) + "\n")
+                f"- {ran.title(catalog, f)}: `{catalog.layout.figures(f)['png']}`" for f in figures) + "\n")
         if kind == "html" and figures:
             here = paths["html"].parent
-            parts.append("".join(f"<h2>{catalog.targets[f].get('title', f)}</h2><img src='"
+            parts.append("".join(f"<h2>{html.escape(ran.title(catalog, f))}</h2><img src='"
                                  f"{os.path.relpath(catalog.layout.figures(f)['png'], here)}' alt='{f}' "
                                  "style='max-width: 100%'>" for f in figures))
         text = ("" if kind == "csv" else "\n").join(parts)
         if kind == "html":
-            text = tables.html_page(target.get("title", name), text)
+            text = tables.html_page(ran.title(catalog, name), text)
         atomic_write_text(paths[kind], text)
     return target_outputs(catalog, name)

@@ -11,7 +11,7 @@ from .. import live
 from ..config import Catalog
 from . import ran, records, tables
 from .kinds import figure_kind
-from .labels import curve_axis_label, curve_label, curve_scale, curve_title, curve_unit
+from .labels import _LEARNER as LEARNER_CURVE, curve_axis_label, curve_label, curve_scale, curve_title, curve_unit
 from .style import FOOTNOTE, LINESTYLES, MARKERS, figure_legend, palette, percent_limits, plt
 from .tables import load_reference, read_metric
 
@@ -256,6 +256,11 @@ def plot_curves(catalog: Catalog, name: str, target: dict, axes) -> None:
     for ax, (column, _) in zip(axes, panels):
         if curve_unit(column) == "%":  # accuracy panels on one scale
             percent_limits(ax, percent_values)
+    runs = [row["run"] for row in target["rows"]]
+    attack = ran.tracking_attack(catalog, runs)
+    if attack and any(LEARNER_CURVE.match(c) and not c.endswith("_clean") for c in target["curve_columns"]):
+        axes[0].figure.text(0, 0, f"the learners' robust curves: {ran.attack_phrase(catalog, attack, runs)}",
+                            gid=FOOTNOTE)
     figure_legend(axes[0].figure)
 
 

@@ -73,6 +73,23 @@ def column_title(catalog: Catalog, target: dict, key: str, attack: str) -> str:
     return f"{label}, {budget}" if budget else label
 
 
+def attack_phrase(catalog: Catalog, attack: str, run_ids: list[str]) -> str:
+    """An attack of the catalog as a figure names it outside a column: "PGD-20, ε = 8/255 (here 0.3)"."""
+    budget = budget_phrase(catalog, attack, run_ids) if attack in catalog.attacks else None
+    return column_label(None, attack) + (f", {budget}" if budget else "")
+
+
+def tracking_attack(catalog: Catalog, run_ids: list[str]) -> str | None:
+    """The attack (as the catalog names it) that a Generalist run's learner tracking (its ``learner_*`` curves)
+    runs, or None."""
+    for run in run_ids:
+        written = _written(catalog, run) or {}
+        attack = ((written.get("method") or {}).get("track_learners") or {}).get("attack")
+        if isinstance(attack, str):
+            return attack
+    return None
+
+
 def _names(values, names: dict) -> str:
     return ", ".join(names.get(v, v) for v in dict.fromkeys(values))
 
@@ -82,6 +99,10 @@ def ran_phrase(catalog: Catalog, name: str) -> str | None:
     every run is the paper's setting."""
     target = catalog.targets[name]
     runs = [r for r in _runs(catalog, target) if not catalog.is_external(r)]
+    own = (target.get("analysis") or {}).get("dataset")
+    if not runs and own:  # an analysis of its own dataset (CA-AT Figure 2): the dataset it reads at this scale
+        ran = catalog.analysis_datasets(name)
+        return None if ran == [own] else _names(ran, DATASET_NAMES) + " (at its own image size)"
     if not runs or all(catalog.runs[r].paper_dataset == catalog.runs[r].dataset
                        and catalog.runs[r].paper_arch == catalog.runs[r].arch for r in runs):
         return None
