@@ -512,14 +512,14 @@ def _jobs_note(catalog: Catalog, table: Table) -> list[str]:
 
 
 def figure_labels(catalog: Catalog, name: str, early: dict | None = None) -> dict[str, str]:
-    """Row key -> the row as a figure names it (a legend entry, a tick, a footer note): its series (a line of a
-    sweep) or its label as its table gives it (row_labels), else its x value; what ran where it differs
+    """Row key -> the row as a figure names it (a legend entry, a tick, a footer note): its label as its table
+    gives it (row_labels), else its series (a line of a budget sweep), else its x value; what ran where it differs
     (ran.here_clause) and ‡ where its model was selected before its method's mechanism acts (early_rows)."""
     early = early_rows(catalog, name) if early is None else early
     rows = row_labels(catalog, name)
     out = {}
     for row in catalog.targets[name]["rows"]:
-        if row.get("series"):
+        if row.get("series") and not row.get("label"):  # a line of a budget sweep, named by its series
             label = row["series"] + ran.here_clause(catalog, name, row)
         elif not row.get("label") and "x" in row and rows[row["key"]].startswith(row["key"]):
             studied = list(ran.studied_settings(catalog, name).get(row["key"]) or {})
