@@ -52,8 +52,12 @@ def test_a_row_studying_a_setting_says_what_this_scale_ran(demo):
     assert note == ("the rows study the ratio of the NT to the AT learning rate, which the demo scale does not keep: "
                     "NT=0.1, AT=0.01: 10:1 → 1:1; NT=0.1, AT=0.001: 100:1 → 10:1; NT=0.01, AT=0.01: 1:1 → 1:10")
     # a training budget studied by a sweep (CA-AT Figure 8) and Generalist's c (Figure 3(b)), rescaled
-    assert ran.here_clause(demo, "caat_figure8", demo.targets["caat_figure8"]["rows"][1]) == " — here δ 0.45"
-    assert ran.here_clause(demo, "figure3b", demo.targets["figure3b"]["rows"][1]) == " — here c 0.417"
+    sweep = demo.targets["caat_figure8"]["rows"][1]
+    assert ran.here_clause(demo, "caat_figure8", sweep, sweep["series"]) == " — here δ 0.45"
+    assert tables.figure_labels(demo, "caat_figure8", early={})[sweep["key"]] == "vanilla λ=0.5, δ=12/255 — here δ 0.45"
+    assert tables.figure_labels(demo, "figure3b", early={})["c5"] == "c = 5 — here c 0.417"
+    # a label that does not give the paper's value (Figure 4(b)'s optimizers) gets both
+    assert tables.row_labels(demo, "figure4b")["baseline_sgd"] == "Baseline (SGD) — lr 0.01; here lr 0.1"
     # rows whose settings are the same at every scale, or a table that studies none: nothing added
     assert tables.row_labels(demo, "table1a")["generalist"] == "Generalist"
 

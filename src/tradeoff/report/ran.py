@@ -11,6 +11,7 @@ reads the resolved catalog only, never a results file.
 from __future__ import annotations
 
 import json
+import re
 
 from ..config import PSEUDO_COLUMNS, Catalog, parse_budget, split_budget
 from .labels import budget_text, column_label
@@ -295,14 +296,27 @@ def setting_name(catalog: Catalog, run: str, key: str) -> str:
     return SETTING_NAMES.get((method, key)) or SETTING_NAMES.get((None, key), key)
 
 
-def here_clause(catalog: Catalog, name: str, row: dict) -> str:
+def here_clause(catalog: Catalog, name: str, row: dict, label: str | None = None) -> str:
     """" — here NT 0.1, AT 0.1" for a row whose studied settings (studied_settings) this scale runs otherwise than
-    its label (the paper's setting) says; "" when they ran as written."""
+    its label (the paper's setting) says; where the label does not give the paper's values (``label``: "Baseline
+    (SGD)"), both: " — lr 0.01, here 0.1". "" when they ran as written."""
     settings = studied_settings(catalog, name).get(row["key"]) or {}
     if not any(_differs(w, r) for w, r in settings.values()):
         return ""
-    return " — here " + ", ".join(f"{setting_name(catalog, row['run'], k)} {_fmt(r)}" for k, (_, r) in
-                                  settings.items())
+    names = {k: setting_name(catalog, row["run"], k) for k in settings}
+    here = ", ".join(f"{names[k]} {_fmt(r)}" for k, (_, r) in settings.items())
+    text = label if label is not None else (row.get("label") or "")
+    written = {k: _written_value(k, w) for k, (w, _) in settings.items()}
+    if all(re.search(rf"(?<![\d./]){re.escape(v)}(?![\d./])", text) for v in written.values()):
+        return f" — here {here}"
+    return " — " + ", ".join(f"{names[k]} {v}" for k, v in written.items()) + f"; here {here}"
+
+
+def _written_value(key: str, value: float) -> str:
+    """A setting as the paper writes it: a budget in 255ths where it is one (8/255), else its number."""
+    if key.endswith("eps") and value > 0 and abs(value * 255 - round(value * 255)) < 1e-6:
+        return f"{round(value * 255)}/255"
+    return _fmt(value)
 
 
 def ratio_note(catalog: Catalog, name: str, labels: dict[str, str] | None = None) -> str | None:

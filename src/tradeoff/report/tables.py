@@ -26,6 +26,7 @@ import csv
 import html
 import io
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -175,9 +176,12 @@ def row_labels(catalog: Catalog, name: str, reference: dict | None = None) -> di
     target = catalog.targets[name]
     if reference is None:
         reference = load_reference(catalog, target["reference"]) if target.get("reference") else {}
-    return {row["key"]: (row.get("label") or next((lab for (r, _), (_, _, lab) in reference.items()
-                                                   if r == row["key"]), row["key"])) + ran.here_clause(catalog, name, row)
-            for row in target["rows"]}
+    out = {}
+    for row in target["rows"]:
+        label = row.get("label") or next((lab for (r, _), (_, _, lab) in reference.items() if r == row["key"]),
+                                         row["key"])
+        out[row["key"]] = label + ran.here_clause(catalog, name, row, label)
+    return out
 
 
 def _merged_rows(catalog: Catalog, name: str, reference: dict) -> list[Row]:
@@ -426,12 +430,12 @@ def _shared_note(catalog: Catalog, table: Table) -> list[str]:
 
 
 HERE_NOTE = ("— here …: the setting a row studies as this scale ran it, where it differs from its label (the paper's "
-             "setting; from the runs' resolved settings)")
+             "setting, given after the label where the label does not say it; from the runs' resolved settings)")
 
 
 def settings_notes(catalog: Catalog, name: str, labels: dict[str, str]) -> list[str]:
     """What a row's "— here ..." says, and a studied ratio the scale does not keep (a table's and a figure's)."""
-    out = [HERE_NOTE] if any(" — here " in label for label in labels.values()) else []
+    out = [HERE_NOTE] if any(re.search(" — .*here ", label) for label in labels.values()) else []
     ratio = ran.ratio_note(catalog, name, labels)
     return out + ([ratio[0].upper() + ratio[1:]] if ratio else [])
 
@@ -520,11 +524,12 @@ def figure_labels(catalog: Catalog, name: str, early: dict | None = None) -> dic
     out = {}
     for row in catalog.targets[name]["rows"]:
         if row.get("series") and not row.get("label"):  # a line of a budget sweep, named by its series
-            label = row["series"] + ran.here_clause(catalog, name, row)
+            label = row["series"] + ran.here_clause(catalog, name, row, row["series"])
         elif not row.get("label") and "x" in row and rows[row["key"]].startswith(row["key"]):
             studied = list(ran.studied_settings(catalog, name).get(row["key"]) or {})
             what = ran.setting_name(catalog, row["run"], studied[0]) if len(studied) == 1 else "x"
-            label = f"{what} = {row['x']:g}" + ran.here_clause(catalog, name, row)
+            label = f"{what} = {row['x']:g}"
+            label += ran.here_clause(catalog, name, row, label)
         else:
             label = rows[row["key"]]
         out[row["key"]] = label + (f" {EARLY}" if row["key"] in early else "")
