@@ -82,6 +82,9 @@ def test_the_rehearsal_scale_says_its_data_are_generated_and_shows_no_bold_or_da
     assert any("its numbers test the pipeline, not the methods (no bold, no dagger, no verdict)" in n
                for n in table.notes)
     assert "**Bold**" not in md
+    from tradeoff.report.build import target_caption
+
+    assert "generated data, no bold and no dagger" in target_caption(rehearsal, "table1a")
     # the same files read as if the data were real: bold and daggers (the rule above is what removes them)
     monkeypatch.setattr(ran, "generated", lambda catalog: False)
     table = tables.build(rehearsal, "table1a")
@@ -154,6 +157,11 @@ def test_figure_index_pages_say_what_ran(demo):
     assert "— demo scale ran: " in page
     for member in demo.leaf_targets("caat_figure4"):
         assert ran.title(demo, member) in page
+    from tradeoff.report.build import target_caption  # the Snakemake report's captions
+
+    assert target_caption(demo, "table5").startswith(ran.title(demo, "table5") + ".")
+    assert "Holm's correction" in target_caption(demo, "table5")
+    assert target_caption(demo, "figure4a").startswith(ran.title(demo, "figure4a") + ".")
 
 
 # ---------------------------------------------------------------------------------- 5. each finding once

@@ -31,17 +31,25 @@ def target_inputs(catalog: Catalog, name: str) -> list[Path]:
 
 
 def target_caption(catalog: Catalog, name: str) -> str:
-    """The caption of a target in the Snakemake report: its title, what it shows and how to read it."""
+    """The caption of a target in the Snakemake report: its title (with what ran at this scale), what it shows and
+    how to read it."""
     target = catalog.targets[name]
-    title = target.get("title", name)
+    title = ran.title(catalog, name)
     if target["kind"] == "figure":
         return (f"{title}. Built from the metrics, curves or analysis files of its runs at the {catalog.scale} scale; "
                 "the footer says what its points cannot show at this scale (points of one training job, columns "
-                "under which no two points differ significantly).")
+                "under which no two points differ significantly) and every point marked ‡ (selected before its "
+                "method's mechanism acts).")
+    if ran.generated(catalog):
+        return (f"{title}. Ours with its 95% Wilson interval over the test examples ({catalog.scale} scale: generated "
+                "data, no bold and no dagger), the paper's number on its own line. The notes under the table name "
+                "every attack's settings and every row's training job.")
     return (f"{title}. Ours with its 95% Wilson interval over the test examples ({catalog.scale} scale), the "
             "paper's number on its own line; bold: the best and every row not significantly worse (exact McNemar "
-            "test on the per-example predictions); dagger: differs significantly from the paper's method. The notes "
-            "under the table name every attack's settings and every row's training job.")
+            "test on the per-example predictions); dagger: differs significantly from the paper's method after "
+            "Holm's correction over the column's comparisons; ‡: the row's model was selected before its method's "
+            "mechanism acts. The notes under the table name every attack's settings and every row's training job "
+            "and selected epoch.")
 
 
 def target_outputs(catalog: Catalog, name: str) -> list[Path]:
