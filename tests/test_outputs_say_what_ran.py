@@ -127,9 +127,11 @@ def test_figures_say_what_ran_and_what_they_show(demo):
                                                                      "15\n(1.25)"]
     assert "(in brackets: c as run at this scale)" in text
     # CA-AT Figure 8: the training budget that ran, in the legend
-    fill_target(demo, "caat_figure8")
+    fill_target(demo, "caat_figure8", same=0.0)
     _, text = _figure(demo, "caat_figure8")
     assert "vanilla λ=0.5, δ=12/255 — here δ 0.45" in text
+    assert "caat_pgd@" not in text  # a sweep's point in a footer note by its budget, not its job's name
+    assert "under PGD, ε = 32/255 (here 1) no two points differ significantly" in text
     # a grid: how many match and how many are shown; the attack with its budget
     fill_target(demo, "zipper_figure7")
     write_analysis(demo, "zipper_figure7", grid_analysis(demo, "zipper_figure7", shown=8))

@@ -616,7 +616,8 @@ def degenerate_notes(catalog: Catalog, name: str) -> list[str]:
                 continue
             low, high = min(cells, key=lambda c: c.value), max(cells, key=lambda c: c.value)
             if high.value == low.value or stats.mcnemar(list(zip(high.bits, low.bits))) >= stats.ALPHA:
-                what = column_label(target, column) + ("" if job == attack else f" ({job})")
+                # a sweep's point: its budget as the paper writes it and as it ran, not the job's name
+                what = column_label(target, column) if job == attack else ran.column_title(catalog, target, column, job)
                 notes.append(f"under {what} no two points differ significantly at this scale "
                              f"({low.value:.1f}–{high.value:.1f}%)")
     return notes
