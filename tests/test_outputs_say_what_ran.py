@@ -54,7 +54,8 @@ def test_a_row_studying_a_setting_says_what_this_scale_ran(demo):
     # a training budget studied by a sweep (CA-AT Figure 8) and Generalist's c (Figure 3(b)), rescaled
     sweep = demo.targets["caat_figure8"]["rows"][1]
     assert ran.here_clause(demo, "caat_figure8", sweep, sweep["series"]) == " — here δ 0.45"
-    assert tables.figure_labels(demo, "caat_figure8", early={})[sweep["key"]] == "vanilla λ=0.5, δ=12/255 — here δ 0.45"
+    assert (tables.figure_labels(demo, "caat_figure8", early={})[sweep["key"]]
+            == "vanilla λ=0.5, δ=12/255 — here δ 0.45")
     assert tables.figure_labels(demo, "figure3b", early={})["c5"] == "c = 5 — here c 0.417"
     # a label that does not give the paper's value (Figure 4(b)'s optimizers) gets both
     assert tables.row_labels(demo, "figure4b")["baseline_sgd"] == "Baseline (SGD) — lr 0.01; here lr 0.1"

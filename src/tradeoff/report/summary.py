@@ -160,7 +160,8 @@ def build_summary(catalog: Catalog) -> dict[str, Path]:
             + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr></thead><tbody>" + "".join(rows_html)
             + "</tbody></table>"
             + ("<h2>Where the authors' evaluation overstates robustness</h2><ul>"
-               + "".join(f"<li>{html.escape(text)} — {html.escape(', '.join(names))}</li>" for text, names in overstated)
+               + "".join(f"<li>{html.escape(text)} — {html.escape(', '.join(names))}</li>"
+                         for text, names in overstated)
                + "</ul>" if overstated else "")
             + ("<h2>Failed audit checks</h2><ul>"
                + "".join(f"<li>{html.escape(f'{model} / {name}: {text}')}</li>" for model, name, text in failed)

@@ -389,8 +389,8 @@ def _how_to_read(catalog: Catalog, table: Table) -> list[str]:
            ". The paper's number is on its own line below ours.")
     if not table.generated:
         how += (" **Bold**: the best of ours in the column and every row not significantly worse than it (exact "
-                "McNemar test on the per-example predictions, p ≥ 0.05); never a 0, and only where such a test exists "
-                "(not on NROB, a mean or a time).")
+                "McNemar test on the per-example predictions, p ≥ 0.05); never a 0, and only where such a test "
+                "exists (not on NROB, a mean or a time).")
         if table.compare:
             how += (f" {MARK}: differs from {_compare_label(table)} (the paper's method) at p < 0.05 after Holm's "
                     "correction over the column's comparisons with it (exact McNemar tests; the CSV keeps the raw and "
@@ -429,8 +429,9 @@ def _shared_note(catalog: Catalog, table: Table) -> list[str]:
     return [note[0].upper() + note[1:] + "." for note in ran.shared_job_notes(catalog, table.name, _labels(table))]
 
 
-HERE_NOTE = ("— here …: the setting a row studies as this scale ran it, where it differs from its label (the paper's "
-             "setting, given after the label where the label does not say it; from the runs' resolved settings)")
+HERE_NOTE = ("— here …: the setting a row studies as this scale ran it, where it differs from its label (the "
+             "paper's setting, given after the label where the label does not say it; from the runs' resolved "
+             "settings)")
 
 
 def settings_notes(catalog: Catalog, name: str, labels: dict[str, str]) -> list[str]:
@@ -728,7 +729,8 @@ TEX_CHARS = {"β": r"$\beta$", "λ": r"$\lambda$", "γ": r"$\gamma$", "δ": r"$\
              "‡": r"$^\ddagger$", "…": r"\ldots{}",
              "‖": r"$\|$", "≥": r"$\geq$", "≤": r"$\leq$", "→": r"$\rightarrow$", "·": r"$\cdot$", "’": "'",
              "é": r"\'e", "ü": r"\"u"}
-TEX_SPECIAL = {"<": r"\textless{}", ">": r"\textgreater{}", "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{",
+TEX_SPECIAL = {"<": r"\textless{}", ">": r"\textgreater{}",
+               "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{",
                "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 
 
