@@ -104,12 +104,12 @@ def write_metrics(catalog, run: str, attack: str, accuracy: float, *, examples: 
 
 
 def write_predictions(catalog, run: str, attack: str, labels: list[int], robust_correct,
-                      clean_correct=None) -> Path:
+                      clean_correct=None, **overrides) -> Path:
     """Write ``run``'s per-example outcomes under ``attack`` (true labels, and per example whether it was classified
     correctly under the attack and clean, default: wherever it was under the attack), with the metrics they give."""
     robust = _bits(robust_correct)
     clean = robust if clean_correct is None else _bits(clean_correct)
-    return write_measurement(catalog, run, attack, robust, clean=clean, labels=labels)
+    return write_measurement(catalog, run, attack, robust, clean=clean, labels=labels, **overrides)
 
 
 def write_curves(catalog, run: str, rows: list[dict]) -> Path:
@@ -136,10 +136,11 @@ def fraction(*parts, low: float = 0.0, high: float = 1.0, examples: int = 1000) 
 
 
 def fill_target(catalog, name: str, *, missing: set[tuple[str, str]] = frozenset(), same: float | None = None,
-                epochs: int = 6, num_classes: int = 10, examples: int = 200) -> None:
+                epochs: int = 6, num_classes: int = 10, examples: int = 200, records: dict | None = None) -> None:
     """Metrics (and, for per_class, predictions; for curves, curves) for every (row, column) of a figure or table
     target: clean accuracies high, robust ones lower. ``missing``: (run, attack) pairs left out; ``same``: every
-    robust accuracy this value (points that coincide, as at small scales)."""
+    robust accuracy this value (points that coincide, as at small scales); ``records``: {run: fields of its metrics
+    records} (a selected epoch and a mechanism, say)."""
     target = catalog.targets[name]
     for row in target["rows"]:
         for run in catalog.row_runs(row["run"]):
@@ -152,11 +153,15 @@ def fill_target(catalog, name: str, *, missing: set[tuple[str, str]] = frozenset
                                    examples=examples)
                     if same is not None and not clean:
                         acc = same
-                    write_metrics(catalog, run, job, acc, examples=examples)
+                    own = dict((records or {}).get(run, {}))
+                    if catalog.attack_for(job, run)["type"] == "corruptions":  # NROB: the mean over its corruptions
+                        n = scale_examples(catalog, run, examples)
+                        own["corruptions"] = {"fog": round(acc * n) / n}
+                    write_metrics(catalog, run, job, acc, examples=examples, **own)
                     if target.get("plot") == "per_class":
                         labels = [k % num_classes for k in range(examples)]
                         write_predictions(catalog, run, job, labels,
-                                          [fraction(run, job, k) < acc for k in range(examples)])
+                                          [fraction(run, job, k) < acc for k in range(examples)], **own)
             if target.get("plot") == "curves":
                 rows = []
                 for epoch in range(1, epochs + 1):

@@ -268,13 +268,16 @@ def test_figure8_draws_accuracy_over_attack_budgets_from_metrics(smoke):
     assert [ax.get_title() for ax in fig.axes] == ["FGSM", "PGD"]
     for ax in fig.axes:
         lines = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
-        assert [line.get_label() for line in lines] == [row["series"] for row in target["rows"]]
+        # each trained model by its series, with the training budget that ran (tradeoff.report.ran.here_clause)
+        ran_eps = {"8/255": 0.3, "12/255": 0.45}
+        assert [line.get_label() for line in lines] == [
+            f"{row['series']} — here δ {ran_eps[row['series'].split('δ=')[1]]}" for row in target["rows"]]
         assert len({line.get_color() for line in lines}) == len(lines)
         # the paper's budgets, each with the budget that ran at this scale (32/255 capped at the image range)
         assert [t.get_text() for t in ax.get_xticklabels()] == [
             "0", "8/255\n(0.3)", "16/255\n(0.6)", "24/255\n(0.9)", "32/255\n(1)"]
         assert "in brackets: the budget run at this scale" in ax.get_xlabel()
-    pgd = next(line for line in fig.axes[1].get_lines() if line.get_label() == target["rows"][0]["series"])
+    pgd = next(line for line in fig.axes[1].get_lines() if line.get_label().startswith(target["rows"][0]["series"]))
     assert list(pgd.get_xdata()) == pytest.approx([0, 8 / 255, 16 / 255, 24 / 255, 32 / 255])
     assert list(pgd.get_ydata()) == pytest.approx([90, 50, 40, 30, 20])
     plt.close(fig)

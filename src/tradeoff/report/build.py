@@ -3,12 +3,13 @@ once, for Snakemake (outputs), DVC (outs) and the CLI."""
 
 from __future__ import annotations
 
+import html
 import os
 from pathlib import Path
 
 from ..atomic import atomic_write_text
 from ..config import Catalog
-from . import tables
+from . import ran, tables
 
 
 def target_inputs(catalog: Catalog, name: str) -> list[Path]:
@@ -30,17 +31,25 @@ def target_inputs(catalog: Catalog, name: str) -> list[Path]:
 
 
 def target_caption(catalog: Catalog, name: str) -> str:
-    """The caption of a target in the Snakemake report: its title, what it shows and how to read it."""
+    """The caption of a target in the Snakemake report: its title (with what ran at this scale), what it shows and
+    how to read it."""
     target = catalog.targets[name]
-    title = target.get("title", name)
+    title = ran.title(catalog, name)
     if target["kind"] == "figure":
         return (f"{title}. Built from the metrics, curves or analysis files of its runs at the {catalog.scale} scale; "
                 "the footer says what its points cannot show at this scale (points of one training job, columns "
-                "under which no two points differ significantly).")
+                "under which no two points differ significantly) and every point marked ‡ (selected before its "
+                "method's mechanism acts).")
+    if ran.generated(catalog):
+        return (f"{title}. Ours with its 95% Wilson interval over the test examples ({catalog.scale} scale: generated "
+                "data, no bold and no dagger), the paper's number on its own line. The notes under the table name "
+                "every attack's settings and every row's training job.")
     return (f"{title}. Ours with its 95% Wilson interval over the test examples ({catalog.scale} scale), the "
             "paper's number on its own line; bold: the best and every row not significantly worse (exact McNemar "
-            "test on the per-example predictions); dagger: differs significantly from the paper's method. The notes "
-            "under the table name every attack's settings and every row's training job.")
+            "test on the per-example predictions); dagger: differs significantly from the paper's method after "
+            "Holm's correction over the column's comparisons; ‡: the row's model was selected before its method's "
+            "mechanism acts. The notes under the table name every attack's settings and every row's training job "
+            "and selected epoch.")
 
 
 def target_outputs(catalog: Catalog, name: str) -> list[Path]:
@@ -72,14 +81,14 @@ def build_target(catalog: Catalog, name: str) -> list[Path]:
             parts = parts[:1] + [p.split("\n", 1)[1] for p in parts[1:]]
         if kind == "md" and figures:
             parts.append("## Figures\n\n" + "\n".join(
-                f"- {catalog.targets[f].get('title', f)}: `{catalog.layout.figures(f)['png']}`" for f in figures) + "\n")
+                f"- {ran.title(catalog, f)}: `{catalog.layout.figures(f)['png']}`" for f in figures) + "\n")
         if kind == "html" and figures:
             here = paths["html"].parent
-            parts.append("".join(f"<h2>{catalog.targets[f].get('title', f)}</h2><img src='"
+            parts.append("".join(f"<h2>{html.escape(ran.title(catalog, f))}</h2><img src='"
                                  f"{os.path.relpath(catalog.layout.figures(f)['png'], here)}' alt='{f}' "
                                  "style='max-width: 100%'>" for f in figures))
         text = ("" if kind == "csv" else "\n").join(parts)
         if kind == "html":
-            text = tables.html_page(target.get("title", name), text)
+            text = tables.html_page(ran.title(catalog, name), text)
         atomic_write_text(paths[kind], text)
     return target_outputs(catalog, name)

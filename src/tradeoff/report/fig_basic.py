@@ -9,9 +9,9 @@ import numpy as np
 
 from .. import live
 from ..config import Catalog
-from . import ran, records
+from . import ran, records, tables
 from .kinds import figure_kind
-from .labels import curve_axis_label, curve_label, curve_scale, curve_title, curve_unit, row_label
+from .labels import _LEARNER as LEARNER_CURVE, curve_axis_label, curve_label, curve_scale, curve_title, curve_unit
 from .style import FOOTNOTE, LINESTYLES, MARKERS, figure_legend, palette, percent_limits, plt
 from .tables import load_reference, read_metric
 
@@ -21,8 +21,9 @@ def read_predictions(catalog: Catalog, run: str, attack: str) -> dict | None:
     return records.predictions(catalog, run, attack)
 
 
-def _label(row: dict, reference: dict) -> str:
-    return row_label(row, next((lab for (r, _), (_, _, lab) in reference.items() if r == row["key"]), None))
+def _labels(catalog: Catalog, name: str) -> dict[str, str]:
+    """Row key -> the row as a legend or tick names it (tables.figure_labels: as its table does, what ran, ‡)."""
+    return tables.figure_labels(catalog, name)
 
 
 def _title(catalog: Catalog, target: dict, column: str) -> str:
@@ -32,6 +33,7 @@ def _title(catalog: Catalog, target: dict, column: str) -> str:
 
 @figure_kind("scatter")
 def plot_scatter(catalog: Catalog, name: str, target: dict, axes) -> None:
+    names = _labels(catalog, name)
     ax = axes[0]
     (xcol, xattack), (ycol, yattack) = list(target["columns"].items())[:2]
     reference = load_reference(catalog, target["reference"]) if target.get("reference") else {}
@@ -47,10 +49,10 @@ def plot_scatter(catalog: Catalog, name: str, target: dict, axes) -> None:
         paper = reference.get((row["key"], xcol)), reference.get((row["key"], ycol))
         paper = (paper[0][0], paper[1][0]) if None not in paper else (None, None)
         if None not in ours:
-            ax.scatter(*ours, color=color, s=42, label=_label(row, reference), zorder=3)
+            ax.scatter(*ours, color=color, s=42, label=names[row['key']], zorder=3)
             xs.append(ours[0]), ys.append(ours[1])
         else:
-            ax.scatter([], [], color=color, s=42, label=f"{_label(row, reference)} (no metrics)")
+            ax.scatter([], [], color=color, s=42, label=f"{names[row['key']]} (no metrics)")
         if None not in paper:
             ax.scatter(*paper, facecolors="none", edgecolors=color, s=42, linewidths=1.3, zorder=2)
             xs.append(paper[0]), ys.append(paper[1])
@@ -69,6 +71,7 @@ def plot_scatter(catalog: Catalog, name: str, target: dict, axes) -> None:
 
 @figure_kind("bars")
 def plot_bars(catalog: Catalog, name: str, target: dict, axes) -> None:
+    names = _labels(catalog, name)
     ax = axes[0]
     reference = load_reference(catalog, target["reference"]) if target.get("reference") else {}
     rows, columns = target["rows"], list(target["columns"].items())
@@ -82,7 +85,7 @@ def plot_bars(catalog: Catalog, name: str, target: dict, axes) -> None:
             if v is None or v < 0.5:
                 ax.text(x, 1.0, "n/a" if v is None else f"{v:.0f}", rotation=90 if v is None else 0, ha="center",
                         va="bottom", fontsize=7, color="0.35")
-    ax.set_xticks(xs + width * (len(columns) - 1) / 2, [_label(r, reference) for r in rows])
+    ax.set_xticks(xs + width * (len(columns) - 1) / 2, [names[r['key']] for r in rows])
     ax.tick_params(axis="x", length=0)
     ax.grid(axis="x", visible=False)
     ax.set_ylabel("accuracy (%)")
@@ -119,16 +122,33 @@ def plot_lines(catalog: Catalog, name: str, target: dict, axes) -> None:
         ax.plot(*(zip(*pts) if pts else ([], [])), marker="o", markersize=5, color=color, linestyle=style,
                 label=label if pts else f"{label} (no metrics)")
         ys += [y for _, y in pts]
-    ax.set_xlabel(target.get("x_label", "parameter"))
+    ax.set_xlabel(target.get("x_label", "parameter") + _ran_ticks(catalog, name, ax))
     ax.set_ylabel("accuracy (%)")
     percent_limits(ax, ys)
     figure_legend(ax.figure)
+
+
+def _ran_ticks(catalog: Catalog, name: str, ax) -> str:
+    """Where this scale runs the swept setting otherwise than its x value says (Figure 3(b)'s c of the paper's 120
+    epochs, run in epochs of the demo's 10): a tick per row with the value that ran below it in brackets, and the
+    axis' second line saying so; "" where every value ran as written."""
+    studied = ran.studied_settings(catalog, name)
+    rows = [r for r in catalog.targets[name]["rows"] if "x" in r and len(studied.get(r["key"]) or {}) == 1]
+    ticks = {}
+    for row in rows:
+        (key, (written, here)), = studied[row["key"]].items()
+        ticks[float(row["x"])] = f"{row['x']:g}" + (f"\n({here:.3g})" if abs(written - here) > 1e-9 else "")
+    if not rows or not any("\n" in t for t in ticks.values()):
+        return ""
+    ax.set_xticks(list(ticks), list(ticks.values()))
+    return f"\n(in brackets: {ran.setting_name(catalog, rows[0]['run'], key)} as run at this scale)"
 
 
 def plot_budget_lines(catalog: Catalog, name: str, target: dict, axes) -> None:
     """Accuracy over attack budgets (CA-AT Figure 8): a panel per sweep column, a line per row (colour per row,
     the same in every panel), x = the sweep's budgets as the paper-scale catalog writes them (the tick labels; a
     smaller scale rescales the budgets it runs). A clean column is each line's point at budget 0."""
+    names = _labels(catalog, name)
     sweeps = _budget_sweeps(catalog, target)
     clean = [a for a in target["columns"].values() if a not in sweeps]
     colours = palette(len(target["rows"]))
@@ -143,7 +163,7 @@ def plot_budget_lines(catalog: Catalog, name: str, target: dict, axes) -> None:
             pts = [(0.0, read_metric(catalog, row["run"], clean[0]))] if clean else []
             pts += [(x, read_metric(catalog, row["run"], job)) for x, _, job in points]
             pts = [(x, y) for x, y in pts if y is not None]
-            label = row.get("series") or _label(row, {})
+            label = names[row['key']]
             ax.plot(*(zip(*pts) if pts else ([], [])), marker=MARKERS[i % len(MARKERS)], markersize=4.5,
                     color=color, label=label if pts else f"{label} (no metrics)")
             values += [y for _, y in pts]
@@ -159,6 +179,7 @@ def plot_budget_lines(catalog: Catalog, name: str, target: dict, axes) -> None:
 
 @figure_kind("per_class", lambda catalog, name, target: len(target["columns"]))
 def plot_per_class(catalog: Catalog, name: str, target: dict, axes) -> None:
+    names = _labels(catalog, name)
     rows = target["rows"]
     colours = palette(len(rows))
     for ax, (column, attack) in zip(axes, target["columns"].items()):
@@ -167,14 +188,14 @@ def plot_per_class(catalog: Catalog, name: str, target: dict, axes) -> None:
         for i, (row, color) in enumerate(zip(rows, colours)):
             preds = read_predictions(catalog, row["run"], attack)
             if preds is None:
-                ax.bar([], [], width, label=f"{_label(row, {})} (no predictions)", color=color)
+                ax.bar([], [], width, label=f"{names[row['key']]} (no predictions)", color=color)
                 continue
             labels = np.array(preds["labels"])
             correct = np.array([c == "1" for c in preds["robust_correct"]])
             num_classes = int(labels.max()) + 1
             per_class = [100 * correct[labels == k].mean() if (labels == k).any() else np.nan
                          for k in range(num_classes)]
-            ax.bar(np.arange(num_classes) + i * width, per_class, width, label=_label(row, {}), color=color)
+            ax.bar(np.arange(num_classes) + i * width, per_class, width, label=names[row['key']], color=color)
         if num_classes:
             ax.set_xticks(np.arange(num_classes) + width * (len(rows) - 1) / 2, [str(k) for k in range(num_classes)])
         ax.tick_params(axis="x", length=0)
@@ -206,16 +227,17 @@ def read_curves(catalog: Catalog, run: str) -> list[dict] | None:
 def plot_curves(catalog: Catalog, name: str, target: dict, axes) -> None:
     """A line per row and panel; accuracies (stored as fractions) drawn in %, each curve under its human name
     (labels.curve_label), a row's colour the same in every panel."""
+    names = _labels(catalog, name)
     series = _curve_series(target)
     panels = [(column, s) for column in target["curve_columns"] for s in series]
-    row_labels = list(dict.fromkeys(_label(row, {}) for row in target["rows"]))
+    row_labels = list(dict.fromkeys(names[row['key']] for row in target["rows"]))
     colours = dict(zip(row_labels, palette(len(row_labels))))
     percent_values: list[float] = []
     for ax, (column, panel_series) in zip(axes, panels):
         scale = curve_scale(column)
         for row in (r for r in target["rows"] if r.get("series", "") == panel_series):
             data = read_curves(catalog, row["run"])
-            label = _label(row, {})
+            label = names[row['key']]
             if data and column in data[0]:
                 pts = [(d["epoch"], scale * d[column]) for d in data if d[column] is not None]
                 ax.plot(*(zip(*pts) if pts else ([], [])), label=label, color=colours[label])
@@ -234,6 +256,11 @@ def plot_curves(catalog: Catalog, name: str, target: dict, axes) -> None:
     for ax, (column, _) in zip(axes, panels):
         if curve_unit(column) == "%":  # accuracy panels on one scale
             percent_limits(ax, percent_values)
+    runs = [row["run"] for row in target["rows"]]
+    attack = ran.tracking_attack(catalog, runs)
+    if attack and any(LEARNER_CURVE.match(c) and not c.endswith("_clean") for c in target["curve_columns"]):
+        axes[0].figure.text(0, 0, f"the learners' robust curves: {ran.attack_phrase(catalog, attack, runs)}",
+                            gid=FOOTNOTE)
     figure_legend(axes[0].figure)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from ..analysis import read_analysis
 from ..config import Catalog
 from .kinds import figure_kind
-from .labels import attack_label
+from . import ran
 from .style import FOOTNOTE, plt
 
 def _rule(data: dict, labels: dict[str, str]) -> str:
@@ -78,10 +78,13 @@ def make_grid(catalog: Catalog, name: str, target: dict):
             preds = [f"{labels.get(k, k)}: {classes[p] if p < len(classes) else p}"
                      for k, p in item["predictions"].items()]
             ax.set_title("\n".join([f"#{item['index']} true: {item['class']}", *preds]), fontsize=6.5)
-        row[0].set_ylabel(f"{panel_name}\n{panel['matches']} of {data['examples']}", fontsize=9)
+        row[0].set_ylabel(f"{panel_name}: {panel['matches']} of {data['examples']}\n({len(panel['shown'])} shown)",
+                          fontsize=9)
     note = f"shown: {_rule(data, labels)}"
     if "adversarial" in data["panels"]:
-        note += (f"; adversarial: {attack_label(data.get('attack', '?'))} against each model, image against "
+        runs = [r["run"] for r in target.get("rows", [])]
+        attack = data.get("attack", "?")
+        note += (f"; adversarial: {ran.attack_phrase(catalog, attack, runs)} against each model, image against "
                  f"{labels.get(data['condition']['show'], data['condition']['show'])}")
     fig.text(0, 0, note, gid=FOOTNOTE)
     return fig

@@ -15,7 +15,7 @@ import numpy as np
 from ..analysis import read_analysis
 from ..config import Catalog
 from .kinds import figure_kind
-from .labels import attack_label
+from . import ran
 from .style import FOOTNOTE, figure_legend, plt
 
 SOURCES = {"nt": ("made against the NT learner", "tab:orange"), "at": ("made against the AT learner", "tab:blue")}
@@ -63,6 +63,9 @@ def make_tsne(catalog: Catalog, name: str, target: dict):
         ax.set_xticks([])
         ax.set_yticks([])
     figure_legend(fig, markerscale=3)
-    fig.text(0, 0, f"{attack_label(data.get('attack', ''))} adversarial {data.get('embed', 'images')} of "
-             f"{data.get('examples', '?')} test images per learner; t-SNE axes have no units", gid=FOOTNOTE)
+    runs = [r["run"] for r in target.get("rows", [])]
+    fig.text(0, 0, f"{ran.attack_phrase(catalog, data.get('attack', ''), runs)} adversarial "
+             f"{data.get('embed', 'images')} of {data.get('examples', '?')} test images per learner; same-learner "
+             "nearest neighbour: the share of points whose nearest neighbour in the embedding was made against the "
+             "same learner (0.5: mixed, 1: separated); t-SNE axes have no units", gid=FOOTNOTE)
     return fig

@@ -34,7 +34,7 @@ from . import ran
 from .kinds import KINDS
 from .style import (FOOTNOTE, MAX_COLUMNS, PANEL, POINT_LABEL, SAVE_METADATA, SINGLE, STYLE, plt, tick_spacing_px,
                     wrap_text)
-from .tables import degenerate_notes
+from .tables import degenerate_notes, figure_notes
 
 def _grid_shape(n: int) -> tuple[int, int]:
     """(rows, columns) of ``n`` panels: one row up to three, two by two for four, else rows of three."""
@@ -153,7 +153,7 @@ def make_figure(catalog: Catalog, name: str):
         for note in filter(None, [ran.twin_note(catalog, name), *ran.shared_job_notes(catalog, name)]):
             fig.text(0, 0, note, gid=FOOTNOTE)  # (a point of another paper setting's job: its label says which run)
         if "rows" in target and "analysis" not in target:
-            for note in degenerate_notes(catalog, name):
+            for note in figure_notes(catalog, name) + degenerate_notes(catalog, name):
                 fig.text(0, 0, note, gid=FOOTNOTE)
         _finish(fig, catalog, name, target)
     return fig

@@ -26,6 +26,7 @@ import csv
 import html
 import io
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,6 +89,8 @@ class Table:
     bold: set[tuple[str, str, str]]
     notes: list[str]
     adjusted: dict[tuple[str, str, str], float] = field(default_factory=dict)  # pvalues, Holm over the column
+    generated: bool = False            # generated data (the rehearsal scale): no bold, no dagger (ran.generated)
+    legend: list[str] = field(default_factory=list)  # the notes that define what it shows (a LaTeX caption)
 
     def paper_rows(self, row: Row) -> list[dict]:
         """The members of a row that have paper numbers (each gets its own paper line)."""
@@ -166,12 +169,28 @@ def read_metric(catalog: Catalog, run_id: str, attack: str) -> float | None:
 # ------------------------------------------------------------------------------------------------ building
 
 
-def _merged_rows(catalog: Catalog, target: dict, reference: dict) -> list[Row]:
-    """The table's rows, those that are one training job at this scale merged into one."""
-    rows: dict[tuple[str, ...], Row] = {}
+def row_labels(catalog: Catalog, name: str, reference: dict | None = None) -> dict[str, str]:
+    """Row key -> the label a reader sees in every format: the row's own label, else the paper's (its reference
+    file), else its key; and, where this scale runs the setting it studies otherwise, what ran (" — here NT 0.1,
+    AT 0.1", tradeoff.report.ran.here_clause)."""
+    target = catalog.targets[name]
+    if reference is None:
+        reference = load_reference(catalog, target["reference"]) if target.get("reference") else {}
+    out = {}
     for row in target["rows"]:
         label = row.get("label") or next((lab for (r, _), (_, _, lab) in reference.items() if r == row["key"]),
                                          row["key"])
+        out[row["key"]] = label + ran.here_clause(catalog, name, row, label)
+    return out
+
+
+def _merged_rows(catalog: Catalog, name: str, reference: dict) -> list[Row]:
+    """The table's rows, those that are one training job at this scale merged into one."""
+    target = catalog.targets[name]
+    labels = row_labels(catalog, name, reference)
+    rows: dict[tuple[str, ...], Row] = {}
+    for row in target["rows"]:
+        label = labels[row["key"]]
         jobs = tuple(catalog.train_id[r] for r in catalog.row_runs(row["run"]))
         if jobs in rows:
             rows[jobs].members.append({**row, "label": label})
@@ -206,7 +225,7 @@ def build(catalog: Catalog, name: str) -> Table:
     vouched for, or when nothing of the table is measured yet."""
     target = catalog.targets[name]
     reference = load_reference(catalog, target["reference"]) if target.get("reference") else {}
-    rows = _merged_rows(catalog, target, reference)
+    rows = _merged_rows(catalog, name, reference)
     columns = [Column(key, attack, ran.column_title(catalog, target, key, attack)) for key, attack in
                target["columns"].items()]
     protocols = [(STRONG, "the strong attacks named by the columns")]
@@ -235,9 +254,9 @@ def build(catalog: Catalog, name: str) -> Table:
     wanted = [wanted] if isinstance(wanted, str) else wanted
     compare = {row.group: row.key for row in rows if any(m["key"] in wanted for m in row.members)}
     table = Table(name, ran.title(catalog, name), catalog.scale, rows, columns, protocols, ours, paper, compare,
-                  {}, set(), [])
+                  {}, set(), [], generated=ran.generated(catalog))
     _compare(table)
-    table.notes = _notes(catalog, table)
+    table.notes, table.legend = _notes(catalog, table)
     return table
 
 
@@ -261,6 +280,8 @@ def _compare_group(table: Table, group: str, rows: list[Row]) -> None:
             measured = {k: o for k, o in cells.items() if o.value is not None}
             if not measured or next(iter(measured.values())).kind == "minutes":
                 continue
+            if table.generated:
+                continue  # generated data: a best or a difference would mean nothing
             best_key = max(measured, key=lambda k: measured[k].value)
             best = measured[best_key]
             if best.value <= 0.0 or best.kind != "accuracy" or not best.bits:
@@ -325,41 +346,74 @@ def _same_predictions(table: Table) -> list[list[Row]]:
     return [rows for rows in groups.values() if len(rows) > 1]
 
 
-def _notes(catalog: Catalog, table: Table) -> list[str]:
-    target = catalog.targets[table.name]
+# ----------------------------------------------------------------------------------------------------- notes
+# Every note under a table is made by one small function here, (catalog, table) -> its lines, listed in NOTES in the
+# order a reader meets them; a function of LEGEND defines what the table's cells and labels show (a symbol, a flag,
+# what ran), and every format carries those where the table is named (a LaTeX caption), the others under it. A new
+# kind of note is one function and its place in NOTES.
+
+
+def _scale_note(catalog: Catalog, table: Table) -> list[str]:
     examples = sorted({o.examples for o in table.ours.values() if o.examples})
-    seeds = sorted({len(row.runs) for row in table.rows} - {1})
     out = [f"Scale: **{table.scale}** (results/{table.scale}/); accuracies in %, on "
            f"{'/'.join(map(str, examples)) or 'no'} test examples."]
-    if target.get("note"):
-        out.append(f"At this scale: {target['note']}")
-    out += [f"The paper's own numbers: {flag}." for flag in paper_flags(catalog, target.get("reference") or "")]
+    if table.generated:
+        out.append(f"The {table.scale} scale's data are generated files in the paper's formats and its runs take a "
+                   "few steps: its numbers test the pipeline, not the methods (no bold, no dagger, no verdict).")
+    return out
+
+
+def _target_note(catalog: Catalog, table: Table) -> list[str]:
+    target = catalog.targets[table.name]
+    out = [f"At this scale: {target['note']}"] if target.get("note") else []
+    return out + [f"The paper's own numbers: {flag}." for flag in paper_flags(catalog, target.get("reference") or "")]
+
+
+def _twin_note(catalog: Catalog, table: Table) -> list[str]:
     twin = ran.twin_note(catalog, table.name)
-    if twin:
-        out.append(twin[0].upper() + twin[1:] + ".")
+    return [twin[0].upper() + twin[1:] + "."] if twin else []
+
+
+def _seeds_note(catalog: Catalog, table: Table) -> list[str]:
+    target = catalog.targets[table.name]
     counts = sorted({len(row.runs) for row in table.rows if not catalog.is_external(row.runs[0])})
     if target.get("paper_note"):
         ours = ("one seed per row" if counts == [1] else
                 f"the mean of {'/'.join(map(str, counts))} seeds per row")
-        out.append(f"The paper's numbers: {' '.join(target['paper_note'])} Ours: {ours}.")
-    elif counts:
-        out.append(f"Seeds per row: {'/'.join(map(str, counts))} (each a training job of its own"
-                   + ("; a cell is their mean ± standard deviation" if counts[-1] > 1 else "") + ").")
+        return [f"The paper's numbers: {' '.join(target['paper_note'])} Ours: {ours}."]
+    if counts:
+        return [f"Seeds per row: {'/'.join(map(str, counts))} (each a training job of its own"
+                + ("; a cell is their mean ± standard deviation" if counts[-1] > 1 else "") + ")."]
+    return []
+
+
+def _how_to_read(catalog: Catalog, table: Table) -> list[str]:
+    seeds = sorted({len(row.runs) for row in table.rows} - {1})
     how = ("How to read a cell: ours [95% Wilson interval] for one seed" +
            (f"; ours ± standard deviation over {'/'.join(map(str, seeds))} seeds (ddof 0)" if seeds else "") +
-           ". The paper's number is on its own line below ours. **Bold**: the best of ours in the column and every "
-           "row not significantly worse than it (exact McNemar test on the per-example predictions, p ≥ 0.05); "
-           "never a 0, and only where such a test exists (not on NROB, a mean or a time).")
-    if table.compare:
-        how += (f" {MARK}: differs from {_compare_label(table)} (the paper's method) at p < 0.05 after Holm's "
-                "correction over the column's comparisons with it (exact McNemar tests; the CSV keeps the raw and the "
-                "adjusted p-values).")
-    out.append(how + " —: not measured (yet), or not in the paper.")
-    if len(table.protocols) > 1:
-        proto, title = table.protocols[1]
-        out.append(f"Each row shows ours twice: under the strong attacks of the columns, and under **{proto}**, "
-                   f"{title} (the like-for-like comparison with the paper's numbers); = : that protocol runs the "
-                   "column's own attack.")
+           ". The paper's number is on its own line below ours.")
+    if not table.generated:
+        how += (" **Bold**: the best of ours in the column and every row not significantly worse than it (exact "
+                "McNemar test on the per-example predictions, p ≥ 0.05); never a 0, and only where such a test "
+                "exists (not on NROB, a mean or a time).")
+        if table.compare:
+            how += (f" {MARK}: differs from {_compare_label(table)} (the paper's method) at p < 0.05 after Holm's "
+                    "correction over the column's comparisons with it (exact McNemar tests; the CSV keeps the raw and "
+                    "the adjusted p-values).")
+    return [how + " —: not measured (yet), or not in the paper."]
+
+
+def _protocol_note(catalog: Catalog, table: Table) -> list[str]:
+    if len(table.protocols) < 2:
+        return []
+    proto, title = table.protocols[1]
+    return [f"Each row shows ours twice: under the strong attacks of the columns, and under **{proto}**, "
+            f"{title} (the like-for-like comparison with the paper's numbers); = : that protocol runs the "
+            "column's own attack."]
+
+
+def _merged_note(catalog: Catalog, table: Table) -> list[str]:
+    out = []
     for row in table.rows:
         if len(row.members) > 1:
             labels = " and ".join(m["label"] for m in row.members)
@@ -369,23 +423,80 @@ def _notes(catalog: Catalog, table: Table) -> list[str]:
         out.append(f"{' and '.join(r.label for r in rows)} are distinct training jobs whose models give the same "
                    "prediction on every test example under every column: at this scale the table cannot tell them "
                    "apart.")
-    labels = {m["key"]: m["label"] for row in table.rows for m in row.members}
-    out += [note[0].upper() + note[1:] + "." for note in ran.shared_job_notes(catalog, table.name, labels)]
-    out += audit_notes(catalog, {row.label: row.runs[0] for row in table.rows})  # written audits (docs/audit.md)
+    return out
+
+
+def _labels(table: Table) -> dict[str, str]:
+    return {m["key"]: m["label"] for row in table.rows for m in row.members}
+
+
+def _shared_note(catalog: Catalog, table: Table) -> list[str]:
+    return [note[0].upper() + note[1:] + "." for note in ran.shared_job_notes(catalog, table.name, _labels(table))]
+
+
+def _audit_note(catalog: Catalog, table: Table) -> list[str]:
+    """The reported columns that a written audit found overstated (docs/audit.md)."""
+    return audit_notes(catalog, {row.label: row.runs[0] for row in table.rows})
+
+
+HERE_NOTE = ("— here …: the setting a row studies as this scale ran it, where it differs from its label (the "
+             "paper's setting, given after the label where the label does not say it; from the runs' resolved "
+             "settings)")
+
+
+def settings_notes(catalog: Catalog, name: str, labels: dict[str, str]) -> list[str]:
+    """What a row's "— here ..." says, and a studied ratio the scale does not keep (a table's and a figure's)."""
+    out = [HERE_NOTE] if any(re.search(" — .*here ", label) for label in labels.values()) else []
+    ratio = ran.ratio_note(catalog, name, labels)
+    return out + ([ratio[0].upper() + ratio[1:]] if ratio else [])
+
+
+def _settings_note(catalog: Catalog, table: Table) -> list[str]:
+    return [note + "." for note in settings_notes(catalog, table.name, _labels(table))]
+
+
+def _epochs_note(catalog: Catalog, table: Table) -> list[str]:
     epochs = [(row, selected_epochs(table, row)) for row in table.rows if not catalog.is_external(row.runs[0])]
-    if any(sel for _, sel in epochs):
-        length = {catalog.runs[row.runs[0]].epochs for row, _ in epochs}
-        out.append(f"Selected epoch (of {'/'.join(map(str, sorted(length)))}; per seed): "
-                   + "; ".join(f"{row.label} {', '.join('—' if e is None else str(e) for e in sel) or '—'}"
-                               for row, sel in epochs) + ".")
-    for row in table.rows:
-        mech = before_mechanism(table, row)
-        if mech is not None:
-            start = mech.get("epoch")
-            out.append(f"{EARLY} {row.label}: its model is the one of epoch "
-                       f"{', '.join(str(e) for e in selected_epochs(table, row))}, selected before its method's "
-                       f"mechanism acts ({'from epoch ' + str(start) if start else 'never'}: {mech.get('what')}): "
-                       "this row measures another model than its label says.")
+    if not any(sel for _, sel in epochs):
+        return []
+    length = {catalog.runs[row.runs[0]].epochs for row, _ in epochs}
+    return [f"Selected epoch (of {'/'.join(map(str, sorted(length)))}; per seed): "
+            + "; ".join(f"{row.label} {', '.join('—' if e is None else str(e) for e in sel) or '—'}"
+                        for row, sel in epochs) + "."]
+
+
+def early_text(label: str, selected: list[int | None], mech: dict) -> str:
+    """The ‡ note of a row (a table's or a figure's point) selected before its method's mechanism acts."""
+    start = mech.get("epoch")
+    return (f"{EARLY} {label}: its model is the one of epoch {', '.join(str(e) for e in selected)}, selected before "
+            f"its method's mechanism acts ({'from epoch ' + str(start) if start else 'never'}: {mech.get('what')}): "
+            "this row measures another model than its label says")
+
+
+def _early_note(catalog: Catalog, table: Table) -> list[str]:
+    return [early_text(row.label, selected_epochs(table, row), mech) + "." for row in table.rows
+            if (mech := before_mechanism(table, row)) is not None]
+
+
+def early_rows(catalog: Catalog, name: str) -> dict[str, tuple[list[int | None], dict]]:
+    """Row key -> (selected epochs, mechanism) of a figure's rows whose model was selected before its method's
+    mechanism acts (read from the records of the first measured evaluation the target draws of each row)."""
+    out = {}
+    target = catalog.targets[name]
+    jobs = [job for attack in (target.get("columns") or {}).values() if attack not in PSEUDO_COLUMNS
+            for job in catalog.column_jobs(attack)]
+    for row in target.get("rows", []):
+        if catalog.is_external(row["run"]):
+            continue
+        cell = next((o for o in (measure(catalog, row["run"], job) for job in jobs) if o.value is not None), None)
+        mech = cell.mechanism if cell else None
+        if mech and mech.get("epoch") is not None and any(e is not None and e < mech["epoch"] for e in cell.selected):
+            out[row["key"]] = (cell.selected, mech)
+    return out
+
+
+def _flat_note(catalog: Catalog, table: Table) -> list[str]:
+    out = []
     for proto, _ in table.protocols:
         for c in table.columns:
             values = [table.ours[(proto, row.key, c.key)].value for row in table.rows]
@@ -395,6 +506,11 @@ def _notes(catalog: Catalog, table: Table) -> list[str]:
                     if all(v == level for v in values):
                         out.append(f"{c.label}{'' if proto == STRONG else f' ({proto})'}: every row at "
                                    f"{level:.0f}% at this scale; the column does not separate the methods.")
+    return out
+
+
+def _jobs_note(catalog: Catalog, table: Table) -> list[str]:
+    out = []
     trained = [f"{row.label}: `{', '.join(row.runs)}`" for row in table.rows if not catalog.is_external(row.runs[0])]
     if trained:
         out.append("Training jobs: " + "; ".join(trained) +
@@ -407,7 +523,42 @@ def _notes(catalog: Catalog, table: Table) -> list[str]:
                        f"`{spec.checkpoint}` ({spec.format} layout"
                        + (f", normalised by mean {normalize['mean']} std {normalize['std']}"
                           if normalize else "") + "); its metrics record the file's SHA-256.")
-    first_run = target["rows"][0]["run"]
+    return out
+
+
+def figure_labels(catalog: Catalog, name: str, early: dict | None = None) -> dict[str, str]:
+    """Row key -> the row as a figure names it (a legend entry, a tick, a footer note): its label as its table
+    gives it (row_labels), else its series (a line of a budget sweep), else its x value; what ran where it differs
+    (ran.here_clause) and ‡ where its model was selected before its method's mechanism acts (early_rows)."""
+    early = early_rows(catalog, name) if early is None else early
+    rows = row_labels(catalog, name)
+    out = {}
+    for row in catalog.targets[name]["rows"]:
+        if row.get("series") and not row.get("label"):  # a line of a budget sweep, named by its series
+            label = row["series"] + ran.here_clause(catalog, name, row, row["series"])
+        elif not row.get("label") and "x" in row and rows[row["key"]].startswith(row["key"]):
+            studied = list(ran.studied_settings(catalog, name).get(row["key"]) or {})
+            what = ran.setting_name(catalog, row["run"], studied[0]) if len(studied) == 1 else "x"
+            label = f"{what} = {row['x']:g}"
+            label += ran.here_clause(catalog, name, row, label)
+        else:
+            label = rows[row["key"]]
+        out[row["key"]] = label + (f" {EARLY}" if row["key"] in early else "")
+    return out
+
+
+def figure_notes(catalog: Catalog, name: str) -> list[str]:
+    """The notes of a figure's rows that its table would carry: what ran where a label says otherwise, a ratio the
+    scale does not keep, and every row selected before its method's mechanism (‡)."""
+    early = early_rows(catalog, name)
+    labels = {k: v.removesuffix(f" {EARLY}") for k, v in figure_labels(catalog, name, early).items()}
+    return settings_notes(catalog, name, labels) + [early_text(labels[key], selected, mech) for key, (selected, mech)
+                                                    in early.items()]
+
+
+def _columns_note(catalog: Catalog, table: Table) -> list[str]:
+    out = []
+    first_run = catalog.targets[table.name]["rows"][0]["run"]
     for c in table.columns:
         out.append(f"- {c.label}: {_describe(catalog, c.attack, first_run)}")
         if c.attack == "train:minutes":
@@ -418,6 +569,23 @@ def _notes(catalog: Catalog, table: Table) -> list[str]:
             if attack is not None:
                 out.append(f"  - {proto}: {_describe(catalog, attack, first_run)}")
     return out
+
+
+NOTES = (_scale_note, _target_note, _twin_note, _seeds_note, _how_to_read, _protocol_note, _merged_note,
+         _shared_note, _audit_note, _settings_note, _epochs_note, _early_note, _flat_note, _jobs_note, _columns_note)
+LEGEND = {_scale_note, _twin_note, _how_to_read, _protocol_note, _merged_note, _settings_note, _epochs_note,
+          _early_note}
+
+
+def _notes(catalog: Catalog, table: Table) -> tuple[list[str], list[str]]:
+    """(every note, those of them that define what the table shows), in NOTES' order."""
+    notes, legend = [], []
+    for make in NOTES:
+        lines = make(catalog, table)
+        notes += lines
+        if make in LEGEND:
+            legend += lines
+    return notes, legend
 
 
 def _describe(catalog: Catalog, attack: str, run_id: str) -> str:
@@ -459,7 +627,8 @@ def degenerate_notes(catalog: Catalog, name: str) -> list[str]:
                 continue
             low, high = min(cells, key=lambda c: c.value), max(cells, key=lambda c: c.value)
             if high.value == low.value or stats.mcnemar(list(zip(high.bits, low.bits))) >= stats.ALPHA:
-                what = column_label(target, column) + ("" if job == attack else f" ({job})")
+                # a sweep's point: its budget as the paper writes it and as it ran, not the job's name
+                what = column_label(target, column) if job == attack else ran.column_title(catalog, target, column, job)
                 notes.append(f"under {what} no two points differ significantly at this scale "
                              f"({low.value:.1f}–{high.value:.1f}%)")
     return notes
@@ -524,7 +693,7 @@ def render_markdown(table: Table) -> str:
 
 CSV_FIELDS = ("target", "row", "label", "column", "column_label", "protocol", "attack", "ours", "ci_low", "ci_high",
               "ours_std", "seeds", "examples", "paper", "paper_std", "diff", "p_vs_compare", "p_holm", "significant",
-              "bold", "selected_epoch", "mechanism_epoch", "before_mechanism", "jobs", "metrics", "scale")
+              "bold", "selected_epoch", "mechanism_epoch", "before_mechanism", "jobs", "metrics", "scale", "title")
 
 
 def render_csv(table: Table, catalog: Catalog) -> str:
@@ -559,7 +728,7 @@ def render_csv(table: Table, catalog: Catalog) -> str:
                                      " ".join("" if e is None else str(e) for e in selected_epochs(table, row)),
                                      "" if mech.get("epoch") is None else mech["epoch"],
                                      "" if not mech else int(early is not None), " ".join(row.runs),
-                                     " ".join(o.files), table.scale])
+                                     " ".join(o.files), table.scale, table.title])
     return buffer.getvalue()
 
 
@@ -567,10 +736,11 @@ def render_csv(table: Table, catalog: Catalog) -> str:
 TEX_CHARS = {"β": r"$\beta$", "λ": r"$\lambda$", "γ": r"$\gamma$", "δ": r"$\delta$", "ε": r"$\varepsilon$",
              "μ": r"$\mu$", "τ": r"$\tau$", "ω": r"$\omega$", "α": r"$\alpha$", "∞": r"$\infty$", "—": "---",
              "–": "--", "−": "$-$", "±": r"$\pm$", "×": r"$\times$", "½": r"$\frac{1}{2}$", "†": r"$^\dagger$",
-             "‡": r"$^\ddagger$",
+             "‡": r"$^\ddagger$", "…": r"\ldots{}",
              "‖": r"$\|$", "≥": r"$\geq$", "≤": r"$\leq$", "→": r"$\rightarrow$", "·": r"$\cdot$", "’": "'",
              "é": r"\'e", "ü": r"\"u"}
-TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{",
+TEX_SPECIAL = {"<": r"\textless{}", ">": r"\textgreater{}",
+               "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{",
                "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 
 
@@ -590,6 +760,18 @@ def tex(text: str) -> str:
     return "".join(out)
 
 
+def tex_note(note: str) -> str:
+    """A note of the Markdown (``**bold**``, ```code```, a leading "- ") as LaTeX: bold as \\textbf, code as
+    \\texttt, every character through tex()."""
+    note = note.strip()
+    note = note[2:] if note.startswith("- ") else note
+    out = []
+    for i, part in enumerate(note.split("`")):
+        pieces = [tex(p) if j % 2 == 0 else r"\textbf{" + tex(p) + "}" for j, p in enumerate(part.split("**"))]
+        out.append(r"\texttt{" + "".join(pieces) + "}" if i % 2 else "".join(pieces))
+    return "".join(out)
+
+
 def render_latex(table: Table) -> str:
     """A table environment (booktabs, graphicx) that compiles with pdflatex."""
     def cell(proto, row, c, member):
@@ -598,9 +780,10 @@ def render_latex(table: Table) -> str:
         text = ours_text(table, proto, row, c, bold="\x00{}\x01", mark="\x02")
         return tex(text).replace("\x00", r"\textbf{").replace("\x01", "}").replace("\x02", r"$^\dagger$")
 
-    notes = " ".join(n.replace("**", "") for n in table.notes[:2])
+    legend = " ".join(tex_note(n) for n in table.legend)
+    rest = [n for n in table.notes if n not in table.legend]
     out = [r"\begin{table}[t]", r"\centering",
-           r"\caption{" + tex(f"{table.title} (scale: {table.scale}). {notes}") + "}",
+           r"\caption{" + tex(f"{table.title} (scale: {table.scale}).") + f" {legend}" + "}",
            r"\resizebox{\linewidth}{!}{%", r"\begin{tabular}{ll" + "c" * len(table.columns) + "}", r"\toprule",
            "Method & & " + " & ".join(tex(c.label) for c in table.columns) + r" \\", r"\midrule"]
     for i, row in enumerate(table.rows):
@@ -609,7 +792,10 @@ def render_latex(table: Table) -> str:
         for label, what, proto, member in _lines(table, row):
             cells = [cell(proto, row, c, member) for c in table.columns]
             out.append(f"{tex(label)} & {tex(what)} & " + " & ".join(cells) + r" \\")
-    out += [r"\bottomrule", r"\end{tabular}}", r"\end{table}"]
+    out += [r"\bottomrule", r"\end{tabular}}"]
+    if rest:
+        out += [r"\par\smallskip\footnotesize\raggedright", r"\\ ".join(tex_note(n) for n in rest)]
+    out += [r"\end{table}"]
     return "\n".join(out) + "\n"
 
 

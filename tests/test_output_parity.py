@@ -1,0 +1,199 @@
+"""Every output of a target says the same: the demo catalog's every table and figure, built from fixture files (no
+training), is read in each format it writes, and each format must carry what the table (tradeoff.report.tables.build)
+or the figure's rows say once: the title with its scale clause, every column's budget, every row's label (what ran
+where it differs, ‡ where its model was selected before its method's mechanism), the legend of every symbol it uses,
+and every note. LaTeX is compiled with pdflatex (all the tables in one document)."""
+
+from __future__ import annotations
+
+import csv
+import gc
+import html
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import yaml  # noqa: E402
+
+from report_fixtures import (caat_synthetic_analysis, fill_target, fraction, grid_analysis,  # noqa: E402
+                             tsne_analysis, write_analysis, write_metrics)
+from test_report_trust import compile_latex  # noqa: E402
+from tradeoff import config as cfg  # noqa: E402
+from tradeoff.report import figures, ran, tables  # noqa: E402
+from tradeoff.report.build import build_target  # noqa: E402
+
+ROOT = cfg.ROOT
+EARLY = {"selected_epoch": 6, "mechanism": {"epoch": 7, "what": "γ < 1 from epoch 7, first communication in epoch 7"}}
+# a Generalist selected before it mixes (Table 1(a), Table 5, Figure 4(a)'s NT+AT) and Figure 4(a)'s NT-only
+RECORDS = {"cifar10-resnet18-generalist": EARLY, "cifar10-resnet18-generalist-wa-nt-only": EARLY}
+WALKED: dict[str, set] = {}
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("parity")
+    overlay = tmp / "overlay.yaml"
+    overlay.write_text(yaml.safe_dump({"paths": {"results": str(tmp / "results"), "data": "data"}}))
+    catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "demo.yaml", overlay])
+    for name, target in catalog.targets.items():
+        if target["kind"] == "group":
+            continue
+        fill_target(catalog, name, records=RECORDS)
+        for row in target.get("rows", []) if target.get("protocol") else []:  # the authors' protocol's evaluations
+            for attack in target["columns"].values():
+                for job in catalog.column_jobs(attack) if attack not in cfg.PSEUDO_COLUMNS else []:
+                    for run in catalog.row_runs(row["run"]):
+                        own = catalog.protocol_attack(name, job, run)
+                        if own is not None:
+                            write_metrics(catalog, run, own, fraction(run, own, high=0.6, examples=200),
+                                          examples=200, **RECORDS.get(run, {}))
+        if "analysis" in target:
+            kind = target["plot"]
+            write_analysis(catalog, name, grid_analysis(catalog, name) if kind == "grid" else
+                           tsne_analysis(catalog, name) if kind == "tsne" else caat_synthetic_analysis())
+    # statsmodels' multipletests (Holm) runs gc.collect() on every call: with what this process holds (every
+    # module of the suite) that is half a second per column; keep the objects made so far out of its way
+    gc.freeze()
+    yield catalog
+    gc.unfreeze()
+
+
+def _flat(text: str) -> str:
+    """Text with its line breaks and runs of spaces as one space (a figure wraps its titles and footers)."""
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _tables(catalog) -> list[str]:
+    return [n for n, t in catalog.targets.items() if t["kind"] == "table"]
+
+
+def _figures(catalog) -> list[str]:
+    return [n for n, t in catalog.targets.items() if t["kind"] == "figure"]
+
+
+def _caption(tex: str) -> str:
+    start = tex.index(r"\caption{") + len(r"\caption{")
+    depth, i = 1, start
+    while depth:
+        depth += {"{": 1, "}": -1}.get(tex[i], 0) if tex[i - 1] != "\\" else 0
+        i += 1
+    return tex[start:i - 1]
+
+
+def _html_note(note: str) -> str:
+    return html.escape(note.lstrip("- ").replace("**", ""))
+
+
+def test_every_table_of_the_demo_says_the_same_in_every_format(demo, tmp_path):
+    problems, tex_files, notes = [], [], []
+    for name in _tables(demo):
+        table = tables.build(demo, name)
+        notes += table.notes
+        paths = dict(zip(("md", "csv", "tex", "html"), build_target(demo, name)))
+        md, tex, page = (paths[k].read_text() for k in ("md", "tex", "html"))
+        rows = list(csv.DictReader(paths["csv"].read_text().splitlines()))
+        tex_files.append(paths["tex"])
+        caption = _caption(tex)
+        early = {row.key for row in table.rows if tables.before_mechanism(table, row)}
+        labels = [row.label + (f" {tables.EARLY}" if row.key in early else "") for row in table.rows]
+        # the title, with its scale clause
+        assert " — demo scale ran: " in table.title, name
+        wanted = {"md": [f"# {table.title}"], "html": [html.escape(table.title)], "tex": [tables.tex(table.title)]}
+        wanted["md"] += [c.label for c in table.columns] + labels + table.notes
+        wanted["html"] += ([html.escape(c.label) for c in table.columns] + [html.escape(lab) for lab in labels]
+                           + [_html_note(n) for n in table.notes])
+        wanted["tex"] += ([tables.tex(c.label) for c in table.columns] + [tables.tex(lab) for lab in labels]
+                          + [tables.tex_note(n) for n in table.notes])
+        for fmt, text in (("md", md), ("html", page), ("tex", tex)):
+            problems += [f"{name}.{fmt}: missing {w!r}" for w in wanted[fmt] if w not in text]
+            WALKED.setdefault(name, set()).add(fmt)
+        # a .tex's caption: the title and every symbol its cells use, defined
+        body = tex[tex.index(r"\midrule"):tex.index(r"\bottomrule")]
+        defined = {r"\textbf{": r"\textbf{Bold}: the best", r"$^\dagger$": r"$^\dagger$: differs from",
+                   "& = ": "= : that protocol runs", r"$^\ddagger$": r"$^\ddagger$ "}
+        problems += [f"{name}.tex: caption does not define {symbol!r}" for symbol, definition in defined.items()
+                     if symbol in body and definition not in caption]
+        problems += [f"{name}.tex: caption misses {n!r}" for n in table.legend if tables.tex_note(n) not in caption]
+        if tables.tex(table.title) not in caption:
+            problems.append(f"{name}.tex: caption misses the title")
+        # the CSV: the title, every column's budget, every row's label and flags
+        WALKED[name].add("csv")
+        if {r["title"] for r in rows} != {table.title}:
+            problems.append(f"{name}.csv: title column")
+        if {r["column_label"] for r in rows} != {c.label for c in table.columns if any(
+                not table.ours[(p, row.key, c.key)].same_as_strong for p, _ in table.protocols for row in table.rows)}:
+            problems.append(f"{name}.csv: column labels")
+        if {r["label"] for r in rows} != {m["label"] for row in table.rows for m in row.members}:
+            problems.append(f"{name}.csv: row labels")
+        flagged = {r["row"] for r in rows if r["before_mechanism"] == "1"}
+        if flagged != {m["key"] for row in table.rows if row.key in early for m in row.members}:
+            problems.append(f"{name}.csv: ‡ rows {sorted(flagged)}")
+    assert not problems, "\n".join(problems)
+    # what this test walks must include each kind of flag and label it checks
+    notes = "\n".join(notes)
+    assert tables.EARLY in notes and " — here NT 0.1, AT 0.1" in notes and "does not keep" in notes
+    doc = tmp_path / "all.tex"
+    doc.write_text("".join(f"\\input{{{p}}}\n\\clearpage\n" for p in tex_files))
+    compile_latex([doc], tmp_path)
+
+
+def _texts(fig) -> str:
+    out = [t.get_text() for t in fig.texts]
+    if fig._suptitle is not None:
+        out.append(fig._suptitle.get_text())
+    for ax in fig.axes:
+        out += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+        out += [t.get_text() for t in ax.texts + ax.get_xticklabels() + ax.get_yticklabels()]
+        legend = ax.get_legend()
+        out += [t.get_text() for t in legend.get_texts()] if legend else []
+    out += [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    return _flat("\n".join(out))
+
+
+def test_every_figure_of_the_demo_says_what_its_table_would(demo):
+    problems = []
+    for name in _figures(demo):
+        target = demo.targets[name]
+        fig = figures.make_figure(demo, name)
+        try:
+            text = _texts(fig)
+            title = _flat(fig._suptitle.get_text())
+        finally:
+            plt.close(fig)
+        WALKED.setdefault(name, set()).add("figure")
+        if title != _flat(ran.title(demo, name)) or " — demo scale ran: " not in title:
+            problems.append(f"{name}: title {title!r}")
+        runs = [row["run"] for row in target.get("rows", [])]
+        budgets = [ran.budget_phrase(demo, attack, runs) for attack in (target.get("columns") or {}).values()]
+        analysis = target.get("analysis") or {}
+        if analysis.get("attack"):
+            budgets.append(ran.budget_phrase(demo, analysis["attack"], runs))
+        if target.get("plot") == "curves" and ran.tracking_attack(demo, runs):
+            budgets.append(ran.budget_phrase(demo, ran.tracking_attack(demo, runs), runs))
+        problems += [f"{name}: budget {b!r} not shown" for b in budgets if b and _flat(b) not in text]
+        if "analysis" not in target and target.get("rows"):
+            labels = tables.figure_labels(demo, name)
+            for key in tables.early_rows(demo, name):
+                if _flat(tables.early_text(labels[key].removesuffix(f" {tables.EARLY}"), [6], EARLY["mechanism"]))\
+                        not in text:
+                    problems.append(f"{name}: no ‡ note for {key}")
+            if target["plot"] in ("bars", "scatter", "per_class", "curves"):
+                problems += [f"{name}: label {lab!r} not shown" for lab in labels.values() if _flat(lab) not in text]
+            if any(re.search(" — .*here ", lab) for lab in labels.values()) and _flat(tables.HERE_NOTE) not in text:
+                problems.append(f"{name}: '— here' not explained")
+    assert not problems, "\n".join(problems)
+    assert any("‡" in lab for name in _figures(demo) if "analysis" not in demo.targets[name]
+               for lab in tables.figure_labels(demo, name).values())
+
+
+def test_the_walk_covers_every_target(demo):
+    """Runs last: every table and figure target of the demo catalog was walked, in every format it writes."""
+    if not WALKED:
+        pytest.skip("run with the tests above")
+    assert {n for n in WALKED} == set(_tables(demo)) | set(_figures(demo))
+    assert all(WALKED[n] == {"md", "csv", "tex", "html"} for n in _tables(demo))
+    print(f"walked {len(_tables(demo))} tables x 4 formats + {len(_figures(demo))} figures x 1 (png and pdf of "
+          f"one Figure) = {4 * len(_tables(demo)) + len(_figures(demo))}")
