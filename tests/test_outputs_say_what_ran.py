@@ -86,6 +86,11 @@ def test_the_rehearsal_scale_says_its_data_are_generated_and_shows_no_bold_or_da
     from tradeoff.report.build import target_caption
 
     assert "generated data, no bold and no dagger" in target_caption(rehearsal, "table1a")
+    from tradeoff.report import claims
+
+    found = claims.verdicts(rehearsal)  # no verdict: every claim untestable, saying why
+    assert found and {v.verdict for v in found} == {"untestable here"}
+    assert all("generated files" in v.because for v in found)
     # the same files read as if the data were real: bold and daggers (the rule above is what removes them)
     monkeypatch.setattr(ran, "generated", lambda catalog: False)
     table = tables.build(rehearsal, "table1a")

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..config import Catalog, load_yaml
 from ..errors import ConfigError
-from . import stats, tables
+from . import ran, stats, tables
 
 KINDS = ("better", "not_worse", "trend", "front")
 VERDICTS = ("holds", "fails", "inconclusive", "untestable here")
@@ -352,6 +352,10 @@ def verdicts(catalog: Catalog, path: Path | None = None) -> list[Verdict]:
     loaded = load_file(catalog, path)
     out: list[Verdict] = []
     for claim in loaded["claims"]:
+        if ran.generated(catalog):
+            out.append(Verdict(claim, "untestable here", "this scale's data are generated files: its numbers measure "
+                                                         "nothing about the methods"))
+            continue
         if claim.get("untestable"):
             out.append(Verdict(claim, "untestable here", str(claim["untestable"])))
             continue
