@@ -182,7 +182,7 @@ class Generalist(Method):
         if dataset not in TRAIN_SIZES:
             raise ValueError(f"generalist: ema_horizon needs the training-set size of {dataset!r}; known: "
                              f"{sorted(TRAIN_SIZES)} (add it to tradeoff.data.SPLIT_SIZES)")
-        n = min(TRAIN_SIZES[dataset], self.spec.train_examples or TRAIN_SIZES[dataset])
+        n = self.spec.trained_images(TRAIN_SIZES[dataset])  # what is left after the validation split
         return math.ceil(n / self.spec.batch_size)
 
     def _gamma_at(self, epoch: float) -> float:
