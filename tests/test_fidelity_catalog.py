@@ -236,8 +236,9 @@ def test_every_paper_scale_run_resolves_to_the_papers_hyperparameters(paper):
                 pytest.fail(f"{rid}: no setting {path} (expected {want!r})")
             assert _matches(got, want), f"{rid}: {path} is {got!r}, expected {want!r}"
         if spec.method.name == "generalist":
-            # Algorithm 1's alpha' = 0.999 per iteration: the EMA window of 1000 iterations, in epochs of the dataset
-            iterations = -(-TRAIN_SIZES[spec.dataset] // spec.batch_size)
+            # Algorithm 1's alpha' = 0.999 per iteration: the EMA window of 1000 iterations, in epochs of the images
+            # the run trains on (its dataset's training split less the validation split)
+            iterations = -(-spec.trained_images(TRAIN_SIZES[spec.dataset]) // spec.batch_size)
             assert spec.method.get("ema_horizon") * iterations == pytest.approx(1000, abs=1), rid
     named = used_sources - {"paper", "code"}
     assert named <= whats, f"differences used here but not in docs/differences.md: {sorted(named - whats)}"
