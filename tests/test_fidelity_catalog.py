@@ -41,6 +41,11 @@ RULES: list[tuple[str, str, dict]] = [
     }),
     (r"^(cifar10|cifar100|mnist|svhn|tinyimagenet)-(resnet18|wrn32)-(?!vanilla|caat)", "Selection set",
      {"selection.examples": 10000}),
+    # every run chooses its epoch on a validation split held out of its training data (paper and code: the test set)
+    (r"^(cifar10|cifar100|mnist|svhn)-", "Selection split", {"selection.split": "validation",
+                                                            "selection.validation": 1000}),
+    (r"^tinyimagenet-", "Selection split", {"selection.split": "validation", "selection.validation": 2000}),
+    (r"^(cub200|stanford-dogs)-", "Selection split", {"selection.split": "validation", "selection.validation": 0}),
     (r"-wrn32-", "WRN-32-10", {}),
     (r"-wrn32-", "paper", {"arch": "wrn-32-10", "optimizer.weight_decay": 7e-4, "lr": lr_shape(0.1)}),
     (r"-resnet18-", "paper", {"arch": "resnet18"}),

@@ -127,7 +127,7 @@ def test_training_never_sees_a_validation_image_and_selection_never_reads_the_te
         "validation", 64, 64)
 
 
-def test_selection_on_the_test_split_is_a_named_option(monkeypatch, tmp_path):
+def test_split_test_is_a_named_option(monkeypatch, tmp_path):
     _tagged(monkeypatch)
     catalog = _smoke(**{"train_presets.generalist-resnet18.selection.split": "test"})
     spec = catalog.runs[RUN]

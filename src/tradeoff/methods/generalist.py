@@ -16,7 +16,7 @@ t >= t' and t mod c == 0, t' and c counted in iterations (c epochs of iterations
 least 1). With whole-epoch t' and c this is the epoch boundary after (1-based) epoch t when t >= t' and t mod c == 0
 (Algorithm 1, Eq. 7 and the authors' code: 75, 80, ..., 120 in the paper; with c = 2, 76, 78, ...). t', c and
 gamma's breakpoints are epoch-valued, so smaller scales rescale them: the demo's c = 5/12 epoch communicates every
-10 of its 23 iterations per epoch, so a run keeps its number of communications and their period against the EMA
+8 of its 18 iterations per epoch, so a run keeps its number of communications and their period against the EMA
 window (at 10 epochs, rounding c to whole epochs made every c of 1..15 one epoch). The optimizers keep their
 momentum. A communication due at an epoch's last iteration happens at the epoch's end, after the learners are
 observed (``track_learners``, ``snapshot_epochs``).
