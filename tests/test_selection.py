@@ -15,7 +15,9 @@ from tradeoff import config as cfg
 from tradeoff import data, evaluate
 from tradeoff import train as train_module
 from tradeoff.errors import ConfigError
+from tradeoff.live import read_curves
 from tradeoff.report import tables
+from tradeoff.results import Layout
 from tradeoff.runtime import Runtime
 from tradeoff.trained import load_model
 
@@ -57,9 +59,9 @@ TRAIN_TAGS = set(range(1, N_TRAIN + 1))
 TEST_TAGS = {SCALE // 2 + j + 1 for j in range(N_TEST)}
 
 
-def _train_spied(monkeypatch, catalog, tmp_path) -> tuple[set[int], set[int], dict]:
-    """Train RUN; the tags of every image a training step saw, of every image the per-epoch measurement read, and
-    the model file's metadata."""
+def _train_spied(monkeypatch, catalog, tmp_path, spec=None) -> tuple[set[int], set[int], dict]:
+    """Train RUN (with ``spec``, else its catalog settings); the tags of every image a training step saw, of every
+    image the per-epoch measurement read, and the model file's metadata."""
     trained, measured = set(), set()
     augment, accuracy_under = train_module.augment, train_module.accuracy_under
 
@@ -73,7 +75,7 @@ def _train_spied(monkeypatch, catalog, tmp_path) -> tuple[set[int], set[int], di
 
     monkeypatch.setattr(train_module, "augment", seen)
     monkeypatch.setattr(train_module, "accuracy_under", read)
-    paths = train_module.train(RUN, catalog.runs[RUN], results=tmp_path, data_root=tmp_path,
+    paths = train_module.train(RUN, spec or catalog.runs[RUN], results=tmp_path, data_root=tmp_path,
                                runtime=Runtime(torch.device("cpu")), eval_batch_size=200, progress=False)
     return trained, measured, load_model(paths.model)[1]
 
@@ -137,6 +139,22 @@ def test_split_test_is_a_named_option(monkeypatch, tmp_path):
     assert trained == TRAIN_TAGS  # nothing held out: the authors' practice
     assert measured and measured <= TEST_TAGS and len(measured) == 64  # the smoke scale's 64 test images
     assert (meta["selection_split"], meta["selection_images"], meta["validation_images"]) == ("test", 64, 0)
+
+
+def test_a_dataset_without_a_validation_split_trains_on_everything_and_measures_nothing(monkeypatch, tmp_path):
+    """validation.<dataset>: 0 (CUB-200 and Stanford Dogs at the paper scale), for a run that keeps its last epoch:
+    every training image trains, no image is measured per epoch (its curves have no accuracy), and nothing chose
+    the epoch."""
+    _tagged(monkeypatch)
+    catalog = _smoke()
+    base = catalog.runs[RUN]
+    spec = base.replace(selection=base.selection.replace(mode="last", validation=0))
+    trained, measured, meta = _train_spied(monkeypatch, catalog, tmp_path, spec)
+    assert trained == TRAIN_TAGS and measured == set()
+    assert (meta["selection_split"], meta["selection_images"], meta["validation_images"]) == (None, None, 0)
+    assert meta["selected_epoch"] == spec.epochs
+    rows = read_curves(Layout(tmp_path).run(RUN).curves)
+    assert len(rows) == spec.epochs and all(row.get("eval_clean") is None for row in rows)
 
 
 def test_a_run_that_keeps_its_last_epoch_records_no_selection_split():
