@@ -268,7 +268,10 @@ def test_the_plan_prices_training_in_the_configs_precision(paper):
     bf16 = JobSizes(bf16_catalog, bench_folder="/nonexistent")
     table, spec = load_table(), paper.runs[run]
     unit, data = table["passes"][costs.pass_key(spec.arch, spec.dataset)], table["datasets"][spec.dataset]
-    steps = spec.epochs * data["train"] * method_passes(spec.method, data["classes"]).flops(unit)
+    # the images it trains on: the training split less its validation split (1,000 of CIFAR-10's 50,000)
+    trained = data["train"] - spec.selection.validation
+    assert trained == 49000
+    steps = spec.epochs * trained * method_passes(spec.method, data["classes"]).flops(unit)
     selection = costs.training_flops(spec, table, "bf16") - steps
     assert selection > 0 and steps > 0
     assert costs.training_flops(spec, table, "fp32") == pytest.approx(2 * steps + selection)

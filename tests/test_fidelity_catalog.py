@@ -41,6 +41,11 @@ RULES: list[tuple[str, str, dict]] = [
     }),
     (r"^(cifar10|cifar100|mnist|svhn|tinyimagenet)-(resnet18|wrn32)-(?!vanilla|caat)", "Selection set",
      {"selection.examples": 10000}),
+    # every run chooses its epoch on a validation split held out of its training data (paper and code: the test set)
+    (r"^(cifar10|cifar100|mnist|svhn)-", "Selection split", {"selection.split": "validation",
+                                                            "selection.validation": 1000}),
+    (r"^tinyimagenet-", "Selection split", {"selection.split": "validation", "selection.validation": 2000}),
+    (r"^(cub200|stanford-dogs)-", "Selection split", {"selection.split": "validation", "selection.validation": 0}),
     (r"-wrn32-", "WRN-32-10", {}),
     (r"-wrn32-", "paper", {"arch": "wrn-32-10", "optimizer.weight_decay": 7e-4, "lr": lr_shape(0.1)}),
     (r"-resnet18-", "paper", {"arch": "resnet18"}),
@@ -236,8 +241,9 @@ def test_every_paper_scale_run_resolves_to_the_papers_hyperparameters(paper):
                 pytest.fail(f"{rid}: no setting {path} (expected {want!r})")
             assert _matches(got, want), f"{rid}: {path} is {got!r}, expected {want!r}"
         if spec.method.name == "generalist":
-            # Algorithm 1's alpha' = 0.999 per iteration: the EMA window of 1000 iterations, in epochs of the dataset
-            iterations = -(-TRAIN_SIZES[spec.dataset] // spec.batch_size)
+            # Algorithm 1's alpha' = 0.999 per iteration: the EMA window of 1000 iterations, in epochs of the images
+            # the run trains on (its dataset's training split less the validation split)
+            iterations = -(-spec.trained_images(TRAIN_SIZES[spec.dataset]) // spec.batch_size)
             assert spec.method.get("ema_horizon") * iterations == pytest.approx(1000, abs=1), rid
     named = used_sources - {"paper", "code"}
     assert named <= whats, f"differences used here but not in docs/differences.md: {sorted(named - whats)}"

@@ -118,10 +118,11 @@ def test_communication_within_an_epoch_in_training():
 def test_mechanism_epoch():
     """The first epoch whose model mixes in the NT learner and has communicated (a report flags a model selected
     before it): the demo's Generalist, gamma < 1 from epoch 7 and the first communication at iteration 150 (epoch
-    7 of 23 iterations each)."""
+    7 of 23 iterations each: all 1437 training digits, no validation split held out)."""
     spec = method_spec("generalist", t_prime=75 / 12, c=5 / 12,
                        gamma={"epochs": [0, 10 / 3, 20 / 3, 10], "values": [1, 1, 1, 0]})
-    spec = spec.replace(epochs=10, batch_size=64, train_examples=None)
+    spec = spec.replace(epochs=10, batch_size=64, train_examples=None,
+                        selection=spec.selection.replace(split="test", validation=0))
     method = build("generalist", spec=spec)
     assert method.steps_per_epoch == 23
     assert method.mechanism()["epoch"] == 7

@@ -1,6 +1,6 @@
 """The rehearsal scale through the real Snakemake rules: one run of each (architecture, dataset) family of the paper's
 catalog trained and evaluated on generated data in the dataset's real format, at the paper's shapes, with the
-tightest caps (one step of batch 4, one epoch, 8 test images, one attack iteration). docs/rehearsal.md."""
+tightest caps (one step of batch 4, one epoch, 8 test and 8 validation images, one attack iteration). docs/rehearsal.md."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ pytestmark = pytest.mark.slow
 TIGHTEST = """\
 runtime: {eval_unit: attack}
 scale_map: {steps_per_epoch: 1, epochs: 1, batch_size: 4, test_examples: 8, max_attack_steps: 1}
+validation: {cifar10: 8, cifar100: 8, svhn: 8, mnist: 8, tinyimagenet: 8}
 """
 
 # one run per (dataset, architecture) family, each evaluated under one attack of its tables (NROB on Tiny-ImageNet-C

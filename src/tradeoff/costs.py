@@ -242,10 +242,10 @@ def training_parts(spec: RunSpec, table: dict, precision: str = "fp32") -> tuple
     its per-epoch measurements (the selection's and the learner tracking's, in fp32)."""
     unit, data = _unit(table, spec.arch, spec.dataset), _dataset(table, spec.dataset)
     classes, epochs = data["classes"], int(spec.epochs)
-    n = min(data["train"], spec.train_examples or data["train"])
+    n = spec.trained_images(data["train"])  # the training split less its validation split
     step = method_passes(spec.method, classes).flops(unit)
     selection = spec.selection
-    examples = min(int(selection.examples), data["test"])
+    examples = selection.measured(min(data["test"], spec.test_examples or data["test"]))
     attack = selection.attack if isinstance(selection.attack, dict) else None
     measured = epochs
     if selection.mode == "best_robust":

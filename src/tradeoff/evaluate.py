@@ -335,7 +335,10 @@ def record(meta: dict, attack_name: str, spec: dict, context: dict) -> dict:
            "dataset": settings.dataset, "arch": settings.arch, "paper_dataset": settings.paper_dataset,
            "paper_arch": settings.paper_arch, "spec_digest": spec_digest(settings), "model": context["model"],
            "spec": spec, "test_examples": context["test_examples"], "test_size": context["test_size"],
-           "selected_epoch": meta["selected_epoch"], "mechanism": meta.get("mechanism")}
+           "selected_epoch": meta["selected_epoch"], "mechanism": meta.get("mechanism"),
+           # which split chose that epoch, on how many images, and how many were held out of training
+           # (tradeoff.spec.Selection.record); None in a model file written before they were recorded, or external
+           **{key: meta.get(key) for key in ("selection_split", "selection_images", "validation_images")}}
     if meta.get("external") is not None:
         # an external model (tradeoff.external): which file it measured (its SHA-256) and how it was read
         out["external"] = meta["external"]

@@ -127,10 +127,20 @@ class Augment(_Spec):
         return cls(**cls._fields_of(raw, "augment"))
 
 
+#: the splits a run's per-epoch selection can measure (``selection.split``): ``validation``, images held out of the
+#: training split and never trained on (the default), or ``test``, the test split itself (the papers' and the
+#: authors' practice: the images that then judge the model also chose its epoch)
+SELECTION_SPLITS = ("validation", "test")
+#: the modes that choose an epoch by measuring it (``last`` keeps the final epoch's model)
+CHOOSING_MODES = ("best", "best_robust")
+
+
 @dataclass(frozen=True)
 class Selection(_Spec):
-    """``selection:``: which epoch's model is the run's (``last``, ``best`` clean, ``best_robust``), measured on
-    ``examples`` test examples under ``attack`` (resolved: a spec), every ``every`` epochs (best_robust)."""
+    """``selection:``: which epoch's model is the run's (``last``, ``best`` clean, ``best_robust``), measured on at
+    most ``examples`` images of ``split`` under ``attack`` (resolved: a spec), every ``every`` epochs (best_robust).
+    ``validation``: the images held out of the training split for it (the config's ``validation.<dataset>`` under
+    ``split: validation``; 0 under ``split: test``, which trains on the whole training split)."""
 
     _OMITTED: ClassVar[tuple[str, ...]] = ("every",)
 
@@ -139,11 +149,32 @@ class Selection(_Spec):
     examples: int
     attack: Any  # the resolved attack spec (a FrozenDict); its name before resolution
     every: float | None = None
+    split: str = "validation"
+    validation: int = 0
 
     @property
     def period(self) -> int:
         """The whole epochs between the robust measurements of ``best_robust`` (``every`` rounded half up, >= 1)."""
         return max(1, math.floor(float(self.every or 1) + 0.5))
+
+    @property
+    def chooses(self) -> bool:
+        """Whether an epoch is chosen by a measurement (``best``, ``best_robust``), not simply the last one."""
+        return self.mode in CHOOSING_MODES
+
+    def measured(self, test_images: int) -> int:
+        """How many images each epoch's measurement reads: at most ``examples`` of the validation split, or of the
+        ``test_images`` that the run's test split holds (``split: test``)."""
+        return min(int(self.examples), self.validation if self.split == "validation" else test_images)
+
+    def record(self, test_images: int) -> dict:
+        """What a model file and every metrics file of the run say about how its epoch was chosen:
+        ``selection_split`` (``validation``, ``test``, or None where the last epoch is kept and no split chose it),
+        ``selection_images`` (the images of that split measured per epoch; None with it) and ``validation_images``
+        (the images held out of the training split, never trained on; 0 under ``split: test``)."""
+        chose = self.split if self.chooses else None
+        return {"selection_split": chose, "selection_images": self.measured(test_images) if chose else None,
+                "validation_images": self.validation}
 
     @classmethod
     def from_dict(cls, raw: Mapping) -> "Selection":
@@ -210,6 +241,12 @@ class RunSpec(_Spec):
     pretrained: Backbone | None = None
     train_examples: int | None = None  # None: the whole training set
     test_examples: int | None = None   # None: the whole test set
+
+    def trained_images(self, available: int) -> int:
+        """How many of the ``available`` images of its dataset's training split the run trains on: those left after
+        its validation split (``selection.validation``), at most ``train_examples``."""
+        rest = available - self.selection.validation
+        return min(rest, self.train_examples or rest)
 
     @property
     def backbone_file(self) -> str | None:

@@ -40,7 +40,7 @@ from .methods import METHODS
 from .provenance import device_name, provenance
 from .results import Layout, RunPaths
 from .runtime import Runtime
-from .spec import RunSpec, Selection
+from .spec import CHOOSING_MODES, RunSpec, Selection
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,10 @@ def state_identity(spec: RunSpec) -> str:
 #   clean + PGD20 on the test set; its code also requires clean >= 88%, ``min_clean: 0.88``);
 # - ``best_robust``: the best robust accuracy, measured only after every ``every``-th epoch and the last (the CA-AT
 #   code: PGD-20 every 25 epochs). ``every`` is epoch-valued (rescaled with the run), rounded to whole epochs, >= 1.
-SELECTED = ("best", "best_robust")
+# Every epoch is measured on the selection split (``selection.split``): by default the validation split held out of
+# the training data (tradeoff.data.load_run_data), never the test split, which the evaluation jobs measure once, at the
+# end; ``split: test`` measures the test split instead (the papers' and the authors' practice).
+SELECTED = CHOOSING_MODES
 
 
 def robust_measured(selection: Selection, epoch: int, epochs: int) -> bool:
@@ -332,7 +335,7 @@ class _Trainer:
         self.eval_batch_size, self.progress, self.device = eval_batch_size, progress, runtime.device
         self.ds = ds = data.load_run_data(spec, data_root)
         self.x_train, self.y_train = runtime.place_batch(ds.x_train), ds.y_train.to(runtime.device)
-        x_eval, y_eval = data.subset(ds.x_test, ds.y_test, spec.selection.examples)
+        x_eval, y_eval = data.selection_images(spec, ds)  # the validation split, or the test split (split: test)
         self.x_eval, self.y_eval = x_eval.to(runtime.device), y_eval.to(runtime.device)
         attack = spec.selection.attack  # a resolved attack spec (a mapping), else none
         self.eval_attack = attack if isinstance(attack, dict) else None
@@ -456,11 +459,13 @@ class _Trainer:
         t_track = time.perf_counter() - t_track
         method.end_epoch(epoch)
         model = method.eval_model()
-        clean = accuracy_under(model, self.x_eval, self.y_eval, {"type": "clean", "eps": 0.0}, seed=0,
-                               batch_size=batch_size)
+        # no images to measure: a dataset without a validation split (validation.<dataset>: 0) under mode last
+        images = len(self.y_eval) > 0
+        clean = (accuracy_under(model, self.x_eval, self.y_eval, {"type": "clean", "eps": 0.0}, seed=0,
+                                batch_size=batch_size) if images else float("nan"))
         measured = robust_measured(spec.selection, epoch + 1, self.epochs)
         robust = (accuracy_under(model, self.x_eval, self.y_eval, self.eval_attack, seed=0, batch_size=batch_size)
-                  if self.eval_attack and measured else float("nan"))
+                  if self.eval_attack and measured and images else float("nan"))
         seconds = time.perf_counter() - sums.t0 - t_track
         n = self.n
         row = {"epoch": epoch + 1, "lr": _current_lr(method), "train_loss": (sums.loss_sum / n).item(),
@@ -517,7 +522,7 @@ def _write_outputs(run_id: str, spec: RunSpec, method, ds: data.Data, rows: list
     selected_epoch = best["epoch"] if selection.mode in SELECTED else rows[-1]["epoch"]
     _, channels, size, _ = ds.x_train.shape
     meta = {"run": run_id, "spec": spec.as_dict(), "selected_epoch": selected_epoch, "mechanism": method.mechanism(),
-            "num_classes": ds.num_classes,
+            **selection.record(len(ds.y_test)), "num_classes": ds.num_classes,
             "in_channels": channels, "image_size": size, "classes": list(ds.classes),
             "provenance": provenance()}
     learner_states = {name: {k: v.detach().cpu() for k, v in m.state_dict().items()}

@@ -149,6 +149,7 @@ def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
             continue
         _check_attack(spec, f"{section}.{name}", ATTACKS)
 
+    _check_validation_sizes(config, [d for d in datasets if d not in corruption_sets])
     raw_runs, seed_runs = expand_seeds(config)
     runs = {rid: resolve_run(rid, raw, config, METHODS, datasets, archs) for rid, raw in raw_runs.items()}
     train_id = _training_jobs(runs, METHODS)
@@ -387,11 +388,43 @@ def _check_corruptions(spec: dict, run: RunSpec | ExternalSpec, config: dict, ke
                           f"on it is on {run.dataset!r}; {hint} (corruption datasets: {known})")
 
 
+def _resolve_selection_split(selection: dict, dataset: str, config: dict, key: str) -> None:
+    """A run's selection split, in place: under ``split: validation`` the images held out of its (scaled) dataset's
+    training split (``validation.<dataset>``), under ``split: test`` none."""
+    if selection["split"] == "test":
+        selection["validation"] = 0
+        return
+    sizes = config.get("validation") or {}
+    if dataset not in sizes:
+        raise ConfigError(f"validation.{dataset}: no validation split for dataset {dataset!r}, on which {key} trains "
+                          f"and selects its epoch ({key}.selection.split: validation); add validation.{dataset}: N "
+                          "(images held out of its training split) or set the run's selection.split: test")
+    held = int(sizes[dataset])
+    if held == 0 and selection["mode"] != "last":
+        raise ConfigError(f"validation.{dataset}: 0 images, but {key}.selection.mode {selection['mode']} chooses its "
+                          f"epoch on the validation split; hold out at least 1 image (validation.{dataset}) or set "
+                          "the run's selection.split: test")
+    selection["validation"] = held
+
+
+def _check_validation_sizes(config: dict, datasets: list[str]) -> None:
+    """``validation``: a known dataset each, holding out fewer images than its training split has."""
+    from ..data import SPLIT_SIZES
+
+    for name, held in (config.get("validation") or {}).items():
+        _check_choice(name, datasets, f"validation.{name}")
+        train = SPLIT_SIZES.get(name, (None,))[0]
+        if train is not None and int(held) >= train:
+            raise ConfigError(f"validation.{name}: {held} images would leave none of {name}'s {train} training "
+                              f"images to train on; hold out at most {train - 1} (the common choice: 1000 of "
+                              "CIFAR-10's 50000, Rice et al. 2020)")
+
+
 RUN_DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "lr_update": "epoch",
     "augment": {"crop_padding": 0, "flip": False},
-    "selection": {"mode": "last", "min_clean": 0.0, "examples": 1000, "attack": "pgd20"},
+    "selection": {"mode": "last", "min_clean": 0.0, "examples": 1000, "attack": "pgd20", "split": "validation"},
     "bn_running_stats": True,
     "nonfinite": "stop",
     "eps_warmup": None,
@@ -431,6 +464,7 @@ def resolve_run(rid: str, raw: dict, config: dict, methods: dict, datasets: list
     method = {"name": name, **declared.defaults(), **given}
 
     scale_run(spec, method, raw, config, declared)
+    _resolve_selection_split(spec["selection"], spec["dataset"], config, key)
 
     for pname in declared.named(type=ATTACK):
         method[pname] = resolve_attack(_attack_ref(config, method[pname], f"{key}.method.{pname}"),

@@ -148,6 +148,9 @@ def _run(catalog: Catalog, files: list[tuple[str, dict]], rid: str) -> dict:
                 out_sources[path] = sources[path]
         elif path == "pretrained":
             out_sources[path] = f"pretrained.{run.arch} ({_file(files, 'pretrained', run.arch)})"
+        elif path == "selection.validation":
+            out_sources[path] = (f"validation.{run.dataset} ({_file(files, 'validation', run.dataset)})"
+                                 if run.selection.split == "validation" else "selection.split: test (none held out)")
         else:
             key = next((k for k in (path, head, ".".join(path.split(".")[:2])) if k in SCALED), None)
             if key is not None:

@@ -16,7 +16,7 @@ t >= t' and t mod c == 0, t' and c counted in iterations (c epochs of iterations
 least 1). With whole-epoch t' and c this is the epoch boundary after (1-based) epoch t when t >= t' and t mod c == 0
 (Algorithm 1, Eq. 7 and the authors' code: 75, 80, ..., 120 in the paper; with c = 2, 76, 78, ...). t', c and
 gamma's breakpoints are epoch-valued, so smaller scales rescale them: the demo's c = 5/12 epoch communicates every
-10 of its 23 iterations per epoch, so a run keeps its number of communications and their period against the EMA
+8 of its 18 iterations per epoch, so a run keeps its number of communications and their period against the EMA
 window (at 10 epochs, rounding c to whole epochs made every c of 1..15 one epoch). The optimizers keep their
 momentum. A communication due at an epoch's last iteration happens at the epoch's end, after the learners are
 observed (``track_learners``, ``snapshot_epochs``).
@@ -182,7 +182,7 @@ class Generalist(Method):
         if dataset not in TRAIN_SIZES:
             raise ValueError(f"generalist: ema_horizon needs the training-set size of {dataset!r}; known: "
                              f"{sorted(TRAIN_SIZES)} (add it to tradeoff.data.SPLIT_SIZES)")
-        n = min(TRAIN_SIZES[dataset], self.spec.train_examples or TRAIN_SIZES[dataset])
+        n = self.spec.trained_images(TRAIN_SIZES[dataset])  # what is left after the validation split
         return math.ceil(n / self.spec.batch_size)
 
     def _gamma_at(self, epoch: float) -> float:

@@ -318,6 +318,26 @@ def selected_epochs(table: Table, row: Row) -> list[int | None]:
     return cell.selected if cell else []
 
 
+def _selection_split_note(catalog: Catalog, rows: list[Row]) -> str:
+    """Which split chose each row's epoch (its run's resolved ``selection``), one clause per kind of choice."""
+    kinds: dict[str, list[str]] = {}
+    for row in rows:
+        sel = catalog.runs[row.runs[0]].selection
+        if not sel.chooses:
+            kind = "none (the last epoch is the model)"
+        elif sel.split == "validation":
+            kind = (f"the validation split ({min(sel.examples, sel.validation)} images held out of the training "
+                    "split, never trained on; the test images are measured once, at the end)")
+        else:
+            kind = ("the test split (`selection.split: test`, the papers' practice: the test images of these cells "
+                    "also chose the epoch)")
+        kinds.setdefault(kind, []).append(row.label)
+    if len(kinds) == 1:
+        return f"Split that chose the epoch: {next(iter(kinds))}."
+    return "Split that chose the epoch: " + "; ".join(f"{kind} for {', '.join(labels)}"
+                                                       for kind, labels in kinds.items()) + "."
+
+
 def before_mechanism(table: Table, row: Row) -> dict | None:
     """The mechanism (its first epoch and what it is) of a row whose model was selected before it, else None."""
     cell = row_cell(table, row)
@@ -462,7 +482,7 @@ def _epochs_note(catalog: Catalog, table: Table) -> list[str]:
     length = {catalog.runs[row.runs[0]].epochs for row, _ in epochs}
     return [f"Selected epoch (of {'/'.join(map(str, sorted(length)))}; per seed): "
             + "; ".join(f"{row.label} {', '.join('—' if e is None else str(e) for e in sel) or '—'}"
-                        for row, sel in epochs) + "."]
+                        for row, sel in epochs) + ".", _selection_split_note(catalog, [row for row, _ in epochs])]
 
 
 def early_text(label: str, selected: list[int | None], mech: dict) -> str:
