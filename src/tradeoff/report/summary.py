@@ -114,7 +114,7 @@ def selection(catalog: Catalog) -> str:
     or none where the last epoch is kept); a record without the field was selected on the test split."""
     from .records import measurement
 
-    chose: dict[str, set] = {}
+    chose: dict[str, list] = {}
     for run in sorted(set(catalog.train_id.values())):
         attacks = [a for a in catalog.model_attacks(run) if catalog.metrics_file(run, a).exists()][:1] \
             if run in catalog.runs else []
@@ -125,19 +125,21 @@ def selection(catalog: Catalog) -> str:
                 continue
             if m is not None:
                 split = m.record.get("selection_split", "test")
-                chose.setdefault(str(split) if split else "none", set()).add(m.record.get("selection_images"))
+                chose.setdefault(str(split) if split else "none", []).append(m.record.get("selection_images"))
     if not chose:
         return "Selection: no run is measured yet, so no record says which split chose its epoch."
-    said = {"test": "on the test split itself, the same images that the intervals, tests and verdicts below then "
-                    "use (which leans every number toward the epoch that did best on them)",
-            "validation": "on a validation split held out of the training data, the test split measured once",
-            "none": "by no split: the last epoch is kept"}
+    said = {"test": "chosen on the test split itself, the same images that the intervals, tests and verdicts below "
+                    "then use (which leans every number toward the epoch that did best on them)",
+            "validation": "chosen on a validation split held out of the training data, the test split measured "
+                          "once, at the end",
+            "none": "not chosen: the model is the last epoch's"}
     parts = []
-    for split, images in sorted(chose.items()):
-        counts = sorted(int(i) for i in images if isinstance(i, (int, float)) or str(i).isdigit())
+    for split, images in sorted(chose.items(), key=lambda kv: -len(kv[1])):
+        counts = sorted({int(i) for i in images if isinstance(i, (int, float)) or str(i).isdigit()})
         size = f" ({', '.join(f'{c:,}' for c in counts)} images)" if counts else ""
-        parts.append(said.get(split, f"on the {split} split") + size)
-    return "Selection: each model's epoch was chosen " + "; for others, ".join(parts) + "."
+        parts.append(f"{len(images)} {'model' if len(images) == 1 else 'models'}, {said.get(split, f'chosen on the {split} split')}{size}")
+    total = sum(len(i) for i in chose.values())
+    return f"Selection: the epoch of the {total} measured training jobs: " + "; ".join(parts) + "."
 
 
 def caveats(catalog: Catalog, found: list[claims.Verdict]) -> list[str]:
