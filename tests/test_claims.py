@@ -304,3 +304,17 @@ def test_the_summary_opens_with_what_the_scale_can_say_and_the_html_carries_ever
     missing = [s for s in _sentences(text) if re.sub(r"\s+", " ", s.strip(" -")) not in plain
                and not set(s) <= set("-| ")]
     assert not missing, missing[:5]
+
+
+def test_a_mean_that_balances_to_zero_is_no_effect_to_power():
+    """Per-image differences of several columns are fractions (±1/3 ...): where they balance, their mean is float
+    noise (~1e-17), not an effect that some astronomical number of test images would detect."""
+    import numpy as np
+
+    d = np.array([1 / 3, -1 / 3, 2 / 3, -2 / 3, 1 / 3, -1 / 3] * 60)
+    d[0] += 1e-16  # the float noise of summing thirds in another order
+    detectable, needed = stats.power_figures(d)
+    assert needed is None and detectable is not None
+    test = stats.Test(0.5, 0.5, 100 * float(np.mean(d)), -1.0, 1.0, len(d), detectable, needed, "mean", 360)
+    assert claims._inconclusive(test, 360) == ("the estimate is zero: the images that favour the claim and those "
+                                               "against it balance")

@@ -336,7 +336,9 @@ def _inconclusive(test: stats.Test, split: int | None) -> str:
     """Why a tested claim decides neither way, in one clause."""
     if test.differing == 0:
         return "an exact tie: the outcomes agree on every test image"
-    if test.diff <= 0.0:
+    if abs(test.diff) <= 100 * stats.TIE:
+        return "the estimate is zero: the images that favour the claim and those against it balance"
+    if test.diff < 0.0:
         return "the estimate goes against the claim, not significantly"
     if test.needed is None:
         return "the estimate favours the claim, not significantly"

@@ -208,6 +208,10 @@ def _detectable_effect(n: int, alpha: float) -> float:
                                               alternative="larger"))
 
 
+#: a mean difference (a fraction) smaller than this is a balance, not an effect (float noise of summed fractions)
+TIE = 1e-9
+
+
 def power_figures(d: np.ndarray, alpha: float = ALPHA) -> tuple[float | None, int | None]:
     """(the smallest difference in points that a one-sided test at ``alpha`` detects with POWER on these test
     images, the test images the observed mean difference needs for POWER, or None where it does not favour the
@@ -219,7 +223,8 @@ def power_figures(d: np.ndarray, alpha: float = ALPHA) -> tuple[float | None, in
     if sd == 0.0:
         return None, None
     effect = _detectable_effect(n, alpha)
-    needed = math.ceil(normal_sample_size_one_tail(mean, POWER, alpha, std_null=sd)) if mean > 0 else None
+    # a mean of fractions (several columns) that balances to zero carries float noise: that is no effect to power
+    needed = math.ceil(normal_sample_size_one_tail(mean, POWER, alpha, std_null=sd)) if mean > TIE else None
     return 100.0 * float(effect) * sd, needed
 
 
