@@ -318,3 +318,18 @@ def test_a_mean_that_balances_to_zero_is_no_effect_to_power():
     test = stats.Test(0.5, 0.5, 100 * float(np.mean(d)), -1.0, 1.0, len(d), detectable, needed, "mean", 360)
     assert claims._inconclusive(test, 360) == ("the estimate is zero: the images that favour the claim and those "
                                                "against it balance")
+
+
+def test_several_columns_that_must_all_hold_show_the_one_most_against_the_claim():
+    """`all`: where several columns tie at p = 1 for the claim (a column where both rows are at 0% among them), the
+    estimate shown is the column most against it, not the first tied one."""
+    import numpy as np
+
+    n = 100
+    zero = np.zeros((1, n))
+    against = np.zeros((1, n))
+    against[0, :30] = 1.0  # `than` right on 30 images where `row` is wrong
+    a = np.stack([zero[0], zero[0]])[None]  # row: wrong everywhere under both columns
+    b = np.stack([zero[0], against[0]])[None]
+    test = stats.combined(a, b, "all")
+    assert test.diff == pytest.approx(-30.0) and test.p_against < 1e-6
