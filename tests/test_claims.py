@@ -329,7 +329,9 @@ def test_several_columns_that_must_all_hold_show_the_one_most_against_the_claim(
     zero = np.zeros((1, n))
     against = np.zeros((1, n))
     against[0, :30] = 1.0  # `than` right on 30 images where `row` is wrong
-    a = np.stack([zero[0], zero[0]])[None]  # row: wrong everywhere under both columns
+    favour = np.zeros((1, n))
+    favour[0, 30:31] = 1.0  # ... and `row` right on one image where `than` is wrong (p for the claim just below 1)
+    a = np.stack([zero[0], favour[0]])[None]  # row: under column 1 wrong everywhere
     b = np.stack([zero[0], against[0]])[None]
     test = stats.combined(a, b, "all")
-    assert test.diff == pytest.approx(-30.0) and test.p_against < 1e-6
+    assert test.diff == pytest.approx(-29.0) and test.p_against < 1e-6 and test.p_for == 1.0

@@ -271,8 +271,10 @@ def every(tests: Sequence[Test], what: str) -> Test:
     p for the claim, Holm over them against it; the least favourable one's estimate is shown."""
     if len(tests) == 1:
         return tests[0]
-    worst = max(tests, key=lambda t: (t.p_for, -t.p_against))  # a tie for: the one most against the claim
-    return Test(worst.p_for, min(holm([t.p_against for t in tests])), worst.diff, worst.lo, worst.hi, worst.images,
+    # shown: the least favourable estimate (p for minus p against: a column significantly against the claim before a
+    # tie, whose p for the claim is 1 too)
+    worst = max(tests, key=lambda t: t.p_for - t.p_against)
+    return Test(max(t.p_for for t in tests), min(holm([t.p_against for t in tests])), worst.diff, worst.lo, worst.hi, worst.images,
                 worst.detectable, worst.needed, f"every one of {len(tests)} {what} ({worst.how}; the largest p, "
                                                 f"shown; against: Holm)", worst.differing)
 
