@@ -176,7 +176,7 @@ class PGD(Attack):
             per_example = objective(logits).float()
             loss = per_example.sum()
             if self.keep_trace:
-                trace.append(per_example.detach().cpu())
+                trace.append(per_example.detach())  # on the device: one copy at the end, none per step
             if watch:
                 with torch.no_grad():
                     new = (logits.argmax(1) != self.labels) & ~found
@@ -191,7 +191,7 @@ class PGD(Attack):
                 delta = project(delta + step * steepest_step(grad, self.norm), self.eps, self.norm)
                 delta = (x + delta).clamp(0, 1) - x
         if self.keep_trace:
-            self.loss_trace = torch.stack(trace) if trace else torch.zeros(0, len(x))
+            self.loss_trace = torch.stack(trace).to("cpu") if trace else torch.zeros(0, len(x))
         last = (x + delta).detach()
         if watch:
             return torch.where(found.view(-1, *([1] * (x.dim() - 1))), kept, last)
