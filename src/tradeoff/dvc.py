@@ -262,8 +262,7 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
             "data": marker, "settings": digest(catalog.targets[name]["analysis"])}
     for name in reports:
         # a target's settings as its report sees them (a group's with its members'): Snakemake's report_settings
-        out[report_kind(catalog, name)][name] = {"settings": digest(
-            {t: catalog.targets[t] for t in dict.fromkeys([name, *catalog.leaf_targets(name)])})}
+        out[report_kind(catalog, name)][name] = {"settings": digest(catalog.report_settings(name))}
     for model in audited:
         marker = str(ready_marker(data, catalog.model_spec(model).dataset))
         datasets.add(catalog.model_spec(model).dataset)

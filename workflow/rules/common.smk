@@ -198,8 +198,7 @@ def report_inputs(wildcards):
 def report_settings(wildcards):
     """A target's settings as its report job sees them (a group's with its members'): a change re-runs that report
     job alone (Snakemake's params rerun trigger), e.g. a new title, rows, labels or plot options."""
-    return json.dumps({t: CATALOG.targets[t] for t in [wildcards.target, *CATALOG.leaf_targets(wildcards.target)]},
-                      sort_keys=True)
+    return json.dumps(CATALOG.report_settings(wildcards.target), sort_keys=True)
 
 
 def report_caption(wildcards):

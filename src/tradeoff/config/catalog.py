@@ -16,6 +16,7 @@ The ids, one vocabulary (README "Ids"); every method takes the id its parameter 
 from __future__ import annotations
 
 import functools
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -235,6 +236,49 @@ class Catalog:
         if target["kind"] != "group":
             return [name]
         return list(dict.fromkeys(t for member in target["targets"] for t in self.leaf_targets(member)))
+
+    def _signature(self, name: str) -> str | None:
+        """What a target computes at this scale: its kind, its rows' training jobs and its columns' evaluations (and
+        any analysis or curves it draws); None for a group or a target without rows."""
+        target = self.targets[name]
+        if target["kind"] == "group" or not target.get("rows"):
+            return None
+        rows = [[self.train_id[r] for r in self.row_runs(row["run"])] for row in target["rows"]]
+        columns = {k: self.column_jobs(a) if a not in PSEUDO_COLUMNS else [a]
+                   for k, a in (target.get("columns") or {}).items()}
+        protocol = target.get("protocol")
+        protocol_jobs = sorted({str(self.protocol_attack(name, j, r[0])) for js in columns.values() for j in js
+                                for r in rows if j not in PSEUDO_COLUMNS}) if protocol else []
+        what = {"kind": target["kind"], "plot": target.get("plot"), "rows": sorted(rows),
+                "columns": sorted(columns.values()), "protocol": protocol_jobs,
+                "curves": target.get("curve_columns"), "analysis": target.get("analysis")}
+        return json.dumps(what, sort_keys=True, default=str)
+
+    @functools.cached_property
+    def _twins(self) -> dict[str, str]:
+        first: dict[str, str] = {}
+        out: dict[str, str] = {}
+        for name in self.targets:
+            sig = self._signature(name)
+            if sig is None:
+                continue
+            if sig in first:
+                out[name] = first[sig]
+            else:
+                first[sig] = name
+        return out
+
+    def twin(self, name: str) -> str | None:
+        """The first target of the catalog whose every cell this one repeats at this scale (the same training jobs
+        under the same evaluations), or None."""
+        return self._twins.get(name)
+
+    def report_settings(self, name: str) -> dict:
+        """What a target's report job reads of the catalog besides its input files (Snakemake's params and DVC's
+        settings digest, the same): its settings (a group's with its members'), and the target each of them repeats
+        at this scale, which its title names ("= table5 at this scale") and which another target's rows can change."""
+        names = list(dict.fromkeys([name, *self.leaf_targets(name)]))
+        return {**{t: self.targets[t] for t in names}, "twins": {t: self.twin(t) for t in names}}
 
     def table_targets(self, name: str) -> list[str]:
         return [t for t in self.leaf_targets(name) if self.targets[t]["kind"] == "table"]

@@ -10,7 +10,6 @@ reads the resolved catalog only, never a results file.
 
 from __future__ import annotations
 
-import json
 import re
 
 from ..config import PSEUDO_COLUMNS, Catalog, parse_budget, split_budget
@@ -135,50 +134,9 @@ def title(catalog: Catalog, name: str) -> str:
     return out
 
 
-def _signature(catalog: Catalog, name: str) -> str | None:
-    """What a target computes at this scale: its kind, its rows' training jobs and its columns' evaluations (and any
-    analysis or curves it draws); None for a group or a target without rows."""
-    target = catalog.targets[name]
-    if target["kind"] == "group" or not target.get("rows"):
-        return None
-    rows = [[catalog.train_id[r] for r in catalog.row_runs(row["run"])] for row in target["rows"]]
-    columns = {k: catalog.column_jobs(a) if a not in PSEUDO_COLUMNS else [a]
-               for k, a in (target.get("columns") or {}).items()}
-    protocol = target.get("protocol")
-    protocol_jobs = sorted({str(catalog.protocol_attack(name, j, r[0])) for js in columns.values() for j in js
-                            for r in rows if j not in PSEUDO_COLUMNS}) if protocol else []
-    what = {"kind": target["kind"], "plot": target.get("plot"), "rows": sorted(rows),
-            "columns": sorted(columns.values()), "protocol": protocol_jobs,
-            "curves": target.get("curve_columns"), "analysis": target.get("analysis")}
-    return json.dumps(what, sort_keys=True, default=str)
-
-
-_TWINS: dict[int, tuple[Catalog, dict[str, str]]] = {}  # id(catalog) -> (the catalog, its twins): computed once
-
-
-def _twins(catalog: Catalog) -> dict[str, str]:
-    cached = _TWINS.get(id(catalog))
-    if cached is not None and cached[0] is catalog:
-        return cached[1]
-    first: dict[str, str] = {}
-    out: dict[str, str] = {}
-    for name in catalog.targets:
-        sig = _signature(catalog, name)
-        if sig is None:
-            continue
-        if sig in first:
-            out[name] = first[sig]
-        else:
-            first[sig] = name
-    _TWINS.clear()
-    _TWINS[id(catalog)] = (catalog, out)
-    return out
-
-
 def twin(catalog: Catalog, name: str) -> str | None:
-    """The first target of the catalog whose every cell this one repeats at this scale (the same training jobs
-    under the same evaluations), or None."""
-    return _twins(catalog).get(name)
+    """The first target of the catalog whose every cell this one repeats at this scale (Catalog.twin)."""
+    return catalog.twin(name)
 
 
 def twin_note(catalog: Catalog, name: str) -> str | None:
