@@ -42,7 +42,7 @@ dvc-demo: install
 
 # The README's table excerpt, from the demo's built Table 1(a) (after `make demo`): generated, never hand-copied.
 readme: install
-	$(BIN)/python -m tradeoff.readme_excerpt results/demo/tables/table1a.md README.md
+	$(BIN)/python -m tradeoff.report.readme_excerpt results/demo/tables/table1a.md README.md
 
 # An offline GPU node's missing wheels (config/node-wheels.txt, beside its own config/node-packages.txt) for its
 # Python, manylinux x86_64, into .wheelhouse/py<version>: then scripts/gpu-node.sh on the node (docs/gpu.md).

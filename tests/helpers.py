@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tradeoff.results import Layout
+from tradeoff.storage.layout import Layout
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

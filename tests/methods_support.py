@@ -9,10 +9,10 @@ from torch import nn
 
 from tradeoff import config as cfg
 from tradeoff.methods import METHODS
-from tradeoff.params import ATTACK
-from tradeoff.runtime import Runtime
-from tradeoff.spec import MethodSpec, RunSpec
-from tradeoff.train import model_factory
+from tradeoff.core.params import ATTACK
+from tradeoff.core.runtime import Runtime
+from tradeoff.core.spec import MethodSpec, RunSpec
+from tradeoff.training.train import model_factory
 from tradeoff.data import load_run_data
 
 SMOKE = [cfg.ROOT / "config" / "config.yaml", cfg.ROOT / "config" / "smoke.yaml"]

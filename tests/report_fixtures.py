@@ -2,7 +2,7 @@
 per-example predictions, training curves and analysis JSON. Every test that fakes such a file writes it here, so
 that what a complete record holds is decided in one place.
 
-A metrics record is what ``tradeoff.evaluate`` writes (run, attack, its spec, accuracy, clean accuracy, the
+A metrics record is what ``tradeoff.evaluation.evaluate`` writes (run, attack, its spec, accuracy, clean accuracy, the
 examples and how many of them stayed robust, seed, dataset, ...), plus the run's architecture and the scale;
 ``accuracy`` is ``robust_examples / examples`` exactly, so an accuracy must be a whole number of examples.
 """
@@ -13,8 +13,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from tradeoff import live
-from tradeoff.results import SUITE_FORMAT
+from tradeoff.storage import curves as live
+from tradeoff.storage.layout import SUITE_FORMAT
 
 PROVENANCE = {"git_commit": "0" * 40, "versions": {"python": "3", "torch": "2"}, "device": "cpu", "host": "test"}
 
@@ -46,9 +46,9 @@ def write_measurement(catalog, run_id: str, attack_name: str, robust, /, *, clea
                       test_size: int | None = None, **overrides) -> Path:
     """Write the metrics and predictions files of ``run`` (its training job) under ``attack`` from per-example
     outcomes (a '0'/'1' string or booleans; ``clean`` defaults to all correct), the record made by the evaluation's
-    own code (tradeoff.evaluate.record) from the catalog's resolved settings, so that a report vouches for it as for a
+    own code (tradeoff.evaluation.evaluate.record) from the catalog's resolved settings, so that a report vouches for it as for a
     real one. ``overrides`` replace fields of the metrics record (to make a bad file). Returns the metrics file."""
-    from tradeoff.evaluate import record
+    from tradeoff.evaluation.evaluate import record
 
     run, attack = run_id, attack_name  # positional only: `run` and `attack` may be overridden record fields
     train_id = catalog.train_id[run]

@@ -27,16 +27,10 @@ from tradeoff.cli import main as cli_main
 from tradeoff.methods import METHODS
 from tradeoff.methods.caat import project_gradient
 from tradeoff.models import build_architecture, build_model
-from tradeoff.models.adapters import (
-    TINY_VIT,
-    AdaptedTransformer,
-    PretrainedError,
-    _vision_transformer,
-    vit_tiny,
-)
-from tradeoff.train import model_factory, train
+from tradeoff.models.adapters import TINY_VIT, AdaptedTransformer, PretrainedError, _vision_transformer, vit_tiny
+from tradeoff.training.train import model_factory, train
 from tradeoff.data import load_run_data
-from tradeoff.trained import load_model
+from tradeoff.evaluation.trained import load_model
 
 ROOT = cfg.ROOT
 PAPER = [ROOT / "config" / "config.yaml"]
@@ -181,7 +175,7 @@ def test_results_placeholder_follows_paths_results(tmp_path):
 
 
 def test_dvc_stages_depend_on_the_pretraining_run():
-    from tradeoff.dvc import stages as dvc_stages
+    from tradeoff.pipeline.dvc_export import stages as dvc_stages
 
     files = [str(p) for p in SMOKE]
     catalog = cfg.load_catalog(files)
@@ -337,7 +331,7 @@ def test_the_pretraining_runs_model_pt_is_a_backbone_checkpoint(tmp_path):
 
 
 def test_a_backbone_carrying_pickled_code_is_refused_in_one_line_naming_the_file(tmp_path, capsys):
-    """The pretrained backbone is read by the one loader (tradeoff.checkpoint.load), as every weights file: a file
+    """The pretrained backbone is read by the one loader (tradeoff.storage.checkpoint.load), as every weights file: a file
     carrying pickled code is refused before anything in it runs, in one line naming the file, never with PyTorch's
     advice to load it with weights_only=False."""
     marker = tmp_path / "pwned"

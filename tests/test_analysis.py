@@ -8,7 +8,9 @@ import json
 
 import pytest
 
-from tradeoff import analysis, config as cfg, targets
+from tradeoff import analysis, config as cfg
+from tradeoff.core import targets
+from tradeoff.storage import layout
 
 
 def count_rows(catalog, target, params):
@@ -40,7 +42,7 @@ def test_analysis_writes_its_json_and_lists_its_inputs(catalog_with_analysis):
     assert path == catalog.layout.analysis("fig_count")
     data = json.loads(path.read_text())
     assert (data["rows"], data["echo"], data["analysis"], data["scale"]) == (1, 7, "count_rows", "smoke")
-    assert analysis.read_analysis(catalog, "fig_count")["params"] == {"echo": 7, "dataset": "mnist"}
+    assert layout.read_analysis(catalog, "fig_count")["params"] == {"echo": 7, "dataset": "mnist"}
 
 
 def test_unknown_analysis_is_refused_naming_the_key():
@@ -52,7 +54,7 @@ def test_unknown_analysis_is_refused_naming_the_key():
 
 
 def test_dvc_export_has_an_analysis_stage(catalog_with_analysis):
-    from tradeoff.dvc import digest, jobs, stages
+    from tradeoff.pipeline.dvc_export import digest, jobs, stages
 
     stage = stages(catalog_with_analysis, ["config/config.yaml"])["analyze@fig_count"]
     assert stage["cmd"].endswith("analyze fig_count")

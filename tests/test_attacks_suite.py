@@ -270,11 +270,11 @@ def test_a_resolved_spec_without_step_size_builds_every_attack():
 
 @pytest.mark.parametrize("kind", COMPONENTS)
 def test_autoattack_components_run_on_a_channels_last_model_of_colour_images(kind):
-    """The evaluation runs conv nets in channels_last (tradeoff.evaluate.channels_last): on 3-channel images their
+    """The evaluation runs conv nets in channels_last (tradeoff.evaluation.evaluate.channels_last): on 3-channel images their
     gradients come back in that layout, which AutoAttack's ``.view`` refused (the rehearsal scale's first CIFAR
     evaluation); 1-channel digits never showed it."""
     from tradeoff.attacks.autoattack import run_component
-    from tradeoff.evaluate import channels_last
+    from tradeoff.evaluation.evaluate import channels_last
     from tradeoff.models import build_model
 
     torch.manual_seed(0)

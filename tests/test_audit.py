@@ -10,8 +10,16 @@ import pytest
 import torch
 from torch import nn
 
-from tradeoff.audit.checks import (Auditor, Settings, accuracy, compare, grey_budget, group_verdicts,
-                                   must_fail_budget, overall_line)
+from tradeoff.audit.checks import (
+    Auditor,
+    Settings,
+    accuracy,
+    compare,
+    grey_budget,
+    group_verdicts,
+    must_fail_budget,
+    overall_line,
+)
 
 CLASSES, PIXELS = 4, 64
 EPS = 0.25  # where the plain model is robust on about 40% of the test set: attacks can be told apart
@@ -365,7 +373,7 @@ def test_a_silent_success_is_counted_and_the_loss_trace_kept(plain, test_set):
 
 def test_the_attack_option_best_iterate_leaves_the_default_unchanged(plain, test_set):
     """PGD's ``best_iterate`` and ``keep_trace``: off by default (the tables' numbers), the same steps when on."""
-    from tradeoff.evaluate import build_attack
+    from tradeoff.evaluation.evaluate import build_attack
 
     x, y = test_set
     plain_adv = build_attack(plain, PGD, EPS, 3).perturb(x, y)
@@ -401,7 +409,7 @@ def test_table_notes_name_the_columns_an_audit_found_overstated(tmp_path):
     from types import SimpleNamespace
 
     from tradeoff.report.records import audit_notes
-    from tradeoff.results import Layout
+    from tradeoff.storage.layout import Layout
 
     layout = Layout.of(tmp_path, "smoke")
     catalog = SimpleNamespace(layout=layout, train_id={})
@@ -651,9 +659,9 @@ def test_the_audit_target_is_one_job_per_row_model_in_snakemake_dvc_and_plan(tmp
     from helpers import run
 
     from tradeoff import config as tcfg
-    from tradeoff import dvc
+    from tradeoff.pipeline import dvc_export as dvc
     from tradeoff.audit.jobs import audited_models, surrogate_for
-    from tradeoff.costs import format_plan, plan
+    from tradeoff.pipeline.costs import format_plan, plan
 
     work, _ = _workflow(tmp_path)
     files = [str(work / f) for f in (*SMOKE, "config/local.yaml")]

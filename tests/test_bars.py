@@ -11,10 +11,11 @@ import pty
 import pytest
 import torch
 
-from tradeoff import bars, cli
+from tradeoff.core import progress as bars
+from tradeoff import cli
 from tradeoff import config as cfg
-from tradeoff.runtime import Runtime
-from tradeoff.train import train
+from tradeoff.core.runtime import Runtime
+from tradeoff.training.train import train
 
 SMOKE = [cfg.ROOT / "config" / "config.yaml", cfg.ROOT / "config" / "smoke.yaml"]
 
@@ -34,10 +35,10 @@ class Clock:
 
 @pytest.fixture
 def log_stream():
-    """What tradeoff.bars logs, as a job's log file would hold it."""
+    """What tradeoff.core.progress logs, as a job's log file would hold it."""
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
-    logger = logging.getLogger("tradeoff.bars")
+    logger = logging.getLogger("tradeoff.core.progress")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     yield stream

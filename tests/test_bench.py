@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from tradeoff import config as cfg
-from tradeoff.bench import bench_train, forward_flops_per_example, step_flops_per_example
-from tradeoff.costs import Job, makespan, plan
-from tradeoff.runtime import Runtime
+from tradeoff.pipeline.bench import bench_train, forward_flops_per_example, step_flops_per_example
+from tradeoff.pipeline.costs import Job, makespan, plan
+from tradeoff.core.runtime import Runtime
 
 ROOT = cfg.ROOT
 
@@ -46,7 +46,7 @@ def test_makespan_respects_dependencies_and_gpus():
 
 
 def test_plan_of_table1a_at_paper_scale():
-    """tradeoff.costs prices jobs from pass counts and tradeoff/flops.json (tests/test_costs.py checks both against
+    """tradeoff.pipeline.costs prices jobs from pass counts and tradeoff/pipeline/flops.json (tests/test_costs.py checks both against
     counted steps); the plan takes a second, without PyTorch."""
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml"])
     result = plan(catalog, "table1a", gpus=4, device="h100", bench_folder="/nonexistent")
@@ -64,7 +64,7 @@ def test_input_only_pgd_step_is_cheaper_than_with_weight_gradients():
     leaves any behind. Counted in FLOPs through the attack itself, not timed (a time ratio depends on the machine's
     load): PGD-1's step costs less than a forward and a backward that also computes the weights' gradients."""
     from tradeoff import attacks, models
-    from tradeoff.bench import count_flops, synthetic_batch
+    from tradeoff.pipeline.bench import count_flops, synthetic_batch
 
     torch.manual_seed(0)
     model = models.build_architecture("small_cnn", 10, in_channels=1, image_size=8).eval()
@@ -82,7 +82,7 @@ def test_input_only_pgd_step_is_cheaper_than_with_weight_gradients():
 
 
 def test_epoch_time_ratio_of_at_over_nt_reflects_the_attack():
-    from tradeoff.bench import epoch_time_ratio
+    from tradeoff.pipeline.bench import epoch_time_ratio
 
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"])
     result = epoch_time_ratio(catalog, "cifar10-resnet18-at-beta1", "cifar10-resnet18-nt", steps=2, repeats=3)
@@ -91,10 +91,10 @@ def test_epoch_time_ratio_of_at_over_nt_reflects_the_attack():
 
 def test_attention_on_the_cpu_is_counted_as_on_the_gpu():
     """PyTorch's counter prices the CUDA attention kernels only: counted on the CPU, a ViT's attention would be free
-    and its runs' planned cost too low (4% at ViT-B/16, 224 px). tradeoff.bench prices the CPU kernels alike."""
+    and its runs' planned cost too low (4% at ViT-B/16, 224 px). tradeoff.pipeline.bench prices the CPU kernels alike."""
     from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
 
-    from tradeoff.bench import count_flops
+    from tradeoff.pipeline.bench import count_flops
 
     q, k, v = (torch.randn(2, 3, 16, 8, requires_grad=True) for _ in range(3))
     with count_flops() as forward:

@@ -19,7 +19,7 @@ import yaml  # noqa: E402
 
 from tradeoff import config as cfg  # noqa: E402
 from tradeoff.models import PRETRAINED_MODELS  # noqa: E402
-from tradeoff.spec import RunSpec  # noqa: E402
+from tradeoff.core.spec import RunSpec  # noqa: E402
 from tradeoff.report.build import build_target  # noqa: E402
 from report_fixtures import write_curves, write_metrics  # noqa: E402
 from tradeoff.report.fig_basic import curve_panels  # noqa: E402
@@ -268,7 +268,7 @@ def test_figure8_draws_accuracy_over_attack_budgets_from_metrics(smoke):
     assert [ax.get_title() for ax in fig.axes] == ["FGSM", "PGD"]
     for ax in fig.axes:
         lines = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
-        # each trained model by its series, with the training budget that ran (tradeoff.report.ran.here_clause)
+        # each trained model by its series, with the training budget that ran (tradeoff.report.what_ran.here_clause)
         ran_eps = {"8/255": 0.3, "12/255": 0.45}
         assert [line.get_label() for line in lines] == [
             f"{row['series']} — here δ {ran_eps[row['series'].split('δ=')[1]]}" for row in target["rows"]]

@@ -178,7 +178,7 @@ def test_runs_carry_the_stated_hyperparameters():
 
 
 def test_export_dvc_for_some_targets_keeps_exactly_their_stages():
-    from tradeoff.dvc import stages
+    from tradeoff.pipeline.dvc_export import stages
 
     files = [str(cfg.ROOT / "config" / "config.yaml"), str(cfg.ROOT / "config" / "smoke.yaml")]
     catalog = cfg.load_catalog(files)

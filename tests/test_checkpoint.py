@@ -4,7 +4,7 @@ import pickle
 import pytest
 import torch
 
-from tradeoff import checkpoint
+from tradeoff.storage import checkpoint
 
 
 def test_round_trip_and_atomic(tmp_path):

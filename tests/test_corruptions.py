@@ -1,4 +1,4 @@
-"""tradeoff.corruptions.nrob on a tiny generated Tiny-ImageNet-C and a model whose every answer is known.
+"""tradeoff.data.corruptions.nrob on a tiny generated Tiny-ImageNet-C and a model whose every answer is known.
 
 Each corrupted image is a solid red, green or blue square; the model predicts the dominant colour (class 0, 1
 or 2). Whether an image is classified correctly is therefore chosen when it is written, with a different
@@ -15,7 +15,8 @@ import torch
 from PIL import Image
 from torch import nn
 
-from tradeoff import corruptions, data
+from tradeoff.data import corruptions
+from tradeoff import data
 
 from test_data_more import TINY_WNIDS, offline, write_tinyimagenet, write_tinyimagenet_c  # noqa: F401
 

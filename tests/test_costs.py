@@ -1,4 +1,4 @@
-"""The cost model (tradeoff.costs) against what PyTorch's FLOP counter counts, its table against the code that makes
+"""The cost model (tradeoff.pipeline.costs) against what PyTorch's FLOP counter counts, its table against the code that makes
 it, and the cluster jobs it sizes: what `tradeoff plan` says and what Snakemake asks a cluster for."""
 
 from __future__ import annotations
@@ -15,13 +15,21 @@ import torch
 
 from helpers import ROOT, env, workflow_copy
 from tradeoff import config as cfg
-from tradeoff import costs, models
-from tradeoff.bench import SHIPPED_SCALES, count_flops, flops_table, pass_flops, shipped_pairs, synthetic_batch
-from tradeoff.costs import JobSizes, attack_passes, evaluation_passes, load_table, method_passes
+from tradeoff.pipeline import costs
+from tradeoff import models
+from tradeoff.pipeline.bench import (
+    SHIPPED_SCALES,
+    count_flops,
+    flops_table,
+    pass_flops,
+    shipped_pairs,
+    synthetic_batch,
+)
+from tradeoff.pipeline.costs import JobSizes, attack_passes, evaluation_passes, load_table, method_passes
 from tradeoff.methods import METHODS
-from tradeoff.params import ATTACK
-from tradeoff.runtime import Runtime
-from tradeoff.spec import MethodSpec, RunSpec
+from tradeoff.core.params import ATTACK
+from tradeoff.core.runtime import Runtime
+from tradeoff.core.spec import MethodSpec, RunSpec
 
 CPU = torch.device("cpu")
 SMALL = {"default": "small_cnn", "adapter": "vit_tiny_adapter"}  # where a step is counted: digits, 10 classes
@@ -53,7 +61,7 @@ def _shrunk(spec: dict, cap: int | None) -> dict:
 
 
 def _method_signature(method: MethodSpec) -> str:
-    """What a step's cost depends on (tradeoff.costs.method_passes reads these): one counted step per signature."""
+    """What a step's cost depends on (tradeoff.pipeline.costs.method_passes reads these): one counted step per signature."""
     attack = method.get("attack") if isinstance(method.get("attack"), dict) else {}
     keys = ("beta", "lam", "inner", "adv_loss", "track_conflict", "unlabeled")
     return json.dumps([{"name": method.name, **{k: method.get(k) for k in keys}},
@@ -100,7 +108,7 @@ def _check_methods(catalogs, units, cap):
         planned = method_passes(spec.method, 10).flops(units[spec.arch])
         if not math.isclose(counted, planned, rel_tol=0.005):  # APGD-T's one-image class count: 0.1%
             wrong.append(f"{rid} ({spec.method.name}): counted {counted:.4g}, formula {planned:.4g}")
-    assert not wrong, "tradeoff.costs.method_passes disagrees with a counted step:\n" + "\n".join(wrong)
+    assert not wrong, "tradeoff.pipeline.costs.method_passes disagrees with a counted step:\n" + "\n".join(wrong)
 
 
 def test_method_formulas_match_counted_steps(catalogs, units):
@@ -149,7 +157,7 @@ def _check_attacks(catalogs, units, cap):
         if not math.isclose(counted, planned, rel_tol=0.005):
             wrong.append(f"{name} ({spec['type']}): counted {counted:.4g}, formula {planned:.4g}")
     assert len(seen) >= 10
-    assert not wrong, "tradeoff.costs.evaluation_passes disagrees with a counted evaluation:\n" + "\n".join(wrong)
+    assert not wrong, "tradeoff.pipeline.costs.evaluation_passes disagrees with a counted evaluation:\n" + "\n".join(wrong)
 
 
 def test_attack_formulas_match_counted_evaluations(catalogs, units):
@@ -310,13 +318,13 @@ def test_plan_of_table1_states_cluster_jobs_and_hours(paper, capsys):
 
 
 def test_costs_and_the_snakefiles_sizes_need_no_torch(tmp_path):
-    """What the Snakefile asks of tradeoff.costs at start-up (every job's minutes and group) and `tradeoff plan` load
+    """What the Snakefile asks of tradeoff.pipeline.costs at start-up (every job's minutes and group) and `tradeoff plan` load
     neither PyTorch nor matplotlib, with the catalog kept (as the Snakefile reads it)."""
     overlay = tmp_path / "o.yaml"
     overlay.write_text(f"paths: {{results: {tmp_path / 'results'}}}\n")
     files = [str(ROOT / "config" / "config.yaml"), str(overlay)]
     cfg.load_catalog(files, write_cache=True)
-    code = ("import sys; from tradeoff import config as c; from tradeoff.costs import JobSizes, plan\n"
+    code = ("import sys; from tradeoff import config as c; from tradeoff.pipeline.costs import JobSizes, plan\n"
             "k = c.load_catalog(sys.argv[1:]); s = JobSizes(k)\n"
             "assert all(s.train_minutes(r) > 0 for r in k.training_runs())\n"
             "[(s.eval_minutes(r, u), s.eval_group(r, u)) for r in k.training_runs() for u in k.eval_units(r)]\n"

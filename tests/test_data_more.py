@@ -26,6 +26,7 @@ from torchvision import transforms
 from torchvision.datasets import utils as tv_utils
 
 from tradeoff import data
+from tradeoff.data import datasets
 from tradeoff.data import DatasetError
 
 from test_data import FakeDownloads, flip_byte, md5
@@ -358,7 +359,7 @@ def test_cache_is_used_and_invalidated_when_the_source_changes(tmp_path, monkeyp
 
     calls = []
     real_decode = data._decode
-    monkeypatch.setattr(data, "_decode", lambda *args: calls.append(args) or real_decode(*args))
+    monkeypatch.setattr(datasets, "_decode", lambda *args: calls.append(args) or real_decode(*args))
     again = data.load("tinyimagenet", tmp_path)
     assert calls == [] and torch.equal(again.x_train, first.x_train) and torch.equal(again.y_test, first.y_test)
 

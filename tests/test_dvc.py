@@ -1,4 +1,4 @@
-"""The DVC pipeline (dvc.yaml, jobs.json, params.yaml; tradeoff.dvc): the jobs Snakemake plans, each stage on what its
+"""The DVC pipeline (dvc.yaml, jobs.json, params.yaml; tradeoff.pipeline.dvc_export): the jobs Snakemake plans, each stage on what its
 output depends on, `dvc exp run -S` doing what it says, and results that travel through a remote.
 
 The first tests read files only; the others run the real `dvc`, `git` and `snakemake` (marked slow): the shipped demo
@@ -17,7 +17,7 @@ import yaml
 
 from helpers import ROOT, results_of, run, workflow_copy
 from tradeoff import config as cfg
-from tradeoff import dvc as tdvc
+from tradeoff.pipeline import dvc_export as tdvc
 
 SMOKE = ["config/config.yaml", "config/smoke.yaml"]
 DEMO = ["config/config.yaml", "config/demo.yaml"]
@@ -125,7 +125,7 @@ def _snakemake_jobs(text: str) -> set[tuple]:
 @pytest.mark.slow
 def test_dvc_plans_exactly_the_snakemake_jobs_at_the_demo_scale(tmp_path):
     """Every target at the demo scale: `dvc repro` (dry, from nothing: --force) runs the jobs that `snakemake -n` plans,
-    no more (no run that no target needs), no fewer; DVC expands the templates as tradeoff.dvc.stages says."""
+    no more (no run that no target needs), no fewer; DVC expands the templates as tradeoff.pipeline.dvc_export.stages says."""
     work = workflow_copy(tmp_path)
     _dvc_repo(work)
     start = time.monotonic()

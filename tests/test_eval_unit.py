@@ -11,7 +11,7 @@ import pytest
 from helpers import ROOT, job_counts, results_of, run, workflow_copy
 from tradeoff import cli as tcli
 from tradeoff import config as tcfg
-from tradeoff.dvc import stages, unit_key
+from tradeoff.pipeline.dvc_export import stages, unit_key
 
 PAPER = [ROOT / "config" / "config.yaml"]
 SMOKE = PAPER + [ROOT / "config" / "smoke.yaml"]
@@ -127,8 +127,8 @@ def test_a_runs_suite_holds_exactly_what_its_attacks_own_jobs_write(tmp_path, mo
 
 
 def _key(catalog, results, attack):
-    from tradeoff.atomic import sha256_file
-    from tradeoff.evaluate import state_key
+    from tradeoff.storage.atomic import sha256_file
+    from tradeoff.evaluation.evaluate import state_key
 
     spec = catalog.attack_for(attack, NT)
     return state_key(sha256_file(results.model(NT))[:16], spec, 0, 24, 64, 0)

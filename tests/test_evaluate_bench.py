@@ -8,9 +8,9 @@ import pytest
 
 from helpers import data_root
 from tradeoff import config as cfg
-from tradeoff.eval_bench import bench_eval, format_bench_eval, lpt_makespan
-from tradeoff.runtime import Runtime
-from tradeoff.train import train
+from tradeoff.pipeline.bench_eval import bench_eval, format_bench_eval, lpt_makespan
+from tradeoff.core.runtime import Runtime
+from tradeoff.training.train import train
 
 ROOT = cfg.ROOT
 

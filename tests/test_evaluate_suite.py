@@ -16,9 +16,9 @@ import torch
 
 from helpers import ROOT, env
 from tradeoff import config as cfg
-from tradeoff.evaluate import AttackJob, Evaluation, Shard, evaluate, merge_shards
-from tradeoff.runtime import Runtime
-from tradeoff.train import train
+from tradeoff.evaluation.evaluate import AttackJob, Evaluation, Shard, evaluate, merge_shards
+from tradeoff.core.runtime import Runtime
+from tradeoff.training.train import train
 
 FILES = [ROOT / "config" / "config.yaml", ROOT / "config" / "demo.yaml"]
 NT, AT = "cifar10-resnet18-nt", "cifar10-resnet18-at-beta1"

@@ -11,7 +11,7 @@ from torch import nn
 
 from tradeoff import attacks
 from tradeoff import config as cfg
-from tradeoff.evaluate import EvalState, MergeError, batch_seed, merge_shards, run_attack, shard_range
+from tradeoff.evaluation.evaluate import EvalState, MergeError, batch_seed, merge_shards, run_attack, shard_range
 
 ROOT = cfg.ROOT
 

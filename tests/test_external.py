@@ -1,4 +1,4 @@
-"""External models (tradeoff.external, the config's `external:`) and RobustBench's formats (tradeoff.robustbench).
+"""External models (tradeoff.evaluation.external, the config's `external:`) and RobustBench's formats (tradeoff.report.robustbench).
 
 Checkpoints are written by the tests, outside any pipeline: plain state dicts of the smoke scale's small CNN and of a
 ResNet-18, a RobustBench model-zoo file (its WideResNet with `sub_block1` and DataParallel's prefix under
@@ -23,11 +23,12 @@ from helpers import data_root, results_of, run, workflow_copy
 from report_fixtures import write_measurement
 from tradeoff import cli as tcli
 from tradeoff import config as tcfg
-from tradeoff import data, models, zoo
-from tradeoff.atomic import sha256_file
-from tradeoff.checkpoint import CheckpointError
-from tradeoff.external import Normalized, load_external
-from tradeoff.spec import ExternalSpec
+from tradeoff import data, models
+from tradeoff.models import zoo_names as zoo
+from tradeoff.storage.atomic import sha256_file
+from tradeoff.storage.checkpoint import CheckpointError
+from tradeoff.evaluation.external import Normalized, load_external
+from tradeoff.core.spec import ExternalSpec
 
 SMOKE = ("config/config.yaml", "config/smoke.yaml")
 NT = "cifar10-resnet18-nt"
@@ -329,7 +330,7 @@ def test_check_config_counts_the_external_models(tmp_path, monkeypatch, capsys):
 def test_dvc_evaluates_an_external_row_from_its_checkpoint(tmp_path):
     """DVC's jobs hold the external model's evaluation (reading its checkpoint and its dataset's marker, with its
     settings in the digest) and no training job for it, as Snakemake's DAG does."""
-    from tradeoff import dvc
+    from tradeoff.pipeline import dvc_export as dvc
 
     catalog = _catalog_with(tmp_path, EXTERNAL.format(checkpoint="models/mine.pt", extra=""))
     items = dvc.jobs(catalog, ["exttable"])

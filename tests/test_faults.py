@@ -32,14 +32,14 @@ import pytest
 import torch
 
 from helpers import env, results_of, run, workflow_copy
-from tradeoff import checkpoint
-from tradeoff.results import Layout, log_history
+from tradeoff.storage import checkpoint
+from tradeoff.storage.layout import Layout, log_history
 from tradeoff import cli as tcli
 from tradeoff import config as tcfg
-from tradeoff.runtime import Runtime
-from tradeoff.spec import Augment, Schedule
-from tradeoff.live import read_curves
-from tradeoff.train import NonFiniteLoss, train
+from tradeoff.core.runtime import Runtime
+from tradeoff.core.spec import Augment, Schedule
+from tradeoff.storage.curves import read_curves
+from tradeoff.training.train import NonFiniteLoss, train
 
 SMOKE = ["config/config.yaml", "config/smoke.yaml"]
 AT = "cifar10-resnet18-at-beta1"
@@ -206,7 +206,7 @@ def test_sigterm_or_sigusr1_mid_epoch_then_resume_is_bit_identical(run_id, tmp_p
     """The signal arrives during a random step (from a seeded generator); the trainer finishes that step, writes
     its state and raises Stopped; a second call resumes there. Weights (the model, the learners) and every curve
     value (the loss and accuracy sums, the method's extras) equal an uninterrupted run's, bit for bit."""
-    import tradeoff.train as ttrain
+    import tradeoff.training.train as ttrain
 
     caplog.set_level(logging.INFO)
     catalog = _spec(epochs=3, train_examples=256)  # 4 steps per epoch
@@ -423,7 +423,7 @@ def _spec(**scale_map):
 
 def _poison(monkeypatch, steps):
     """Make the given global training steps (0-based, counted over the run) see NaN images."""
-    import tradeoff.train as ttrain
+    import tradeoff.training.train as ttrain
 
     real = ttrain.augment
     calls = {"n": 0}
@@ -646,7 +646,7 @@ def test_bad_configs_are_refused_by_every_cli_command(text, tmp_path, monkeypatc
 
 BAD_VALUES = {  # overlay -> the one line of `tradeoff check-config` (after "configuration error: "); every numeric
     # setting is checked at config time: run settings by the schema, methods' and attacks' parameters by the ranges
-    # their classes declare (tradeoff.ranges), and no number anywhere may be NaN or infinite
+    # their classes declare (tradeoff.core.ranges), and no number anywhere may be NaN or infinite
     "attacks:\n  pgd20: {eps: .nan}\n": "attacks.pgd20.eps: must be a finite number, got nan",
     "attacks:\n  pgd20: {step_size: .inf}\n": "attacks.pgd20.step_size: must be a finite number, got inf",
     "runs:\n  cifar10-resnet18-nt: {lr: {epochs: [0, 40], values: [-0.1, 0.01]}}\n":
@@ -677,7 +677,7 @@ BAD_VALUES = {  # overlay -> the one line of `tradeoff check-config` (after "con
     "attacks:\n  square: {p_init: 0}\n": "attacks.square.p_init: must be a number in (0, 1], got 0",
     "attacks:\n  apgd_t: {target_classes: 0}\n": "attacks.apgd_t.target_classes: must be an integer >= 1, got 0",
     "train_attacks:\n  pgd10: {type: pgd, restarts: 0}\n": "train_attacks.pgd10.restarts: 0 is less than the minimum of 1",
-    # a misspelt choice of a method's or an attack's parameter (declared once, tradeoff.params): the key and the closest
+    # a misspelt choice of a method's or an attack's parameter (declared once, tradeoff.core.params): the key and the closest
     "runs:\n  cifar10-resnet18-generalist:\n    method: {attack_mode: evl}\n":
         "runs.cifar10-resnet18-generalist.method.attack_mode: must be one of ['train', 'eval'], got 'evl'; did you mean 'eval'?",
     "runs:\n  cifar10-resnet18-generalist:\n    method: {communication: epochs}\n":
@@ -831,7 +831,7 @@ def test_evaluation_logs_its_progress_per_batch_and_per_autoattack_component(tra
 
 
 def test_autoattack_checks_flag_a_randomised_defence_in_the_log_and_the_metrics(trained_nt, monkeypatch, caplog):
-    import tradeoff.trained as ttrained
+    import tradeoff.evaluation.trained as ttrained
 
     real = ttrained.load_model
     monkeypatch.setattr(ttrained, "load_model",

@@ -14,15 +14,15 @@ from methods_support import SMOKE, TinyBN, build, digits, with_method
 from tradeoff import attacks
 from tradeoff import config as cfg
 from tradeoff.attacks.base import random_start
-from tradeoff.evaluate import build_attack
-from tradeoff.live import read_curves
+from tradeoff.evaluation.evaluate import build_attack
+from tradeoff.storage.curves import read_curves
 from tradeoff.methods import rst as rst_module
 from tradeoff.methods.generalist import communication_epoch, communication_step
 from tradeoff.models import build_model
-from tradeoff.runtime import Runtime
-from tradeoff.spec import Schedule
-from tradeoff.train import train
-from tradeoff.trained import load_model
+from tradeoff.core.runtime import Runtime
+from tradeoff.core.spec import Schedule
+from tradeoff.training.train import train
+from tradeoff.evaluation.trained import load_model
 
 PAPER = [cfg.ROOT / "config" / "config.yaml"]
 DEMO = PAPER + [cfg.ROOT / "config" / "demo.yaml"]
@@ -367,7 +367,7 @@ def test_best_robust_selection_measures_every_n_epochs(tmp_path, paper, demo):
     spec, root = _smoke_spec(mode="best_robust", every=2)
     spec = spec.replace(epochs=5)
     rows, selected = _train(spec, root, tmp_path)
-    robust = [r["eval_robust"] for r in rows]  # not measured: no point in the curve (tradeoff.live)
+    robust = [r["eval_robust"] for r in rows]  # not measured: no point in the curve (tradeoff.storage.curves)
     assert [r is None for r in robust] == [True, False, True, False, False]  # epochs 2, 4 and the last
     measured = {epoch: robust[epoch - 1] for epoch in (2, 4, 5)}
     best = max(measured.values())
@@ -421,8 +421,8 @@ def test_last_epoch_trains_at_the_last_breakpoint(tmp_path, lr_update):
 def test_states_of_the_older_trainer_are_discarded_not_resumed(tmp_path, caplog):
     """Reading schedules at the 1-based epoch changes what a run computes for unchanged settings: an epoch state
     written by the older trainer (its identity the settings' digest alone) is discarded, not resumed."""
-    from tradeoff import checkpoint
-    from tradeoff.results import Layout
+    from tradeoff.storage import checkpoint
+    from tradeoff.storage.layout import Layout
 
     spec, root = _smoke_spec(mode="last")
     spec = spec.replace(epochs=2)
@@ -430,12 +430,12 @@ def test_states_of_the_older_trainer_are_discarded_not_resumed(tmp_path, caplog)
     state_dir = Layout(tmp_path).states("sel")
     epoch, state = checkpoint.latest_state(state_dir)
     assert epoch == 2
-    with caplog.at_level("INFO", logger="tradeoff.train"):
+    with caplog.at_level("INFO", logger="tradeoff.training.train"):
         _train(spec, root, tmp_path)  # a state this trainer wrote is resumed (nothing left to train)
     assert "resuming after epoch 2" in caplog.text and "discarding" not in caplog.text
     caplog.clear()
     checkpoint.save_state(state_dir, epoch, {**state, "spec": cfg.spec_digest(spec)})  # as the older trainer wrote
-    with caplog.at_level("INFO", logger="tradeoff.train"):
+    with caplog.at_level("INFO", logger="tradeoff.training.train"):
         rows, _ = _train(spec, root, tmp_path)
     assert "discarding them" in caplog.text and "resuming" not in caplog.text and len(rows) == 2
 

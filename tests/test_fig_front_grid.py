@@ -20,7 +20,7 @@ from torch import nn
 from report_fixtures import metrics_path, write_analysis, write_metrics
 from tradeoff import analysis, config as cfg
 from tradeoff.analysis import disagreement
-from tradeoff.evaluate import build_attack
+from tradeoff.evaluation.evaluate import build_attack
 from tradeoff.report.build import build_target, target_outputs
 from tradeoff.report.fig_front import front_points, plot_front
 
@@ -285,7 +285,8 @@ def test_grid_images_are_hwc_for_colour_and_rounded():
 @pytest.fixture()
 def grid_catalog(tmp_path, monkeypatch):
     """fig_grid's rows load as the threshold models and the toy test set (no checkpoint, no dataset)."""
-    from tradeoff import data, trained
+    from tradeoff import data
+    from tradeoff.evaluation import trained
 
     catalog = _overlay_catalog(tmp_path, TARGETS)
     by_run = {r["run"]: THRESHOLDS[r["key"]] for r in TARGETS["fig_grid"]["rows"]}

@@ -148,8 +148,8 @@ def test_curve_labels_and_units(column, label, unit):
 
 
 def test_every_curve_column_training_writes_has_a_label():
-    """The columns of tradeoff.train and of every method's per-step report have their own name here."""
-    from tradeoff.train import CURVE_FIELDS
+    """The columns of tradeoff.training.train and of every method's per-step report have their own name here."""
+    from tradeoff.training.train import CURVE_FIELDS
 
     for column in CURVE_FIELDS:
         assert column in labels.CURVES

@@ -10,10 +10,11 @@ import pytest
 import torch
 
 from helpers import ROOT, workflow_copy
-from tradeoff import cli, gpucheck
+from tradeoff import cli
+from tradeoff.pipeline import gpucheck
 from tradeoff import config as cfg
 from tradeoff.methods import METHODS
-from tradeoff.runtime import Runtime
+from tradeoff.core.runtime import Runtime
 
 CPU = torch.device("cpu")
 
@@ -268,7 +269,7 @@ def test_bench_rows_carry_the_plans_prediction_and_the_recalibrated_constant():
             {"fraction_of_peak": 0.4}]
     cal = gpucheck.recalibrated(rows)
     assert cal["measured_fraction"] == 0.2 and cal["benches"] == 3 and cal["assumed_fraction"] == 0.3
-    from tradeoff.costs import planned_epoch_seconds
+    from tradeoff.pipeline.costs import planned_epoch_seconds
 
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml"])
     spec = catalog.runs["cifar10-resnet18-at-beta1"]

@@ -1,4 +1,4 @@
-"""One GPU per job on a machine with several (tradeoff.gpus), simulated: 4 device indices, no GPU. Each job records
+"""One GPU per job on a machine with several (tradeoff.core.gpus), simulated: 4 device indices, no GPU. Each job records
 the device it was given and when it held it; no two jobs may ever hold the same device at once."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, env
-from tradeoff import gpus
+from tradeoff.core import gpus
 
 HOLD = textwrap.dedent("""\
     import json, os, sys, time
-    from tradeoff.gpus import claim_gpu
+    from tradeoff.core.gpus import claim_gpu
     t0 = time.time()
     device = claim_gpu()
     start = time.time()
@@ -124,7 +124,7 @@ def test_every_gpu_command_claims_a_device_unless_the_config_says_cpu(tmp_path, 
 def test_a_gpu_node_whose_gpus_are_hidden_on_purpose_uses_the_cpu_at_small_scales(tmp_path, monkeypatch, value):
     import torch
 
-    from tradeoff.runtime import Runtime
+    from tradeoff.core.runtime import Runtime
 
     (tmp_path / "gpus" / "0000:01:00.0").mkdir(parents=True)
     monkeypatch.setattr(gpus, "NVIDIA_GPUS", tmp_path / "gpus")
@@ -140,7 +140,7 @@ def test_a_gpu_node_that_gave_the_job_no_gpu_stops_training_unless_it_asks_for_t
     import torch
 
     from tradeoff import config as cfg
-    from tradeoff.runtime import Runtime
+    from tradeoff.core.runtime import Runtime
 
     (tmp_path / "gpus" / "0000:01:00.0").mkdir(parents=True)
     monkeypatch.setattr(gpus, "NVIDIA_GPUS", tmp_path / "gpus")

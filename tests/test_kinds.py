@@ -1,4 +1,4 @@
-"""Each kind's checks with the kind: every figure kind and every analysis is declared once (tradeoff.targets), with
+"""Each kind's checks with the kind: every figure kind and every analysis is declared once (tradeoff.core.targets), with
 what it needs of a target and its check; the drawing and computing registries take only declared names, and a
 declaration without its drawing or its computation (or the reverse) is caught here. The configuration checks its
 targets from the declarations alone, without the analyses or the report (nor matplotlib)."""
@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from helpers import ROOT
-from tradeoff import targets
+from tradeoff.core import targets
 from tradeoff.config.checks import _check_target
-from tradeoff.errors import ConfigError
+from tradeoff.core.errors import ConfigError
 
 
 def test_every_declared_figure_kind_is_drawn_and_every_drawn_kind_declared():

@@ -12,7 +12,7 @@ import yaml
 from helpers import ROOT
 from report_fixtures import outcomes, write_measurement
 from tradeoff import config as cfg
-from tradeoff.report import ran, tables
+from tradeoff.report import what_ran as ran, tables
 
 PAPER = [ROOT / "config" / "config.yaml"]
 DEMO = PAPER + [ROOT / "config" / "demo.yaml"]
@@ -245,9 +245,9 @@ def test_the_papers_own_inconsistencies_are_flagged_under_their_tables(tmp_path)
 
 
 def test_the_readmes_table_excerpt_is_generated_and_says_what_the_code_labels_now():
-    """README's excerpt is `make readme`'s output (tradeoff.readme_excerpt) of the demo's Table 1(a): its title and
+    """README's excerpt is `make readme`'s output (tradeoff.report.readme_excerpt) of the demo's Table 1(a): its title and
     column headers are what the report code writes today (a label change without `make readme` fails here)."""
-    from tradeoff import readme_excerpt as excerpt
+    from tradeoff.report import readme_excerpt as excerpt
 
     text = (ROOT / "README.md").read_text()
     block = text.split(excerpt.BEGIN, 1)[1].split(excerpt.END, 1)[0].strip().splitlines()

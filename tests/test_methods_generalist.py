@@ -8,14 +8,20 @@ import pytest
 import torch
 
 from methods_support import CPU, SMOKE, TinyBN, build, digits, method_spec, same_weights, with_method
-from tradeoff import checkpoint, data
-from tradeoff.results import Layout
+from tradeoff.storage import checkpoint
+from tradeoff import data
+from tradeoff.storage.layout import Layout
 from helpers import data_root
 from tradeoff import config as cfg
-from tradeoff.methods.generalist import (TRAIN_SIZES, Generalist, communication_epoch, communication_period,
-                                         communication_step)
-from tradeoff.spec import Schedule
-from tradeoff.train import train
+from tradeoff.methods.generalist import (
+    TRAIN_SIZES,
+    Generalist,
+    communication_epoch,
+    communication_period,
+    communication_step,
+)
+from tradeoff.core.spec import Schedule
+from tradeoff.training.train import train
 
 NEVER = 10**6  # a t' no run reaches: no communication
 
@@ -209,7 +215,7 @@ def test_parallel_on_cpu_is_the_serial_computation():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_parallel_streams_match_serial_on_gpu():
-    from tradeoff.runtime import Runtime
+    from tradeoff.core.runtime import Runtime
 
     gpu = Runtime(torch.device("cuda"))
     x, y = digits(64)

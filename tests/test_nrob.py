@@ -15,12 +15,14 @@ from PIL import Image
 from helpers import ROOT, evaluation, results_of, run, workflow_copy
 from tradeoff import cli as tcli
 from tradeoff import config as cfg
-from tradeoff import data, digits_c, evaluate
-from tradeoff.dvc import stages, unit_key
+from tradeoff import data
+from tradeoff.data import digits_c
+from tradeoff.evaluation import evaluate
+from tradeoff.pipeline.dvc_export import stages, unit_key
 from tradeoff.report.tables import load_reference
-from tradeoff.results import ready_marker
+from tradeoff.storage.layout import ready_marker
 from tradeoff.data import subset
-from tradeoff.trained import load_model
+from tradeoff.evaluation.trained import load_model
 
 from test_corruptions import CLASSES, PER_CLASS, DominantColour, expected, root  # noqa: F401  (fixture)
 

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from tradeoff.optim import build_optimizer, piecewise_linear
-from tradeoff.spec import Optimizer, Schedule
+from tradeoff.methods.optim import build_optimizer, piecewise_linear
+from tradeoff.core.spec import Optimizer, Schedule
 
 
 def test_schedule_hits_breakpoints_and_interpolates():
@@ -33,7 +33,7 @@ def test_schedule_is_numpy_interp_up_to_the_last_bit_and_bit_for_bit_its_own():
 
 
 def test_schedule_of_a_run_spec_is_the_same_bits_as_of_lists():
-    """A run's schedule is a Schedule of tuples (tradeoff.spec): the same numbers, bit for bit, as the lists it was
+    """A run's schedule is a Schedule of tuples (tradeoff.core.spec): the same numbers, bit for bit, as the lists it was
     read from."""
     epochs, values = [0.0, 0.667, 1.333, 2.0], [0.25, 0.5, 0.75, 1]
     schedule = Schedule.from_dict({"epochs": epochs, "values": values})

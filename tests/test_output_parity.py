@@ -22,7 +22,7 @@ from report_fixtures import (caat_synthetic_analysis, fill_target, fraction, gri
                              tsne_analysis, write_analysis, write_metrics)
 from test_report_trust import compile_latex  # noqa: E402
 from tradeoff import config as cfg  # noqa: E402
-from tradeoff.report import figures, ran, tables  # noqa: E402
+from tradeoff.report import figures, what_ran as ran, tables  # noqa: E402
 from tradeoff.report.build import build_target  # noqa: E402
 
 ROOT = cfg.ROOT

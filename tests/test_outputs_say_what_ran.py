@@ -17,7 +17,7 @@ import yaml  # noqa: E402
 from report_fixtures import (fill_target, grid_analysis, outcomes, tsne_analysis, write_analysis,  # noqa: E402
                              write_measurement)
 from tradeoff import config as cfg  # noqa: E402
-from tradeoff.report import figures, ran, tables  # noqa: E402
+from tradeoff.report import figures, what_ran as ran, tables  # noqa: E402
 from tradeoff.report.summary import overstated_findings, target_status  # noqa: E402
 
 ROOT = cfg.ROOT

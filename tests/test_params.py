@@ -1,4 +1,4 @@
-"""Typed parameters (tradeoff.params): every declared choice of every registered method and attack, and of the runtime
+"""Typed parameters (tradeoff.core.params): every declared choice of every registered method and attack, and of the runtime
 and a run's selection, is accepted by the configuration's check (``tradeoff check-config`` resolves the config with
 :func:`tradeoff.config.resolve`), and a misspelling of it, a value of the wrong kind or an unknown key is refused
 with one line naming the key and the closest allowed values."""
@@ -13,9 +13,21 @@ import pytest
 from tradeoff import config as cfg
 from tradeoff.attacks import ATTACKS
 from tradeoff.methods import METHODS
-from tradeoff.params import (ATTACK, FLAG, INTEGER, LIST, MAPPING, NUMBER, SCHEDULE, STEP, TEXT, Param, Params,
-                             closest)
-from tradeoff.settings import RUNTIME
+from tradeoff.core.params import (
+    ATTACK,
+    FLAG,
+    INTEGER,
+    LIST,
+    MAPPING,
+    NUMBER,
+    SCHEDULE,
+    STEP,
+    TEXT,
+    Param,
+    Params,
+    closest,
+)
+from tradeoff.core.settings import RUNTIME
 
 PAPER = [cfg.ROOT / "config" / "config.yaml"]
 PROBE = "probe"
@@ -212,7 +224,7 @@ def test_the_runtime_settings_are_one_frozen_object_with_one_default_each():
     assert catalog.runtime.eval_batch_size == 360 and catalog.runtime.eval_unit == "run"
     with pytest.raises(dataclasses.FrozenInstanceError):
         catalog.runtime.eval_batch_size = 1
-    from tradeoff.settings import runtime_settings
+    from tradeoff.core.settings import runtime_settings
 
     assert runtime_settings({}).eval_batch_size == RUNTIME["eval_batch_size"].default == 500
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from helpers import results_of, run, workflow_copy
-from tradeoff import live
+from tradeoff.storage import curves as live
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +54,7 @@ def test_one_run_of_each_family_trains_and_evaluates_at_paper_shapes(tmp_path):
     # the data are the generated files in their real formats, read through the real readers, and say so
     for dataset in ("cifar10", "cifar100", "mnist", "svhn", "tinyimagenet", "tinyimagenet-c", "cub200", "stanford-dogs"):
         assert json.loads((work / "data" / "rehearsal" / dataset / "GENERATED.json").read_text())["generated"]
-    from tradeoff.trained import load_model
+    from tradeoff.evaluation.trained import load_model
 
     for run_id, (_, shape, classes) in FAMILIES.items():
         model, meta = load_model(layout.model(run_id), "cpu")

@@ -1,4 +1,4 @@
-"""The rehearsal scale's generated datasets (tradeoff.rehearsal_data): written in each dataset's real format, read by
+"""The rehearsal scale's generated datasets (tradeoff.data.generated): written in each dataset's real format, read by
 the real readers of tradeoff.data under a GeneratedDataRoot only, verified against their GENERATED.json."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from tradeoff import config as cfg
-from tradeoff import data, rehearsal_data
-from tradeoff.rehearsal_data import GeneratedDataRoot
+from tradeoff import data
+from tradeoff.data import generated as rehearsal_data
+from tradeoff.data.generated import GeneratedDataRoot
+from tradeoff.models import adapters
 
 ROOT = cfg.ROOT
 REHEARSAL = [ROOT / "config" / "config.yaml", ROOT / "config" / "rehearsal.yaml"]
@@ -127,7 +129,7 @@ def test_a_generated_backbone_is_loaded_by_the_real_loader(tmp_path, arch):
 
     from tradeoff.models import build_model
 
-    path = rehearsal_data.write_backbone(arch, tmp_path / "pretrained" / f"{arch}.pth")
+    path = adapters.write_backbone(arch, tmp_path / "pretrained" / f"{arch}.pth")
     model = build_model(arch, 7, pretrained=str(path))
     saved = torch.load(path, weights_only=True)["model"]
     own = model.net.state_dict()
@@ -149,6 +151,6 @@ def test_generate_backbone_refuses_a_scale_without_generated_data(tmp_path):
 
 def test_the_rehearsal_falls_back_to_the_cpu_where_no_gpu_is_visible():
     """tests/conftest.py hides the GPUs; the paper scale would stop there, the rehearsal runs on the CPU."""
-    from tradeoff.runtime import Runtime
+    from tradeoff.core.runtime import Runtime
 
     assert Runtime.from_config({"device": "auto"}, scale="rehearsal").device.type == "cpu"

@@ -9,7 +9,7 @@ from tradeoff import attacks
 from tradeoff import config as cfg
 from tradeoff.methods import METHODS
 from tradeoff.models import build_model
-from tradeoff.runtime import Runtime
+from tradeoff.core.runtime import Runtime
 
 ROOT = cfg.ROOT
 CPU = torch.device("cpu")

@@ -13,8 +13,8 @@ from report_fixtures import outcomes, write_curves, write_measurement
 from tradeoff import config as cfg
 from tradeoff.methods import METHODS
 from tradeoff.report.tables import STRONG, build, render_markdown
-from tradeoff.runtime import Runtime
-from tradeoff.spec import MethodSpec
+from tradeoff.core.runtime import Runtime
+from tradeoff.core.spec import MethodSpec
 
 FILES = [cfg.ROOT / "config" / "config.yaml", cfg.ROOT / "config" / "smoke.yaml"]
 

@@ -12,14 +12,16 @@ import pytest
 import torch
 
 from tradeoff import config as cfg
-from tradeoff import data, evaluate
-from tradeoff import train as train_module
-from tradeoff.errors import ConfigError
-from tradeoff.live import read_curves
+from tradeoff import data
+from tradeoff.data import datasets
+from tradeoff.evaluation import evaluate
+from tradeoff.training import train as train_module
+from tradeoff.core.errors import ConfigError
+from tradeoff.storage.curves import read_curves
 from tradeoff.report import tables
-from tradeoff.results import Layout
-from tradeoff.runtime import Runtime
-from tradeoff.trained import load_model
+from tradeoff.storage.layout import Layout
+from tradeoff.core.runtime import Runtime
+from tradeoff.evaluation.trained import load_model
 
 SMOKE = [cfg.ROOT / "config" / "config.yaml", cfg.ROOT / "config" / "smoke.yaml"]
 PAPER = [cfg.ROOT / "config" / "config.yaml"]
@@ -48,7 +50,7 @@ def _tagged(monkeypatch):
     x_test[:, 0, 0, 0] = 0.5 + (torch.arange(N_TEST) + 1) / SCALE
     fake = data.Data(x_train, torch.arange(N_TRAIN) % 10, x_test, torch.arange(N_TEST) % 10, 10,
                      tuple("0123456789"), "digits")
-    monkeypatch.setattr(data, "load", lambda name, root="data", download=False: fake)
+    monkeypatch.setattr(datasets, "load", lambda name, root="data", download=False: fake)
 
 
 def _tags(x: torch.Tensor) -> set[int]:
@@ -122,7 +124,7 @@ def test_training_never_sees_a_validation_image_and_selection_never_reads_the_te
     assert measured == validation  # every epoch measured the validation split, and nothing else
     assert meta["selection_split"] == "validation" and meta["selection_images"] == 64
     assert meta["validation_images"] == 64 and meta["spec"]["selection"]["validation"] == 64
-    # the metrics files of the model's evaluations say it too (tradeoff.evaluate.record)
+    # the metrics files of the model's evaluations say it too (tradeoff.evaluation.evaluate.record)
     record = evaluate.record(meta, "clean", {"type": "clean", "eps": 0.0},
                              {"scale": "smoke", "model": "x", "test_examples": None, "test_size": N_TEST})
     assert (record["selection_split"], record["selection_images"], record["validation_images"]) == (

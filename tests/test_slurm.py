@@ -45,11 +45,11 @@ import torch
 import yaml
 
 from helpers import ROOT, env, results_of, run, workflow_copy
-from tradeoff import checkpoint
+from tradeoff.storage import checkpoint
 from tradeoff import config as tcfg
 from tradeoff.config.design import expand
-from tradeoff.live import read_curves
-from tradeoff.results import log_history
+from tradeoff.storage.curves import read_curves
+from tradeoff.storage.layout import log_history
 
 pytestmark = pytest.mark.slow
 HARNESS = ROOT / "tests" / "slurm"

@@ -1,4 +1,4 @@
-"""The typed, frozen settings of runs and external models (tradeoff.spec): resolved once, read as fields, unchangeable,
+"""The typed, frozen settings of runs and external models (tradeoff.core.spec): resolved once, read as fields, unchangeable,
 and their JSON form the one the digests were always computed from."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tradeoff import config as cfg
-from tradeoff.spec import Backbone, ExternalSpec, FrozenDict, RunSpec, freeze, thaw
+from tradeoff.core.spec import Backbone, ExternalSpec, FrozenDict, RunSpec, freeze, thaw
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALES = {"paper": [ROOT / "config/config.yaml"],

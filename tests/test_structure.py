@@ -1,5 +1,7 @@
-"""The house: no import cycles (every module imports alone), one owner of the results layout, one registry per kind
-of thing, and a Snakemake workflow that passes its own linter."""
+"""The house: packages in layers (which package may import which: the table below, shown in docs/architecture.md),
+no import cycles (every module imports alone), one owner of the results layout, one registry per kind of thing, and a
+Snakemake workflow that passes its own linter. ``python tests/test_structure.py`` prints what each package imports
+today, with its floor."""
 
 from __future__ import annotations
 
@@ -44,6 +46,88 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
             if target and target != name:
                 found.add(target)
     return found
+
+
+#: package -> the packages it may import (besides itself). The order is the layers' order, floor first.
+MAY_IMPORT: dict[str, set[str]] = {
+    "core": set(),
+    "storage": {"core"},
+    "models": {"core", "storage"},
+    "attacks": {"core"},
+    "data": {"core", "storage"},
+    "methods": {"core", "storage", "data", "attacks"},
+    "config": {"core", "storage", "data", "models", "attacks", "methods"},
+    "evaluation": {"core", "storage", "data", "models", "attacks", "config"},
+    "report": {"core", "storage", "models", "config"},
+    "training": {"core", "storage", "data", "models", "attacks", "methods", "config", "evaluation"},
+    "analysis": {"core", "storage", "data", "models", "attacks", "config", "evaluation"},
+    "audit": {"core", "storage", "data", "models", "attacks", "config", "evaluation", "report"},
+    "pipeline": {"core", "storage", "data", "models", "attacks", "methods", "config", "evaluation", "report",
+                 "training", "analysis", "audit"},
+}
+MAY_IMPORT["cli"] = set(MAY_IMPORT)
+
+
+def package_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_the_top_level_has_at_most_15_entries_and_every_package_is_in_the_table():
+    entries = sorted(p.name for p in SRC.iterdir() if p.name != "__pycache__" and not p.name.endswith(".egg-info"))
+    assert len(entries) <= 15, entries
+    packages = {p.name for p in SRC.iterdir() if (p / "__init__.py").is_file()}
+    assert packages == set(MAY_IMPORT), "a package missing from the layer table, or a table row without a package"
+    assert set(entries) == packages | {"__init__.py"}, "a module loose at the top level: put it in its package"
+
+
+def test_every_import_runs_down_the_table():
+    wrong = []
+    for module in sorted(_modules()):
+        source = package_of(module)
+        for target in sorted(_imports(module, _modules()[module], _modules())):
+            to = package_of(target)
+            if to and source and to != source and to not in MAY_IMPORT[source]:
+                wrong.append(f"{module} imports {target} ({source} may not import {to})")
+            if source and not to and target != "tradeoff":
+                wrong.append(f"{module} imports {target}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_table_is_a_layering_at_most_10_tall():
+    height: dict[str, int] = {}
+
+    def floor(package: str, path: tuple[str, ...] = ()) -> int:
+        assert package not in path, f"the table has a circle: {' -> '.join(path + (package,))}"
+        if package not in height:
+            height[package] = 1 + max((floor(p, path + (package,)) for p in MAY_IMPORT[package]), default=0)
+        return height[package]
+
+    assert max(floor(p) for p in MAY_IMPORT) <= 10, height
+
+
+@pytest.mark.parametrize("package", sorted(MAY_IMPORT))
+def test_each_package_says_what_it_owns_and_what_it_may_import(package):
+    doc = ast.get_docstring(ast.parse((SRC / package / "__init__.py").read_text())) or ""
+    said = re.search(r"May import: (.*?)\.?\s*$", doc, re.S)
+    assert said and len(doc) > len(said.group(0)) + 40, f"{package}/__init__.py: say what it owns, then 'May import:'"
+    text = said.group(1)
+    named = set() if text.startswith("nothing") else MAY_IMPORT["cli"] if text.startswith("every package") \
+        else {w.strip() for w in re.sub(r"\(.*?\)", "", text).replace("\n", " ").split(",")}
+    if package == "pipeline":
+        named = set(MAY_IMPORT) - {"cli", "pipeline"}
+    assert named == MAY_IMPORT[package] or package == "cli", (package, named ^ MAY_IMPORT[package])
+
+
+def test_docs_architecture_shows_the_same_table():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    rows = dict(re.findall(r"^\| `(\w+)` \| [^|]* \| ([^|]*) \|$", text, re.M))
+    assert set(rows) == set(MAY_IMPORT), "docs/architecture.md's layer table lists other packages"
+    for package, cell in rows.items():
+        listed = {w.strip(" `") for w in cell.split(",") if w.strip(" `—")}
+        if package == "cli":
+            continue
+        assert listed == MAY_IMPORT[package], (package, listed ^ MAY_IMPORT[package])
 
 
 def test_the_import_graph_has_no_cycle():
@@ -100,11 +184,11 @@ def _path_constructions(tree: ast.AST) -> list[int]:
 
 
 def test_only_the_results_module_spells_a_results_path():
-    """Every path a job reads or writes is built by tradeoff.results, in Python, in the Snakemake rules and in DVC's
-    stages (which tradeoff.dvc writes from the same functions)."""
+    """Every path a job reads or writes is built by tradeoff.storage.layout, in Python, in the Snakemake rules and in DVC's
+    stages (which tradeoff.pipeline.dvc_export writes from the same functions)."""
     offenders = []
     for path in SRC.rglob("*.py"):
-        if path.name != "results.py":
+        if path != SRC / "storage" / "layout.py":
             offenders += [f"{path.relative_to(ROOT)}:{n}" for n in _path_constructions(ast.parse(path.read_text()))]
     words = "|".join(LAYOUT_WORDS)
     spelled = re.compile(rf"""/\s*["']({words})["']|["']({words})["']\s*/|["'](results/)?({words})/""")
@@ -139,7 +223,7 @@ def test_every_registry_is_one_kind_of_registry_and_refuses_a_name_twice():
     from tradeoff.data import DATASETS
     from tradeoff.methods import METHODS
     from tradeoff.models import MODELS, PRETRAINED_MODELS
-    from tradeoff.registry import Registry
+    from tradeoff.core.registry import Registry
     from tradeoff.report.figures import KINDS  # the layout imports every module that registers a kind
 
     for registry in (ATTACKS, DATASETS, METHODS, MODELS, PRETRAINED_MODELS, KINDS):
@@ -159,3 +243,19 @@ def test_readme_is_short_and_names_only_files_that_exist():
     assert len(named) > 10
     missing = sorted(p for p in named if not (ROOT / p.split("::")[0]).exists())
     assert not missing, f"README names files that do not exist: {missing}"
+
+
+if __name__ == "__main__":  # what each package imports today, and its floor
+    used: dict[str, set[str]] = {p: set() for p in MAY_IMPORT}
+    for module in _modules():
+        if package_of(module):
+            used[package_of(module)] |= {package_of(t) for t in _imports(module, _modules()[module], _modules()) if package_of(t)} - {package_of(module)}
+    floors: dict[str, int] = {}
+
+    def floor(package: str) -> int:
+        if package not in floors:
+            floors[package] = 1 + max((floor(p) for p in used[package]), default=0)
+        return floors[package]
+
+    for package in sorted(used, key=lambda p: (floor(p), p)):
+        print(f"{floor(package)}  {package:<11} imports {', '.join(sorted(used[package], key=floor)) or '-'}")

@@ -24,14 +24,15 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from helpers import ROOT
-from tradeoff import attacks, checkpoint, models
+from tradeoff import attacks, models
+from tradeoff.storage import checkpoint
 from tradeoff import config as cfg
-from tradeoff.bench import synthetic_batch
+from tradeoff.pipeline.bench import synthetic_batch
 from tradeoff.methods import METHODS
-from tradeoff.params import ATTACK
-from tradeoff.runtime import Runtime
-from tradeoff.spec import MethodSpec, RunSpec
-from tradeoff.train import train
+from tradeoff.core.params import ATTACK
+from tradeoff.core.runtime import Runtime
+from tradeoff.core.spec import MethodSpec, RunSpec
+from tradeoff.training.train import train
 
 CPU = torch.device("cpu")
 SRC = ROOT / "src" / "tradeoff"

@@ -11,14 +11,14 @@ import pytest
 import torch
 
 from helpers import ROOT, env, workflow_copy, results_of
-from tradeoff import checkpoint
-from tradeoff.provenance import device_name
-from tradeoff.results import Layout
+from tradeoff.storage import checkpoint
+from tradeoff.storage.provenance import device_name
+from tradeoff.storage.layout import Layout
 from tradeoff import config as cfg
-from tradeoff.runtime import Runtime
-from tradeoff.live import CurveLog, read_curves, read_ran_on, read_summary
-from tradeoff.train import CURVE_FIELDS, NonFiniteLoss, augment, train
-from tradeoff.trained import load_model
+from tradeoff.core.runtime import Runtime
+from tradeoff.storage.curves import CurveLog, read_curves, read_ran_on, read_summary
+from tradeoff.training.train import CURVE_FIELDS, NonFiniteLoss, augment, train
+from tradeoff.evaluation.trained import load_model
 
 SMOKE = [ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"]
 

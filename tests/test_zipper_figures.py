@@ -12,17 +12,19 @@ from PIL import Image
 
 from helpers import data_root, run, workflow_copy
 from methods_support import CPU, SMOKE, TinyBN, build, digits
-from tradeoff import analysis, checkpoint, learners
-from tradeoff.results import Layout
+from tradeoff import analysis
+from tradeoff.storage import checkpoint
+from tradeoff.evaluation import learner_probes as learners
+from tradeoff.storage.layout import Layout
 from tradeoff import config as cfg
-from tradeoff.evaluate import accuracy_under, batch_seed, build_attack
-from tradeoff.live import read_curves
+from tradeoff.evaluation.evaluate import accuracy_under, batch_seed, build_attack
+from tradeoff.storage.curves import read_curves
 from tradeoff.methods.generalist import snapshot_epochs
 from tradeoff.report.build import build_target
-from tradeoff.spec import MethodSpec, RunSpec
-from tradeoff.train import train
+from tradeoff.core.spec import MethodSpec, RunSpec
+from tradeoff.training.train import train
 from tradeoff.data import load_run_data, subset
-from tradeoff.trained import load_model
+from tradeoff.evaluation.trained import load_model
 
 RUN = "cifar10-resnet18-generalist"
 NEVER = 10**6  # a t' no run reaches

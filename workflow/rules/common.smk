@@ -1,6 +1,6 @@
 # Validate the configuration before anything else, resolve the catalog, and hold the input functions. Every path
-# comes from tradeoff.results (through the catalog's layout), every job's inputs from the same library functions
-# that write DVC's stages (tradeoff.dvc), so the two pipelines have the same jobs.
+# comes from tradeoff.storage.layout (through the catalog's layout), every job's inputs from the same library functions
+# that write DVC's stages (tradeoff.pipeline.dvc_export), so the two pipelines have the same jobs.
 import json
 import os
 import re
@@ -12,10 +12,10 @@ from snakemake.utils import validate
 
 from tradeoff import config as tcfg
 from tradeoff.config.design import expand
-from tradeoff.costs import JobSizes
+from tradeoff.pipeline.costs import JobSizes
 from tradeoff.report.build import target_caption, target_inputs, target_outputs
 from tradeoff.report.claims import claims_file, load_claims
-from tradeoff.results import ready_marker
+from tradeoff.storage.layout import ready_marker
 
 # The effective config is config/config.yaml overlaid by each --configfile, in order. Jobs re-read exactly
 # these files through the CLI, so values given with --config key=value (which jobs would not see) are refused.
@@ -44,7 +44,7 @@ LAYOUT = CATALOG.layout
 CLAIMS = [str(p) for p in [claims_file(CATALOG)] if p.exists()]  # the papers' claims, checked by the summary
 RES = config.get("resources", {})
 try:
-    # what each job costs (tradeoff.costs: pass counts x a committed FLOP table, no PyTorch) and asks a cluster for
+    # what each job costs (tradeoff.pipeline.costs: pass counts x a committed FLOP table, no PyTorch) and asks a cluster for
     SIZES = JobSizes(CATALOG, bench_folder=LAYOUT.bench)
 except tcfg.ConfigError as exc:
     raise WorkflowError(f"configuration error: {exc}")
@@ -86,7 +86,7 @@ def resource(stage, key, default):
 
 def job_resources(stage, minutes, mem_mb):
     """What a job asks the scheduler for (config `resources.<stage>`): its runtime is `minutes(wildcards)`, the job's
-    planned time x resources.plan.safety (tradeoff.costs.JobSizes; the stage's fixed `runtime` without a plan), and a
+    planned time x resources.plan.safety (tradeoff.pipeline.costs.JobSizes; the stage's fixed `runtime` without a plan), and a
     resubmitted job (`retries`) asks for `attempt` times that."""
     return dict(
         gpu=resource(stage, "gpu", 1),

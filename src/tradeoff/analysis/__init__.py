@@ -4,9 +4,11 @@ CA-AT synthetic experiment). A figure target names one with ``analysis: {name: .
 ``results/analysis/<target>.json``. The figure then reads only that file, so regenerating figures needs no
 checkpoint.
 
-An analysis is declared, with the check of its parameters, in tradeoff.targets; its module registers its job with
+An analysis is declared, with the check of its parameters, in tradeoff.core.targets; its module registers its job with
 ``@register(name)`` (tradeoff.analysis.base) and is imported here; the job is ``fn(catalog, target_name, params) ->
 dict`` (JSON-serialisable) and must be deterministic (seeded from ``params`` or the catalog).
+
+May import: core, storage, data, models, attacks, config, evaluation.
 """
 
 from __future__ import annotations
@@ -15,14 +17,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import caat_synthetic, disagreement, learner_tsne  # noqa: F401  (they register the analyses)
-from .base import ANALYSES, Analysis, register  # noqa: F401
+from tradeoff.analysis import caat_synthetic, disagreement, learner_tsne  # noqa: F401  (they register the analyses)
+from tradeoff.analysis.base import ANALYSES, Analysis, register  # noqa: F401
 
 
 def run_analysis(catalog, target: str) -> Path:
     """Compute the analysis of a figure target and write its JSON atomically."""
-    from ..atomic import atomic_write_text
-    from ..provenance import provenance
+    from tradeoff.storage.atomic import atomic_write_text
+    from tradeoff.storage.provenance import provenance
 
     spec = dict(catalog.targets[target]["analysis"])
     name = spec.pop("name")
@@ -32,8 +34,3 @@ def run_analysis(catalog, target: str) -> Path:
     path = catalog.layout.analysis(target)
     atomic_write_text(path, json.dumps(result, indent=1, sort_keys=False) + "\n")
     return path
-
-
-def read_analysis(catalog, target: str) -> dict | None:
-    path = catalog.layout.analysis(target)
-    return json.loads(path.read_text()) if path.exists() else None

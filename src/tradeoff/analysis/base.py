@@ -1,8 +1,8 @@
-"""The registry of analyses (one :class:`~tradeoff.registry.Registry`, as methods, attacks, models and figure
+"""The registry of analyses (one :class:`~tradeoff.core.registry.Registry`, as methods, attacks, models and figure
 kinds): an analysis module decorates its job function with :func:`register`, naming an analysis declared in
-:mod:`tradeoff.targets` (which also holds the check of its parameters that runs when the config is resolved).
+:mod:`tradeoff.core.targets` (which also holds the check of its parameters that runs when the config is resolved).
 tradeoff.analysis imports every analysis module; each keeps its top-level imports light (PyTorch, scikit-learn:
-inside the functions, or through tradeoff.lazy), so that the report jobs, which only read an analysis's JSON, start
+inside the functions, or through tradeoff.core.lazy_imports), so that the report jobs, which only read an analysis's JSON, start
 without them."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..registry import Registry
-from ..targets import ANALYSIS_KINDS
+from tradeoff.core.registry import Registry
+from tradeoff.core.targets import ANALYSIS_KINDS
 
 
 @dataclass(frozen=True)
@@ -24,9 +24,9 @@ ANALYSES = Registry("analysis")
 
 
 def register(name: str) -> Callable:
-    """Register the decorated function as the analysis ``name``, which tradeoff.targets must declare."""
+    """Register the decorated function as the analysis ``name``, which tradeoff.core.targets must declare."""
     if name not in ANALYSIS_KINDS:
-        raise ValueError(f"analysis {name!r} is not declared in tradeoff.targets; declared: {sorted(ANALYSIS_KINDS)}")
+        raise ValueError(f"analysis {name!r} is not declared in tradeoff.core.targets; declared: {sorted(ANALYSIS_KINDS)}")
 
     def add(run: Callable) -> Callable:
         ANALYSES.register(Analysis(name, run))

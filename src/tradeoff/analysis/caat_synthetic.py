@@ -46,8 +46,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..lazy import LazyModule
-from .base import register
+from tradeoff.core.lazy_imports import LazyModule
+from tradeoff.analysis.base import register
 
 torch = LazyModule("torch")  # imported when the analysis runs: the report jobs import this module, not PyTorch
 F = LazyModule("torch.nn.functional")
@@ -137,7 +137,7 @@ def theorem1_bound(lam_max: float, d: int, delta: float) -> float:
 
 def _binary(catalog, dataset: str, classes: list[int], image_size: int | None, resize: str):
     """(x_train, y_train, x_test, y_test): flattened float64 images of the two classes, y = +1 / −1."""
-    from .. import data
+    from tradeoff import data
 
     ds = data.load(dataset, catalog.data_root)
 
@@ -228,7 +228,7 @@ def caat_synthetic(catalog, target: str, params: dict) -> dict:
 
 
 def _caat_synthetic(catalog, params: dict) -> dict:
-    from ..config import parse_budget
+    from tradeoff.config import parse_budget
 
     p = {**DEFAULTS, **params}
     paper_dataset = p["dataset"]

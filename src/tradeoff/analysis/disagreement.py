@@ -3,7 +3,7 @@
 Generalist Figure 5(b): images that TRADES and FAT get wrong and Generalist gets right; Zipper Figure 7:
 failure cases, images that Zipper gets wrong and TRADES or FAT get right. Both natural and adversarial.
 
-Parameters (``analysis:`` of a ``grid`` figure, checked when the config is resolved: tradeoff.targets; row keys name
+Parameters (``analysis:`` of a ``grid`` figure, checked when the config is resolved: tradeoff.core.targets; row keys name
 the target's rows):
 
 - ``right``: a row key, or a list of them, whose models must classify the image correctly (all of them, or
@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..targets import row_keys
-from .base import register
+from tradeoff.core.targets import row_keys
+from tradeoff.analysis.base import register
 
 PANELS = ("natural", "adversarial")
 
@@ -85,7 +85,7 @@ def adversarial(model, x, y, make_attack: Callable, *, seed: int, batch_size: in
     when the attack skips them."""
     import torch
 
-    from ..evaluate import batch_seed
+    from tradeoff.evaluation.evaluate import batch_seed
 
     x_adv = x.clone()
     for b, start in enumerate(range(0, len(x), batch_size)):
@@ -139,11 +139,11 @@ def _panel(preds: dict, x, y, classes, cond: dict, count: int, seed: int, advers
 @register("disagreement_grid")
 def disagreement_grid(catalog, target: str, params: dict) -> dict:
     """The analysis job: load the rows' checkpoints and the test set, compute both panels."""
-    from ..config import ConfigError
-    from ..evaluate import build_attack
-    from ..runtime import Runtime
-    from ..data import load_run_data
-    from ..trained import load_model
+    from tradeoff.config import ConfigError
+    from tradeoff.evaluation.evaluate import build_attack
+    from tradeoff.core.runtime import Runtime
+    from tradeoff.data import load_run_data
+    from tradeoff.evaluation.trained import load_model
 
     rows = catalog.targets[target]["rows"]
     runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)

@@ -9,7 +9,7 @@ test images (the first of the fixed test-set permutation, as the per-epoch evalu
 attacked against each learner, and the 2 x examples adversarial images (flattened pixels; ``embed:
 perturbations`` embeds x_adv - x instead) are embedded together by one t-SNE per epoch.
 
-Parameters (``analysis:`` of a ``tsne`` figure; declared and checked in tradeoff.targets): ``attack`` (an attack of
+Parameters (``analysis:`` of a ``tsne`` figure; declared and checked in tradeoff.core.targets): ``attack`` (an attack of
 the catalog's ``attacks``, default pgd20, resolved for the run like its evaluation), ``examples`` (default 500),
 ``perplexity`` (default 30, capped below a third of the points), ``seed`` (the attacks' batch seeds and t-SNE's
 random_state, default 0), ``embed`` (``images``, default, or ``perturbations``). Attacks are built and seeded as
@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..targets import TSNE_DEFAULTS
-from .base import register
+from tradeoff.core.targets import TSNE_DEFAULTS
+from tradeoff.analysis.base import register
 
 def embed(features, *, perplexity: float, seed: int):
     """2-D t-SNE of the rows of ``features`` (numpy, n x d), seeded; perplexity capped at (n - 1) / 3."""
@@ -52,7 +52,7 @@ def panel(learners: dict, x, y, spec: dict, params: dict, *, batch_size: int) ->
     """One epoch's panel: learners (name -> model) attacked on (x, y), their adversarial images embedded."""
     import numpy as np
 
-    from ..learners import adversarial, correct
+    from tradeoff.evaluation.learner_probes import adversarial, correct
 
     seed = int(params["seed"])
     adv, fooled = {}, {}
@@ -79,10 +79,10 @@ def learner_tsne(catalog, target: str, params: dict) -> dict:
     """The analysis job: for every row, every snapshot epoch of its run's learners, one t-SNE panel."""
     import copy
 
-    from .. import checkpoint
-    from ..runtime import Runtime
-    from ..data import load_run_data, subset
-    from ..trained import load_model
+    from tradeoff.storage import checkpoint
+    from tradeoff.core.runtime import Runtime
+    from tradeoff.data import load_run_data, subset
+    from tradeoff.evaluation.trained import load_model
 
     p = {**TSNE_DEFAULTS, **params}
     runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)

@@ -1,6 +1,9 @@
-"""Attacks: a registry of classes with ``perturb(x, y) -> x_adv``; see :mod:`tradeoff.attacks.base`."""
+"""Attacks: a registry of classes with ``perturb(x, y) -> x_adv``; see :mod:`tradeoff.attacks.base`.
 
-from . import autoattack, clean, pgd  # noqa: F401  (registers)
-from .base import ATTACKS, Attack, AttackError, attack_names, build, frozen, project
+May import: core.
+"""
+
+from tradeoff.attacks import autoattack, clean, pgd  # noqa: F401  (registers)
+from tradeoff.attacks.base import ATTACKS, Attack, AttackError, attack_names, build, frozen, project
 
 __all__ = ["ATTACKS", "Attack", "AttackError", "attack_names", "build", "frozen", "project"]

@@ -34,10 +34,10 @@ from typing import Any, Iterator, Protocol
 
 import torch
 
-from ..bars import Bar
-from ..params import FLAG, INTEGER, LIST, NUMBER, TEXT, Param, Params
-from ..ranges import between, count
-from .base import SEED, Attack, AttackError, frozen, register
+from tradeoff.core.progress import Bar
+from tradeoff.core.params import FLAG, INTEGER, LIST, NUMBER, TEXT, Param, Params
+from tradeoff.core.ranges import between, count
+from tradeoff.attacks.base import SEED, Attack, AttackError, frozen, register
 
 log = logging.getLogger("tradeoff.autoattack")
 
@@ -72,7 +72,7 @@ class CheckLog:
 
 
 class Progress(Protocol):
-    """Where an attack keeps its partial results for one batch (see tradeoff.evaluate.EvalState)."""
+    """Where an attack keeps its partial results for one batch (see tradeoff.evaluation.evaluate.EvalState)."""
 
     def load(self) -> dict | None: ...
 
@@ -141,7 +141,7 @@ class _ContiguousGrad(torch.autograd.Function):
 
 class _StandardLayout(torch.nn.Module):
     """The model as AutoAttack's code needs it: it flattens gradients and images with ``.view``, which fails on the
-    channels_last tensors that a channels_last model (tradeoff.evaluate.channels_last) gives back for 3-channel
+    channels_last tensors that a channels_last model (tradeoff.evaluation.evaluate.channels_last) gives back for 3-channel
     images (never for 1-channel ones, where both layouts coincide: the digits scales did not see it)."""
 
     def __init__(self, model: torch.nn.Module):

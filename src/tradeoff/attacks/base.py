@@ -14,9 +14,9 @@ from typing import Any, ClassVar, Iterator
 import torch
 from torch import nn
 
-from ..errors import ConfigError
-from ..params import INTEGER, Param, Params
-from ..registry import Registry
+from tradeoff.core.errors import ConfigError
+from tradeoff.core.params import INTEGER, Param, Params
+from tradeoff.core.registry import Registry
 
 NORMS = ("linf", "l2")
 
@@ -40,7 +40,7 @@ def frozen(model: nn.Module) -> Iterator[nn.Module]:
 
 class Attack:
     """Base class. Subclasses set ``name``, ``norms`` and ``parameters`` (every parameter besides the budget, declared
-    once: tradeoff.params) and implement ``_perturb``."""
+    once: tradeoff.core.params) and implement ``_perturb``."""
 
     name: ClassVar[str]
     norms: ClassVar[tuple[str, ...]] = NORMS
@@ -108,7 +108,7 @@ class Attack:
         with torch.no_grad():
             return self.model(x_adv).argmax(1) == y
 
-    # What an evaluation (tradeoff.evaluate.run_attack) asks of an attack besides ``robust``; the defaults: an attack
+    # What an evaluation (tradeoff.evaluation.evaluate.run_attack) asks of an attack besides ``robust``; the defaults: an attack
     # without sanity checks of its own and without stages.
 
     #: whether the attack runs sanity checks of its own, whose warnings the evaluation records (``warnings``)

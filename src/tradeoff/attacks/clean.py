@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ..params import Params
-from .base import SEED, Attack, register
+from tradeoff.core.params import Params
+from tradeoff.attacks.base import SEED, Attack, register
 
 
 @register

@@ -15,9 +15,9 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from ..params import FLAG, INTEGER, NUMBER, STEP, TEXT, Param, Params
-from ..ranges import at_least, count
-from .base import SEED, STARTS, Attack, AttackError, project, random_start, register, steepest_step
+from tradeoff.core.params import FLAG, INTEGER, NUMBER, STEP, TEXT, Param, Params
+from tradeoff.core.ranges import at_least, count
+from tradeoff.attacks.base import SEED, STARTS, Attack, AttackError, project, random_start, register, steepest_step
 
 Objective = Callable[[torch.Tensor], torch.Tensor]  # logits -> per-example loss to maximise
 

@@ -16,6 +16,8 @@ columns audited against the best known robust accuracy, written as one page per 
 The names below load on first use (``from tradeoff.audit import Auditor``), so that ``tradeoff.audit.jobs`` stays free
 of PyTorch. The summary reads a written audit's verdicts with ``tradeoff.report.records.failed_checks`` (no PyTorch,
 and the report imports nothing of the audit).
+
+May import: core, storage, data, models, attacks, config, evaluation, report.
 """
 
 from __future__ import annotations

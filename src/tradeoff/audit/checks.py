@@ -1,6 +1,6 @@
 """The checks of an audit, on one model and a batch of test examples, each with its pass rule (docs/audit.md).
 
-Every attack here runs through the evaluation's own path (:func:`tradeoff.evaluate.run_attack`: fp32, eval mode,
+Every attack here runs through the evaluation's own path (:func:`tradeoff.evaluation.evaluate.run_attack`: fp32, eval mode,
 seeded per batch, examples misclassified clean count as not robust), so a number of the audit is the number the
 pipeline's tables would show for that attack. Two attacks are compared example by example: attack B is *stronger*
 than attack A when B's robust accuracy is lower by more than ``tolerance`` (an accuracy gap the audit calls
@@ -27,10 +27,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..attacks.autoattack import STANDARD, CheckLog, model_checks
-from ..attacks.base import frozen, project, random_start, steepest_step
-from ..evaluate import batch_seed, build_attack, run_attack
-from ..results import bits
+from tradeoff.attacks.autoattack import STANDARD, CheckLog, model_checks
+from tradeoff.attacks.base import frozen, project, random_start, steepest_step
+from tradeoff.evaluation.evaluate import batch_seed, build_attack, run_attack
+from tradeoff.storage.layout import bits
 
 SEVERITY = {"skip": 0, "pass": 1, "warn": 2, "fail": 3}
 WORD = {"skip": "n/a", "pass": "pass", "warn": "warn", "fail": "fail"}
@@ -692,7 +692,7 @@ class Auditor:
                      accuracy=accuracy(flags), white_box=accuracy(wb), **stats)
 
     def _probe(self, staged: bool, samples: int = 32) -> str:
-        from ..attacks.pgd import margin_loss
+        from tradeoff.attacks.pgd import margin_loss
 
         a = self.attack
         sigma = a["eps"] / 2
@@ -729,7 +729,7 @@ class Auditor:
         """``n`` forward passes of x, each after seeding the global RNG anew (a model that draws from it varies);
         (the outputs, whether the model used the global RNG, whether it reseeded it: the state it leaves is the same
         whatever it was given)."""
-        from ..attacks.autoattack import isolated_rng
+        from tradeoff.attacks.autoattack import isolated_rng
 
         outs, used, afters = [], False, []
         with torch.no_grad(), isolated_rng(x.device):
@@ -746,7 +746,7 @@ class Auditor:
 
     def _gradient_draws(self, n: int) -> torch.Tensor:
         """``n`` draws of the CE's input gradient at (up to 32) correctly classified points."""
-        from ..attacks.autoattack import isolated_rng
+        from tradeoff.attacks.autoattack import isolated_rng
 
         idx = self._correct().nonzero().squeeze(1)[:32]
         out = []
@@ -815,7 +815,7 @@ class Auditor:
     def _majority_robust(self, eot: bool, draws: int) -> str:
         """Per example, correct in most of ``eot_draws`` passes both clean and under PGD, whose gradient each step is
         one pass's (``eot`` false) or the mean over ``draws`` passes (Expectation over Transformation)."""
-        from ..attacks.autoattack import isolated_rng
+        from tradeoff.attacks.autoattack import isolated_rng
 
         a, votes_n = self.attack, self.settings.eot_draws
         gen = torch.Generator(device=self.x.device).manual_seed(self.seed)

@@ -1,12 +1,12 @@
 """The audit as jobs of the pipeline, without PyTorch: which models a table's audit target audits, what an audit job
 reads, the settings whose change re-runs it, and the surrogate and protocol pairs it uses. Snakemake's rules
-(workflow/rules/audit.smk) and DVC's stages (tradeoff.dvc) both ask here, so the two pipelines have the same jobs."""
+(workflow/rules/audit.smk) and DVC's stages (tradeoff.pipeline.dvc_export) both ask here, so the two pipelines have the same jobs."""
 
 from __future__ import annotations
 
 import json
 
-from ..config import AUTOATTACK_FAMILY, CORRUPTIONS_TYPE, Catalog
+from tradeoff.config import AUTOATTACK_FAMILY, CORRUPTIONS_TYPE, Catalog
 
 #: the audit target of a table (or a group of tables): `snakemake audit_table1a`, `dvc repro audit_table1a`
 PREFIX = "audit_"

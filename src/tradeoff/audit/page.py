@@ -9,10 +9,10 @@ import html
 import json
 from pathlib import Path
 
-from ..atomic import atomic_write_text
-from ..report.figures import panel_figure, save_figure
-from ..report.style import STYLE, axes_legend, palette, plt
-from ..report.tables import html_page
+from tradeoff.storage.atomic import atomic_write_text
+from tradeoff.report.figures import panel_figure, save_figure
+from tradeoff.report.style import STYLE, axes_legend, palette, plt
+from tradeoff.report.tables import html_page
 
 MARK = {"pass": "pass", "warn": "WARN", "fail": "FAIL", "skip": "n/a"}
 WORD = {"pass": "pass", "warn": "warn", "fail": "fail", "skip": "n/a"}

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import torch
 
-from ..config import Catalog, ConfigError
-from ..errors import UserError
-from .checks import Auditor, Settings, group_verdicts, overall_line
-from .jobs import protocol_pairs, surrogate_for
-from .page import write_page
+from tradeoff.config import Catalog, ConfigError
+from tradeoff.core.errors import UserError
+from tradeoff.audit.checks import Auditor, Settings, group_verdicts, overall_line
+from tradeoff.audit.jobs import protocol_pairs, surrogate_for
+from tradeoff.audit.page import write_page
 
 log = logging.getLogger("tradeoff.audit")
 
@@ -27,7 +27,7 @@ NOT_COLUMNS = ("clean", "corruptions")
 
 
 def _load(catalog: Catalog, model_id: str, device: str, examples: int | None):
-    from ..evaluate import Evaluation, Loaded
+    from tradeoff.evaluation.evaluate import Evaluation, Loaded
 
     train_id = catalog.train_id.get(model_id, model_id)
     path = catalog.model_file(train_id)
@@ -52,7 +52,7 @@ def reported_columns(catalog: Catalog, model_id: str, y: torch.Tensor, examples:
     (tradeoff.report.records), as the auditor takes them: ``{name:
     {"spec", "flags"}}`` with the flags in the audit's order of examples; and a note per column left out. ``sha``: an
     external model's file digest, which a column's record must name."""
-    from ..report.records import ReportError, predictions, read_json
+    from tradeoff.report.records import ReportError, predictions, read_json
 
     wanted: dict[str, None] = {}
     for name, target in catalog.targets.items():
@@ -105,7 +105,7 @@ def reported_columns(catalog: Catalog, model_id: str, y: torch.Tensor, examples:
 def l2_spec(catalog: Catalog, model_id: str, attack: dict) -> dict | None:
     """The audit's attack at the dataset's standard L2 budget (the config's ``datasets.<d>.l2``, rescaled as the
     L-inf one for a scale), None where the dataset has none."""
-    from ..config.scale import resolve_attack
+    from tradeoff.config.scale import resolve_attack
 
     name = catalog.config["audit"]["attack"]
     raw = {k: v for k, v in catalog.attacks[name].items() if k not in ("eps", "step_size")}

@@ -10,14 +10,28 @@ what is allowed, and is raised before any job starts. The package, a module per 
 - :mod:`.checks`: checks beyond the schema (registries, ranges, targets);
 - :mod:`.catalog`: the resolved catalog and its queries (the jobs a target needs, the files that hold them);
 - :mod:`.resolve`: resolving a configuration into its catalog, and the cache of resolutions.
+
+May import: core, storage, data, models, attacks, methods.
 """
 
-from ..errors import ConfigError, unknown
-from .budgets import eps_label, parse_budget, parse_step, rel_step, split_budget, sweep_labels
-from .catalog import Catalog, spec_digest
-from .load import (ALL_ATTACKS, AUTOATTACK_FAMILY, CORRUPTIONS_TYPE, DEFAULT_CONFIG, PSEUDO_COLUMNS, REFERENCE_DIR, ROOT,
-                   SCHEMA, load_config, load_yaml, merge, validate_schema)
-from .resolve import check_evaluation, load_catalog, resolve, with_external
+from tradeoff.core.errors import ConfigError, unknown
+from tradeoff.config.budgets import eps_label, parse_budget, parse_step, rel_step, split_budget, sweep_labels
+from tradeoff.config.catalog import Catalog, spec_digest
+from tradeoff.config.load import (
+    ALL_ATTACKS,
+    AUTOATTACK_FAMILY,
+    CORRUPTIONS_TYPE,
+    DEFAULT_CONFIG,
+    PSEUDO_COLUMNS,
+    REFERENCE_DIR,
+    ROOT,
+    SCHEMA,
+    load_config,
+    load_yaml,
+    merge,
+    validate_schema,
+)
+from tradeoff.config.resolve import check_evaluation, load_catalog, resolve, with_external
 
 __all__ = ["ALL_ATTACKS", "AUTOATTACK_FAMILY", "CORRUPTIONS_TYPE", "Catalog", "ConfigError", "DEFAULT_CONFIG",
            "PSEUDO_COLUMNS", "REFERENCE_DIR", "ROOT", "SCHEMA", "check_evaluation", "eps_label", "load_catalog",

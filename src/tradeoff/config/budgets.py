@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..errors import ConfigError
+from tradeoff.core.errors import ConfigError
 
 # Sanity bounds for budgets: beyond them an attack is meaningless on [0, 1] images (L-inf eps >= 1 allows
 # any image; an L2 ball of radius 64 covers a 3x32x32 cube's diagonal).

@@ -22,21 +22,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..atomic import json_digest
-from ..errors import ConfigError
-from ..rehearsal_data import GeneratedDataRoot
-from ..settings import runtime_settings
-from ..spec import ExternalSpec, FrozenDict, RunSpec, _Spec, freeze
-from ..results import Layout, ready_marker
-from .budgets import parse_budget, rel_step, split_budget, sweep_labels
-from ..errors import unknown
-from .load import ALL_ATTACKS, CORRUPTIONS_TYPE, PSEUDO_COLUMNS, REFERENCE_DIR
-from .scale import corruption_set, resolve_attack
+from tradeoff.storage.atomic import json_digest
+from tradeoff.core.errors import ConfigError
+from tradeoff.data.generated import GeneratedDataRoot
+from tradeoff.core.settings import runtime_settings
+from tradeoff.core.spec import ExternalSpec, FrozenDict, RunSpec, _Spec, freeze
+from tradeoff.storage.layout import Layout, ready_marker
+from tradeoff.config.budgets import parse_budget, rel_step, split_budget, sweep_labels
+from tradeoff.core.errors import unknown
+from tradeoff.config.load import ALL_ATTACKS, CORRUPTIONS_TYPE, PSEUDO_COLUMNS, REFERENCE_DIR
+from tradeoff.config.scale import corruption_set, resolve_attack
 
 @dataclass
 class Catalog:
     config: dict
-    runs: dict[str, RunSpec]                    # run id -> its resolved settings (tradeoff.spec)
+    runs: dict[str, RunSpec]                    # run id -> its resolved settings (tradeoff.core.spec)
     attacks: dict[str, dict]                    # attack name -> spec (budgets still per dataset)
     targets: dict[str, dict]
     train_id: dict[str, str] = field(default_factory=dict)  # run id (or external id) -> its train id
@@ -62,7 +62,7 @@ class Catalog:
     @property
     def runtime(self) -> Any:
         """The ``runtime:`` settings as a frozen object, every one at its declared default unless set
-        (tradeoff.settings.RUNTIME); read from the config at each call (not cached: a copy of a catalog given another
+        (tradeoff.core.settings.RUNTIME); read from the config at each call (not cached: a copy of a catalog given another
         config must not answer with the original's)."""
         return runtime_settings(self.config["runtime"])
 
@@ -72,7 +72,7 @@ class Catalog:
 
     @property
     def layout(self) -> Layout:
-        """This scale's files (tradeoff.results): ``<paths.results>/<scale>/...``."""
+        """This scale's files (tradeoff.storage.layout): ``<paths.results>/<scale>/...``."""
         return Layout.of(self.config["paths"]["results"], self.scale)
 
     @property
@@ -83,7 +83,7 @@ class Catalog:
     @property
     def data_root(self) -> Path:
         """``paths.data``; a GeneratedDataRoot (whose generated datasets are read) only where the scale says
-        ``scale_map.generated_data`` (the rehearsal scale: tradeoff.rehearsal_data)."""
+        ``scale_map.generated_data`` (the rehearsal scale: tradeoff.data.generated)."""
         if self.config["scale_map"].get("generated_data"):
             return GeneratedDataRoot(self.config["paths"]["data"])
         return Path(self.config["paths"]["data"])
@@ -142,7 +142,7 @@ class Catalog:
         spec = self.runs[run_id]
         if spec.pretrained is None:
             return None
-        from ..models.adapters import PretrainedError, pretrained_checkpoint_path, pretrained_setting
+        from tradeoff.models.adapters import PretrainedError, pretrained_checkpoint_path, pretrained_setting
 
         try:
             check = pretrained_checkpoint_path if must_exist else pretrained_setting
@@ -152,8 +152,8 @@ class Catalog:
 
     def attack_for(self, name: str, run_id: str) -> FrozenDict:
         """The evaluation attack ``name`` resolved for a run's (or external model's) dataset and the scale: its
-        ``type``, ``norm``, ``eps`` and the parameters its type declares (tradeoff.params; the attack reads them as
-        fields when it is built), frozen like a run's settings (tradeoff.spec: ``{**spec, key: value}`` for a
+        ``type``, ``norm``, ``eps`` and the parameters its type declares (tradeoff.core.params; the attack reads them as
+        fields when it is built), frozen like a run's settings (tradeoff.core.spec: ``{**spec, key: value}`` for a
         changed copy). An attack whose eps is a list (a budget sweep) is one evaluation per budget, named
         ``<attack>@<label>`` (see attack_jobs)."""
         base, label = split_budget(name)
@@ -403,7 +403,7 @@ def spec_digest(spec: RunSpec | ExternalSpec | dict) -> str:
 
 @functools.lru_cache(maxsize=64)
 def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
-    from ..atomic import sha256_file
+    from tradeoff.storage.atomic import sha256_file
 
     return sha256_file(path)
 

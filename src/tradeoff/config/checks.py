@@ -1,5 +1,5 @@
 """Checks of the configuration beyond its schema: names against the registries, budgets, schedules, numeric ranges
-(one declaration per parameter, tradeoff.params), targets and their tables' comparisons. Each raises ConfigError
+(one declaration per parameter, tradeoff.core.params), targets and their tables' comparisons. Each raises ConfigError
 naming the key and what is allowed."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from ..params import TEXT, Param
-from ..settings import runtime_settings
-from ..targets import PLOTS, Attacks, check_analysis
-from .budgets import MAX_EPS, parse_budget, split_budget, sweep_labels
-from ..errors import unknown
-from .load import ALL_ATTACKS, CORRUPTIONS_TYPE, PSEUDO_COLUMNS
+from tradeoff.core.errors import ConfigError
+from tradeoff.core.params import TEXT, Param
+from tradeoff.core.settings import runtime_settings
+from tradeoff.core.targets import PLOTS, Attacks, check_analysis
+from tradeoff.config.budgets import MAX_EPS, parse_budget, split_budget, sweep_labels
+from tradeoff.core.errors import unknown
+from tradeoff.config.load import ALL_ATTACKS, CORRUPTIONS_TYPE, PSEUDO_COLUMNS
 
 #: what every entry of attacks: and train_attacks: has besides its type's parameters (its budget is resolved per run)
 ENTRY_KEYS = ("type", "eps", "norm", "shards")
@@ -72,7 +72,7 @@ def _check_attack(spec: dict, key: str, registry: dict) -> None:
         allowed = sorted(registry) + ([CORRUPTIONS_TYPE] if key.startswith("attacks.") else [])
         raise ConfigError(f"{key}.type: unknown attack {kind!r}; allowed: {allowed}")
     cls = registry[kind]
-    # its own parameters (one declaration each, tradeoff.params), and what every attack entry has
+    # its own parameters (one declaration each, tradeoff.core.params), and what every attack entry has
     cls.parameters.check({k: v for k, v in spec.items() if k not in ENTRY_KEYS}, key,
                          what=f"parameter of attack type {kind!r}")
     norm = spec.get("norm", "linf")
@@ -147,7 +147,7 @@ def _check_comparison(name: str, target: dict, config: dict, references: Path) -
 def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: dict,
                   externals: dict | None = None) -> None:
     """What every target needs (its rows: runs or external models; its columns: attacks; a group's members); what
-    a figure kind or an analysis needs besides is its declaration's check (tradeoff.targets)."""
+    a figure kind or an analysis needs besides is its declaration's check (tradeoff.core.targets)."""
     key = f"targets.{name}"
     externals = externals or {}
     if target["kind"] == "group":

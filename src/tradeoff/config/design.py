@@ -40,7 +40,7 @@ import itertools
 import re
 from typing import Any
 
-from ..errors import ConfigError, unknown
+from tradeoff.core.errors import ConfigError, unknown
 
 BLOCK_KEYS = ("settings", "families", "base", "variants", "runs")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -9,8 +9,8 @@ from typing import Any, Iterable
 
 import yaml
 
-from ..errors import ConfigError, did_you_mean
-from .design import expand, merge
+from tradeoff.core.errors import ConfigError, did_you_mean
+from tradeoff.config.design import expand, merge
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -30,7 +30,7 @@ AUTOATTACK_FAMILY = ("apgd-ce", "apgd-dlr", "apgd-t", "fab", "fab-t", "square", 
 
 
 # An entry of `attacks:` of this type is not an attack: it measures NROB on the corruption dataset it names (mapped by
-# `corruption_map` at smaller scales; tradeoff.corruptions); a table column names it as any attack.
+# `corruption_map` at smaller scales; tradeoff.data.corruptions); a table column names it as any attack.
 CORRUPTIONS_TYPE = "corruptions"
 
 

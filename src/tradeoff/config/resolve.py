@@ -11,18 +11,37 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .. import ranges
-from ..errors import ConfigError
-from ..results import Layout
-from ..spec import ExternalSpec, RunSpec
-from .catalog import Catalog, spec_digest
-from .checks import (_check_arch_map, _check_attack, _check_choice, _check_comparison, _check_corruptions_entry,
-                     _check_eps, _check_eval_unit, _check_schedule, _check_target, _lookup)
-from .budgets import _RELATIVE, parse_budget, split_budget
-from ..errors import unknown
-from ..params import ATTACK
-from .load import CORRUPTIONS_TYPE, DEFAULT_CONFIG, PSEUDO_COLUMNS, REFERENCE_DIR, SCHEMA, load_config, merge, validate_schema
-from .scale import corruption_set, resolve_attack, scale_run
+from tradeoff.core import ranges
+from tradeoff.core.errors import ConfigError
+from tradeoff.storage.layout import Layout
+from tradeoff.core.spec import ExternalSpec, RunSpec
+from tradeoff.config.catalog import Catalog, spec_digest
+from tradeoff.config.checks import (
+    _check_arch_map,
+    _check_attack,
+    _check_choice,
+    _check_comparison,
+    _check_corruptions_entry,
+    _check_eps,
+    _check_eval_unit,
+    _check_schedule,
+    _check_target,
+    _lookup,
+)
+from tradeoff.config.budgets import _RELATIVE, parse_budget, split_budget
+from tradeoff.core.errors import unknown
+from tradeoff.core.params import ATTACK
+from tradeoff.config.load import (
+    CORRUPTIONS_TYPE,
+    DEFAULT_CONFIG,
+    PSEUDO_COLUMNS,
+    REFERENCE_DIR,
+    SCHEMA,
+    load_config,
+    merge,
+    validate_schema,
+)
+from tradeoff.config.scale import corruption_set, resolve_attack, scale_run
 
 def load_catalog(paths: Iterable[str | Path] | None = None, *, write_cache: bool = False) -> Catalog:
     """The resolved catalog of these config files, from the cache of an earlier resolution when there is one.
@@ -55,7 +74,7 @@ CATALOG_CACHE_KEEP = 8
 def _save_catalog_cache(paths: list[Path], catalog: Catalog) -> None:
     """Keep a resolved catalog for the jobs that read the same files (see load_catalog). Kept only if it comes
     back from JSON unchanged; a cache that cannot be written is skipped (every job then resolves for itself)."""
-    from ..atomic import WriteError, atomic_write_text
+    from tradeoff.storage.atomic import WriteError, atomic_write_text
 
     cache = _catalog_cache(paths, catalog.config)
     fields = {name: getattr(catalog, name) for name in ("config", "attacks", "targets", "train_id", "seed_runs")}
@@ -113,9 +132,9 @@ def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
         raise ConfigError(f"{bad}: must be a finite number, got {_lookup(config, bad)!r} (leave a parameter out to "
                           "take its default)")
     validate_schema(config)
-    from .. import data, models
-    from ..attacks import ATTACKS
-    from ..methods import METHODS
+    from tradeoff import data, models
+    from tradeoff.attacks import ATTACKS
+    from tradeoff.methods import METHODS
 
     datasets, archs = data.dataset_names(), models.model_names()
     smap = config["scale_map"]
@@ -251,12 +270,12 @@ def resolve_external(raw: dict, config: dict, key: Callable[[str], str]) -> Exte
     """An external model's settings, checked and made canonical: its checkpoint file (``{results}``: this scale's
     results folder; not checked to exist, a workflow may write it), its architecture (a registered one, or
     RobustBench's name for it) and dataset, the input normalisation applied inside the model, the file's layout
-    (tradeoff.zoo.FORMATS), the dataset its attacks' budgets are written for (``paper_dataset``, default its own: at
+    (tradeoff.models.zoo_names.FORMATS), the dataset its attacks' budgets are written for (``paper_dataset``, default its own: at
     a smaller scale, a row standing in for a paper dataset's model keeps that dataset's budgets rescaled like the
     runs'), an optional pinned SHA-256, and the scale's test examples. ``key(name)`` names a setting in errors
     (``external.<id>.arch``, or a command-line option)."""
-    from .. import data, models
-    from ..zoo import FORMATS, canonical_arch, layouts, parse_normalize
+    from tradeoff import data, models
+    from tradeoff.models.zoo_names import FORMATS, canonical_arch, layouts, parse_normalize
 
     unknown_keys = sorted(set(raw) - set(EXTERNAL_KEYS))
     if unknown_keys:
@@ -264,7 +283,7 @@ def resolve_external(raw: dict, config: dict, key: Callable[[str], str]) -> Exte
     for needed in ("checkpoint", "arch", "dataset"):
         if not raw.get(needed):
             raise ConfigError(f"{key(needed)}: required (an external model needs checkpoint, arch and dataset)")
-    python = raw.get("format") == "python"  # a model from the user's own Python file (tradeoff.user_model)
+    python = raw.get("format") == "python"  # a model from the user's own Python file (tradeoff.evaluation.user_model)
     arch = str(raw["arch"]) if python else canonical_arch(raw["arch"], models.model_names(), key("arch"))
     datasets = [d for d in data.dataset_names() if d not in data.corruption_dataset_names()]
     if raw["dataset"] not in datasets:
@@ -375,7 +394,7 @@ def _check_corruptions(spec: dict, run: RunSpec | ExternalSpec, config: dict, ke
     """An evaluation on corrupted images for a run: its dataset, mapped by ``corruption_map`` (smaller scales),
     must hold corrupted test images of the run's own dataset. (resolve() checks every such evaluation; resolving
     one again needs no dataset registry, so the Snakefile does not import PyTorch.)"""
-    from .. import data
+    from tradeoff import data
 
     named, dataset = spec["dataset"], corruption_set(spec, config)
     clean = data.corruption_dataset(dataset).clean_dataset
@@ -409,7 +428,7 @@ def _resolve_selection_split(selection: dict, dataset: str, config: dict, key: s
 
 def _check_validation_sizes(config: dict, datasets: list[str]) -> None:
     """``validation``: a known dataset each, holding out fewer images than its training split has."""
-    from ..data import SPLIT_SIZES
+    from tradeoff.data import SPLIT_SIZES
 
     for name, held in (config.get("validation") or {}).items():
         _check_choice(name, datasets, f"validation.{name}")
@@ -458,7 +477,7 @@ def resolve_run(rid: str, raw: dict, config: dict, methods: dict, datasets: list
     if name not in methods:
         raise ConfigError(f"{key}.method.name: unknown method {name!r}; allowed: {sorted(methods)}")
     cls = methods[name]
-    declared = cls.parameters  # one declaration per parameter (tradeoff.params): kinds, ranges, choices, defaults
+    declared = cls.parameters  # one declaration per parameter (tradeoff.core.params): kinds, ranges, choices, defaults
     given = {k: v for k, v in method.items() if k != "name"}
     declared.check(given, f"{key}.method", what=f"parameter of method {name!r}")
     method = {"name": name, **declared.defaults(), **given}

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ConfigError
-from ..params import Params
-from ..results import Layout
-from .budgets import MAX_EPS, _RELATIVE, parse_budget, parse_step, rel_step
-from .checks import _check_eps
-from .load import AUTOATTACK_FAMILY, CORRUPTIONS_TYPE
+from tradeoff.core.errors import ConfigError
+from tradeoff.core.params import Params
+from tradeoff.storage.layout import Layout
+from tradeoff.config.budgets import MAX_EPS, _RELATIVE, parse_budget, parse_step, rel_step
+from tradeoff.config.checks import _check_eps
+from tradeoff.config.load import AUTOATTACK_FAMILY, CORRUPTIONS_TYPE
 
 def scaled_arch(mapping: str | dict | None, arch: str) -> str:
     """A run's architecture at a scale: ``scale_map.arch`` is null (keep it), one architecture for every run, or a
@@ -48,7 +48,7 @@ def corruption_set(spec: dict, config: dict) -> str:
 
 
 def _datasets(model: Any) -> tuple[str, str]:
-    """A model's (dataset, paper dataset): of its resolved settings (tradeoff.spec), or of a run's being resolved (a
+    """A model's (dataset, paper dataset): of its resolved settings (tradeoff.core.spec), or of a run's being resolved (a
     dict)."""
     if isinstance(model, dict):
         return model["dataset"], model["paper_dataset"]
@@ -165,7 +165,7 @@ def scale_run(spec: dict, method: dict, raw: dict, config: dict, declared: Param
     if smap.get("dataset"):
         spec["dataset"] = smap["dataset"]
     spec["arch"] = scaled_arch(smap.get("arch"), spec["arch"])
-    from ..models import PRETRAINED_MODELS
+    from tradeoff.models import PRETRAINED_MODELS
 
     if spec["arch"] in PRETRAINED_MODELS:
         # the backbone file is part of what the run computes (a new file retrains it); None = not configured, which
@@ -177,7 +177,7 @@ def scale_run(spec: dict, method: dict, raw: dict, config: dict, declared: Param
         factor = smap["epochs"] / spec["epochs"]
         spec["epochs"] = smap["epochs"]
         spec["lr"]["epochs"] = [_scaled_epoch(e, factor) for e in spec["lr"]["epochs"]]
-        if spec["selection"].get("every") is not None:  # best_robust's measurement period (tradeoff.train)
+        if spec["selection"].get("every") is not None:  # best_robust's measurement period (tradeoff.training.train)
             spec["selection"]["every"] = _scaled_epoch(spec["selection"]["every"], factor)
         for pname in declared.named(epochs=True):
             if pname in method:  # an optional parameter the run does not set is absent

@@ -10,12 +10,12 @@ from typing import Any, Iterable
 
 import yaml
 
-from ..errors import ConfigError, unknown
-from ..spec import thaw
-from .catalog import Catalog
-from .design import _method, _sweep, _table
-from .load import CORRUPTIONS_TYPE, load_yaml, merge
-from .scale import resolve_attack
+from tradeoff.core.errors import ConfigError, unknown
+from tradeoff.core.spec import thaw
+from tradeoff.config.catalog import Catalog
+from tradeoff.config.design import _method, _sweep, _table
+from tradeoff.config.load import CORRUPTIONS_TYPE, load_yaml, merge
+from tradeoff.config.scale import resolve_attack
 
 #: where a resolved run setting that differs from what its files wrote comes from: the scale's mapping
 #: (the scale_map key whose file is named, the label)
@@ -98,7 +98,7 @@ def _design_layers(merged: dict, files: list[tuple[str, dict]], rid: str) -> lis
 
 
 def _run(catalog: Catalog, files: list[tuple[str, dict]], rid: str) -> dict:
-    from .resolve import RUN_DEFAULTS
+    from tradeoff.config.resolve import RUN_DEFAULTS
 
     merged: dict = {}
     for _, raw in files:
@@ -118,7 +118,7 @@ def _run(catalog: Catalog, files: list[tuple[str, dict]], rid: str) -> dict:
 
     run = catalog.runs[rid]
     spec = run.as_dict()  # the settings as YAML shows them, a path per leaf
-    from ..methods import METHODS
+    from tradeoff.methods import METHODS
 
     method_name = run.method.name
     before: dict[str, Any] = _leaves({**copy.deepcopy(RUN_DEFAULTS),
@@ -169,7 +169,7 @@ def _run(catalog: Catalog, files: list[tuple[str, dict]], rid: str) -> dict:
 
 
 def _declared(method: str, name: str):
-    from ..methods import METHODS
+    from tradeoff.methods import METHODS
 
     params = METHODS[method].parameters
     return params[name] if name in params else None
@@ -188,7 +188,7 @@ def _attack(catalog: Catalog, files: list[tuple[str, dict]], name: str) -> dict:
     if written["type"] == CORRUPTIONS_TYPE:
         settings = dict(written)
     else:
-        from ..attacks import ATTACKS
+        from tradeoff.attacks import ATTACKS
 
         settings = {"type": written["type"], "norm": "linf", "eps": None,
                     **ATTACKS[written["type"]].parameters.defaults(), **written}

@@ -13,17 +13,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import attacks
-from ..optim import build_optimizer, piecewise_linear, set_lr
-from ..params import ATTACK, TEXT, Param, Params
-from ..registry import Registry
-from ..runtime import Runtime
-from ..spec import RunSpec
+from tradeoff import attacks
+from tradeoff.methods.optim import build_optimizer, piecewise_linear, set_lr
+from tradeoff.core.params import ATTACK, TEXT, Param, Params
+from tradeoff.core.registry import Registry
+from tradeoff.core.runtime import Runtime
+from tradeoff.core.spec import RunSpec
 
 
 class Method:
     name: ClassVar[str]
-    #: every parameter the method takes, declared once (tradeoff.params): its default, its kind, range and choices,
+    #: every parameter the method takes, declared once (tradeoff.core.params): its default, its kind, range and choices,
     #: whether it is optional (off by default), epoch-valued, a learning rate, an attack, an observer
     parameters: ClassVar[Params] = Params()
 
@@ -75,7 +75,7 @@ class Method:
 
     def tracking(self) -> dict | None:
         """What the trainer measures of ``learners()`` after each epoch's last step, before ``end_epoch``, into
-        the run's curves (see :func:`tradeoff.learners.measure`): ``{"examples": n, "attack": resolved
+        the run's curves (see :func:`tradeoff.evaluation.learner_probes.measure`): ``{"examples": n, "attack": resolved
         evaluation-attack spec, "attacked": [learner names]}``; None (the default) for nothing."""
         return None
 

@@ -23,10 +23,10 @@ import math
 
 import torch
 
-from .base import register
-from ..params import FLAG, NUMBER, Param
-from ..ranges import between
-from .vanilla import TwoLosses
+from tradeoff.methods.base import register
+from tradeoff.core.params import FLAG, NUMBER, Param
+from tradeoff.core.ranges import between
+from tradeoff.methods.vanilla import TwoLosses
 
 
 def project_gradient(g_adv: torch.Tensor, g_clean: torch.Tensor, gamma: float) -> torch.Tensor:

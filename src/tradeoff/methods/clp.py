@@ -12,10 +12,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .base import register
-from ..params import NUMBER, Param
-from ..ranges import at_least
-from .common import AdversarialLearner
+from tradeoff.methods.base import register
+from tradeoff.core.params import NUMBER, Param
+from tradeoff.core.ranges import at_least
+from tradeoff.methods.common import AdversarialLearner
 
 
 def softmax_distance(logits_adv: torch.Tensor, logits_clean: torch.Tensor) -> torch.Tensor:

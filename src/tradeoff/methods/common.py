@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import torch
 
-from ..attacks.pgd import PGD
-from ..params import Params
-from .base import ATTACK_MODE, TRAINING_ATTACK, SingleLearner, build_train_attack
-from .pgd_at import adversarial_examples
+from tradeoff.attacks.pgd import PGD
+from tradeoff.core.params import Params
+from tradeoff.methods.base import ATTACK_MODE, TRAINING_ATTACK, SingleLearner, build_train_attack
+from tradeoff.methods.pgd_at import adversarial_examples
 
 
 def attack_budget(spec: dict, scale: float = 1.0) -> tuple[float, str, int, float]:

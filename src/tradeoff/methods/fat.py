@@ -20,12 +20,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..attacks.base import frozen, project, random_start, steepest_step
-from ..params import FLAG, INTEGER, LIST, NUMBER, TEXT, Param, Params
-from ..ranges import at_least, count
-from ..runtime import Runtime
-from .base import TRAINING_ATTACK, SingleLearner, register
-from .common import attack_budget, check_pgd_budget
+from tradeoff.attacks.base import frozen, project, random_start, steepest_step
+from tradeoff.core.params import FLAG, INTEGER, LIST, NUMBER, TEXT, Param, Params
+from tradeoff.core.ranges import at_least, count
+from tradeoff.core.runtime import Runtime
+from tradeoff.methods.base import TRAINING_ATTACK, SingleLearner, register
+from tradeoff.methods.common import attack_budget, check_pgd_budget
 
 
 def early_stopped_pgd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps: float, norm: str, steps: int,

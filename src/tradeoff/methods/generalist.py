@@ -47,7 +47,7 @@ Observing the learners (off unless a run sets them; they never change the traine
   step of every epoch, before any communication, the trainer measures on a fixed subset of N test images
   each learner's clean accuracy and the attacked learners' accuracy under the evaluation attack made against
   themselves and made against the other learner (transfer), into the curves as ``learner_at_clean``,
-  ``learner_nt_clean``, ``learner_nt_pgd_self``, ``learner_nt_pgd_from_at`` (see :mod:`tradeoff.learners`).
+  ``learner_nt_clean``, ``learner_nt_pgd_self``, ``learner_nt_pgd_from_at`` (see :mod:`tradeoff.evaluation.learner_probes`).
 - ``snapshot_epochs: [e, ...]`` (Zipper Figure 6): copies of both learners' weights at the end of these
   (1-based) epochs, before any communication; epoch-valued (rescaled with the run, then rounded to whole
   epochs); kept in the method's state (a resumed run still has them) and saved in model.pt as
@@ -62,14 +62,14 @@ import math
 import torch
 from torch import nn
 
-from ..data import SPLIT_SIZES
-from ..optim import piecewise_linear, set_lr
-from ..params import ATTACK, FLAG, INTEGER, LIST, MAPPING, NUMBER, SCHEDULE, TEXT, Param, Params
-from ..ranges import PROBABILITY, Range, at_least, count, positive
-from ..spec import MethodSpec, Optimizer
-from .base import ATTACK_MODE, TRAINING_ATTACK, Method, register
-from .natural import Natural
-from .pgd_at import PGDAT
+from tradeoff.data import SPLIT_SIZES
+from tradeoff.methods.optim import piecewise_linear, set_lr
+from tradeoff.core.params import ATTACK, FLAG, INTEGER, LIST, MAPPING, NUMBER, SCHEDULE, TEXT, Param, Params
+from tradeoff.core.ranges import PROBABILITY, Range, at_least, count, positive
+from tradeoff.core.spec import MethodSpec, Optimizer
+from tradeoff.methods.base import ATTACK_MODE, TRAINING_ATTACK, Method, register
+from tradeoff.methods.natural import Natural
+from tradeoff.methods.pgd_at import PGDAT
 
 # Training-set sizes, for the iterations per epoch that ``ema_horizon`` converts into a per-iteration decay.
 TRAIN_SIZES = {name: sizes[0] for name, sizes in SPLIT_SIZES.items()}

@@ -12,10 +12,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..params import NUMBER, Param
-from ..ranges import positive
-from .base import register
-from .common import AdversarialLearner
+from tradeoff.core.params import NUMBER, Param
+from tradeoff.core.ranges import positive
+from tradeoff.methods.base import register
+from tradeoff.methods.common import AdversarialLearner
 
 
 def mixup(x: torch.Tensor, y: torch.Tensor, alpha: float):

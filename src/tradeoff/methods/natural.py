@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import SingleLearner, cross_entropy, register
+from tradeoff.methods.base import SingleLearner, cross_entropy, register
 
 
 @register

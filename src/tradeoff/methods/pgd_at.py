@@ -12,9 +12,16 @@ from __future__ import annotations
 
 import torch
 
-from ..params import NUMBER, Param, Params
-from ..ranges import PROBABILITY
-from .base import ATTACK_MODE, TRAINING_ATTACK, SingleLearner, build_train_attack, cross_entropy, register
+from tradeoff.core.params import NUMBER, Param, Params
+from tradeoff.core.ranges import PROBABILITY
+from tradeoff.methods.base import (
+    ATTACK_MODE,
+    TRAINING_ATTACK,
+    SingleLearner,
+    build_train_attack,
+    cross_entropy,
+    register,
+)
 
 
 def adversarial_examples(method: SingleLearner, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

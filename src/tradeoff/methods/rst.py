@@ -22,10 +22,10 @@ from pathlib import Path
 
 import torch
 
-from .. import checkpoint
-from ..params import TEXT, Param
-from .base import register
-from .pgd_at import PGDAT
+from tradeoff.storage import checkpoint
+from tradeoff.core.params import TEXT, Param
+from tradeoff.methods.base import register
+from tradeoff.methods.pgd_at import PGDAT
 
 
 def load_unlabeled(path: str | Path) -> tuple[torch.Tensor, torch.Tensor]:

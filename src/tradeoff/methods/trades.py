@@ -17,12 +17,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..attacks.base import frozen, project, steepest_step
-from ..runtime import Runtime
-from .base import register
-from ..params import NUMBER, TEXT, Param
-from ..ranges import at_least
-from .common import AdversarialLearner, attack_budget, check_pgd_budget
+from tradeoff.attacks.base import frozen, project, steepest_step
+from tradeoff.core.runtime import Runtime
+from tradeoff.methods.base import register
+from tradeoff.core.params import NUMBER, TEXT, Param
+from tradeoff.core.ranges import at_least
+from tradeoff.methods.common import AdversarialLearner, attack_budget, check_pgd_budget
 
 INNER = ("kl", "attack")
 

@@ -21,12 +21,12 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from ..params import FLAG, NUMBER, TEXT, Param
-from ..ranges import PROBABILITY
-from .base import register
-from .clp import softmax_distance
-from .common import AdversarialLearner, check_pgd_budget
-from .trades import kl_adversarial_from_spec, kl_divergence
+from tradeoff.core.params import FLAG, NUMBER, TEXT, Param
+from tradeoff.core.ranges import PROBABILITY
+from tradeoff.methods.base import register
+from tradeoff.methods.clp import softmax_distance
+from tradeoff.methods.common import AdversarialLearner, check_pgd_budget
+from tradeoff.methods.trades import kl_adversarial_from_spec, kl_divergence
 
 ADV_LOSSES = ("ce", "trades", "clp")
 

@@ -7,6 +7,8 @@ The adapter transformers (``PRETRAINED_MODELS``, see tradeoff.models.adapters) f
 pretrained checkpoint that the user supplies: they need ``build_model(..., pretrained=PATH)`` and refuse to start
 from random weights. ``build_architecture`` builds any model without a checkpoint, to load a complete saved state
 into (a trained run's model.pt).
+
+May import: core, storage.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from torch import nn
 
 # the model modules register their architectures (tradeoff.models.registry); the adapters import torchvision's model
 # zoo only when a network is built, so importing them here is cheap
-from . import small, resnet, wideresnet, adapters  # noqa: F401
-from .registry import MODELS, PRETRAINED_MODELS
+from tradeoff.models import small, resnet, wideresnet, adapters  # noqa: F401
+from tradeoff.models.registry import MODELS, PRETRAINED_MODELS
 
 
 def model_names() -> list[str]:

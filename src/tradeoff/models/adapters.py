@@ -29,7 +29,7 @@ files. The miniature takes the data's channels (1 for digits: a 1-channel patch 
 torchvision initialises the 3-channel one) and normalises nothing, like every other from-scratch model.
 
 ``build_architecture`` builds an adapter network with random weights and no checkpoint. It exists to receive a
-complete saved state (``tradeoff.trained.load_model``: a fine-tuned run's model.pt holds every tensor, backbone
+complete saved state (``tradeoff.evaluation.trained.load_model``: a fine-tuned run's model.pt holds every tensor, backbone
 included) and to count FLOPs; training always goes through the registry builders, which load the checkpoint.
 """
 
@@ -46,9 +46,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .. import checkpoint
-from ..errors import UserError
-from .registry import MODELS, PRETRAINED_MODELS
+from tradeoff.storage import checkpoint
+from tradeoff.core.errors import UserError
+from tradeoff.models.registry import MODELS, PRETRAINED_MODELS
 from torch.nn import functional as F
 
 # torchvision's model zoo is imported where a network is built, not here: the configuration reads this module's
@@ -314,7 +314,7 @@ def _examples(keys, n: int = 5) -> str:
 def load_pretrained(model: AdaptedTransformer, path: str | Path) -> LoadReport:
     """Load an (ARES) pretrained backbone into ``model`` from ``path``; the adapters and the head are kept.
 
-    The file is read by ``tradeoff.checkpoint.load``, as every weights file is (tensors and plain containers only; a
+    The file is read by ``tradeoff.storage.checkpoint.load``, as every weights file is (tensors and plain containers only; a
     damaged file, or one carrying pickled code, is refused in one line naming it). The backbone is found under any
     prefix ('module.', 'model.', ARES's 'model.1.' behind its normalisation layer, ...), in timm's or torchvision's
     layout. Every backbone tensor of ``model`` must be in the checkpoint with the same shape and
@@ -496,3 +496,22 @@ swin_s_adapter = PRETRAINED_MODELS.register(_builder("swin_s_adapter"), name="sw
 swin_b_adapter = PRETRAINED_MODELS.register(_builder("swin_b_adapter"), name="swin_b_adapter")
 vit_b16_adapter = PRETRAINED_MODELS.register(_builder("vit_b16_adapter"), name="vit_b16_adapter")
 vit_tiny_adapter = PRETRAINED_MODELS.register(_builder("vit_tiny_adapter"), name="vit_tiny_adapter")
+
+
+def write_backbone(arch: str, path: str | Path) -> Path:
+    """A generated backbone checkpoint for an adapter architecture (``pretrained.<arch>``), in torchvision's layout,
+    which ``tradeoff.models.adapters.load_pretrained`` reads as it reads ARES's files: the architecture's whole
+    backbone (no adapters, no head) with seeded random weights, under ``model`` as ARES's wrapper saves it, with a
+    ``generated`` note beside it. Not a pretrained model: the rehearsal only needs the shapes and the loading."""
+    import torch
+
+    torch.manual_seed(0)
+    model = build_architecture(arch, num_classes=1000)
+    state = {key: value for key, value in model.net.state_dict().items() if not model.is_trainable_key(key)}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({"model": state, "generated": f"tradeoff.models.adapters.write_backbone: seeded random weights of {arch}'s "
+                f"backbone, not a pretrained model"}, tmp)
+    tmp.replace(path)
+    return path

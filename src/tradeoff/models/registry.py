@@ -8,7 +8,7 @@ True, False or "blocks" (tradeoff.models.resnet); those of ``PRETRAINED_MODELS``
 
 from __future__ import annotations
 
-from ..registry import Registry
+from tradeoff.core.registry import Registry
 
 MODELS = Registry("architecture")
 PRETRAINED_MODELS = Registry("pretrained architecture")

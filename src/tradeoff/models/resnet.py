@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .registry import MODELS
+from tradeoff.models.registry import MODELS
 
 Norm = Callable[[int], nn.Module]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .registry import MODELS
+from tradeoff.models.registry import MODELS
 
 
 class SmallCNN(nn.Module):

@@ -27,8 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .registry import MODELS
-from .resnet import norms
+from tradeoff.models.registry import MODELS
+from tradeoff.models.resnet import norms
 
 Norm = Callable[[int], nn.Module]
 

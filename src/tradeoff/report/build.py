@@ -7,9 +7,9 @@ import html
 import os
 from pathlib import Path
 
-from ..atomic import atomic_write_text
-from ..config import Catalog
-from . import ran, tables
+from tradeoff.storage.atomic import atomic_write_text
+from tradeoff.config import Catalog
+from tradeoff.report import what_ran as ran, tables
 
 
 def target_inputs(catalog: Catalog, name: str) -> list[Path]:
@@ -67,7 +67,7 @@ def build_target(catalog: Catalog, name: str) -> list[Path]:
     Every table is read and checked before any file is written (tradeoff.report.records.ReportError otherwise)."""
     target = catalog.targets[name]
     if target["kind"] == "figure":
-        from .figures import build_figure
+        from tradeoff.report.figures import build_figure
 
         return list(build_figure(catalog, name).values())
     rendered = [tables.render(catalog, member) for member in catalog.table_targets(name)]

@@ -32,9 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import Catalog, load_yaml
-from ..errors import ConfigError
-from . import ran, stats, tables
+from tradeoff.config import Catalog, load_yaml
+from tradeoff.core.errors import ConfigError
+from tradeoff.report import what_ran as ran, stats, tables
 
 KINDS = ("better", "not_worse", "trend", "front")
 VERDICTS = ("holds", "fails", "inconclusive", "untestable here")
@@ -176,7 +176,7 @@ def _measure(catalog: Catalog, run: str, job: str, what: str) -> tuple[tables.Ou
 def _nrob_scores(catalog: Catalog, run: str, job: str) -> np.ndarray:
     """Each test image's share of corrupted copies (every corruption and severity) classified right, from the
     predictions file, checked against its metrics file's NROB."""
-    from .records import _entry, measurement, read_json
+    from tradeoff.report.records import _entry, measurement, read_json
 
     train = catalog.train_id[run]
     path = catalog.predictions_file(train, job)
@@ -207,7 +207,7 @@ def _group(catalog: Catalog, run: str) -> tuple[str, str]:
 
 def _split(catalog: Catalog, run: str, job: str) -> int | None:
     """The scale's test split (its images), as the measurement records it."""
-    from .records import measurement
+    from tradeoff.report.records import measurement
 
     m = measurement(catalog, catalog.row_runs(run)[0], job)
     size = m.record.get("test_size") if m else None

@@ -7,13 +7,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import live
-from ..config import Catalog
-from . import ran, records, tables
-from .kinds import figure_kind
-from .labels import _LEARNER as LEARNER_CURVE, curve_axis_label, curve_label, curve_scale, curve_title, curve_unit
-from .style import FOOTNOTE, LINESTYLES, MARKERS, figure_legend, palette, percent_limits, plt
-from .tables import load_reference, read_metric
+from tradeoff.storage import curves as live
+from tradeoff.config import Catalog
+from tradeoff.report import what_ran as ran, records, tables
+from tradeoff.report.kinds import figure_kind
+from tradeoff.report.labels import (
+    _LEARNER as LEARNER_CURVE,
+    curve_axis_label,
+    curve_label,
+    curve_scale,
+    curve_title,
+    curve_unit,
+)
+from tradeoff.report.style import FOOTNOTE, LINESTYLES, MARKERS, figure_legend, palette, percent_limits, plt
+from tradeoff.report.tables import load_reference, read_metric
 
 def read_predictions(catalog: Catalog, run: str, attack: str) -> dict | None:
     """A run's per-example predictions under an attack (labels, robust_correct bits), or None if not yet made;
@@ -219,7 +226,7 @@ def curve_panels(target: dict) -> int:
 
 
 def read_curves(catalog: Catalog, run: str) -> list[dict] | None:
-    """A run's training curves (tradeoff.live.read_curves: a dict per epoch), or None if it has not trained yet."""
+    """A run's training curves (tradeoff.storage.curves.read_curves: a dict per epoch), or None if it has not trained yet."""
     return live.read_curves(catalog.layout.curves(catalog.train_id[run]))
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis import read_analysis
-from ..config import Catalog
-from .kinds import figure_kind
-from .style import FOOTNOTE, axes_legend
+from tradeoff.storage.layout import read_analysis
+from tradeoff.config import Catalog
+from tradeoff.report.kinds import figure_kind
+from tradeoff.report.style import FOOTNOTE, axes_legend
 
 CLEAN, ADV, BOUND, BOUND_EPS, COS = "tab:blue", "tab:orange", "tab:red", "tab:purple", "tab:green"
 PANELS = 4

@@ -10,11 +10,11 @@ column's robust accuracy as y. One legend (the series) right of the panels.
 
 from __future__ import annotations
 
-from ..config import Catalog
-from . import ran
-from .kinds import figure_kind
-from .style import POINT_LABEL, figure_legend, palette, percent_limits
-from .tables import read_metric
+from tradeoff.config import Catalog
+from tradeoff.report import what_ran as ran
+from tradeoff.report.kinds import figure_kind
+from tradeoff.report.style import POINT_LABEL, figure_legend, palette, percent_limits
+from tradeoff.report.tables import read_metric
 
 MARKERS = "osD^v<>pXh*"
 

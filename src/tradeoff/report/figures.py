@@ -28,13 +28,23 @@ import numpy as np
 from matplotlib.path import Path as Segment
 from matplotlib.text import Annotation, Text
 
-from ..config import Catalog
-from . import fig_basic, fig_caat_synthetic, fig_front, fig_grid, fig_tsne  # noqa: F401  (they register the kinds)
-from . import ran
-from .kinds import KINDS
-from .style import (FOOTNOTE, MAX_COLUMNS, PANEL, POINT_LABEL, SAVE_METADATA, SINGLE, STYLE, plt, tick_spacing_px,
-                    wrap_text)
-from .tables import degenerate_notes, figure_notes
+from tradeoff.config import Catalog
+from tradeoff.report import fig_basic, fig_caat_synthetic, fig_front, fig_grid, fig_tsne  # noqa: F401  (they register the kinds)
+from tradeoff.report import what_ran as ran
+from tradeoff.report.kinds import KINDS
+from tradeoff.report.style import (
+    FOOTNOTE,
+    MAX_COLUMNS,
+    PANEL,
+    POINT_LABEL,
+    SAVE_METADATA,
+    SINGLE,
+    STYLE,
+    plt,
+    tick_spacing_px,
+    wrap_text,
+)
+from tradeoff.report.tables import degenerate_notes, figure_notes
 
 def _grid_shape(n: int) -> tuple[int, int]:
     """(rows, columns) of ``n`` panels: one row up to three, two by two for four, else rows of three."""

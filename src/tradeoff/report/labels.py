@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from ..config.budgets import split_budget
+from tradeoff.config.budgets import split_budget
 
 # the catalog's measurement (column and attack) names, lower case, without a budget
 MEASUREMENTS = {
@@ -80,7 +80,7 @@ def row_label(row: dict, reference_label: str | None = None) -> str:
 # ------------------------------------------------------------------------------------------ training curves
 
 LEARNERS = {"nt": "NT learner", "at": "AT learner", "global": "global learner"}
-CURVES = {  # tradeoff.train's columns and the per-step quantities methods report (train_<key>, averaged per epoch)
+CURVES = {  # tradeoff.training.train's columns and the per-step quantities methods report (train_<key>, averaged per epoch)
     "epoch": "epoch",
     "lr": "learning rate",
     "train_loss": "training loss",

@@ -2,7 +2,7 @@
 metrics file (and, for an accuracy, its predictions file) has been checked against the resolved configuration of
 the cell it fills. Anything else stops the report with one line naming the file and what is wrong.
 
-A metrics file records how it was made (``tradeoff.evaluate``): the run (the training job) and the scale, the
+A metrics file records how it was made (``tradeoff.evaluation.evaluate``): the run (the training job) and the scale, the
 dataset and architecture, the digest of the run's resolved settings, the attack's resolved settings, the test
 examples, the counts. An external model's (the config's ``external:``) records its settings' digest and the SHA-256
 of the checkpoint file it measured, which must be the file the config names (or the digest it pins). Each must agree with what the catalog resolves for the cell now: a file of another scale,
@@ -19,10 +19,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import live
-from ..errors import UserError
-from ..config import CORRUPTIONS_TYPE, Catalog, spec_digest
-from ..results import METRICS_FORMAT, SUITE_FORMAT
+from tradeoff.storage import curves as live
+from tradeoff.core.errors import UserError
+from tradeoff.config import CORRUPTIONS_TYPE, Catalog, spec_digest
+from tradeoff.storage.layout import METRICS_FORMAT, SUITE_FORMAT
 # every metrics file has these; an accuracy's file also the counts
 REQUIRED = ("format", "run", "attack", "scale", "dataset", "arch", "spec_digest", "spec", "test_examples",
             "test_size", "examples", "accuracy")

@@ -12,11 +12,11 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from ..atomic import atomic_write_text
-from ..config import Catalog
-from . import claims, ran, tables
-from .build import target_outputs
-from .records import ReportError, failed_checks
+from tradeoff.storage.atomic import atomic_write_text
+from tradeoff.config import Catalog
+from tradeoff.report import claims, what_ran as ran, tables
+from tradeoff.report.build import target_outputs
+from tradeoff.report.records import ReportError, failed_checks
 
 SHOWN = 3  # cells listed per target and list
 
@@ -112,7 +112,7 @@ SAME_SETTING = ("At the {scale} scale every run trains the paper's own dataset a
 def selection(catalog: Catalog) -> str:
     """Which split chose each model's epoch, as the measured runs record it (``selection_split``: validation, test,
     or none where the last epoch is kept); a record without the field was selected on the test split."""
-    from .records import measurement
+    from tradeoff.report.records import measurement
 
     chose: dict[str, list] = {}
     for run in sorted(set(catalog.train_id.values())):

@@ -10,7 +10,7 @@ fills, or the report stops naming the file), and carries its uncertainty:
 - bold: the best of ours in a column and every row not significantly worse than it (exact McNemar, p ≥ 0.05), ties
   included; only where such a test exists (an accuracy on paired examples: not NROB, a mean or a time); never a zero.
 
-What ran is said where it is read (:mod:`tradeoff.report.ran`): the title says what a smaller scale ran, every
+What ran is said where it is read (:mod:`tradeoff.report.what_ran`): the title says what a smaller scale ran, every
 column its budget, each row its selected epoch, and a row selected before its method's mechanism acts (a Generalist
 before it mixes) is flagged.
 
@@ -30,11 +30,18 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import CORRUPTIONS_TYPE, PSEUDO_COLUMNS, Catalog, split_budget
-from ..spec import thaw
-from . import ran, stats
-from .labels import column_label
-from .records import Measurement, ReportError, audit_notes, measurement, training_machines, training_minutes
+from tradeoff.config import CORRUPTIONS_TYPE, PSEUDO_COLUMNS, Catalog, split_budget
+from tradeoff.core.spec import thaw
+from tradeoff.report import what_ran as ran, stats
+from tradeoff.report.labels import column_label
+from tradeoff.report.records import (
+    Measurement,
+    ReportError,
+    audit_notes,
+    measurement,
+    training_machines,
+    training_minutes,
+)
 
 STRONG = "strong"
 MARK = "†"  # differs significantly from the table's compare row
@@ -115,7 +122,7 @@ def load_reference(catalog: Catalog, name: str) -> dict[tuple[str, str], tuple[f
 
 def paper_flags(catalog: Catalog, name: str) -> list[str]:
     """What the paper's own numbers of a reference file contradict (``reference/flags.yaml``), said under its table."""
-    from ..config import load_yaml
+    from tradeoff.config import load_yaml
 
     path = Path(catalog.reference_dir) / "flags.yaml"
     return [" ".join(str(text).split()) for text in ((load_yaml(path) or {}).get(name) or [])] if path.exists() else []
@@ -172,7 +179,7 @@ def read_metric(catalog: Catalog, run_id: str, attack: str) -> float | None:
 def row_labels(catalog: Catalog, name: str, reference: dict | None = None) -> dict[str, str]:
     """Row key -> the label a reader sees in every format: the row's own label, else the paper's (its reference
     file), else its key; and, where this scale runs the setting it studies otherwise, what ran (" — here NT 0.1,
-    AT 0.1", tradeoff.report.ran.here_clause)."""
+    AT 0.1", tradeoff.report.what_ran.here_clause)."""
     target = catalog.targets[name]
     if reference is None:
         reference = load_reference(catalog, target["reference"]) if target.get("reference") else {}

@@ -1,0 +1,7 @@
+"""The typed core, the floor every other package stands on: run specs (``spec``), parameter declarations and
+their ranges (``params``, ``ranges``), the runtime's settings and the device (``settings``, ``runtime``, ``gpus``),
+the one registry style (``registry``), the kinds a target names (``targets``), errors (``errors``), progress lines
+(``progress``) and lazily imported heavy modules (``lazy_imports``).
+
+May import: nothing of this package's other parts.
+"""

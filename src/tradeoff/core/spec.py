@@ -1,0 +1,301 @@
+"""Typed, frozen settings of the models the catalog resolves: a run (:class:`RunSpec` and its parts) and an external
+model (:class:`ExternalSpec`). ``tradeoff.config`` resolves them once from the merged configuration (presets,
+defaults, the scale's mapping, the method's declared parameters); everything downstream reads fields
+(``spec.selection.examples``, ``spec.method.name``), and nothing can change them.
+
+``as_dict()`` is their one JSON form (the settings digests, jobs.json, the catalog's cache): plain dicts and lists
+in a fixed key order; ``from_dict`` reads it back and refuses a key it does not know. A method's parameters and the
+attack specs inside a run stay mappings (a method reads its own as the fields of its declared ``Params``), deep-frozen
+(:class:`FrozenDict`, tuples). No PyTorch here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping
+
+
+class FrozenDict(dict):
+    """A dict that cannot be changed (its values frozen too: see :func:`freeze`): JSON writes it as a dict, ``{**d,
+    key: value}`` makes a changed (plain) copy."""
+
+    def _frozen(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("resolved settings are frozen: make a changed copy ({**spec, key: value}) instead")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _frozen  # type: ignore
+
+    def __reduce__(self):
+        return FrozenDict, (dict(self),)
+
+    def __copy__(self) -> "FrozenDict":
+        return self
+
+    def __deepcopy__(self, memo: dict) -> "FrozenDict":
+        return self
+
+
+def freeze(value: Any) -> Any:
+    """A settings value with every dict a FrozenDict and every list a tuple, recursively."""
+    if isinstance(value, Mapping):
+        return FrozenDict((k, freeze(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """The plain JSON form of a settings value: dicts and lists (the inverse of :func:`freeze`)."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [thaw(v) for v in value]
+    if isinstance(value, Backbone):
+        return value.file
+    if isinstance(value, _Spec):
+        return value.as_dict()
+    return value
+
+
+class _Spec:
+    """The JSON form shared by the specs: fields in declaration order, a nested spec as its dict, an ``_OMITTED``
+    field left out while it is None (a key that the resolved settings hold only when it is set)."""
+
+    _OMITTED: ClassVar[tuple[str, ...]] = ()
+
+    def as_dict(self) -> dict:
+        return {f.name: thaw(getattr(self, f.name)) for f in dataclasses.fields(self)  # type: ignore[arg-type]
+                if not (f.name in self._OMITTED and getattr(self, f.name) is None)}
+
+    @classmethod
+    def _fields_of(cls, raw: Mapping, what: str) -> dict:
+        names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+        extra = sorted(set(raw) - set(names))
+        if extra:
+            raise ValueError(f"{what}: unknown setting(s) {extra}; a {cls.__name__} has {names}")
+        return dict(raw)
+
+    def replace(self, **changes: Any):
+        """A copy with some fields changed (dataclasses.replace)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+@dataclass(frozen=True)
+class Schedule(_Spec):
+    """A piecewise-linear schedule through (epoch, value) breakpoints (tradeoff.methods.optim.piecewise_linear reads it)."""
+
+    epochs: tuple[float, ...]
+    values: tuple[float, ...]
+
+    @classmethod
+    def from_dict(cls, raw: Mapping) -> "Schedule":
+        given = cls._fields_of(raw, "a schedule")
+        return cls(epochs=tuple(given["epochs"]), values=tuple(given["values"]))
+
+
+@dataclass(frozen=True)
+class Optimizer(_Spec):
+    """``optimizer:``: SGD (momentum, Nesterov) or Adam (betas), with weight decay; an unset field is the optimizer's
+    own default (tradeoff.methods.optim.build_optimizer)."""
+
+    _OMITTED: ClassVar[tuple[str, ...]] = ("momentum", "weight_decay", "nesterov", "betas")
+
+    name: str
+    momentum: float | None = None
+    weight_decay: float | None = None
+    nesterov: bool | None = None
+    betas: tuple[float, float] | None = None
+
+    @classmethod
+    def from_dict(cls, raw: Mapping) -> "Optimizer":
+        given = cls._fields_of(raw, "optimizer")
+        if given.get("betas") is not None:
+            given["betas"] = tuple(given["betas"])
+        return cls(**given)
+
+
+@dataclass(frozen=True)
+class Augment(_Spec):
+    """``augment:``: random crops after zero padding of ``crop_padding`` pixels, random horizontal flips."""
+
+    crop_padding: int
+    flip: bool
+
+    @classmethod
+    def from_dict(cls, raw: Mapping) -> "Augment":
+        return cls(**cls._fields_of(raw, "augment"))
+
+
+#: the splits a run's per-epoch selection can measure (``selection.split``): ``validation``, images held out of the
+#: training split and never trained on (the default), or ``test``, the test split itself (the papers' and the
+#: authors' practice: the images that then judge the model also chose its epoch)
+SELECTION_SPLITS = ("validation", "test")
+#: the modes that choose an epoch by measuring it (``last`` keeps the final epoch's model)
+CHOOSING_MODES = ("best", "best_robust")
+
+
+@dataclass(frozen=True)
+class Selection(_Spec):
+    """``selection:``: which epoch's model is the run's (``last``, ``best`` clean, ``best_robust``), measured on at
+    most ``examples`` images of ``split`` under ``attack`` (resolved: a spec), every ``every`` epochs (best_robust).
+    ``validation``: the images held out of the training split for it (the config's ``validation.<dataset>`` under
+    ``split: validation``; 0 under ``split: test``, which trains on the whole training split)."""
+
+    _OMITTED: ClassVar[tuple[str, ...]] = ("every",)
+
+    mode: str
+    min_clean: float
+    examples: int
+    attack: Any  # the resolved attack spec (a FrozenDict); its name before resolution
+    every: float | None = None
+    split: str = "validation"
+    validation: int = 0
+
+    @property
+    def period(self) -> int:
+        """The whole epochs between the robust measurements of ``best_robust`` (``every`` rounded half up, >= 1)."""
+        return max(1, math.floor(float(self.every or 1) + 0.5))
+
+    @property
+    def chooses(self) -> bool:
+        """Whether an epoch is chosen by a measurement (``best``, ``best_robust``), not simply the last one."""
+        return self.mode in CHOOSING_MODES
+
+    def measured(self, test_images: int) -> int:
+        """How many images each epoch's measurement reads: at most ``examples`` of the validation split, or of the
+        ``test_images`` that the run's test split holds (``split: test``)."""
+        return min(int(self.examples), self.validation if self.split == "validation" else test_images)
+
+    def record(self, test_images: int) -> dict:
+        """What a model file and every metrics file of the run say about how its epoch was chosen:
+        ``selection_split`` (``validation``, ``test``, or None where the last epoch is kept and no split chose it),
+        ``selection_images`` (the images of that split measured per epoch; None with it) and ``validation_images``
+        (the images held out of the training split, never trained on; 0 under ``split: test``)."""
+        chose = self.split if self.chooses else None
+        return {"selection_split": chose, "selection_images": self.measured(test_images) if chose else None,
+                "validation_images": self.validation}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping) -> "Selection":
+        given = cls._fields_of(raw, "selection")
+        given["attack"] = freeze(given.get("attack"))
+        return cls(**given)
+
+
+@dataclass(frozen=True)
+class MethodSpec(_Spec):
+    """``method:``: the method's name and its parameters, every declared one at its value (a method reads them as the
+    fields of its ``parameters.settings``)."""
+
+    name: str
+    params: FrozenDict = field(default_factory=FrozenDict)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping) -> "MethodSpec":
+        return cls(name=raw["name"], params=freeze({k: v for k, v in raw.items() if k != "name"}))
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, **thaw(self.params)}
+
+    def get(self, param: str, default: Any = None) -> Any:
+        """One parameter's value (``default`` when the method's settings do not hold it: an optional one unset)."""
+        return self.params.get(param, default)
+
+
+@dataclass(frozen=True)
+class Backbone:
+    """The pretrained backbone a run's architecture starts from: its file, or None while ``pretrained.<arch>`` is
+    unset."""
+
+    file: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSpec(_Spec):
+    """A run's resolved settings: what its training job computes (two runs with the same settings share one job),
+    plus the names of the paper's dataset and architecture it stands for at this scale (labels, not settings). The
+    fields are declared in the key order the resolved settings had before they were typed, which ``as_dict`` (and so
+    jobs.json) keeps."""
+
+    _OMITTED: ClassVar[tuple[str, ...]] = ("pretrained",)
+
+    seed: int
+    lr_update: str                     # "epoch" or "step": when the schedules are read
+    augment: Augment
+    selection: Selection
+    bn_running_stats: bool | str       # True, False, or "blocks"
+    nonfinite: str                     # "stop" or "skip" a batch whose loss is not finite
+    eps_warmup: float | None           # epochs over which the training attacks' budgets grow to their full value
+    epochs: int
+    batch_size: int
+    optimizer: Optimizer
+    lr: Schedule
+    dataset: str
+    arch: str
+    method: MethodSpec
+    paper_dataset: str
+    paper_arch: str
+    #: None for an architecture trained from scratch; one that starts from a pretrained backbone holds the backbone's
+    #: file (``pretrained.<arch>``), which may be unset (None): the jobs that train it refuse then, the rest works
+    pretrained: Backbone | None = None
+    train_examples: int | None = None  # None: the whole training set
+    test_examples: int | None = None   # None: the whole test set
+
+    def trained_images(self, available: int) -> int:
+        """How many of the ``available`` images of its dataset's training split the run trains on: those left after
+        its validation split (``selection.validation``), at most ``train_examples``."""
+        rest = available - self.selection.validation
+        return min(rest, self.train_examples or rest)
+
+    @property
+    def backbone_file(self) -> str | None:
+        """The pretrained backbone file the run starts from: None for a run trained from scratch, or while unset."""
+        return self.pretrained.file if self.pretrained is not None else None
+
+    @classmethod
+    def from_dict(cls, raw: Mapping) -> "RunSpec":
+        given = cls._fields_of(raw, "a run's settings")
+        if "pretrained" in given:
+            given["pretrained"] = Backbone(given["pretrained"])
+        for name, part in (("augment", Augment), ("selection", Selection), ("optimizer", Optimizer),
+                           ("lr", Schedule), ("method", MethodSpec)):
+            if isinstance(given.get(name), Mapping):
+                given[name] = part.from_dict(given[name])
+        try:
+            return cls(**given)
+        except TypeError as exc:  # a missing setting
+            raise ValueError(f"a run's settings: {exc}") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExternalSpec(_Spec):
+    """An external model's resolved settings (``external.<id>``, or ``tradeoff evaluate --checkpoint``): its file (and
+    the SHA-256 pinned for it), architecture, dataset, the paper dataset its budgets are written for, the input
+    normalisation inside the model ({mean, std} or None), the file's layout (tradeoff.models.zoo_names.FORMATS) and the scale's
+    test examples."""
+
+    checkpoint: str
+    sha256: str | None
+    arch: str
+    dataset: str
+    paper_dataset: str
+    paper_arch: str
+    normalize: Any  # FrozenDict {mean: (...), std: (...)} or None
+    format: str
+    test_examples: int | None = None
+
+    @classmethod
+    def from_dict(cls, raw: Mapping) -> "ExternalSpec":
+        given = cls._fields_of(raw, "an external model's settings")
+        given["normalize"] = freeze(given.get("normalize"))
+        try:
+            return cls(**given)
+        except TypeError as exc:
+            raise ValueError(f"an external model's settings: {exc}") from None
+
+
+
+def model_spec(raw: Mapping) -> RunSpec | ExternalSpec:
+    """A model's settings from their JSON form: a run's, or an external model's (it has a ``checkpoint``)."""
+    return ExternalSpec.from_dict(raw) if "checkpoint" in raw else RunSpec.from_dict(raw)

@@ -1,0 +1,7 @@
+"""Evaluating a model: loading it (a catalog run, an external checkpoint, a user's model file: ``trained``,
+``external``, ``user_model``), planning an evaluation's batches (``plan``), running the attacks in fp32 and eval mode
+and writing metrics and predictions (``evaluate``), and measuring a method's learners one by one
+(``learner_probes``).
+
+May import: core, storage, data, models, attacks, config.
+"""

@@ -1,0 +1,85 @@
+"""Atomic file writing, on the ground floor (no PyTorch, nothing of the package but its errors): every write goes to
+a temporary file in the same folder, is fsynced, then renamed over the target, so a reader never sees half a file;
+a write that fails (disk full, read-only folder) raises ``WriteError`` naming the file and leaves what was there
+unchanged. Also the SHA-256 digests the pipeline names things by (:func:`sha256_file`, :func:`json_digest`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tradeoff.core.errors import UserError
+
+
+class WriteError(UserError, OSError):
+    """A file could not be written (disk full, read-only or unwritable folder); the previous file is unchanged."""
+
+
+def write_error(path: Path, exc: OSError) -> WriteError:
+    """The one line that says ``path`` could not be written, and that nothing was replaced."""
+    reason = exc.strerror or str(exc)
+    return WriteError(exc.errno, f"cannot write {path}: {reason}; nothing was replaced (the previous file, if "
+                                 "any, is intact)")
+
+
+def _umask() -> int:
+    try:  # Linux: read it without changing it (os.umask would, for a moment, for every thread)
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError):
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return mask
+
+
+def atomic_write_bytes(path: str | Path, payload: bytes) -> None:
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise write_error(path, exc) from exc
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600 files; give the usual permissions of a new file
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        if isinstance(exc, OSError):
+            raise write_error(path, exc) from exc
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def sha256_file(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes (hex, all 64 digits): what identifies a checkpoint that this pipeline did not
+    write; its first 16 digits identify a model in an evaluation's resumable state."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def json_digest(obj: Any, **dumps: Any) -> str:
+    """16 hex digits of the SHA-256 of ``obj`` as sorted JSON (``dumps``: json.dumps's other arguments, e.g.
+    ``default``): the digest of a settings dict."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, **dumps).encode()).hexdigest()[:16]
