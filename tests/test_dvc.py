@@ -33,10 +33,10 @@ def test_code_deps_come_from_the_import_graph():
     train = tdvc.code_files("train")
     report = tdvc.code_files("report")
     package = tdvc.PACKAGE
-    assert package / "cli.py" in train and package / "train.py" in train and package / "methods" / "trades.py" in train
+    assert package / "cli" / "__init__.py" in train and package / "training" / "train.py" in train and package / "methods" / "trades.py" in train
     assert package / "models" / "adapters.py" in train  # importlib.import_module("tradeoff.models.adapters")
     assert not any(p.is_relative_to(package / "report") for p in train)
-    assert package / "dvc.py" not in train and package / "bench.py" not in train
+    assert package / "pipeline" / "dvc_export.py" not in train and package / "pipeline" / "bench.py" not in train
     assert package / "report" / "tables.py" in report and package / "report" / "summary.py" in report
     assert not any(p.is_relative_to(package / "report") for p in tdvc.code_files("export-dvc"))
     for command in ("download", "train", "evaluate", "analyze", "report", "summary", "export-dvc"):

@@ -40,9 +40,9 @@ def test_an_undeclared_name_is_refused_at_registration():
     from tradeoff.analysis.base import ANALYSES, register
     from tradeoff.report.kinds import KINDS, figure_kind
 
-    with pytest.raises(ValueError, match=r"figure kind 'pie' is not declared in tradeoff\.targets; declared: \["):
+    with pytest.raises(ValueError, match=r"figure kind 'pie' is not declared in tradeoff\.core\.targets; declared: \["):
         figure_kind("pie")(lambda catalog, name, target, axes: None)
-    with pytest.raises(ValueError, match=r"analysis 'saliency' is not declared in tradeoff\.targets; declared: \["):
+    with pytest.raises(ValueError, match=r"analysis 'saliency' is not declared in tradeoff\.core\.targets; declared: \["):
         register("saliency")(lambda catalog, target, params: {})
     assert "pie" not in KINDS and "saliency" not in ANALYSES
 

@@ -170,7 +170,7 @@ def test_the_trainer_reads_no_device_value_per_step(tmp_path):
 
 
 STEP_CODE = {  # the functions that run once per training step or per attack step
-    "train.py": ["augment", "_to_device", "note"],
+    "training/train.py": ["augment", "_to_device", "note"],
     "methods/base.py": ["train_step", "cross_entropy"],
     "methods/pgd_at.py": ["adversarial_examples", "loss"],
     "methods/trades.py": ["kl_divergence", "kl_adversarial", "loss"],
