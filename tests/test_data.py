@@ -393,6 +393,6 @@ def test_the_package_names_each_resolve_in_their_module_without_torch_until_read
     modules = {info.name for info in pkgutil.iter_modules(package.__path__)}
     assert not modules & set(package._NAMES), modules & set(package._NAMES)
     for name, module in package._NAMES.items():
-        assert getattr(package, name) is getattr(importlib.import_module(f"tradeoff.data.{module}"), name)
+        assert getattr(package, name) is getattr(importlib.import_module(module), name)
     with pytest.raises(AttributeError):
         package.no_such_name

@@ -19,22 +19,23 @@ from __future__ import annotations
 
 import importlib
 
-#: the package's names -> the module that owns each (imported when the name is first read)
+#: the package's names -> the module that owns each, imported when the name is first read (spelled out in full:
+#: DVC's stages depend on the modules named here, tradeoff.pipeline.dvc_export)
 _NAMES = {
     **dict.fromkeys(["DATASETS", "Data", "DatasetError", "DatasetSpec", "corruption_dataset",
                      "corruption_dataset_names", "dataset_names", "download", "is_downloaded", "load",
-                     "load_corruptions"], "datasets"),
+                     "load_corruptions"], "tradeoff.data.datasets"),
     **dict.fromkeys(["VALIDATION_SEED", "hold_out", "load_run_data", "selection_images", "subset",
-                     "validation_indices"], "splits"),
-    **dict.fromkeys(["CORRUPTIONS", "SEVERITIES"], "hendrycks"),
-    "SPLIT_SIZES": "sizes",
+                     "validation_indices"], "tradeoff.data.splits"),
+    **dict.fromkeys(["CORRUPTIONS", "SEVERITIES"], "tradeoff.data.hendrycks"),
+    "SPLIT_SIZES": "tradeoff.data.sizes",
 }
 
 
 def __getattr__(name: str):
     if name not in _NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_NAMES[name]}"), name)
+    return getattr(importlib.import_module(_NAMES[name]), name)
 
 
 def __dir__() -> list[str]:
