@@ -361,3 +361,38 @@ def test_download_repairs_a_corrupted_extracted_file(tmp_path, monkeypatch):
 
     assert_matches(data.load("cifar10", root, download=True), written, "cifar10")
     assert data.is_downloaded("cifar10", root)
+
+
+def test_declared_split_sizes_cover_every_dataset_with_a_training_split_and_match_the_digits(tmp_path):
+    """tradeoff.data.sizes declares the sizes that the cost plan, the configuration's check and Generalist need
+    without the data: one for every dataset with a training split, and digits' (the one the tests can build at its
+    real size: scikit-learn's bundled images) equal to the data."""
+    from tradeoff.data.sizes import SPLIT_SIZES
+
+    assert data.SPLIT_SIZES is SPLIT_SIZES
+    trainable = [name for name in data.dataset_names() if name not in data.corruption_dataset_names()]
+    assert list(SPLIT_SIZES) == trainable
+    digits = data.load("digits", tmp_path)
+    assert SPLIT_SIZES["digits"] == (len(digits.x_train), len(digits.x_test))
+
+
+def test_the_package_names_each_resolve_in_their_module_without_torch_until_read():
+    """tradeoff.data's one table of names: importing the package or reading its split sizes imports no PyTorch;
+    every name of the table is its module's, and no module of the package shadows one (``tradeoff.data.download``
+    would: a submodule, once imported, is an attribute of the package)."""
+    import importlib
+    import pkgutil
+    import subprocess
+    import sys
+
+    import tradeoff.data as package
+
+    code = ("import sys, tradeoff.data as d; d.SPLIT_SIZES; from tradeoff.data import generated; "
+            "assert 'torch' not in sys.modules")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+    modules = {info.name for info in pkgutil.iter_modules(package.__path__)}
+    assert not modules & set(package._NAMES), modules & set(package._NAMES)
+    for name, module in package._NAMES.items():
+        assert getattr(package, name) is getattr(importlib.import_module(module), name)
+    with pytest.raises(AttributeError):
+        package.no_such_name

@@ -26,7 +26,9 @@ from torchvision import transforms
 from torchvision.datasets import utils as tv_utils
 
 from tradeoff import data
-from tradeoff.data import datasets
+from tradeoff.data import archive_sets
+from tradeoff.data.archives import Archive
+from tradeoff.data.decode import resize_center_crop
 from tradeoff.data import DatasetError
 
 from test_data import FakeDownloads, flip_byte, md5
@@ -83,7 +85,7 @@ class Written:
 
 
 def patch_archives(monkeypatch: pytest.MonkeyPatch, cls: type, served: dict[str, Path]) -> None:
-    archives = tuple(data._Archive(name, (f"https://example.invalid/{name}",), md5(path))
+    archives = tuple(Archive(name, (f"https://example.invalid/{name}",), md5(path))
                      for name, path in served.items())
     assert [a.filename for a in archives] == [a.filename for a in cls.archives]
     monkeypatch.setattr(cls, "archives", archives)
@@ -123,8 +125,8 @@ def write_tinyimagenet(folder: Path, rng: np.random.Generator, monkeypatch: pyte
     folder.mkdir(parents=True, exist_ok=True)
     archive = folder / "tiny-imagenet-200.zip"
     make_zip(archive, files)
-    patch_archives(monkeypatch, data._TinyImageNet, {archive.name: archive})
-    monkeypatch.setitem(data.DATASETS, "tinyimagenet", data._TinyImageNet("tinyimagenet", (3, 64, 64), len(classes)))
+    patch_archives(monkeypatch, archive_sets.TinyImageNet, {archive.name: archive})
+    monkeypatch.setitem(data.DATASETS, "tinyimagenet", archive_sets.TinyImageNet("tinyimagenet", (3, 64, 64), len(classes)))
     return Written(np.stack(x_train), np.array(y_train), np.stack(x_test), np.array(y_test), classes,
                    {archive.name: archive})
 
@@ -158,9 +160,9 @@ def write_tinyimagenet_c(
     folder.mkdir(parents=True, exist_ok=True)
     archive = folder / "Tiny-ImageNet-C.tar"
     make_tar(archive, files)
-    patch_archives(monkeypatch, data._TinyImageNetC, {archive.name: archive})
+    patch_archives(monkeypatch, archive_sets.TinyImageNetC, {archive.name: archive})
     monkeypatch.setitem(data.DATASETS, "tinyimagenet-c",
-                        data._TinyImageNetC("tinyimagenet-c", (3, 64, 64), len(classes)))
+                        archive_sets.TinyImageNetC("tinyimagenet-c", (3, 64, 64), len(classes)))
     return expected
 
 
@@ -197,9 +199,9 @@ def write_cub(folder: Path, rng: np.random.Generator, monkeypatch: pytest.Monkey
     folder.mkdir(parents=True, exist_ok=True)
     archive = folder / "CUB_200_2011.tgz"
     make_tar(archive, files, "w:gz")
-    patch_archives(monkeypatch, data._Cub, {archive.name: archive})
+    patch_archives(monkeypatch, archive_sets.Cub, {archive.name: archive})
     if (size, num_classes) != (224, 200):
-        monkeypatch.setitem(data.DATASETS, "cub200", data._Cub("cub200", (3, size, size), num_classes))
+        monkeypatch.setitem(data.DATASETS, "cub200", archive_sets.Cub("cub200", (3, size, size), num_classes))
     return Written(np.stack(x_train), np.array(y_train), np.stack(x_test), np.array(y_test), tuple(names),
                    {archive.name: archive})
 
@@ -249,9 +251,9 @@ def write_dogs(folder: Path, rng: np.random.Generator, monkeypatch: pytest.Monke
     make_tar(folder / "images.tar", images)
     make_tar(folder / "lists.tar", lists)
     served = {"images.tar": folder / "images.tar", "lists.tar": folder / "lists.tar"}
-    patch_archives(monkeypatch, data._StanfordDogs, served)
+    patch_archives(monkeypatch, archive_sets.StanfordDogs, served)
     monkeypatch.setitem(data.DATASETS, "stanford-dogs",
-                        data._StanfordDogs("stanford-dogs", (3, SMALL, SMALL), len(DOG_FOLDERS)))
+                        archive_sets.StanfordDogs("stanford-dogs", (3, SMALL, SMALL), len(DOG_FOLDERS)))
     return Written(np.stack(x_train), np.array(y_train), np.stack(x_test), np.array(y_test),
                    tuple(dog.split("-", 1)[1] for dog in DOG_FOLDERS), served)
 
@@ -336,7 +338,7 @@ def test_resize_matches_torchvision_for_both_orientations():
     rng = np.random.default_rng(2)
     for width, height in [(500, 333), (333, 500), (224, 224), (300, 257)]:
         image = Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
-        ours = np.asarray(data._resize_center_crop(image, 224))
+        ours = np.asarray(resize_center_crop(image, 224))
         reference = transforms.CenterCrop(224)(
             transforms.Resize(256, interpolation=transforms.InterpolationMode.BICUBIC)(image))
         assert ours.shape == (224, 224, 3) and np.array_equal(ours, np.asarray(reference))
@@ -358,8 +360,8 @@ def test_cache_is_used_and_invalidated_when_the_source_changes(tmp_path, monkeyp
     assert [path.name for path in caches] == ["tinyimagenet-64x64-uint8.npz"]
 
     calls = []
-    real_decode = data._decode
-    monkeypatch.setattr(datasets, "_decode", lambda *args: calls.append(args) or real_decode(*args))
+    real_decode = archive_sets.decode
+    monkeypatch.setattr(archive_sets, "decode", lambda *args: calls.append(args) or real_decode(*args))
     again = data.load("tinyimagenet", tmp_path)
     assert calls == [] and torch.equal(again.x_train, first.x_train) and torch.equal(again.y_test, first.y_test)
 

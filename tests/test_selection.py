@@ -13,7 +13,7 @@ import torch
 
 from tradeoff import config as cfg
 from tradeoff import data
-from tradeoff.data import datasets
+from tradeoff.data import splits
 from tradeoff.evaluation import evaluate
 from tradeoff.training import train as train_module
 from tradeoff.core.errors import ConfigError
@@ -50,7 +50,7 @@ def _tagged(monkeypatch):
     x_test[:, 0, 0, 0] = 0.5 + (torch.arange(N_TEST) + 1) / SCALE
     fake = data.Data(x_train, torch.arange(N_TRAIN) % 10, x_test, torch.arange(N_TEST) % 10, 10,
                      tuple("0123456789"), "digits")
-    monkeypatch.setattr(datasets, "load", lambda name, root="data", download=False: fake)
+    monkeypatch.setattr(splits, "load", lambda name, root="data", download=False: fake)
 
 
 def _tags(x: torch.Tensor) -> set[int]:

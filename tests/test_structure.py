@@ -199,6 +199,37 @@ def test_only_the_results_module_spells_a_results_path():
     assert not offenders, "\n".join(offenders)
 
 
+RENAMING_FUNCTIONS = {("os", "replace"), ("os", "rename"), ("os", "renames"), ("shutil", "move")}
+
+
+def _file_renames(tree: ast.AST) -> list[int]:
+    """Lines that rename a file into place: ``os.replace``/``os.rename``/``shutil.move``, or ``Path.replace`` and
+    ``Path.rename`` (a ``.replace(x)`` / ``.rename(x)`` call with one argument and no keyword: ``str.replace`` takes
+    two, a dataclass's or a spec's ``replace`` takes keywords)."""
+    lines = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        owner = node.func.value.id if isinstance(node.func.value, ast.Name) else None
+        if (owner, node.func.attr) in RENAMING_FUNCTIONS:
+            lines.append(node.lineno)
+        elif node.func.attr in ("replace", "rename") and owner != "dataclasses" and len(node.args) == 1 \
+                and not node.keywords:
+            lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_atomic_module_renames_a_file_into_place():
+    """Every atomic write goes through tradeoff.storage.atomic (atomic_write_bytes/_text, or atomic_path for a library
+    that writes the file itself): no other module renames a temporary file over its target by hand."""
+    offenders = [f"{path.relative_to(ROOT)}:{n}" for path in sorted(SRC.rglob("*.py"))
+                 if path != SRC / "storage" / "atomic.py" for n in _file_renames(ast.parse(path.read_text()))]
+    assert not offenders, "\n".join(offenders)
+    caught = _file_renames(ast.parse("import os\nos.replace(a, b)\ntmp.replace(path)\nPath(a).rename(b)\n"
+                                     "s.replace('a', 'b')\nspec.replace(seed=1)\ndataclasses.replace(c, x=1)\n"))
+    assert caught == [2, 3, 4], caught
+
+
 def test_the_figure_kinds_are_the_schemas():
     from tradeoff.report.figures import FIGURE_KINDS
 

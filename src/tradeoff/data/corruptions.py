@@ -17,7 +17,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from tradeoff.data import CORRUPTIONS, SEVERITIES, DatasetError, load_corruptions
+from tradeoff.data.datasets import load_corruptions
+from tradeoff.data.hendrycks import CORRUPTIONS, SEVERITIES
+from tradeoff.data.registry import DatasetError
+from tradeoff.data.splits import subset
+from tradeoff.storage.layout import bits
 
 __all__ = ["CORRUPTIONS", "SEVERITIES", "accuracy", "correct", "nrob"]
 
@@ -64,9 +68,6 @@ def nrob(
     ``examples``, every set is cut to the first N of the fixed permutation that cuts a run's test set
     (``scale_map.test_examples``), so on digits-c a run is measured on the corrupted versions of its own test images.
     """
-    from tradeoff.data import subset
-    from tradeoff.storage.layout import bits
-
     if (corruptions is not None and not corruptions) or not severities:
         raise ValueError("nrob needs at least one corruption and one severity")
     sets = load_corruptions(data_root, dataset=dataset, corruptions=corruptions, severities=severities)

@@ -509,9 +509,6 @@ def write_backbone(arch: str, path: str | Path) -> Path:
     model = build_architecture(arch, num_classes=1000)
     state = {key: value for key, value in model.net.state_dict().items() if not model.is_trainable_key(key)}
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save({"model": state, "generated": f"tradeoff.models.adapters.write_backbone: seeded random weights of {arch}'s "
-                f"backbone, not a pretrained model"}, tmp)
-    tmp.replace(path)
+    checkpoint.save({"model": state, "generated": f"tradeoff.models.adapters.write_backbone: seeded random weights of "
+                     f"{arch}'s backbone, not a pretrained model"}, path)
     return path

@@ -45,6 +45,7 @@ from tradeoff.report.style import (
     wrap_text,
 )
 from tradeoff.report.tables import degenerate_notes, figure_notes
+from tradeoff.storage.atomic import atomic_path
 
 def _grid_shape(n: int) -> tuple[int, int]:
     """(rows, columns) of ``n`` panels: one row up to three, two by two for four, else rows of three."""
@@ -172,12 +173,10 @@ def make_figure(catalog: Catalog, name: str):
 def save_figure(fig, paths: dict[str, Path]) -> dict[str, Path]:
     """Write the figure to each path (``{"png": ..., "pdf": ...}``) atomically: the one place figures are saved.
     Deterministic: the same figure gives the same bytes (no dates or versions in the files)."""
-    paths["png"].parent.mkdir(parents=True, exist_ok=True)
     with plt.rc_context(STYLE):
         for kind, path in paths.items():
-            tmp = path.with_name(f".{path.name}.tmp")
-            fig.savefig(tmp, format=kind, dpi=STYLE["savefig.dpi"], metadata=SAVE_METADATA.get(kind))
-            tmp.replace(path)
+            with atomic_path(path) as tmp:
+                fig.savefig(tmp, format=kind, dpi=STYLE["savefig.dpi"], metadata=SAVE_METADATA.get(kind))
     return paths
 
 

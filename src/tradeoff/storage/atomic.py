@@ -1,5 +1,7 @@
 """Atomic file writing, on the ground floor (no PyTorch, nothing of the package but its errors): every write goes to
-a temporary file in the same folder, is fsynced, then renamed over the target, so a reader never sees half a file;
+a temporary file in the same folder, is fsynced, then renamed over the target, so a reader never sees half a file
+(:func:`atomic_write_bytes` and :func:`atomic_write_text` for what is in memory, :func:`atomic_path` for a library
+that writes the file itself; no other module renames a file into place, tests/test_structure.py checks it);
 a write that fails (disk full, read-only folder) raises ``WriteError`` naming the file and leaves what was there
 unchanged. Also the SHA-256 digests the pipeline names things by (:func:`sha256_file`, :func:`json_digest`)."""
 
@@ -9,6 +11,8 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,26 +40,39 @@ def _umask() -> int:
         return mask
 
 
-def atomic_write_bytes(path: str | Path, payload: bytes) -> None:
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary file beside ``path`` for a library that writes a file itself (matplotlib's ``savefig``, NumPy's
+    ``savez`` into the opened file): once the block ends it is fsynced and renamed over ``path``; a block that
+    raises removes it and leaves ``path`` as it was (an OSError becomes ``WriteError`` naming ``path``). The one
+    place a file is renamed into place.
+
+    Its name is ``.<name>.<random>.tmp``: name the format where the library reads it from the file name
+    (``savefig(tmp, format=...)``), hand NumPy the open file (it would append ``.npz`` to a name), and give
+    ``torch.save`` a buffer, not this path (it names its archive's folder after the file, which would put the
+    random name in the bytes): :func:`tradeoff.storage.checkpoint.save`."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise write_error(path, exc) from exc
+    tmp = Path(name)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600 files; give the usual permissions of a new file
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600 files; give the usual permissions of a new file
+        finally:
+            os.close(fd)
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        if isinstance(exc, OSError):
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and not isinstance(exc, WriteError):
             raise write_error(path, exc) from exc
         raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
@@ -63,6 +80,11 @@ def atomic_write_bytes(path: str | Path, payload: bytes) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def atomic_write_bytes(path: str | Path, payload: bytes) -> None:
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(payload)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
