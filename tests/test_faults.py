@@ -33,7 +33,7 @@ import torch
 
 from helpers import env, results_of, run, workflow_copy
 from tradeoff.storage import checkpoint
-from tradeoff.storage.layout import Layout, log_history
+from tradeoff.storage.layout import Layout, log_history, ready_marker
 from tradeoff import cli as tcli
 from tradeoff import config as tcfg
 from tradeoff.core.runtime import Runtime
@@ -950,7 +950,7 @@ def test_interrupted_then_corrupted_download_through_tradeoff_download(tmp_path,
 
     written, downloads = serve("mnist", tmp_path, monkeypatch, corrupt_deliveries=0)
     work = _copy(tmp_path, overlay=f"paths: {{data: {tmp_path / 'data'}}}\n")
-    marker = tcli.ready_marker(tmp_path / "data", "mnist")
+    marker = ready_marker(tmp_path / "data", "mnist")
     first = next(iter(written.served))
 
     def interrupted(url, root, filename=None, md5=None, max_redirect_hops=3):
