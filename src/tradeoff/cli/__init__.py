@@ -30,7 +30,7 @@ from tradeoff import config as cfg
 from tradeoff.cli import commands
 from tradeoff.cli.common import LIST_TARGETS
 from tradeoff.core.errors import UserError
-from tradeoff.core.gpus import claim_gpu
+from tradeoff.core import gpus
 from tradeoff.storage.layout import log_history
 
 CONFIG_ENV = "TRADEOFF_CONFIG"  # the config files of a job that names none (Snakemake's common.smk sets it)
@@ -199,7 +199,7 @@ def _main(args) -> int:
         args.config = enter_workflow(args.config or [str(cfg.DEFAULT_CONFIG)])
         catalog = cfg.load_catalog(args.config, write_cache=getattr(command, "JOB", False))
         if getattr(command, "GPU", False) and _device_wanted(args, catalog) != "cpu":
-            claim_gpu()  # several GPUs on this machine: one of its own (before CUDA starts), see tradeoff.core.gpus
+            gpus.claim_gpu()  # several GPUs on this machine: one of its own (before CUDA starts), see tradeoff.core.gpus
         # the targets a subcommand names, checked here unless it checks them itself (export-dvc: against the
         # catalog its stages read); a subcommand may know targets beyond the catalog's (plan: the audit targets)
         named = [args.target] if getattr(args, "target", None) is not None else list(getattr(args, "targets", []))

@@ -62,7 +62,8 @@ def checkpoint_file(args) -> CheckpointFile:
 
 
 def model_file(args) -> CheckpointFile:
-    """--model FILE.py:FUNCTION and --dataset (a model from the user's own Python file: tradeoff.evaluation.user_model)."""
+    """--model FILE.py:FUNCTION and --dataset (a model from the user's own Python file:
+    tradeoff.evaluation.user_model)."""
     if args.dataset is None:
         raise ConfigError(f"{args.command} --model FILE.py:FUNCTION needs --dataset NAME (the dataset the model "
                           "classifies)")
