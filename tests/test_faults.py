@@ -924,7 +924,7 @@ def test_second_dvc_repro_in_the_same_folder_is_refused(tmp_path):
     run(["git", "init", "-q"], work)
     run(["dvc", "init", "-q"], work)
     run(_cmd(work, "export-dvc"), work)
-    stage = f"train@{AT}"
+    stage = f"train-pgd_at@{AT}"  # the template of the run's method
     first = _start(["dvc", "repro", stage], work, tmp_path / "first.log")
     try:
         _wait_for_epoch(first, work / "results" / "smoke" / "work" / AT, 1, tmp_path / "first.log")
