@@ -181,14 +181,14 @@ def test_dvc_stages_depend_on_the_pretraining_run():
     catalog = cfg.load_catalog(files)
     stages = dvc_stages(catalog, files, ["caat_figure4", "caat_figure5"])
     pretrain = "results/smoke/checkpoints/digits-vit_tiny-pgd_at/model.pt"
-    assert pretrain in stages["train@digits-vit_tiny-pgd_at"]["outs"]
-    fine_tunes = [name for name in stages if name.startswith("finetune@") and "adapter" in name]
+    assert pretrain in stages["train-pgd_at@digits-vit_tiny-pgd_at"]["outs"]  # a template per method
+    fine_tunes = [name for name in stages if name.startswith("finetune-") and "adapter" in name]
     assert len(fine_tunes) == 2 and all(pretrain in stages[n]["deps"] for n in fine_tunes)
-    assert {n for n in stages if n.startswith("train@")} == {"train@digits-vit_tiny-pgd_at"}
+    assert {n for n in stages if n.startswith("train-")} == {"train-pgd_at@digits-vit_tiny-pgd_at"}
     # at paper scale an unset checkpoint is no dependency (the stage's command refuses, naming the key)
     paper = cfg.load_catalog(PAPER)
     full = dvc_stages(paper, [str(PAPER[0])], ["caat_figure5"])
-    deps = full["train@stanford-dogs-vit_b16_adapter-caat-ce-gamma0_8"]["deps"]
+    deps = full["train-caat@stanford-dogs-vit_b16_adapter-caat-ce-gamma0_8"]["deps"]
     assert deps[-1] == "data/.ready/stanford-dogs" and not any("checkpoints" in d or d.endswith(".pth") for d in deps)
 
 

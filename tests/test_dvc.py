@@ -28,34 +28,112 @@ REPORTS = ("table", "figure", "figure_list", "summary")
 
 
 def test_code_deps_come_from_the_import_graph():
-    """A stage depends on the sources its subcommand can import: training never on the report code (so editing it
-    re-runs no training), reports on all of it; modules imported by name (importlib, registries) count."""
-    train = tdvc.code_files("train")
-    report = tdvc.code_files("report")
+    """A stage depends on the sources its subcommand runs: the command line's module and the subcommand's (not the
+    other subcommands'), and what they import, lazily or by name; training never on the report code, reports never on
+    the training code."""
     package = tdvc.PACKAGE
-    assert package / "cli" / "__init__.py" in train and package / "training" / "train.py" in train and package / "methods" / "trades.py" in train
-    assert package / "models" / "adapters.py" in train  # importlib.import_module("tradeoff.models.adapters")
-    assert not any(p.is_relative_to(package / "report") for p in train)
-    assert package / "pipeline" / "dvc_export.py" not in train and package / "pipeline" / "bench.py" not in train
-    assert package / "report" / "tables.py" in report and package / "report" / "summary.py" in report
+    trades = tdvc.code_files("train", frozenset({("method", "trades")}))
+    table = tdvc.code_files("report", frozenset())
+    assert {package / "cli" / "__init__.py", package / "cli" / "commands" / "train.py",
+            package / "training" / "train.py", package / "methods" / "trades.py"} <= set(trades)
+    assert package / "data" / "datasets.py" in trades  # importlib.import_module("tradeoff.data.datasets")
+    assert not any(p.is_relative_to(package / "report") for p in trades)
+    assert not any(p.is_relative_to(package / "cli" / "commands") and p.stem not in ("__init__", "train")
+                   for p in trades)  # not the other subcommands
+    assert package / "pipeline" / "dvc_export.py" not in trades and package / "pipeline" / "bench.py" not in trades
+    assert package / "report" / "tables.py" in table and package / "report" / "summary.py" in table
+    assert not any(p.is_relative_to(package / "training") for p in table)
     assert not any(p.is_relative_to(package / "report") for p in tdvc.code_files("export-dvc"))
     for command in ("download", "train", "evaluate", "analyze", "report", "summary", "export-dvc"):
         deps = tdvc.code_deps(command)
         assert deps == sorted(set(deps)) and all((tdvc.ROOT / d).exists() for d in deps), command
-    assert "src/tradeoff/report" in tdvc.code_deps("report")  # a folder all of whose sources are needed
-    with pytest.raises(KeyError, match="cmd_no_such"):
+    assert "src/tradeoff/methods" in tdvc.code_deps("export-dvc")  # a folder all of whose sources are needed
+    with pytest.raises(KeyError, match="no_such"):
         tdvc.code_files("no-such")
 
 
+def test_the_plugins_are_what_the_registries_hold():
+    """The modules that register a method, a figure kind or an analysis, read from the source (no import), are the
+    modules the registries hold at run time, with the same names."""
+    from tradeoff.analysis import ANALYSES
+    from tradeoff.methods import METHODS
+    from tradeoff.report.kinds import KINDS
+    from tradeoff.report import figures  # noqa: F401  (registers the kinds)
+
+    found = {(registry, name): module for module, names in tdvc.plugins().items() for registry, name in names}
+    running = {("method", name): cls.__module__ for name, cls in METHODS.items()} \
+        | {("figure", name): kind.draw.__module__ for name, kind in KINDS.items()} \
+        | {("analysis", name): analysis.run.__module__ for name, analysis in ANALYSES.items()}
+    assert found == running
+
+
+def test_a_plugin_counts_for_the_jobs_that_use_it():
+    """methods/__init__.py imports every method to fill the registry; a run depends on its own method's module and
+    what that imports (vanilla imports trades and clp), not on the others; a figure on its kind's drawing module only;
+    the resolve stage, which reads every method's declarations, on all of them."""
+    package = tdvc.PACKAGE
+    methods = package / "methods"
+    registering = dict(tdvc._imports(methods / "__init__.py"))
+    assert registering["tradeoff.methods.trades"] and not registering["tradeoff.methods.base"]
+    assert not dict(tdvc._imports(methods / "vanilla.py"))["tradeoff.methods.trades"]  # used: kl_divergence
+
+    def method_files(name: str) -> set[str]:
+        return {p.stem for p in tdvc.code_files("train", frozenset({("method", name)})) if p.parent == methods}
+
+    shared = {"__init__", "base", "optim"}
+    assert method_files("nt") == shared | {"natural"}
+    assert method_files("trades") == shared | {"trades", "common", "pgd_at"}  # common.py imports pgd_at
+    assert method_files("vanilla") == method_files("trades") | {"vanilla", "clp"}
+    assert method_files("generalist") == shared | {"generalist", "natural", "pgd_at"}
+    assert {p.stem for p in tdvc.code_files("export-dvc") if p.parent == methods} == {
+        p.stem for p in methods.glob("*.py")}
+    figures = {kind: {p.stem for p in tdvc.code_files("report", frozenset({("figure", kind)}))
+                      if p.stem.startswith("fig_")} for kind in ("front", "bars", "lines", "tsne")}
+    assert figures == {"front": {"fig_front"}, "bars": {"fig_basic"}, "lines": {"fig_basic"}, "tsne": {"fig_tsne"}}
+    assert not any(p.stem.startswith("fig_") for p in tdvc.code_files("report", frozenset()))
+    assert not any(p.parent == methods and p.stem not in shared for p in tdvc.code_files("evaluate", frozenset()))
+
+
+def test_editing_trades_marks_only_the_stages_that_run_it_at_the_demo_scale():
+    """The shipped pipeline: the stages whose code deps hold methods/trades.py are the resolve stage and the training
+    jobs of runs whose method's module imports it (TRADES, vanilla AT and CA-AT, whose TRADES loss is vanilla's); a
+    figure's drawing module is a dependency of the figures it draws only; a CLI subcommand that no stage runs, the
+    README and docs/ are no stage's."""
+    files = [*DEMO, "params.yaml"]
+    catalog = cfg.load_catalog([ROOT / f for f in files])
+    expanded = tdvc.stages(catalog, files)
+
+    def marked(path: str) -> set[str]:
+        return {name for name, stage in expanded.items()
+                if any(d.startswith("src/") and (path == d or path.startswith(d + "/")) for d in stage["deps"])}
+
+    trades = marked("src/tradeoff/methods/trades.py")
+    train = {name for name in expanded if tdvc.stage_kind(name) in ("train", "finetune")}
+    assert trades == {"resolve"} | {n for n in train if catalog.runs[n.partition("@")[2]].method.name in (
+        "trades", "vanilla", "caat")}
+    assert 10 < len(trades) < len(train) < len(expanded) / 2
+    assert {n for n in trades if "@" in n} == {n for n in trades if n.split("@")[0] in (
+        "train-trades", "train-vanilla", "train-caat", "finetune-vanilla", "finetune-caat")}
+    front = marked("src/tradeoff/report/fig_front.py")
+    assert front == {n for n in expanded if tdvc.stage_kind(n) == "figure"
+                     and catalog.targets[n.partition("@")[2]]["plot"] == "front"} and front
+    for path in ("src/tradeoff/cli/commands/bench_train.py", "src/tradeoff/cli/commands/gpu_check.py",
+                 "src/tradeoff/cli/commands/plan.py", "README.md", "docs/dvc.md"):
+        assert marked(path) == set(), path
+    assert tdvc.render_dvc(catalog, files)["dvc.yaml"] == (ROOT / "dvc.yaml").read_text()
+
+
 def test_shipped_pipeline_is_short_and_templated():
-    """dvc.yaml is a template per kind of job, not a stage per job; jobs.json holds the jobs."""
+    """dvc.yaml is a template per kind of job and code it runs (train-<method>, figure-<kind>), not a stage per job;
+    jobs.json holds the jobs."""
     text = (ROOT / "dvc.yaml").read_text()
     pipeline = yaml.safe_load(text)
-    assert len(text.splitlines()) < 250 and len((ROOT / "jobs.json").read_text().splitlines()) < 250
-    assert {"train", "finetune", "evaluate", "analyze", "table", "figure", "figure_list", "download"} <= {
-        name for name, stage in pipeline["stages"].items() if "foreach" in stage}
-    assert set(pipeline["stages"]) - {n for n, s in pipeline["stages"].items() if "foreach" in s} == {"resolve",
-                                                                                                       "summary"}
+    assert len(text.splitlines()) < 500 and len((ROOT / "jobs.json").read_text().splitlines()) < 250
+    templated = {name for name, stage in pipeline["stages"].items() if "foreach" in stage}
+    assert {"train", "finetune", "evaluate", "analyze", "table", "figure", "figure_list", "download"} == {
+        tdvc.stage_kind(name) for name in templated}
+    assert {"train-trades", "train-generalist", "figure-front", "figure-basic", "evaluate", "table"} <= templated
+    assert set(pipeline["stages"]) - templated == {"resolve", "summary"}
     assert pipeline["vars"][0] == "jobs.json" and "--config params.yaml" in pipeline["vars"][1]["config"]
     assert cfg.load_yaml(ROOT / "params.yaml") == {}  # the experiment's overlay: empty as shipped
 
@@ -70,12 +148,16 @@ def test_jobs_json_holds_the_resolved_settings():
     items = tdvc.jobs(catalog)
     text = tdvc.render_dvc(catalog, files)["jobs.json"]
     written = json.loads(text)
+    grouped = tdvc.template_jobs(catalog, items)  # by template: a kind's jobs split by the code they run
     assert written.pop("_generated").startswith("Written by `tradeoff export-dvc`")
-    assert written == json.loads(json.dumps(items))
-    assert len(text.splitlines()) == 3 + len(items) + sum(len(v) + 1 for v in items.values() if isinstance(v, dict))
+    assert written == json.loads(json.dumps(grouped))
+    assert len(text.splitlines()) == 3 + len(grouped) + sum(len(v) + 1 for v in grouped.values() if isinstance(v, dict))
+    for kind in ("train", "evaluate", "figure"):
+        assert {k: v for name, group in grouped.items() if tdvc.stage_kind(name) == kind
+                for k, v in group.items()} == items[kind]
     run_id = catalog.train_id["cifar10-resnet18-at-beta1"]
     assert items["train"][run_id] == {"dataset": "digits", "settings": catalog.runs[run_id].as_dict()}
-    assert {"method", "lr", "epochs", "batch_size", "seed"} <= set(written["train"][run_id]["settings"])
+    assert {"method", "lr", "epochs", "batch_size", "seed"} <= set(written["train-pgd_at"][run_id]["settings"])
     unit = items["evaluate"][tdvc.unit_key(run_id, "all")]
     assert unit["settings"] == tdvc.digest({a: catalog.attack_for(a, run_id) for a in unit["attacks"]})
     assert unit["attacks"] == catalog.unit_attacks(run_id, "all") and "pgd20" in unit["attacks"]
@@ -172,10 +254,12 @@ def _snakemake(work: Path, *args: str):
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """A git repository with the smoke scale's pipeline of TARGETS, built by `dvc repro` and committed. Its src/ is a
-    copy (a test edits it); the jobs run this checkout's code."""
+    """A git repository with the smoke scale's pipeline of TARGETS, built by `dvc repro` and committed. Its src/,
+    README.md and docs/ are copies (tests edit them); the jobs run this checkout's code."""
     work = workflow_copy(tmp_path_factory.mktemp("dvc") / "repo")
     shutil.copytree(ROOT / "src", work / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(ROOT / "docs", work / "docs")  # a test edits them: no stage depends on them
+    shutil.copy2(ROOT / "README.md", work / "README.md")
     (work / ".gitignore").write_text((ROOT / ".gitignore").read_text())
     run(["git", "init", "-q"], work)
     run(["dvc", "init", "-q"], work)
@@ -191,8 +275,8 @@ def built(tmp_path_factory):
 def test_dvc_repro_twice_then_metrics_plots_and_checkout(built):
     work = built["work"]
     ran = _ran(built["first"])
-    assert ran[0] == "resolve" and "table@caat_table1" in ran and "figure@figure3b" in ran
-    assert sum(name.startswith("train@") for name in ran) == 3 and not any(n.startswith("summary") for n in ran)
+    assert ran[0] == "resolve" and "table@caat_table1" in ran and "figure-basic@figure3b" in ran
+    assert sum(tdvc.stage_kind(name) == "train" for name in ran) == 3 and not any(n.startswith("summary") for n in ran)
     assert _ran(run(["dvc", "repro"], work)) == []
     assert "up to date" in run(["dvc", "status"], work).stdout
     shown = json.dumps(json.loads(run(["dvc", "metrics", "show", "--json"], work).stdout))
@@ -226,7 +310,44 @@ def test_editing_report_code_changes_report_stages_only(built):
         changed = set(json.loads(run(["dvc", "status", "--json"], work).stdout))
     finally:
         tables.write_text(text)
-    assert changed == {"table@caat_table1", "figure@figure3b"}
+    assert changed == {"table@caat_table1", "figure-basic@figure3b"}
+    assert "up to date" in run(["dvc", "status"], work).stdout
+
+
+def _changed_by(work: Path, *edits: tuple[str, str]) -> set[str]:
+    """The stages `dvc status` lists after these edits (file, text appended: a new file if there is none), undone
+    after."""
+    before = {path: (work / path).read_text() if (work / path).exists() else None for path, _ in edits}
+    try:
+        for path, text in edits:
+            (work / path).write_text((before[path] or "") + text)
+        return set(json.loads(run(["dvc", "status", "--json"], work).stdout))
+    finally:
+        for path, text in before.items():
+            (work / path).write_text(text) if text is not None else (work / path).unlink()
+
+
+@pytest.mark.slow
+def test_a_change_reruns_only_what_it_touches(built):
+    """Issue 30: after `dvc repro`, editing methods/trades.py marks the training stages of the runs whose method runs
+    TRADES's code (vanilla AT and CA-AT import its loss; Generalist does not) and the resolve stage, which reads every
+    method's declarations (seconds; it rewrites jobs.json only if a run's settings changed); editing a figure kind's
+    module marks the figures drawn with it; the README, docs and a CLI subcommand that no stage runs (or a new one)
+    mark nothing."""
+    work = built["work"]
+    grouped = json.loads((work / "jobs.json").read_text())
+    methods = {name: set(grouped[name]) for name in grouped if tdvc.stage_kind(name) == "train"}
+    assert set(methods) == {"train-generalist", "train-vanilla", "train-caat"}
+    trades = _changed_by(work, ("src/tradeoff/methods/trades.py", "# a comment\n"))
+    assert trades == {"resolve"} | {f"{name}@{run_id}" for name in ("train-vanilla", "train-caat")
+                                    for run_id in methods[name]}
+    assert _changed_by(work, ("src/tradeoff/methods/generalist.py", "# a comment\n")) == {"resolve"} | {
+        f"train-generalist@{run_id}" for run_id in methods["train-generalist"]}
+    assert _changed_by(work, ("src/tradeoff/report/fig_basic.py", "# a comment\n")) == {"figure-basic@figure3b"}
+    assert _changed_by(work, ("src/tradeoff/report/fig_front.py", "# a comment\n")) == set()  # no front here
+    assert _changed_by(work, ("README.md", "\nMore.\n"), ("docs/dvc.md", "\nMore.\n"),
+                       ("src/tradeoff/cli/commands/bench_train.py", "# a comment\n"),
+                       ("src/tradeoff/cli/commands/hello.py", "def add_parser(sub):\n    pass\n")) == set()
     assert "up to date" in run(["dvc", "status"], work).stdout
 
 
@@ -247,17 +368,19 @@ def test_exp_run_set_param_reruns_exactly_what_it_changes(built):
         seed = run(["dvc", "exp", "run", *[a for r in sharing for a in ("-S", f"+runs.{r}.seed=7")]], work,
                    timeout=600)
         ran = _ran(seed)
-        assert ran[:3] == ["resolve", f"train@{run_id}", f"evaluate@{tdvc.unit_key(run_id, 'all')}"]
-        assert "table@caat_table1" in ran[3:] and set(ran[3:]) <= {"table@caat_table1", "figure@figure3b"}
+        template = next(name for name, jobs in json.loads((work / "jobs.json").read_text()).items()
+                        if tdvc.stage_kind(name) == "train" and run_id in jobs)  # train-<its method>
+        assert ran[:3] == ["resolve", f"{template}@{run_id}", f"evaluate@{tdvc.unit_key(run_id, 'all')}"]
+        assert "table@caat_table1" in ran[3:] and set(ran[3:]) <= {"table@caat_table1", "figure-basic@figure3b"}
         resolved = cfg.load_catalog([work / f for f in [*SMOKE, "params.yaml"]]).runs[run_id]
         assert resolved.seed == 7
-        assert json.loads((work / "jobs.json").read_text())["train"][run_id]["settings"] == resolved.as_dict()
+        assert json.loads((work / "jobs.json").read_text())[template][run_id]["settings"] == resolved.as_dict()
         # DVC names the hyperparameter that changed, and shows every run's with its metrics (dvclive's files)
         diff = json.loads(run(["dvc", "params", "diff", "--json"], work).stdout)["jobs.json"]
-        assert diff[f"train.{run_id}.settings.seed"]["new"] == 7 and not any(k.startswith("evaluate.") for k in diff)
+        assert diff[f"{template}.{run_id}.settings.seed"]["new"] == 7 and not any(k.startswith("evaluate.") for k in diff)
         shown = json.loads(run(["dvc", "exp", "show", "--json"], work).stdout)
         workspace, baseline = (entry["data"] for entry in shown[:2])  # the last experiment's results, the commit
-        settings = [row["params"]["jobs.json"]["data"]["train"][run_id]["settings"] for row in (workspace, baseline)]
+        settings = [row["params"]["jobs.json"]["data"][template][run_id]["settings"] for row in (workspace, baseline)]
         assert settings[0]["seed"] == 7 != settings[1]["seed"]
         assert {"method", "lr", "epochs", "batch_size"} <= set(settings[0]) and settings[0]["method"]["name"]
         curves = workspace["metrics"][str(results_of(Path("")).curve_files(run_id)[0])]["data"]

@@ -33,7 +33,7 @@ import torch
 
 from helpers import env, results_of, run, workflow_copy
 from tradeoff.storage import checkpoint
-from tradeoff.storage.layout import Layout, log_history
+from tradeoff.storage.layout import Layout, log_history, ready_marker
 from tradeoff import cli as tcli
 from tradeoff import config as tcfg
 from tradeoff.core.runtime import Runtime
@@ -924,7 +924,7 @@ def test_second_dvc_repro_in_the_same_folder_is_refused(tmp_path):
     run(["git", "init", "-q"], work)
     run(["dvc", "init", "-q"], work)
     run(_cmd(work, "export-dvc"), work)
-    stage = f"train@{AT}"
+    stage = f"train-pgd_at@{AT}"  # the template of the run's method
     first = _start(["dvc", "repro", stage], work, tmp_path / "first.log")
     try:
         _wait_for_epoch(first, work / "results" / "smoke" / "work" / AT, 1, tmp_path / "first.log")
@@ -950,7 +950,7 @@ def test_interrupted_then_corrupted_download_through_tradeoff_download(tmp_path,
 
     written, downloads = serve("mnist", tmp_path, monkeypatch, corrupt_deliveries=0)
     work = _copy(tmp_path, overlay=f"paths: {{data: {tmp_path / 'data'}}}\n")
-    marker = tcli.ready_marker(tmp_path / "data", "mnist")
+    marker = ready_marker(tmp_path / "data", "mnist")
     first = next(iter(written.served))
 
     def interrupted(url, root, filename=None, md5=None, max_redirect_hops=3):

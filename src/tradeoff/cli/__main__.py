@@ -1,4 +1,4 @@
-"""`python -m tradeoff.cli`: the `tradeoff` command without its entry point (the GPU node check runs it so)."""
+"""``python -m tradeoff.cli``: the ``tradeoff`` command."""
 
 import sys
 

@@ -1,10 +1,13 @@
 """The DVC pipeline, written by ``tradeoff export-dvc`` from the catalog: dvc.yaml and jobs.json (params.yaml is yours).
 
-- **dvc.yaml** holds one template (``foreach``) per kind of job, the kinds of the Snakemake rules (download, train,
+- **dvc.yaml** holds templates (``foreach``) per kind of job, the kinds of the Snakemake rules (download, train,
   evaluate, analyze, table, figure, figure_list, summary; ``finetune`` is a ``train`` job that reads a pretrained
-  backbone), over the jobs listed in jobs.json, plus ``resolve``, which writes jobs.json. Each template's code
-  dependencies are the source files that its ``tradeoff`` subcommand imports (:func:`code_deps`, from the import graph
-  of the package), so editing the report code re-runs reports only.
+  backbone), over the jobs listed in jobs.json, plus ``resolve``, which writes jobs.json. A stage depends on the code
+  its job runs (:func:`code_files`, from the import graph of the package): its subcommand's module, what that imports,
+  and of the plug-ins (the modules that register a method, a figure kind or an analysis, :func:`plugins`) only those
+  whose names the job uses, so editing TRADES re-runs the runs that train with its code, and a figure kind's module
+  the figures it draws. A kind's jobs that run the same code share a template (:func:`templates`: ``train-trades``,
+  ``figure-front``, ``evaluate``).
 - **jobs.json** (``vars`` of dvc.yaml) lists the jobs the targets need, exactly those of Snakemake's DAG at the same
   scale, each with the digest of its resolved settings: a stage's ``params`` are its entry there, so DVC re-runs
   exactly the stages whose settings changed. The ``resolve`` stage writes it from config/ and params.yaml before the other stages are
@@ -51,6 +54,14 @@ COMMAND = {"resolve": "export-dvc", "download": "download", "train": "train", "f
            "evaluate": "evaluate", "analyze": "analyze", "table": "report", "figure": "report",
            "figure_list": "report", "summary": "summary", "audit": "audit"}
 
+#: the registries whose entries are plug-ins, by the module that holds the function registering them: a job depends
+#: on a plug-in module only if it uses a name the module registers (a run's method, a figure's plot, a figure's
+#: analysis), or if a module it depends on imports it to use it
+PLUGIN_REGISTRIES = {"tradeoff.methods.base": "method", "tradeoff.report.kinds": "figure",
+                     "tradeoff.analysis.base": "analysis"}
+#: the plug-in modules of every registry: what the resolve stage, which reads every method's declarations, uses
+EVERY_PLUGIN = None
+
 
 # ------------------------------------------------------------------------------------------ code dependencies
 
@@ -75,77 +86,133 @@ def _module_name(path: Path) -> str:
 MODULE_STRING = re.compile(rf"^{PACKAGE.name}(\.\w+)+(:\w+)?$")
 
 
-def _imported(path: Path, nodes) -> set[str]:
-    """The modules of this package that these AST nodes of ``path`` import: import statements (relative ones
-    resolved), and strings naming a module (``importlib.import_module("tradeoff.x")``, ``"tradeoff.x:function"``
-    registries), with the parent packages that importing them runs."""
-    name = _module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: set[str] = set()
-    for node in (n for top in nodes for n in ast.walk(top)):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[:len(package.split(".")) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            found.add(module)
-            found.update(f"{module}.{a.name}" for a in node.names)  # `from . import data`: a submodule
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_STRING.match(node.value):
-            found.add(node.value.partition(":")[0])
-    out = set()
-    for module in found:
-        parts = module.split(".")
-        out.update(m for m in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if _module_file(m))
-    return out
-
-
+@cache
 def _tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text(), filename=str(path))
 
 
-def _cli_nodes(command: str) -> list:
-    """What of cli.py runs for a subcommand: its module-level statements and the functions that ``main`` and the
-    subcommand's ``cmd_<name>`` call (other subcommands' functions left out)."""
-    tree = _tree(PACKAGE / "cli" / "__init__.py")
-    functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    entry = "cmd_" + command.replace("-", "_")
-    if entry not in functions:
-        raise KeyError(f"tradeoff.cli has no {entry}() for the subcommand {command!r}")
-    todo, seen = ["main", entry], set()
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in functions:
-            continue
-        seen.add(name)
-        todo += [n.id for n in ast.walk(functions[name]) if isinstance(n, ast.Name) and n.id in functions
-                 and not (n.id.startswith("cmd_") and n.id != entry)]
-    module_level = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    return module_level + [functions[n] for n in sorted(seen)]
+def _absolute(path: Path, node: ast.ImportFrom) -> str:
+    """The module an ``from ... import`` of ``path`` names, relative imports resolved."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")[:len(package.split(".")) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
 
 
 @cache
-def code_files(command: str) -> tuple[Path, ...]:
-    """Every source file that ``tradeoff <command>`` can import: the import graph of this package from what cli.py
-    runs for it, every import of a reached module counted (a function's lazy imports too)."""
+def _imports(path: Path) -> tuple[tuple[str, bool], ...]:
+    """The modules of this package that ``path`` imports, each with whether it only registers: import statements
+    (a function's lazy ones too, relative ones resolved), strings naming a module (a call's argument:
+    ``importlib.import_module("tradeoff.x")``; ``"tradeoff.x:function"`` anywhere), and the parent packages that
+    importing them runs. An import only registers
+    when it binds a plug-in module (:func:`plugins`) by a name the module never uses (``from tradeoff.methods import
+    trades  # noqa: F401 (registers)``): it fills the registry, and a job that does not use the plug-in's name does not
+    run its code."""
+    tree = _tree(path)
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
+    used |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}  # __all__
+    plugin_modules = plugins()
+    found: dict[str, bool] = {}
+
+    def add(module: str, only_registers: bool = False) -> None:
+        parts = module.split(".")
+        for name in (".".join(parts[:i]) for i in range(1, len(parts) + 1)):
+            if _module_file(name):
+                found[name] = found.get(name, True) and (only_registers if name == module else False)
+
+    named = {id(arg) for call in ast.walk(tree) if isinstance(call, ast.Call) for arg in call.args}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            module = _absolute(path, node)
+            add(module)
+            for alias in node.names:  # `from . import data`: a submodule
+                sub = f"{module}.{alias.name}"
+                add(sub, sub in plugin_modules and (alias.asname or alias.name) not in used)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_STRING.match(node.value) \
+                and (id(node) in named or ":" in node.value):  # a call's argument, or a "module:function"
+            add(node.value.partition(":")[0])
+    return tuple(sorted(found.items()))
+
+
+def _registered(path: Path) -> list[tuple[str, str]]:
+    """(registry, name) of every plug-in that a module registers at its top level: a class or function decorated with
+    the register function of a registry of PLUGIN_REGISTRIES, by the decorator's first argument or the class's
+    ``name``."""
+    tree = _tree(path)
+    origin = {alias.asname or alias.name: _absolute(path, node) for node in tree.body
+              if isinstance(node, ast.ImportFrom) for alias in node.names}
+    out = []
+    for node in tree.body:
+        for decorator in getattr(node, "decorator_list", []):
+            call = decorator if isinstance(decorator, ast.Call) else None
+            function = call.func if call else decorator
+            registry = PLUGIN_REGISTRIES.get(origin.get(function.id)) if isinstance(function, ast.Name) else None
+            if registry is None:
+                continue
+            if call and call.args and isinstance(call.args[0], ast.Constant):
+                out.append((registry, call.args[0].value))
+            elif isinstance(node, ast.ClassDef):
+                out += [(registry, stmt.value.value) for stmt in node.body if isinstance(stmt, ast.Assign)
+                        and [getattr(t, "id", None) for t in stmt.targets] == ["name"]
+                        and isinstance(stmt.value, ast.Constant)]
+    return out
+
+
+@cache
+def plugins() -> dict[str, tuple[tuple[str, str], ...]]:
+    """Every plug-in module of the package (``tradeoff.methods.trades``) with the (registry, name) pairs it registers
+    (``(("method", "trades"),)``)."""
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        registered = _registered(path)
+        if registered:
+            out[_module_name(path)] = tuple(registered)
+    return out
+
+
+def plugin_modules(uses) -> set[str]:
+    """The plug-in modules that register the (registry, name) pairs ``uses``; EVERY_PLUGIN: all of them."""
+    return {module for module, registered in plugins().items() if uses is EVERY_PLUGIN or set(registered) & set(uses)}
+
+
+def command_module(command: str) -> Path:
+    """The module of a ``tradeoff`` subcommand (tradeoff.cli.commands, one per subcommand, named after it)."""
+    path = PACKAGE / "cli" / "commands" / f"{command.replace('-', '_')}.py"
+    if not path.is_file():
+        raise KeyError(f"tradeoff.cli has no subcommand {command!r} (no {os.path.relpath(path, ROOT)})")
+    return path
+
+
+@cache
+def code_files(command: str, uses=EVERY_PLUGIN) -> tuple[Path, ...]:
+    """Every source file that ``tradeoff <command>`` runs for a job that uses the plug-ins ``uses`` ((registry, name)
+    pairs; EVERY_PLUGIN: every plug-in its modules import): the import graph of this package from the command line's
+    module and the subcommand's, every import of a reached module counted (a function's lazy imports too), but an
+    import that only fills a registry (:func:`_imports`) only for the plug-ins in ``uses``, which are reached
+    besides."""
     cli = PACKAGE / "cli" / "__init__.py"
-    files = {cli}
-    todo = [_module_file(m) for m in _imported(cli, _cli_nodes(command))]
+    roots = [cli, command_module(command)] + [_module_file(m) for m in sorted(plugin_modules(uses or ()))
+                                                if uses is not EVERY_PLUGIN]
+    files: set[Path] = set()
+    todo = list(roots)
     while todo:
         path = todo.pop()
         if path in files:
             continue
         files.add(path)
-        todo += [_module_file(m) for m in _imported(path, [_tree(path)])]
+        todo += [_module_file(m) for m, only_registers in _imports(path) if uses is EVERY_PLUGIN or not only_registers]
     return tuple(sorted(files))
 
 
-def code_deps(command: str) -> list[str]:
+def code_deps(command: str, uses=EVERY_PLUGIN) -> list[str]:
     """:func:`code_files` as dvc.yaml deps, relative to the repository: a folder where all of its sources are
     needed, else the files."""
-    files = set(code_files(command))
+    files = set(code_files(command, uses))
     folders = {d for d in PACKAGE.rglob("*") if d.is_dir() and d.name != "__pycache__"} | {PACKAGE}
 
     def full(folder: Path) -> bool:
@@ -275,6 +342,48 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
     return {kind: items for kind, items in out.items() if items}
 
 
+def uses(catalog: Catalog, kind: str, key: str) -> frozenset:
+    """The plug-ins (registry, name) that a job of ``kind`` runs: a training run's method, a figure's plot, a figure's
+    analysis; none for the other jobs."""
+    if kind in ("train", "finetune"):
+        return frozenset({("method", catalog.runs[key].method.name)})
+    if kind == "figure":
+        return frozenset({("figure", catalog.targets[key]["plot"])})
+    if kind == "analyze":
+        return frozenset({("analysis", catalog.targets[key]["analysis"]["name"])})
+    return frozenset()
+
+
+def _short(module: str) -> str:
+    """A plug-in module's name in a template's name: its own, less the prefix its package's plug-ins share
+    (``tradeoff.report.fig_front``: ``front``)."""
+    package, _, stem = module.rpartition(".")
+    siblings = [m.rpartition(".")[2] for m in plugins() if m.rpartition(".")[0] == package]
+    prefix = os.path.commonprefix(siblings).rpartition("_")[0] if len(siblings) > 1 else ""
+    return stem[len(prefix) + 1:] if prefix else stem
+
+
+def templates(catalog: Catalog, items: dict) -> dict[str, dict]:
+    """dvc.yaml's templates over the jobs ``items``: the jobs of a kind whose code dependencies are equal share one
+    (DVC's ``foreach`` cannot vary a stage's list of deps by item, treeverse/dvc#8171), named after the kind and the
+    plug-in modules its jobs run (``train-trades``, ``figure-front``; ``evaluate`` when they run none). Each is
+    ``{"kind", "uses", "jobs"}``, its jobs as in ``items`` (a dict, or download's list)."""
+    out: dict[str, dict] = {}
+    for kind, entries in items.items():
+        groups: dict[tuple, dict] = {}
+        for key in entries:
+            use = uses(catalog, kind, key)
+            group = groups.setdefault(code_files(COMMAND[kind], use), {"kind": kind, "uses": set(), "jobs": []})
+            group["uses"] |= use
+            group["jobs"].append(key)
+        for group in groups.values():
+            modules = sorted({_short(m) for m in plugin_modules(group["uses"])})
+            name = "-".join([kind, "_".join(modules)] if modules else [kind])
+            jobs_of = group["jobs"] if isinstance(entries, list) else {k: entries[k] for k in group["jobs"]}
+            out[name] = {"kind": kind, "uses": frozenset(group["uses"]), "jobs": jobs_of}
+    return out
+
+
 # ------------------------------------------------------------------------------------------------ dvc.yaml
 
 
@@ -284,15 +393,9 @@ def config_files(files: list[str]) -> list[str]:
 
 
 def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str] | None = None) -> dict:
-    """dvc.yaml: one stage template per kind of job that ``items`` (jobs.json) holds."""
-    layout = catalog.layout
+    """dvc.yaml: the templates (:func:`templates`) over the jobs ``items`` (by kind, as :func:`jobs` returns them)."""
+    layout, groups = catalog.layout, templates(catalog, items)
     cmd = "tradeoff ${config} "
-
-    def params(kind: str) -> list:
-        return [{JOBS: [f"{kind}.${{key}}"]}]
-
-    def code(kind: str) -> list[str]:
-        return code_deps(COMMAND[kind])
 
     def folders(*names: str) -> list[str]:
         return [str(layout.folder(n)) for n in names]
@@ -308,15 +411,21 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
                           *(f for f in files if f != PARAMS and not f.startswith("config/"))})
     stages: dict = {"resolve": {
         "cmd": cmd + "export-dvc --jobs" + (" --targets " + " ".join(targets) if targets else ""),
-        "deps": code("resolve") + config_deps,
+        "deps": code_deps(COMMAND["resolve"]) + config_deps,  # every plug-in: it reads every method's declarations
         "params": [{PARAMS: None}],
         "outs": [{JOBS: {"cache": False, "persist": True}}]}}
 
     def each(kind: str, stage: dict) -> None:
-        if kind in items:
-            stages[kind] = {"foreach": f"${{{kind}}}", "do": stage}
+        """A template per group of ``kind``'s jobs: ``stage`` with the code its jobs run first among its deps, and
+        with params (``"params": True``), their entries in jobs.json."""
+        for name, group in groups.items():
+            if group["kind"] == kind:
+                do = {**stage, "deps": code_deps(COMMAND[kind], group["uses"]) + stage["deps"]}
+                if "params" in stage:
+                    do["params"] = [{JOBS: [f"{name}.${{key}}"]}]
+                stages[name] = {"foreach": f"${{{name}}}", "do": do}
 
-    each("download", {"cmd": cmd + "download ${item}", "deps": code("download"),
+    each("download", {"cmd": cmd + "download ${item}", "deps": [],
                       "outs": [str(ready_marker(catalog.data_root, "${item}"))]})
     model = str(layout.model("${key}"))
     # dvclive's files (tradeoff.storage.curves): `dvc exp show` reads the metrics file, `dvc plots diff` overlays the curves,
@@ -324,33 +433,34 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
     curve_metrics, curve_plots, ran_on = map(str, layout.curve_files("${key}"))
     for kind, backbone in (("train", []), ("finetune", ["${item.pretrained}"])):
         each(kind, {"cmd": cmd + "train --run ${key}",
-                    "deps": code(kind) + [str(ready_marker(catalog.data_root, "${item.dataset}"))] + backbone,
-                    "params": params(kind), "outs": [model, ran_on], "metrics": [curve_metrics],
+                    "deps": [str(ready_marker(catalog.data_root, "${item.dataset}"))] + backbone,
+                    "params": True, "outs": [model, ran_on], "metrics": [curve_metrics],
                     "plots": [{curve_plots: {"x": "step"}}]})
     each("evaluate", {"cmd": cmd + "evaluate --run ${item.run} --unit ${item.unit}",
-                      "deps": code("evaluate") + ["${item.model}", "${item.data}"],
-                      "params": params("evaluate"),
+                      "deps": ["${item.model}", "${item.data}"],
+                      "params": True,
                       "metrics": [str(layout.metrics("${item.run}", "${item.unit}"))],
                       "outs": [str(layout.predictions("${item.run}", "${item.unit}"))]})
-    each("analyze", {"cmd": cmd + "analyze ${key}", "deps": code("analyze") + ["${item.models}", "${item.data}"],
-                     "params": params("analyze"), "outs": [str(layout.analysis("${key}"))]})
-    each("table", {"cmd": cmd + "report ${key}", "deps": code("table") + folders(*reads) + reference,
-                   "params": params("table"), "outs": list(map(str, layout.tables("${key}").values()))})
+    each("analyze", {"cmd": cmd + "analyze ${key}", "deps": ["${item.models}", "${item.data}"],
+                     "params": True, "outs": [str(layout.analysis("${key}"))]})
+    each("table", {"cmd": cmd + "report ${key}", "deps": folders(*reads) + reference,
+                   "params": True, "outs": list(map(str, layout.tables("${key}").values()))})
     each("figure", {"cmd": cmd + "report ${key}",
-                    "deps": code("figure") + folders(*reads, *(["analysis"] if has["analyze"] else [])) + reference,
-                    "params": params("figure"), "outs": list(map(str, layout.figures("${key}").values()))})
+                    "deps": folders(*reads, *(["analysis"] if has["analyze"] else [])) + reference,
+                    "params": True, "outs": list(map(str, layout.figures("${key}").values()))})
     tables = layout.tables("${key}")
-    each("figure_list", {"cmd": cmd + "report ${key}", "deps": code("figure_list") + folders("figures"),
-                         "params": params("figure_list"), "outs": [str(tables["md"]), str(tables["html"])]})
+    each("figure_list", {"cmd": cmd + "report ${key}", "deps": folders("figures"),
+                         "params": True, "outs": [str(tables["md"]), str(tables["html"])]})
     each("audit", {"cmd": cmd + "audit --run ${key}",
-                   "deps": code("audit") + ["${item.model}", "${item.surrogate}", "${item.data}"],
-                   "params": params("audit"), "outs": list(map(str, layout.audit("${key}").values()))})
+                   "deps": ["${item.model}", "${item.surrogate}", "${item.data}"],
+                   "params": True, "outs": list(map(str, layout.audit("${key}").values()))})
     if not targets:
         built = reads + (["analysis"] if has["analyze"] else []) + ["tables"] + (["figures"] if has["figure"] else [])
         # the papers' claims beside reference/ (tradeoff.report.claims), as the stages see the path
         claims = [str(Path(reference[0]).parent / "claims.yaml")] if (
             Path(catalog.reference_dir).parent / "claims.yaml").exists() else []
-        stages["summary"] = {"cmd": cmd + "summary", "deps": code("summary") + folders(*built) + reference + claims,
+        stages["summary"] = {"cmd": cmd + "summary",  # it draws no figure: no plug-in
+                             "deps": code_deps(COMMAND["summary"], frozenset()) + folders(*built) + reference + claims,
                              "outs": list(map(str, layout.summary().values()))}
     return {"vars": [JOBS, {"config": " ".join(f"--config {f}" for f in config_files(files))}], "stages": stages}
 
@@ -391,21 +501,27 @@ def _pipeline_text(data: dict) -> str:
                    "# `dvc exp run -S` works); it stops if dvc.yaml is stale or the list of jobs changed (then\n"
                    "# run `dvc repro` again)",
         "download": "# the datasets' download markers",
-        "train": "# one per run that a target needs (runs whose settings are identical share one)",
+        "train": "# one per run that a target needs (runs whose settings are identical share one), a template per\n"
+                 "# method: train-<method> depends on the code that trains with it",
         "finetune": "# a run that fine-tunes a pretrained backbone (pretrained.<arch>: at the demo scale, the\n"
                     "# model.pt of a run)",
         "evaluate": "# one per evaluation job of a run (runtime.eval_unit: every attack of a run, or one attack)",
         "analyze": "# a figure's analysis (t-SNE, image grid, synthetic experiment): the checkpoints of its runs",
         "table": "# reports read the folders of metrics, predictions, curves, analyses (a varying number of files per\n"
                  "# target, which DVC's templating cannot list per item)",
-        "figure": None, "figure_list": "# a group of figures: the list of its members", "summary": None}
+        "figure": "# figure-<kind>: the figures drawn by one drawing module (report/fig_<kind>.py)",
+        "figure_list": "# a group of figures: the list of its members", "summary": None}
     lines = [HEADER.rstrip("\n"),
-             "# One template per kind of job (Snakemake's rules), over the jobs in jobs.json; the code a stage",
-             "# depends on is what its `tradeoff` subcommand imports. Your experiment's settings go in params.yaml.",
+             "# Templates per kind of job (Snakemake's rules), over the jobs in jobs.json; the code a stage depends",
+             "# on is what its `tradeoff` subcommand runs for it: a method, a figure kind or an analysis counts",
+             "# for the jobs that use it only (docs/dvc.md). Your experiment's settings go in params.yaml.",
              _dump({"vars": data["vars"]}).rstrip("\n"), "stages:"]
+    said = set()
     for name, stage in data["stages"].items():
-        if comments.get(name):
-            lines += ["  " + c for c in comments[name].splitlines()]
+        kind = stage_kind(name)
+        if comments.get(kind) and kind not in said:  # once, before the first template of its kind
+            said.add(kind)
+            lines += ["  " + c for c in comments[kind].splitlines()]
         lines.append("  " + _dump({name: stage}).rstrip("\n").replace("\n", "\n  "))
     return "\n".join(lines) + "\n"
 
@@ -413,7 +529,13 @@ def _pipeline_text(data: dict) -> str:
 def render_dvc(catalog: Catalog, files: list[str], targets: list[str] | None = None) -> dict[str, str]:
     """The text of dvc.yaml and jobs.json for these config files (only what ``targets`` need, if given)."""
     items = jobs(catalog, targets)
-    return {"dvc.yaml": _pipeline_text(pipeline(catalog, files, items, targets)), JOBS: _jobs_text(items)}
+    return {"dvc.yaml": _pipeline_text(pipeline(catalog, files, items, targets)),
+            JOBS: _jobs_text(template_jobs(catalog, items))}
+
+
+def template_jobs(catalog: Catalog, items: dict) -> dict:
+    """The contents of jobs.json: the jobs ``items`` by template (what each template's ``foreach`` runs over)."""
+    return {name: group["jobs"] for name, group in templates(catalog, items).items()}
 
 
 # ---------------------------------------------------------------------------- the stages as DVC expands them
@@ -443,21 +565,28 @@ def stages(catalog: Catalog, files: list[str], targets: list[str] | None = None)
     (a test checks that DVC expands them the same)."""
     items = jobs(catalog, targets)
     data = pipeline(catalog, files, items, targets)
-    context = {"config": data["vars"][1]["config"], **items}
+    grouped = template_jobs(catalog, items)
+    context = {"config": data["vars"][1]["config"], **grouped}
     out = {}
     for name, stage in data["stages"].items():
         if "foreach" not in stage:
             out[name] = _expand(stage, context)
             continue
-        group = items[name]
+        group = grouped[name]
         for key, item in (group.items() if isinstance(group, dict) else ((v, v) for v in group)):
             out[f"{name}@{key}"] = _expand(stage["do"], {**context, "key": key, "item": item})
     return out
 
 
+def stage_kind(name: str) -> str:
+    """The kind of job of a DVC stage: ``train`` for ``train-trades@<run>``."""
+    return name.partition("@")[0].partition("-")[0]
+
+
 def stage_job(name: str, items: dict) -> tuple:
-    """The Snakemake job of a DVC stage: (rule, wildcards...), e.g. ("evaluate", run, unit), ("train", run)."""
-    kind, _, key = name.partition("@")
+    """The Snakemake job of a DVC stage: (rule, wildcards...), e.g. ("evaluate", run, unit), ("train", run); ``items``
+    is jobs.json."""
+    kind, key = stage_kind(name), name.partition("@")[2]
     if kind == "evaluate":
         return ("evaluate", items["evaluate"][key]["run"], items["evaluate"][key]["unit"])
     if kind == "finetune":
@@ -493,7 +622,7 @@ def export(catalog: Catalog, files: list[str], targets: list[str] | None = None,
         if JOBS in stale:
             Path(JOBS).write_text(texts[JOBS])
         if "dvc.yaml" in stale:
-            raise Stale("dvc.yaml is stale (the code's imports or the targets changed): run `tradeoff export-dvc`, "
+            raise Stale("dvc.yaml is stale (the code's imports, a run's method or the targets changed): run `tradeoff export-dvc`, "
                         "then `dvc repro`")
         if old is not None and _keys(old) != _keys(new):
             raise Stale(f"the pipeline's jobs changed ({JOBS} rewritten): run `dvc repro` again")
