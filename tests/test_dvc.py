@@ -413,3 +413,10 @@ def test_push_clone_pull_then_snakemake_has_nothing_to_do(built, tmp_path):
     dry = _snakemake(clone, "-n")
     assert "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]
     assert run(["git", "status", "--porcelain"], clone).stdout == ""
+
+
+def test_a_lazy_name_table_counts_as_imports():
+    """tradeoff.data reaches its names through a name -> module table (no PyTorch on import): every module in it is
+    a code dependency of whatever imports the package, sizes.py too (a dict value, not a call's argument)."""
+    imported = dict(tdvc._imports(tdvc.PACKAGE / "data" / "__init__.py"))
+    assert {"tradeoff.data.datasets", "tradeoff.data.splits", "tradeoff.data.sizes"} <= set(imported)

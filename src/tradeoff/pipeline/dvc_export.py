@@ -105,7 +105,8 @@ def _absolute(path: Path, node: ast.ImportFrom) -> str:
 def _imports(path: Path) -> tuple[tuple[str, bool], ...]:
     """The modules of this package that ``path`` imports, each with whether it only registers: import statements
     (a function's lazy ones too, relative ones resolved), strings naming a module (a call's argument:
-    ``importlib.import_module("tradeoff.x")``; ``"tradeoff.x:function"`` anywhere), and the parent packages that
+    ``importlib.import_module("tradeoff.x")``; a value of a name -> module table, as tradeoff.data's lazy names;
+    ``"tradeoff.x:function"`` anywhere), and the parent packages that
     importing them runs. An import only registers
     when it binds a plug-in module (:func:`plugins`) by a name the module never uses (``from tradeoff.methods import
     trades  # noqa: F401 (registers)``): it fills the registry, and a job that does not use the plug-in's name does not
@@ -123,6 +124,7 @@ def _imports(path: Path) -> tuple[tuple[str, bool], ...]:
                 found[name] = found.get(name, True) and (only_registers if name == module else False)
 
     named = {id(arg) for call in ast.walk(tree) if isinstance(call, ast.Call) for arg in call.args}
+    named |= {id(value) for table in ast.walk(tree) if isinstance(table, ast.Dict) for value in table.values}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
