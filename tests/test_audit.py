@@ -373,14 +373,15 @@ def test_a_silent_success_is_counted_and_the_loss_trace_kept(plain, test_set):
 
 def test_the_attack_option_best_iterate_leaves_the_default_unchanged(plain, test_set):
     """PGD's ``best_iterate`` and ``keep_trace``: off by default (the tables' numbers), the same steps when on."""
-    from tradeoff.evaluation.evaluate import build_attack
+    from tradeoff.attacks import from_spec
+    from tradeoff.core.spec import AttackSpec
 
     x, y = test_set
-    plain_adv = build_attack(plain, PGD, EPS, 3).perturb(x, y)
-    traced = build_attack(plain, PGD, EPS, 3)
+    plain_adv = from_spec(AttackSpec.from_dict(PGD), plain, seed=3).perturb(x, y)
+    traced = from_spec(AttackSpec.from_dict(PGD), plain, seed=3)
     traced.keep_trace = True
     assert torch.equal(traced.perturb(x, y), plain_adv) and traced.loss_trace.shape == (10, len(x))
-    best = build_attack(plain, PGD, EPS, 3)
+    best = from_spec(AttackSpec.from_dict(PGD), plain, seed=3)
     best.best_iterate = True
     best_adv = best.perturb(x, y)
     with torch.no_grad():
