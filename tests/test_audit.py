@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import nn
 
+from tradeoff.core.spec import AttackSpec
 from tradeoff.audit.checks import (
     Auditor,
     Settings,
@@ -111,7 +112,7 @@ def test_a_plainly_trained_model_passes_every_check(plain, surrogate, test_set):
     auditor = _auditor(plain, test_set, surrogate=surrogate, l2=L2,
                        protocol=[("pgd20", {**PGD, "steps": 20}, "pgd10", PGD)])
     auditor.reported = {"pgd10": {"spec": PGD, "flags": auditor.base()}}
-    auditor.flags["column pgd10"], auditor.specs["column pgd10"] = auditor.base(), PGD
+    auditor.flags["column pgd10"], auditor.specs["column pgd10"] = auditor.base(), AttackSpec.from_dict(PGD)
     found = auditor.run()
     checks = {c["name"]: c for c in found}
     assert [c["name"] for c in found] == EVERY_CHECK + ["column pgd10"]
@@ -319,7 +320,7 @@ def test_a_weak_attack_fails_convergence_and_its_protocol_and_column_are_named(p
     auditor = _auditor(plain, test_set, attack=WEAK, protocol=[("pgd10", PGD, "pgd1-weak", WEAK)])
     weak = auditor.base()
     auditor.reported = {"weak": {"spec": WEAK, "flags": weak}}
-    auditor.flags["column weak"], auditor.specs["column weak"] = weak, WEAK
+    auditor.flags["column weak"], auditor.specs["column weak"] = weak, AttackSpec.from_dict(WEAK)
     checks = _checks(auditor, "steps", "protocol")
     checks.update({c["name"]: c for c in auditor.check_columns()})
     assert checks["steps"]["verdict"] == "fail" and "APGD-CE" in checks["steps"]["next"]
@@ -352,7 +353,7 @@ def test_few_examples_make_material_gaps_warnings(plain, test_set):
     auditor = _auditor(plain, (x[:6], y[:6]), attack=WEAK, protocol=[("pgd10", PGD, "pgd1-weak", WEAK)])
     weak = auditor.base()
     auditor.reported = {"weak": {"spec": WEAK, "flags": weak}}
-    auditor.flags["column weak"], auditor.specs["column weak"] = weak, WEAK
+    auditor.flags["column weak"], auditor.specs["column weak"] = weak, AttackSpec.from_dict(WEAK)
     checks = _checks(auditor, "steps", "protocol")
     checks.update({c["name"]: c for c in auditor.check_columns()})
     assert {n: c["verdict"] for n, c in checks.items()} == {"steps": "warn", "protocol": "warn", "column weak": "warn"}
@@ -434,7 +435,7 @@ class Scripted(Auditor):
 
     def measure(self, label, spec, seed=None):
         if label not in self.flags:
-            self.flags[label], self.specs[label] = self.script(label, dict(spec)), dict(spec)
+            self.flags[label], self.specs[label] = self.script(label, spec.as_dict()), spec
         return self.flags[label]
 
 

@@ -101,7 +101,7 @@ def test_table2_budgets_and_table4_standard_training(paper):
     t2 = paper.targets["caat_table2"]
     run = t2["rows"][0]["run"]
     linf = [paper.attack_for(a, run) for a in t2["columns"].values() if a not in cfg.PSEUDO_COLUMNS and a != "clean"]
-    assert {(s["norm"], round(s["eps"], 6)) for s in linf} == {("linf", round(8 / 255, 6)), ("l2", 0.5)}
+    assert {(s.norm, round(s.eps, 6)) for s in linf} == {("linf", round(8 / 255, 6)), ("l2", 0.5)}
     dlr = {r["key"]: paper.runs[r["run"]].method.get("attack")["type"] for r in t2["rows"]}
     assert dlr == {"pgd/caat_gamma0.8": "pgd", "pgd/caat_gamma0.9": "pgd", "pgd_dlr/caat_gamma0.8": "pgd-dlr",
                    "pgd_dlr/caat_gamma0.9": "pgd-dlr"}

@@ -168,11 +168,11 @@ def test_generalist_code_attacks_have_the_codes_settings(paper, demo):
         at_demo = demo.attack_for(name, GEN_RUN)  # the path keeps its ratio to the budget: 0.3 on digits
         assert at_demo.eps == pytest.approx(0.3) and at_demo.step_size == pytest.approx(0.007 * 0.3 * 255 / 8)
     mim, cw = paper.attack_for("gencode_mim", GEN_RUN), paper.attack_for("gencode_cw", GEN_RUN)
-    assert mim["type"] == "mim" and mim["momentum"] == 1.0 and mim.get("start", "uniform") == "uniform"
+    assert mim.type == "mim" and mim.params["momentum"] == 1.0 and mim.params.get("start", "uniform") == "uniform"
     assert cw.type == "cw" and cw.params["kappa"] == 50 and cw.params["clip_start"] is False
     # the strong CW of Table 1 clips its start (docs/differences.md): the same attack otherwise
     strong = paper.attack_for("cw", GEN_RUN)
-    assert strong.get("clip_start", True) is True and strong.step_size == pytest.approx(cw.step_size)
+    assert strong.params.get("clip_start", True) is True and strong.step_size == pytest.approx(cw.step_size)
 
 
 def test_cw_start_unclipped_only_when_asked():
@@ -362,7 +362,7 @@ def test_best_robust_selection_measures_every_n_epochs(tmp_path, paper, demo):
     """CA-AT's code: the best PGD-20 accuracy, measured every 25 epochs (and at the last); `every` is epoch-valued."""
     assert paper.runs[CAAT_RUN].selection.mode == "best_robust"
     assert paper.runs[CAAT_RUN].selection.every == 25
-    assert paper.runs[CAAT_RUN].selection.attack["steps"] == 20
+    assert paper.runs[CAAT_RUN].selection.attack.params["steps"] == 20
     assert demo.runs[CAAT_RUN].selection.every == pytest.approx(1.25)  # 25 of 200 epochs -> 1.25 of 10
     spec, root = _smoke_spec(mode="best_robust", every=2)
     spec = spec.replace(epochs=5)

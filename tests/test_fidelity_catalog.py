@@ -254,7 +254,7 @@ def test_smoke_scale_caps_attack_steps():
     run = "cifar10-resnet18-nt"
     assert smoke.attack_for("pgd100", run).params["steps"] == 3
     aa, square = smoke.attack_for("aa", run), smoke.attack_for("square", run)
-    assert (aa["steps"], aa["queries"], square.params["queries"]) == (3, 3, 3)
+    assert (aa.params["steps"], aa.params["queries"], square.params["queries"]) == (3, 3, 3)
 
 
 def test_differences_name_real_tests():

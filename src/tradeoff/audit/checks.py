@@ -532,8 +532,8 @@ class Auditor:
         if classes < 2:
             return check("targeted", "Multi-targeted PGD", "", "", "skip", "fewer than two classes")
         targets = min(9, classes - 1)
-        spec = self.attack.replace(type="t-pgd", loss="cw", target_classes=targets)
-        spec.pop("momentum", None), spec.pop("kappa", None), spec.pop("clip_start", None), spec.pop("start", None)
+        spec = self.attack.replace(type="t-pgd", loss="cw", target_classes=targets).without(
+            "momentum", "kappa", "clip_start", "start")
         flags = self.measure(f"T-PGD-{self.steps} x{targets} targets", spec)
         verdict, stats = compare(self.base(), flags, s.tolerance, s.significance)
         return check("targeted", "Multi-targeted PGD",
@@ -572,7 +572,7 @@ class Auditor:
         silent = sum(1 for p, q in zip(base, flags) if p == "1" and q == "0")
         verdict, stats = compare(base, flags, s.tolerance, s.significance)
         return check("silent", "Silent success: best iterate against last iterate",
-                     f"PGD-{a['steps']} keeping, per example, the first iterate the model misclassifies may not "
+                     f"PGD-{self.steps} keeping, per example, the first iterate the model misclassifies may not "
                      f"lower robust accuracy by more than {_pct(s.tolerance)} below the last iterate PGD returns "
                      "(the attack found an adversarial example and left it: Pintor et al. 2022's silent success)",
                      "Pintor et al. 2022, Indicators of Attack Failure (silent success)", verdict,

@@ -335,7 +335,8 @@ class Catalog:
         if mapped is None:
             return None
         mapped = mapped if label is None else f"{mapped}@{label}"
-        return None if _same_settings(self.attack_for(mapped, run_id), self.attack_for(attack, run_id)) else mapped
+        same = _same_settings(self.attack_for(mapped, run_id).as_dict(), self.attack_for(attack, run_id).as_dict())
+        return None if same else mapped
 
     def column_jobs(self, column: str) -> list[str]:
         """The evaluation jobs of a target column: the attack job itself, or every budget of a budget sweep named

@@ -168,6 +168,11 @@ class AttackSpec(_Spec):
         form = self.form + tuple(k for k in changes if k not in self.form)
         return dataclasses.replace(self, **fields, params=freeze({**self.params, **params}), form=form)
 
+    def without(self, *params: str) -> "AttackSpec":
+        """A copy without some of its type's parameters (each then at its type's default)."""
+        return dataclasses.replace(self, params=FrozenDict((k, v) for k, v in self.params.items() if k not in params),
+                                   form=tuple(k for k in self.form if k not in params or k in _ATTACK_FIELDS))
+
     @property
     def corruptions(self) -> bool:
         """Whether the entry measures accuracy on corrupted images (NROB), not under an attack."""
