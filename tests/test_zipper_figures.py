@@ -75,7 +75,7 @@ def test_catalog_turns_both_on_for_the_table1a_run_only():
                           (SMOKE, [1, 2])):
         catalog = cfg.load_catalog([cfg.ROOT / f for f in files])
         method = catalog.runs[RUN].method
-        assert method.get("track_learners")["attack"] == catalog.attack_for("pgd20", RUN)
+        assert method.get("track_learners")["attack"] == catalog.attack_for("pgd20", RUN).as_dict()
         assert snapshot_epochs(method.get("snapshot_epochs")) == epochs  # epoch-valued: rescaled, then rounded
         assert catalog.targets["zipper_figure5"]["curve_columns"] == COLUMNS
         assert catalog.analysis_targets("zipper_figure6") == ["zipper_figure6"]
@@ -174,7 +174,7 @@ def test_tracked_numbers_equal_an_independent_evaluation_of_the_snapshots(tracke
     model, _ = load_model(paths.model)
     ds = load_run_data(spec, data_root())
     x, y = subset(ds.x_test, ds.y_test, 40)
-    attack = spec.method.get("track_learners")["attack"]
+    attack = AttackSpec.from_dict(spec.method.get("track_learners")["attack"])  # the JSON form a run holds
     rows = _curves(paths.curves)
     for epoch in (1, 2, 3):
         nt, at = copy.deepcopy(model), copy.deepcopy(model)
