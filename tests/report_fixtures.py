@@ -52,7 +52,8 @@ def write_measurement(catalog, run_id: str, attack_name: str, robust, /, *, clea
 
     run, attack = run_id, attack_name  # positional only: `run` and `attack` may be overridden record fields
     train_id = catalog.train_id[run]
-    spec = json.loads(json.dumps(catalog.attack_for(attack, run)))
+    resolved = catalog.attack_for(attack, run)
+    spec = json.loads(json.dumps(resolved.as_dict()))  # its JSON form, as a metrics file holds it
     robust = _bits(robust)
     n = len(robust)
     clean = _bits(clean) if clean is not None else "1" * n
@@ -60,7 +61,7 @@ def write_measurement(catalog, run_id: str, attack_name: str, robust, /, *, clea
     meta = {"run": train_id, "spec": catalog.runs[train_id].as_dict(), "selected_epoch": 1}  # as a model.pt has it
     context = {"scale": catalog.scale, "model": "0" * 16, "test_examples": setting,
                "test_size": test_size if test_size is not None else (n if setting is None else max(n, 360))}
-    metrics = {**record(meta, attack, spec, context), "type": spec["type"], "norm": spec.get("norm", "linf"),
+    metrics = {**record(meta, attack, resolved, context), "type": spec["type"], "norm": spec.get("norm", "linf"),
                "eps": float(spec.get("eps", 0.0)), "params": {k: v for k, v in spec.items()
                                                                if k not in ("type", "norm", "eps")},
                "accuracy": robust.count("1") / n, "clean_accuracy": clean.count("1") / n, "examples": n,
@@ -148,13 +149,13 @@ def fill_target(catalog, name: str, *, missing: set[tuple[str, str]] = frozenset
                 for job in catalog.column_jobs(attack) if attack not in ("mean", "train:minutes") else []:
                     if (run, job) in missing:
                         continue
-                    clean = catalog.attack_for(job, run)["type"] == "clean"
+                    clean = catalog.attack_for(job, run).type == "clean"
                     acc = fraction(run, job, low=0.5 if clean else 0.0, high=0.98 if clean else 0.6,
                                    examples=examples)
                     if same is not None and not clean:
                         acc = same
                     own = dict((records or {}).get(run, {}))
-                    if catalog.attack_for(job, run)["type"] == "corruptions":  # NROB: the mean over its corruptions
+                    if catalog.attack_for(job, run).type == "corruptions":  # NROB: the mean over its corruptions
                         n = scale_examples(catalog, run, examples)
                         own["corruptions"] = {"fog": round(acc * n) / n}
                     write_metrics(catalog, run, job, acc, examples=examples, **own)

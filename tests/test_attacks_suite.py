@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from tradeoff import attacks
+from tradeoff.core.spec import AttackSpec
 from tradeoff.attacks.autoattack import COMPONENTS, STANDARD
 
 # every registered attack with small settings (the AutoAttack family keeps its standard settings where cheap)
@@ -260,12 +261,18 @@ def test_components_and_names():
 
 
 def test_a_resolved_spec_without_step_size_builds_every_attack():
-    """The resolver writes step_size: None for attacks that have none (AutoAttack's); training builds from it."""
+    """The resolver writes step_size: None for attacks that have none (AutoAttack's; a budget sweep's every job):
+    the one builder (attacks.from_spec) builds every attack from it, and refuses a step an attack does not take or a
+    step left relative to eps (the resolver derives the step once)."""
     model = _cnn()
     for name in attacks.attack_names():
-        attacks.build(name, model, eps=0.1, step_size=None)
+        attacks.from_spec(AttackSpec.from_dict({"type": name, "eps": 0.1, "step_size": None}), model)
     with pytest.raises(attacks.AttackError, match="step_size"):
-        attacks.build("square", model, eps=0.1, step_size=0.01)
+        attacks.from_spec(AttackSpec.from_dict({"type": "square", "eps": 0.1, "step_size": 0.01}), model)
+    with pytest.raises(attacks.AttackError, match="not resolved"):
+        attacks.from_spec(AttackSpec.from_dict({"type": "pgd", "eps": 0.1, "step_size": "eps/4"}), model)
+    seeded = attacks.from_spec(AttackSpec.from_dict({"type": "pgd", "eps": 0.1, "seed": 5}), model, seed=9)
+    assert seeded.seed == 9  # an evaluation's batch seed replaces the spec's
 
 
 @pytest.mark.parametrize("kind", COMPONENTS)

@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import nn
 
+from tradeoff.core.spec import AttackSpec
 from tradeoff.audit.checks import (
     Auditor,
     Settings,
@@ -111,7 +112,7 @@ def test_a_plainly_trained_model_passes_every_check(plain, surrogate, test_set):
     auditor = _auditor(plain, test_set, surrogate=surrogate, l2=L2,
                        protocol=[("pgd20", {**PGD, "steps": 20}, "pgd10", PGD)])
     auditor.reported = {"pgd10": {"spec": PGD, "flags": auditor.base()}}
-    auditor.flags["column pgd10"], auditor.specs["column pgd10"] = auditor.base(), PGD
+    auditor.flags["column pgd10"], auditor.specs["column pgd10"] = auditor.base(), AttackSpec.from_dict(PGD)
     found = auditor.run()
     checks = {c["name"]: c for c in found}
     assert [c["name"] for c in found] == EVERY_CHECK + ["column pgd10"]
@@ -319,7 +320,7 @@ def test_a_weak_attack_fails_convergence_and_its_protocol_and_column_are_named(p
     auditor = _auditor(plain, test_set, attack=WEAK, protocol=[("pgd10", PGD, "pgd1-weak", WEAK)])
     weak = auditor.base()
     auditor.reported = {"weak": {"spec": WEAK, "flags": weak}}
-    auditor.flags["column weak"], auditor.specs["column weak"] = weak, WEAK
+    auditor.flags["column weak"], auditor.specs["column weak"] = weak, AttackSpec.from_dict(WEAK)
     checks = _checks(auditor, "steps", "protocol")
     checks.update({c["name"]: c for c in auditor.check_columns()})
     assert checks["steps"]["verdict"] == "fail" and "APGD-CE" in checks["steps"]["next"]
@@ -352,7 +353,7 @@ def test_few_examples_make_material_gaps_warnings(plain, test_set):
     auditor = _auditor(plain, (x[:6], y[:6]), attack=WEAK, protocol=[("pgd10", PGD, "pgd1-weak", WEAK)])
     weak = auditor.base()
     auditor.reported = {"weak": {"spec": WEAK, "flags": weak}}
-    auditor.flags["column weak"], auditor.specs["column weak"] = weak, WEAK
+    auditor.flags["column weak"], auditor.specs["column weak"] = weak, AttackSpec.from_dict(WEAK)
     checks = _checks(auditor, "steps", "protocol")
     checks.update({c["name"]: c for c in auditor.check_columns()})
     assert {n: c["verdict"] for n, c in checks.items()} == {"steps": "warn", "protocol": "warn", "column weak": "warn"}
@@ -373,14 +374,15 @@ def test_a_silent_success_is_counted_and_the_loss_trace_kept(plain, test_set):
 
 def test_the_attack_option_best_iterate_leaves_the_default_unchanged(plain, test_set):
     """PGD's ``best_iterate`` and ``keep_trace``: off by default (the tables' numbers), the same steps when on."""
-    from tradeoff.evaluation.evaluate import build_attack
+    from tradeoff.attacks import from_spec
+    from tradeoff.core.spec import AttackSpec
 
     x, y = test_set
-    plain_adv = build_attack(plain, PGD, EPS, 3).perturb(x, y)
-    traced = build_attack(plain, PGD, EPS, 3)
+    plain_adv = from_spec(AttackSpec.from_dict(PGD), plain, seed=3).perturb(x, y)
+    traced = from_spec(AttackSpec.from_dict(PGD), plain, seed=3)
     traced.keep_trace = True
     assert torch.equal(traced.perturb(x, y), plain_adv) and traced.loss_trace.shape == (10, len(x))
-    best = build_attack(plain, PGD, EPS, 3)
+    best = from_spec(AttackSpec.from_dict(PGD), plain, seed=3)
     best.best_iterate = True
     best_adv = best.perturb(x, y)
     with torch.no_grad():
@@ -433,7 +435,7 @@ class Scripted(Auditor):
 
     def measure(self, label, spec, seed=None):
         if label not in self.flags:
-            self.flags[label], self.specs[label] = self.script(label, dict(spec)), dict(spec)
+            self.flags[label], self.specs[label] = self.script(label, spec.as_dict()), spec
         return self.flags[label]
 
 

@@ -93,7 +93,7 @@ def test_tables_map_every_reference_cell_and_nothing_else(paper, name):
             continue
         spec = paper.attack_for(attack, target["rows"][0]["run"])
         if "@" in column:
-            assert spec["eps"] == pytest.approx(cfg.parse_budget(column.split("@")[1], column)), column
+            assert spec.eps == pytest.approx(cfg.parse_budget(column.split("@")[1], column)), column
     assert paper.evaluations(name)  # every column resolves for every row's run
 
 
@@ -101,7 +101,7 @@ def test_table2_budgets_and_table4_standard_training(paper):
     t2 = paper.targets["caat_table2"]
     run = t2["rows"][0]["run"]
     linf = [paper.attack_for(a, run) for a in t2["columns"].values() if a not in cfg.PSEUDO_COLUMNS and a != "clean"]
-    assert {(s["norm"], round(s["eps"], 6)) for s in linf} == {("linf", round(8 / 255, 6)), ("l2", 0.5)}
+    assert {(s.norm, round(s.eps, 6)) for s in linf} == {("linf", round(8 / 255, 6)), ("l2", 0.5)}
     dlr = {r["key"]: paper.runs[r["run"]].method.get("attack")["type"] for r in t2["rows"]}
     assert dlr == {"pgd/caat_gamma0.8": "pgd", "pgd/caat_gamma0.9": "pgd", "pgd_dlr/caat_gamma0.8": "pgd-dlr",
                    "pgd_dlr/caat_gamma0.9": "pgd-dlr"}
@@ -224,12 +224,12 @@ def test_demo_maps_the_budget_sweeps_by_the_one_rule_of_every_budget(demo):
     in training, under AutoAttack and in the sweep alike); 32/255 (1.2) is capped at the image range by
     scale_map.eps_cap, and a relative step follows its budget."""
     run = demo.targets["caat_table1"]["rows"][0]["run"]
-    eps = [demo.attack_for(f"caat_pgd@{b}", run)["eps"] for b in ("8_255", "16_255", "24_255", "32_255")]
+    eps = [demo.attack_for(f"caat_pgd@{b}", run).eps for b in ("8_255", "16_255", "24_255", "32_255")]
     assert eps == pytest.approx([0.3, 0.6, 0.9, 1.0])
-    assert demo.attack_for("caat_pgd@24_255", run)["step_size"] == pytest.approx(0.9 / 4)
-    l2 = [demo.attack_for(f"caat_pgd_l2@{b}", run)["eps"] for b in ("0.5", "1", "1.5", "2")]
+    assert demo.attack_for("caat_pgd@24_255", run).step_size == pytest.approx(0.9 / 4)
+    l2 = [demo.attack_for(f"caat_pgd_l2@{b}", run).eps for b in ("0.5", "1", "1.5", "2")]
     assert l2 == pytest.approx([1.5 * b / (128 / 255) for b in (0.5, 1, 1.5, 2)])
-    assert demo.attack_for("aa", run)["eps"] == pytest.approx(0.3)
+    assert demo.attack_for("aa", run).eps == pytest.approx(0.3)
     config = copy.deepcopy(cfg.load_config(DEMO))
     config["scale_map"]["eps_cap"] = None  # without the cap 32/255 is past the image range, and the config says so
     with pytest.raises(cfg.ConfigError, match=r"scales to 1\.2 on digits.*scale_map\.eps_cap"):

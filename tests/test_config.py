@@ -44,7 +44,7 @@ def test_paper_scale_budget_is_the_papers(paper_config):
     assert attack["step_size"] == pytest.approx(2 / 255)
     assert attack["steps"] == 10
     pgd20 = catalog.attack_for("pgd20", "cifar10-resnet18-nt")
-    assert (pgd20["steps"], pgd20["eps"], pgd20["step_size"]) == (20, pytest.approx(8 / 255), pytest.approx(2 / 255))
+    assert (pgd20.params["steps"], pgd20.eps, pgd20.step_size) == (20, pytest.approx(8 / 255), pytest.approx(2 / 255))
 
 
 def test_demo_scale_keeps_budget_ratio_and_rescales_epochs():
@@ -55,7 +55,7 @@ def test_demo_scale_keeps_budget_ratio_and_rescales_epochs():
     # scale_map.train_attack_steps: PGD-10 of eps/4 becomes PGD-3 of 5/6 eps in training, the same path length ...
     assert (spec.method.params["attack"]["steps"], spec.method.params["attack"]["step_size"]) == (3, pytest.approx(0.25))
     # ... while the attacks that measure (the selection's PGD-20, the evaluation's) keep their steps
-    assert (spec.selection.attack["steps"], spec.selection.attack["step_size"]) == (20, pytest.approx(0.075))
+    assert (spec.selection.attack.params["steps"], spec.selection.attack.step_size) == (20, pytest.approx(0.075))
     assert spec.epochs == 10
     assert spec.lr.as_dict() == {"epochs": [0, 7.5, 10], "values": [0.1, 0.1, 0.01]}
     assert spec.optimizer.weight_decay == 5e-4
@@ -64,8 +64,8 @@ def test_demo_scale_keeps_budget_ratio_and_rescales_epochs():
     # scale_map.autoattack_caps: AutoAttack's family is capped, PGD-100 is not
     aa = catalog.attack_for("aa", "cifar10-resnet18-at-beta1")
     square = catalog.attack_for("square", "cifar10-resnet18-at-beta1")
-    assert (aa["steps"], aa["queries"], square["queries"]) == (50, 500, 500)
-    assert catalog.attack_for("pgd100", "cifar10-resnet18-at-beta1")["steps"] == 100
+    assert (aa.params["steps"], aa.params["queries"], square.params["queries"]) == (50, 500, 500)
+    assert catalog.attack_for("pgd100", "cifar10-resnet18-at-beta1").params["steps"] == 100
 
 
 def test_train_attack_steps_leave_apgd_step_sizes_alone(tmp_path):
@@ -96,8 +96,9 @@ def test_resolved_catalog_is_kept_for_the_next_job_and_renewed_when_a_file_chang
     kept = list((results / "paper" / "work" / "catalog").glob("*.json"))
     assert len(kept) == 1
     again = cfg.load_catalog(PAPER + [overlay], write_cache=True)  # from the file: the same catalog, field by field, in the same order
-    fields = ("config", "attacks", "targets", "train_id", "seed_runs")
+    fields = ("config", "targets", "train_id", "seed_runs")
     assert json.dumps([getattr(again, f) for f in fields]) == json.dumps([getattr(fresh, f) for f in fields])
+    assert list(again.attacks.items()) == list(fresh.attacks.items())  # typed attacks, equal field by field
     assert list(again.runs.items()) == list(fresh.runs.items())  # typed settings, equal field by field
     overlay.write_text(f"paths: {{results: {results}}}\nscale_map: {{epochs: 6}}\n")
     changed = cfg.load_catalog(PAPER + [overlay], write_cache=True)

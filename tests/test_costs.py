@@ -29,7 +29,7 @@ from tradeoff.pipeline.costs import JobSizes, attack_passes, evaluation_passes, 
 from tradeoff.methods import METHODS
 from tradeoff.core.params import ATTACK
 from tradeoff.core.runtime import Runtime
-from tradeoff.core.spec import MethodSpec, RunSpec
+from tradeoff.core.spec import AttackSpec, MethodSpec, RunSpec
 
 CPU = torch.device("cpu")
 SMALL = {"default": "small_cnn", "adapter": "vit_tiny_adapter"}  # where a step is counted: digits, 10 classes
@@ -134,7 +134,7 @@ def _check_attacks(catalogs, units, cap):
     for catalog in catalogs:
         for run in catalog.training_runs():
             for name in catalog.model_attacks(run):
-                spec = catalog.attack_for(name, run)
+                spec = catalog.attack_for(name, run).as_dict()  # its JSON form, shrunk below
                 if spec["type"] != cfg.CORRUPTIONS_TYPE:
                     key = {k: v for k, v in spec.items() if k not in ("eps", "step_size", "seed")}
                     seen.setdefault(json.dumps(key, sort_keys=True, default=str), (name, spec))
@@ -145,17 +145,15 @@ def _check_attacks(catalogs, units, cap):
         y = model(x).argmax(1)
     wrong = []
     for name, spec in seen.values():
-        spec = _shrunk(spec, cap)
-        params = {k: v for k, v in spec.items() if k not in ("type", "eps", "norm", "shards")}
-        attack = attacks.build(spec["type"], model, eps=float(spec["eps"]), norm=spec.get("norm", "linf"),
-                               **{**params, "seed": 0})
+        spec = AttackSpec.from_dict(_shrunk(spec, cap))
+        attack = attacks.from_spec(spec, model, seed=0)
         with count_flops() as counter:
-            if spec["type"] != "clean":
+            if not spec.clean:
                 attack.robust(x, y)
         counted = counter.get_total_flops() / 4 + units["small_cnn"]["forward"]  # and evaluation's clean pass
         planned = evaluation_passes(spec, 10).flops(units["small_cnn"])
         if not math.isclose(counted, planned, rel_tol=0.005):
-            wrong.append(f"{name} ({spec['type']}): counted {counted:.4g}, formula {planned:.4g}")
+            wrong.append(f"{name} ({spec.type}): counted {counted:.4g}, formula {planned:.4g}")
     assert len(seen) >= 10
     assert not wrong, "tradeoff.pipeline.costs.evaluation_passes disagrees with a counted evaluation:\n" + "\n".join(wrong)
 

@@ -11,6 +11,7 @@ from torch import nn
 
 from tradeoff import attacks
 from tradeoff import config as cfg
+from tradeoff.core.spec import AttackSpec
 from tradeoff.evaluation.evaluate import EvalState, MergeError, batch_seed, merge_shards, run_attack, shard_range
 
 ROOT = cfg.ROOT
@@ -32,7 +33,7 @@ def data():
     return model, x, y
 
 
-PGD = {"type": "pgd", "eps": 0.05, "steps": 3, "step_size": 0.02, "random_start": True}
+PGD = AttackSpec.from_dict({"type": "pgd", "eps": 0.05, "steps": 3, "step_size": 0.02, "random_start": True})
 
 
 def test_only_clean_correct_examples_are_attacked(data, monkeypatch):
@@ -65,8 +66,9 @@ def test_evaluation_is_fp32_and_leaves_the_model_as_it_was(data):
     assert all(p.grad is None and p.requires_grad for p in model.parameters())
 
 
-@pytest.mark.parametrize("spec", [PGD, {"type": "t-pgd", "eps": 0.05, "steps": 2, "target_classes": 3},
-                                  {"type": "apgd-ce", "eps": 0.05, "steps": 5}])
+@pytest.mark.parametrize("spec", [PGD, AttackSpec.from_dict({"type": "t-pgd", "eps": 0.05, "steps": 2,
+                                                               "target_classes": 3}),
+                                  AttackSpec.from_dict({"type": "apgd-ce", "eps": 0.05, "steps": 5})])
 def test_shards_on_the_batch_grid_give_exactly_the_unsharded_result(data, spec):
     model, x, y = data
     full = run_attack(model, x, y, spec, seed=7, batch_size=10)
@@ -171,23 +173,23 @@ def test_budget_sweeps_are_one_evaluation_per_budget(tmp_path):
             "l2_sweep@1.5", "l2_sweep@2", "pgd20"} <= set(jobs)
     run = "cifar10-resnet18-nt"
     spec = catalog.attack_for("pgd_sweep@16_255", run)
-    assert spec["eps"] == pytest.approx(16 / 255) and spec["step_size"] == pytest.approx(4 / 255)
-    assert catalog.attack_for("l2_sweep@1.5", run)["eps"] == pytest.approx(1.5)
-    assert catalog.attack_for("l2_sweep@1.5", run)["step_size"] == pytest.approx(0.6)
+    assert spec.eps == pytest.approx(16 / 255) and spec.step_size == pytest.approx(4 / 255)
+    assert catalog.attack_for("l2_sweep@1.5", run).eps == pytest.approx(1.5)
+    assert catalog.attack_for("l2_sweep@1.5", run).step_size == pytest.approx(0.6)
     assert (run, "pgd_sweep@16_255") in catalog.evaluations("table1a")
     with pytest.raises(cfg.ConfigError, match="pgd_sweep@8_255"):
         catalog.attack_for("pgd_sweep", run)
     with pytest.raises(cfg.ConfigError, match="unknown attack 'pgd_sweep@9_255'"):
         catalog.attack_for("pgd_sweep@9_255", run)
     assert catalog.shards_for("pgd_sweep@8_255") == 3 and catalog.shards_for("pgd20") == 2
-    assert "shards" not in spec  # not a setting of the maths: changing it re-runs nothing
+    assert spec.shards is None and "shards" not in spec.as_dict()  # not a setting of the maths: changing it re-runs nothing
     # at the demo scale a sweep keeps its budgets' ratios to the standard one as every budget does (digits: 8/255 is
     # 0.3, 16/255 0.6, its step 4/255 0.15)
     demo = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "demo.yaml", overlay])
-    assert demo.attack_for("pgd_sweep@16_255", run)["eps"] == pytest.approx(0.6)
-    assert demo.attack_for("pgd_sweep@16_255", run)["step_size"] == pytest.approx(0.15)
-    assert demo.attack_for("l2_sweep@1.5", run)["eps"] == pytest.approx(1.5 * 1.5 / (128 / 255))
-    assert demo.attack_for("pgd20", run)["eps"] == pytest.approx(0.3)
+    assert demo.attack_for("pgd_sweep@16_255", run).eps == pytest.approx(0.6)
+    assert demo.attack_for("pgd_sweep@16_255", run).step_size == pytest.approx(0.15)
+    assert demo.attack_for("l2_sweep@1.5", run).eps == pytest.approx(1.5 * 1.5 / (128 / 255))
+    assert demo.attack_for("pgd20", run).eps == pytest.approx(0.3)
 
 
 def test_a_sweep_column_must_name_a_budget(tmp_path):
@@ -208,12 +210,12 @@ def test_shipped_table1_has_every_column_of_the_paper():
     for name in ("table1a", "table1b"):
         assert list(catalog.targets[name]["columns"]) == keys
     run = "cifar10-resnet18-nt"
-    assert catalog.attack_for("aa", run)["type"] == "autoattack"
+    assert catalog.attack_for("aa", run).type == "autoattack"
     cw = catalog.attack_for("cw", run)
-    assert cw["kappa"] == 50 and cw["steps"] == 10 and cw["step_size"] == pytest.approx(0.007)
+    assert cw.params["kappa"] == 50 and cw.params["steps"] == 10 and cw.step_size == pytest.approx(0.007)
     mim = catalog.attack_for("mim", run)
-    assert mim["momentum"] == 1.0 and mim["random_start"] is True  # the Generalist code's MIM starts in the ball
+    assert mim.params["momentum"] == 1.0 and mim.params["random_start"] is True  # the Generalist code's MIM starts in the ball
     for job in catalog.attack_jobs():  # every shipped attack resolves at the paper scale
-        if catalog.attacks[cfg.split_budget(job)[0]]["type"] == cfg.CORRUPTIONS_TYPE:
+        if catalog.attacks[cfg.split_budget(job)[0]].corruptions:
             continue  # NROB's Tiny-ImageNet-C resolves for Tiny ImageNet runs only (tests/test_nrob.py)
         catalog.attack_for(job, run)

@@ -101,7 +101,7 @@ def test_plain_state_dicts_are_evaluated_with_a_tables_suite_and_the_default_sui
         assert record["run"] == "small" and record["attack"] == attack and record["arch"] == "small_cnn"
         assert record["external"]["sha256"] == sha256_file(tmp_path / "small.pt")
         assert record["external"]["layout"] == "plain" and record["external"]["normalize"] is None
-        assert record["spec"] == json.loads(json.dumps(catalog.attack_for(attack, NT)))  # the run rows' budgets
+        assert record["spec"] == json.loads(json.dumps(catalog.attack_for(attack, NT).as_dict()))  # the run rows' budgets
         assert layout.predictions("small", attack).exists()
     clean = json.loads(layout.metrics("small", "clean").read_text())
     assert clean["accuracy"] == pytest.approx(_clean_accuracy(small)) and clean["examples"] == 64

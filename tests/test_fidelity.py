@@ -14,7 +14,7 @@ from methods_support import SMOKE, TinyBN, build, digits, with_method
 from tradeoff import attacks
 from tradeoff import config as cfg
 from tradeoff.attacks.base import random_start
-from tradeoff.evaluation.evaluate import build_attack
+from tradeoff.attacks import from_spec
 from tradeoff.storage.curves import read_curves
 from tradeoff.methods import rst as rst_module
 from tradeoff.methods.generalist import communication_epoch, communication_step
@@ -41,7 +41,7 @@ def demo():
 
 def _attack(catalog, name, run, model, seed=0):
     spec = catalog.attack_for(name, run)
-    return build_attack(model, spec, spec["eps"], seed)
+    return from_spec(spec, model, seed=seed)
 
 
 def _cifar_batch(n=4, seed=0):
@@ -116,12 +116,12 @@ def test_caat_code_attacks_have_the_codes_settings_over_the_tables_budgets(paper
     assert paper.attack_jobs(name) == [job.replace(strong, name, 1) for job in paper.attack_jobs(strong)]
     for job, strong_job in zip(paper.attack_jobs(name), paper.attack_jobs(strong)):
         spec, strong_spec = paper.attack_for(job, CAAT_RUN), paper.attack_for(strong_job, CAAT_RUN)
-        assert (spec["type"], spec["norm"]) == (kind, norm) and spec["eps"] == pytest.approx(strong_spec["eps"]), job
-        attack = build_attack(nn.Linear(2, 2), spec, spec["eps"], 0)
+        assert (spec.type, spec.norm) == (kind, norm) and spec.eps == pytest.approx(strong_spec.eps), job
+        attack = from_spec(spec, nn.Linear(2, 2), seed=0)
         got = {key: getattr(attack, key) for key in expected}
         assert got == {k: pytest.approx(v) if isinstance(v, float) else v for k, v in expected.items()}, job
         if kind == "fgsm":
-            assert attack.step() == pytest.approx(spec["eps"])  # one step of eps
+            assert attack.step() == pytest.approx(spec.eps)  # one step of eps
 
 
 def test_caat_code_pgd_l2_moves_at_most_ten_steps_of_2_225_whatever_eps(paper):
@@ -163,16 +163,16 @@ def test_generalist_code_attacks_have_the_codes_settings(paper, demo):
     for name in ("gencode_pgd20", "gencode_pgd100", "gencode_mim", "gencode_cw"):
         spec = paper.attack_for(name, GEN_RUN)
         # PGD20 and PGD100 alike: 10 steps of 0.007 at 8/255 (the code's attack ignores the step count it is given)
-        assert (spec["steps"], spec["eps"], spec["step_size"]) == (10, pytest.approx(8 / 255), pytest.approx(0.007))
-        assert spec["random_start"] is True, name
+        assert (spec.params["steps"], spec.eps, spec.step_size) == (10, pytest.approx(8 / 255), pytest.approx(0.007))
+        assert spec.params["random_start"] is True, name
         at_demo = demo.attack_for(name, GEN_RUN)  # the path keeps its ratio to the budget: 0.3 on digits
-        assert at_demo["eps"] == pytest.approx(0.3) and at_demo["step_size"] == pytest.approx(0.007 * 0.3 * 255 / 8)
+        assert at_demo.eps == pytest.approx(0.3) and at_demo.step_size == pytest.approx(0.007 * 0.3 * 255 / 8)
     mim, cw = paper.attack_for("gencode_mim", GEN_RUN), paper.attack_for("gencode_cw", GEN_RUN)
-    assert mim["type"] == "mim" and mim["momentum"] == 1.0 and mim.get("start", "uniform") == "uniform"
-    assert cw["type"] == "cw" and cw["kappa"] == 50 and cw["clip_start"] is False
+    assert mim.type == "mim" and mim.params["momentum"] == 1.0 and mim.params.get("start", "uniform") == "uniform"
+    assert cw.type == "cw" and cw.params["kappa"] == 50 and cw.params["clip_start"] is False
     # the strong CW of Table 1 clips its start (docs/differences.md): the same attack otherwise
     strong = paper.attack_for("cw", GEN_RUN)
-    assert strong.get("clip_start", True) is True and strong["step_size"] == pytest.approx(cw["step_size"])
+    assert strong.params.get("clip_start", True) is True and strong.step_size == pytest.approx(cw.step_size)
 
 
 def test_cw_start_unclipped_only_when_asked():
@@ -220,7 +220,7 @@ def test_generalist_mim_starts_in_the_ball_and_caat_mifgsm_from_x(paper):
     for name, seeded in (("mim", True), ("caat_mim@8_255", False), ("gencode_mim", True)):
         a, b = (_attack(paper, name, GEN_RUN, model, seed=s).perturb(x, y) for s in (0, 1))
         assert (not torch.equal(a, b)) == seeded, name
-    assert paper.attack_for("mim_l2", "cifar10-resnet18-generalist-l2")["random_start"] is True
+    assert paper.attack_for("mim_l2", "cifar10-resnet18-generalist-l2").params["random_start"] is True
 
 
 # ------------------------------------------------------------------ 5. the AT learner's attack in eval mode
@@ -362,7 +362,7 @@ def test_best_robust_selection_measures_every_n_epochs(tmp_path, paper, demo):
     """CA-AT's code: the best PGD-20 accuracy, measured every 25 epochs (and at the last); `every` is epoch-valued."""
     assert paper.runs[CAAT_RUN].selection.mode == "best_robust"
     assert paper.runs[CAAT_RUN].selection.every == 25
-    assert paper.runs[CAAT_RUN].selection.attack["steps"] == 20
+    assert paper.runs[CAAT_RUN].selection.attack.params["steps"] == 20
     assert demo.runs[CAAT_RUN].selection.every == pytest.approx(1.25)  # 25 of 200 epochs -> 1.25 of 10
     spec, root = _smoke_spec(mode="best_robust", every=2)
     spec = spec.replace(epochs=5)
@@ -458,6 +458,6 @@ def test_zero_gradient_steps_stay_finite():
 def test_a_protocol_attack_equal_up_to_rounding_is_the_columns_own_job(paper):
     """The code's MIM (10 steps of eps*0.223125) is the strong MIM (10 steps of 0.007) at 8/255, up to float
     rounding: the table shows `=` and no second evaluation job runs; PGD20 and CW differ and run twice."""
-    assert paper.attack_for("gencode_mim", GEN_RUN)["step_size"] != paper.attack_for("mim", GEN_RUN)["step_size"]
+    assert paper.attack_for("gencode_mim", GEN_RUN).step_size != paper.attack_for("mim", GEN_RUN).step_size
     assert [paper.protocol_attack("table1a", a, GEN_RUN) for a in ("pgd20", "mim", "cw", "aa")] == [
         "gencode_pgd20", None, "gencode_cw", None]

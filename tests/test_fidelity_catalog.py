@@ -252,9 +252,9 @@ def test_every_paper_scale_run_resolves_to_the_papers_hyperparameters(paper):
 def test_smoke_scale_caps_attack_steps():
     smoke = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"], write_cache=False)
     run = "cifar10-resnet18-nt"
-    assert smoke.attack_for("pgd100", run)["steps"] == 3
+    assert smoke.attack_for("pgd100", run).params["steps"] == 3
     aa, square = smoke.attack_for("aa", run), smoke.attack_for("square", run)
-    assert (aa["steps"], aa["queries"], square["queries"]) == (3, 3, 3)
+    assert (aa.params["steps"], aa.params["queries"], square.params["queries"]) == (3, 3, 3)
 
 
 def test_differences_name_real_tests():

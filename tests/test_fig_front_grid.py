@@ -20,7 +20,8 @@ from torch import nn
 from report_fixtures import metrics_path, write_analysis, write_metrics
 from tradeoff import analysis, config as cfg
 from tradeoff.analysis import disagreement
-from tradeoff.evaluation.evaluate import build_attack
+from tradeoff.attacks import from_spec
+from tradeoff.core.spec import AttackSpec
 from tradeoff.report.build import build_target, target_outputs
 from tradeoff.report.fig_front import front_points, plot_front
 
@@ -171,8 +172,8 @@ def test_catalog_grids_resolve():
 # (label 1) or p + eps <= t (label 0); pixels sit mid-way between multiples of 1/40, never on a boundary.
 N, EPS = 40, 0.1
 THRESHOLDS = {"low": 0.3, "high": 0.7, "good": 0.5}
-PGD = {"type": "pgd", "norm": "linf", "eps": EPS, "steps": 10, "step_size": "eps/4", "random_start": True,
-       "restarts": 1}
+PGD = AttackSpec.from_dict({"type": "pgd", "norm": "linf", "eps": EPS, "steps": 10, "step_size": EPS / 4,
+                            "random_start": True, "restarts": 1})
 
 
 def threshold_model(t: float, w: float = 10.0) -> nn.Module:
@@ -208,7 +209,7 @@ def expected_indices(params: dict, eps: float) -> list[int]:
 
 
 def make_attack(key, model, seed):
-    return build_attack(model, PGD, EPS, seed)
+    return from_spec(PGD, model, seed=seed)
 
 
 def toy_grid(params: dict, attack=make_attack, batch_size: int = 16) -> dict:

@@ -153,7 +153,7 @@ def test_the_rehearsal_runs_table1a_through_snakemake_uncapped_and_sets_measured
     paper = cfg.load_catalog([ROOT / "config" / "config.yaml"])
     run = "cifar10-resnet18-at-beta1"
     assert catalog.runs[run].batch_size == paper.runs[run].batch_size == 128
-    assert catalog.attack_for("aa", run)["steps"] == paper.attack_for("aa", run)["steps"]
+    assert catalog.attack_for("aa", run).params["steps"] == paper.attack_for("aa", run).params["steps"]
     assert [m["run"] for m in out["methods"]] == [r["run"] for r in catalog.targets["table1a"]["rows"]]
     sizes = gpucheck.JobSizes(catalog, bench_folder=catalog.layout.bench, device="h100")
     for m in out["methods"]:

@@ -58,7 +58,7 @@ def test_a_strong_column_that_cannot_reach_its_budget_is_refused(tmp_path):
         cfg.load_catalog(files)
     # the authors' weak settings stay as their protocol: caatcode_pgd keeps its fixed 2/225
     paper = cfg.load_catalog(PAPER)
-    assert paper.attacks["caatcode_pgd"]["step_size"] == "2/225"
+    assert paper.attacks["caatcode_pgd"].step_size == "2/225"
 
 
 @pytest.mark.parametrize("files", [PAPER, DEMO, SMOKE], ids=["paper", "demo", "smoke"])
@@ -75,14 +75,14 @@ def test_every_strong_column_of_the_catalog_reaches_its_budget(files):
             for job in catalog.column_jobs(attack):
                 run = catalog.train_id[target["rows"][0]["run"]]
                 spec = catalog.attack_for(job, run)
-                reach = ATTACKS[spec["type"]].reach(spec) if spec["type"] in ATTACKS else None
+                reach = ATTACKS[spec.type].reach(spec) if spec.type in ATTACKS else None
                 assert reach is None or reach[0] >= reach[1] * (1 - 1e-9), (name, job, spec)
     run = "cifar10-resnet18-caat-ce-gamma0_8"
     if catalog.scale == "paper":
-        assert catalog.attack_for("caat_pgd@32_255", run)["step_size"] == pytest.approx(8 / 255)
+        assert catalog.attack_for("caat_pgd@32_255", run).step_size == pytest.approx(8 / 255)
     if catalog.scale == "smoke":
         pgd20 = catalog.attack_for("pgd20", NT)
-        assert pgd20["steps"] == 3 and pgd20["step_size"] == pytest.approx(0.3 / 4 * 20 / 3)
+        assert pgd20.params["steps"] == 3 and pgd20.step_size == pytest.approx(0.3 / 4 * 20 / 3)
 
 
 def test_every_budget_of_a_target_is_mapped_by_one_rule():
@@ -90,13 +90,13 @@ def test_every_budget_of_a_target_is_mapped_by_one_rule():
     larger training budget 12/255 is 0.45, and 32/255 (1.2) is capped at the image range."""
     demo = cfg.load_catalog(DEMO)
     run = "cifar10-resnet18-caat-ce-gamma0_8"
-    assert demo.attack_for("caat_pgd@8_255", run)["eps"] == pytest.approx(0.3)
-    assert demo.attack_for("aa", run)["eps"] == pytest.approx(0.3)
-    assert demo.attack_for("caat_t_apgd_dlr", run)["eps"] == pytest.approx(0.3)
+    assert demo.attack_for("caat_pgd@8_255", run).eps == pytest.approx(0.3)
+    assert demo.attack_for("aa", run).eps == pytest.approx(0.3)
+    assert demo.attack_for("caat_t_apgd_dlr", run).eps == pytest.approx(0.3)
     assert demo.runs[run].method.get("attack")["eps"] == pytest.approx(0.3)
     assert demo.runs["cifar10-resnet18-caat-ce-gamma0_8-train_eps12"].method.get("attack")["eps"] == pytest.approx(0.45)
-    assert demo.attack_for("caat_pgd@32_255", run)["eps"] == pytest.approx(1.0)
-    assert demo.attack_for("caat_t_pgd_l2", run)["eps"] == demo.attack_for("caat_pgd_l2@0.5", run)["eps"]
+    assert demo.attack_for("caat_pgd@32_255", run).eps == pytest.approx(1.0)
+    assert demo.attack_for("caat_t_pgd_l2", run).eps == demo.attack_for("caat_pgd_l2@0.5", run).eps
     assert "sweep_unit" not in demo.config["scale_map"]
 
 

@@ -15,6 +15,7 @@ from PIL import Image
 from helpers import ROOT, evaluation, results_of, run, workflow_copy
 from tradeoff import cli as tcli
 from tradeoff import config as cfg
+from tradeoff.core.spec import AttackSpec
 from tradeoff import data
 from tradeoff.data import digits_c
 from tradeoff.evaluation import evaluate
@@ -149,7 +150,7 @@ def test_metrics_file_is_the_mean_of_per_severity_means(root, tmp_path, monkeypa
     monkeypatch.setattr(evaluate, "_load", lambda *args: (model, meta, clean_x, clean_y, "cpu", len(clean_y)))
     (tmp_path / "model.pt").write_bytes(b"the model's bytes: their digest is in the record")
     metrics_out, predictions_out = tmp_path / "nrob.json", tmp_path / "predictions.json"
-    spec = {"type": "corruptions", "dataset": "tinyimagenet-c"}
+    spec = AttackSpec.from_dict({"type": "corruptions", "dataset": "tinyimagenet-c"})
     job = evaluate.AttackJob("nrob", spec, metrics_out=metrics_out, predictions_out=predictions_out)
     [result] = evaluate.evaluate(evaluate.Evaluation(tmp_path / "model.pt", data_root, (job,), batch_size=4))
     written = json.loads(metrics_out.read_text())
@@ -217,9 +218,9 @@ def test_cli_measures_a_smoke_run_on_digits_c(tmp_path, monkeypatch):
 def test_nrob_resolves_to_the_corruption_dataset_of_each_scale():
     paper, smoke, demo = (cfg.load_catalog(files) for files in (PAPER, SMOKE, DEMO))
     for run_id in ZIPPER_RUNS:
-        assert paper.attack_for("nrob", run_id) == {"type": "corruptions", "dataset": "tinyimagenet-c"}
-        assert smoke.attack_for("nrob", run_id) == demo.attack_for("nrob", run_id) == \
-               {"type": "corruptions", "dataset": "digits-c"}
+        assert paper.attack_for("nrob", run_id).as_dict() == {"type": "corruptions", "dataset": "tinyimagenet-c"}
+        assert smoke.attack_for("nrob", run_id) == demo.attack_for("nrob", run_id)
+        assert demo.attack_for("nrob", run_id).as_dict() == {"type": "corruptions", "dataset": "digits-c"}
         assert paper.evaluation_datasets(run_id, "nrob") == ["tinyimagenet-c"]
         assert paper.evaluation_datasets(run_id, "pgd20") == []
     assert demo.config["corruption_map"] == {"tinyimagenet-c": "digits-c"} and paper.config["corruption_map"] == {}

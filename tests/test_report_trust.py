@@ -190,7 +190,7 @@ def test_a_bad_metrics_file_is_refused_naming_file_and_field(tmp_path, capsys, c
     _fill(catalog)
     overrides, message = BAD[case]
     if overrides.get("spec") == "CHANGED":
-        overrides = {"spec": {**catalog.attack_for("pgd20", AT), "steps": 99}}
+        overrides = {"spec": {**catalog.attack_for("pgd20", AT).as_dict(), "steps": 99}}
         message = r"field 'spec' \(the attack's settings\) disagrees with the config: steps 99 in the file, 3 in"
     path = write_measurement(catalog, AT, "pgd20", outcomes(30, N, offset=1), clean=outcomes(50, N, offset=1),
                              **overrides)

@@ -17,7 +17,9 @@ from tradeoff.storage import checkpoint
 from tradeoff.evaluation import learner_probes as learners
 from tradeoff.storage.layout import Layout
 from tradeoff import config as cfg
-from tradeoff.evaluation.evaluate import accuracy_under, batch_seed, build_attack
+from tradeoff.attacks import from_spec
+from tradeoff.core.spec import CLEAN, AttackSpec
+from tradeoff.evaluation.evaluate import accuracy_under, batch_seed
 from tradeoff.storage.curves import read_curves
 from tradeoff.methods.generalist import snapshot_epochs
 from tradeoff.report.build import build_target
@@ -73,7 +75,7 @@ def test_catalog_turns_both_on_for_the_table1a_run_only():
                           (SMOKE, [1, 2])):
         catalog = cfg.load_catalog([cfg.ROOT / f for f in files])
         method = catalog.runs[RUN].method
-        assert method.get("track_learners")["attack"] == catalog.attack_for("pgd20", RUN)
+        assert method.get("track_learners")["attack"] == catalog.attack_for("pgd20", RUN).as_dict()
         assert snapshot_epochs(method.get("snapshot_epochs")) == epochs  # epoch-valued: rescaled, then rounded
         assert catalog.targets["zipper_figure5"]["curve_columns"] == COLUMNS
         assert catalog.analysis_targets("zipper_figure6") == ["zipper_figure6"]
@@ -172,7 +174,7 @@ def test_tracked_numbers_equal_an_independent_evaluation_of_the_snapshots(tracke
     model, _ = load_model(paths.model)
     ds = load_run_data(spec, data_root())
     x, y = subset(ds.x_test, ds.y_test, 40)
-    attack = spec.method.get("track_learners")["attack"]
+    attack = AttackSpec.from_dict(spec.method.get("track_learners")["attack"])  # the JSON form a run holds
     rows = _curves(paths.curves)
     for epoch in (1, 2, 3):
         nt, at = copy.deepcopy(model), copy.deepcopy(model)
@@ -183,11 +185,11 @@ def test_tracked_numbers_equal_an_independent_evaluation_of_the_snapshots(tracke
             accuracy_under(nt, x, y, attack, seed=0, batch_size=32), abs=1e-6)
         for name, m in (("nt", nt), ("at", at)):
             assert float(row[f"learner_{name}_clean"]) == pytest.approx(
-                accuracy_under(m, x, y, {"type": "clean", "eps": 0.0}, seed=0, batch_size=32), abs=1e-6)
+                accuracy_under(m, x, y, CLEAN, seed=0, batch_size=32), abs=1e-6)
         robust = 0  # transfer, by hand: PGD against the AT learner, batch b seeded (0, b), classified by NT
         for b, start in enumerate(range(0, len(x), 32)):
             xb, yb = x[start:start + 32], y[start:start + 32]
-            adv = build_attack(at, attack, attack["eps"], batch_seed(0, b)).perturb(xb, yb)
+            adv = from_spec(AttackSpec.from_dict(attack), at, seed=batch_seed(0, b)).perturb(xb, yb)
             with torch.no_grad():
                 robust += int(((nt(xb).argmax(1) == yb) & (nt(adv).argmax(1) == yb)).sum())
         assert float(row["learner_nt_pgd_from_at"]) == pytest.approx(robust / len(y), abs=1e-6)

@@ -163,7 +163,8 @@ def unit_data(wildcards):
 def unit_settings(wildcards):
     """The resolved settings of every attack of an evaluation job (and of an external model, how its file is read):
     a change re-runs it."""
-    attacks = {a: CATALOG.attack_for(a, wildcards.run) for a in CATALOG.unit_attacks(wildcards.run, wildcards.unit)}
+    attacks = {a: CATALOG.attack_for(a, wildcards.run).as_dict()
+               for a in CATALOG.unit_attacks(wildcards.run, wildcards.unit)}
     if CATALOG.is_external(wildcards.run):
         return json.dumps({"external": CATALOG.externals[wildcards.run].as_dict(), "attacks": attacks},
                           sort_keys=True)

@@ -140,7 +140,7 @@ def _panel(preds: dict, x, y, classes, cond: dict, count: int, seed: int, advers
 def disagreement_grid(catalog, target: str, params: dict) -> dict:
     """The analysis job: load the rows' checkpoints and the test set, compute both panels."""
     from tradeoff.config import ConfigError
-    from tradeoff.evaluation.evaluate import build_attack
+    from tradeoff.attacks import from_spec
     from tradeoff.core.runtime import Runtime
     from tradeoff.data import load_run_data
     from tradeoff.evaluation.trained import load_model
@@ -162,12 +162,11 @@ def disagreement_grid(catalog, target: str, params: dict) -> dict:
     attack_specs = {r["key"]: catalog.attack_for(params["attack"], r["run"]) for r in rows}
 
     def make_attack(key, model, seed):
-        spec = attack_specs[key]
-        return build_attack(model, spec, float(spec["eps"]), seed)
+        return from_spec(attack_specs[key], model, seed=seed)
 
     out = grid(models, x, y, ds.classes, params, make_attack,
                batch_size=catalog.runtime.eval_batch_size)
     show = out["condition"]["show"]
     return {"dataset": ds.name, "classes": list(ds.classes), "image_shape": list(ds.x_test.shape[1:]),
             "models": [{"key": r["key"], "label": r.get("label", r["key"]), "run": r["run"]} for r in rows],
-            "attack": params["attack"], "attack_spec": attack_specs[show], **out}
+            "attack": params["attack"], "attack_spec": attack_specs[show].as_dict(), **out}

@@ -4,6 +4,6 @@ May import: core.
 """
 
 from tradeoff.attacks import autoattack, clean, pgd  # noqa: F401  (registers)
-from tradeoff.attacks.base import ATTACKS, Attack, AttackError, attack_names, build, frozen, project
+from tradeoff.attacks.base import ATTACKS, Attack, AttackError, attack_names, build, from_spec, frozen, project
 
 __all__ = ["ATTACKS", "Attack", "AttackError", "attack_names", "build", "frozen", "project"]

@@ -17,6 +17,7 @@ from torch import nn
 from tradeoff.core.errors import ConfigError
 from tradeoff.core.params import INTEGER, Param, Params
 from tradeoff.core.registry import Registry
+from tradeoff.core.spec import AttackSpec
 
 NORMS = ("linf", "l2")
 
@@ -61,8 +62,6 @@ class Attack:
             raise AttackError(f"attack {self.name!r} does not support norm {norm!r}; allowed: {list(self.norms)}")
         if not (eps >= 0):
             raise AttackError(f"attack {self.name!r}: eps must be >= 0, got {eps}")
-        if params.get("step_size", 0) is None and "step_size" not in self.parameters:
-            del params["step_size"]  # resolved specs say step_size: None for attacks that have none
         try:
             self.parameters.check(params, self.name, what=f"parameter of attack {self.name!r}")
         except ConfigError as exc:
@@ -75,7 +74,13 @@ class Attack:
             setattr(self, key, value)
 
     @classmethod
-    def reach(cls, spec: dict) -> tuple[float, float] | None:
+    def settings(cls, spec: AttackSpec) -> Any:
+        """The parameters of this type in a spec, each at its value (a declared one not given at its default), as the
+        fields of a frozen object: what a built attack holds as attributes, read without building it."""
+        return cls.parameters.settings(dict(spec.params), f"attack {cls.name!r}")
+
+    @classmethod
+    def reach(cls, spec: AttackSpec) -> tuple[float, float] | None:
         """For an attack that walks steps of a fixed size: (how far its steps can move an input, in its norm; how far
         they must be able to, to reach every point of the eps-ball from where they start) for a resolved spec (eps
         and step_size numbers). None for attacks that choose their own steps (APGD, FAB, Square) or none."""
@@ -151,6 +156,25 @@ def build(name: str, model: nn.Module, *, eps: float, norm: str = "linf", **para
     except KeyError:
         raise AttackError(f"unknown attack {name!r}; allowed: {attack_names()}") from None
     return cls(model, eps=eps, norm=norm, **params)
+
+
+def from_spec(spec: AttackSpec, model: nn.Module, *, seed: int | None = None) -> Attack:
+    """The one way to build an attack from its resolved settings (evaluation, a method's training attack, the audit,
+    the bench): its type, norm, budget, step size (None: the attack's own default, ``step_for``) and the parameters its
+    type declares. ``seed``: the seed of its random draws where its type takes one (an evaluation's batch seed), or
+    None to keep the spec's own (a training attack: the global RNG unless the spec sets one)."""
+    cls = ATTACKS.get(spec.type)
+    if cls is None:
+        raise AttackError(f"unknown attack {spec.type!r}; allowed: {attack_names()}")
+    if isinstance(spec.step_size, str):
+        raise AttackError(f"attack {spec.type!r}: step_size {spec.step_size!r} is not resolved to a number (an "
+                          "attack's settings are resolved by tradeoff.config before it is built)")
+    params = dict(spec.params)
+    if spec.step_size is not None or "step_size" in cls.parameters:
+        params["step_size"] = spec.step_size
+    if seed is not None and "seed" in cls.parameters:
+        params["seed"] = seed
+    return cls(model, eps=float(spec.eps), norm=str(spec.norm), **params)
 
 
 def project(delta: torch.Tensor, eps: float, norm: str) -> torch.Tensor:

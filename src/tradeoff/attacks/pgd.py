@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from tradeoff.core.params import FLAG, INTEGER, NUMBER, STEP, TEXT, Param, Params
 from tradeoff.core.ranges import at_least, count
+from tradeoff.core.spec import AttackSpec
 from tradeoff.attacks.base import SEED, STARTS, Attack, AttackError, project, random_start, register, steepest_step
 
 Objective = Callable[[torch.Tensor], torch.Tensor]  # logits -> per-example loss to maximise
@@ -108,14 +109,16 @@ class PGD(Attack):
         return self.default_step() if self.step_size is None else float(self.step_size)
 
     @classmethod
-    def reach(cls, spec: dict) -> tuple[float, float]:
+    def reach(cls, spec: AttackSpec) -> tuple[float, float]:
         """steps x step, against eps from a start at x (none, or TRADES' x + 0.001 N(0, 1)) and 2 eps from a random
         point of the ball (which may lie on its far side)."""
-        p = {**cls.defaults, **spec}
-        eps = float(spec["eps"])
-        steps = int(p["steps"]) if "steps" in p else int(cls.steps)
-        step = cls.step_for(eps, steps) if p.get("step_size") is None else float(p["step_size"])
-        from_ball = p.get("random_start") and p.get("start", cls.start) != "normal"
+        p = cls.settings(spec)
+        declared = lambda name: name in cls.parameters  # noqa: E731  (else the class's own constant, or none)
+        eps = float(spec.eps)
+        steps = int(p.steps if declared("steps") else cls.steps)
+        step = cls.step_for(eps, steps) if spec.step_size is None else float(spec.step_size)
+        from_ball = (declared("random_start") and p.random_start
+                     and (p.start if declared("start") else cls.start) != "normal")
         return steps * step, (2 if from_ball else 1) * eps
 
     def objective(self, y: torch.Tensor) -> Objective:

@@ -28,8 +28,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from tradeoff.attacks.autoattack import STANDARD, CheckLog, model_checks
-from tradeoff.attacks.base import frozen, project, random_start, steepest_step
-from tradeoff.evaluation.evaluate import batch_seed, build_attack, run_attack
+from tradeoff.attacks.base import ATTACKS, from_spec, frozen, project, random_start, steepest_step
+from tradeoff.core.spec import AttackSpec
+from tradeoff.evaluation.evaluate import batch_seed, run_attack
 from tradeoff.storage.layout import bits
 
 SEVERITY = {"skip": 0, "pass": 1, "warn": 2, "fail": 3}
@@ -129,18 +130,16 @@ def _pct(v: float) -> str:
     return f"{100 * v:.1f}%"
 
 
-def _variant(spec: dict, **changes: Any) -> dict:
-    """An attack spec with other settings; a new budget keeps the step's ratio to the budget."""
-    out = {**spec, **changes}
-    if "eps" in changes and spec.get("step_size") is not None and spec["eps"]:
-        out["step_size"] = spec["step_size"] * changes["eps"] / spec["eps"]
-    return out
-
-
-def _apgd(spec: dict, steps: int) -> dict:
+def _apgd(spec: AttackSpec, steps: int) -> AttackSpec:
     """APGD-CE (the official pyautoattack code: a step size that halves when the loss stalls, so it does not cycle)
     at ``spec``'s budget."""
-    return {"type": "apgd-ce", "norm": spec["norm"], "eps": spec["eps"], "steps": int(steps), "restarts": 1}
+    return AttackSpec.from_dict({"type": "apgd-ce", "norm": spec.norm, "eps": spec.eps, "steps": int(steps),
+                                 "restarts": 1})
+
+
+def _steps_of(spec: AttackSpec) -> int:
+    """The gradient steps of a (PGD-family) attack: its ``steps``, or its type's default."""
+    return int(ATTACKS[spec.type].settings(spec).steps)
 
 
 def grey_budget(norm: str, x: torch.Tensor) -> float:
@@ -174,52 +173,61 @@ class Auditor:
     these examples}}`` (their convergence checks and the best known robust accuracy); ``no_surrogate`` says why
     there is no surrogate. Every measurement is kept, per example (``flags``), with its accuracy, for the page."""
 
-    def __init__(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, attack: dict, black_box: dict | None,
-                 settings: Settings | None = None, seed: int = 0, batch_size: int = 500,
+    def __init__(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, attack: AttackSpec,
+                 black_box: AttackSpec | None, settings: Settings | None = None, seed: int = 0, batch_size: int = 500,
                  surrogate: nn.Module | None = None, no_surrogate: str | None = None,
-                 protocol: list[tuple[str, dict, str, dict]] | None = None, reported: dict[str, dict] | None = None,
-                 l2: dict | None = None, log: Callable[[str], None] | None = None):
+                 protocol: list[tuple[str, AttackSpec, str, AttackSpec]] | None = None,
+                 reported: dict[str, dict] | None = None, l2: AttackSpec | None = None,
+                 log: Callable[[str], None] | None = None):
         self.model, self.x, self.y = model.eval(), x, y
-        self.attack, self.black_box, self.settings = dict(attack), black_box, settings or Settings()
-        self.l2 = dict(l2) if l2 else None
+        typed = lambda spec: None if spec is None else AttackSpec.from_dict(spec)  # noqa: E731  (its JSON form too)
+        self.attack, self.black_box, self.settings = typed(attack), typed(black_box), settings or Settings()
+        self.l2 = typed(l2)
+        attack = self.attack
+        #: the audit's attack's steps and step size (its type's default where it sets none: PGD's eps / 4)
+        self.steps = _steps_of(attack)
+        self.step = attack.step_size if attack.step_size is not None else \
+            ATTACKS[attack.type].step_for(float(attack.eps), self.steps)
         self.seed, self.batch_size = seed, batch_size
-        self.surrogate, self.protocol = surrogate, protocol or []
+        self.surrogate = surrogate
+        self.protocol = [(s, typed(sp), p, typed(pp)) for s, sp, p, pp in protocol or []]
         self.reported = reported or {}
         self.no_surrogate = no_surrogate or "no surrogate: audit.surrogates names no other model of the catalog for " \
             "this dataset"
         self.flags: dict[str, str] = {}
-        self.specs: dict[str, dict] = {}
+        self.specs: dict[str, AttackSpec] = {}
         self.loss_trace: dict[str, Any] = {}
         self.usable = True          # the attack's gradients can be used (set by the graph and gradients checks)
         self.graph_broken = False
         self._verdicts: dict[str, str] = {}
         self.log = log or (lambda text: None)
         for name, col in self.reported.items():
-            self.flags[f"column {name}"], self.specs[f"column {name}"] = col["flags"], dict(col["spec"])
+            self.flags[f"column {name}"], self.specs[f"column {name}"] = col["flags"], AttackSpec.from_dict(col["spec"])
 
     # ------------------------------------------------------------------------------------------ measurements
 
-    def measure(self, label: str, spec: dict, seed: int | None = None) -> str:
+    def measure(self, label: str, spec: AttackSpec, seed: int | None = None) -> str:
         """Per-example robust flags of the model under an attack spec (once per label; an attack already measured
         with the same spec and seed, e.g. a reported column, is not run again)."""
         if label not in self.flags and seed is None and self.seed == 0:
-            same = next((lb for lb, sp in self.specs.items() if sp == dict(spec) and lb in self.flags), None)
+            same = next((lb for lb, sp in self.specs.items() if sp.as_dict() == spec.as_dict() and lb in self.flags),
+                        None)
             if same is not None:
-                self.flags[label], self.specs[label] = self.flags[same], dict(spec)
+                self.flags[label], self.specs[label] = self.flags[same], spec
         if label not in self.flags:
-            out = run_attack(self.model, self.x, self.y, dict(spec), seed=self.seed if seed is None else seed,
+            out = run_attack(self.model, self.x, self.y, spec, seed=self.seed if seed is None else seed,
                              batch_size=self.batch_size)
-            self.flags[label], self.specs[label] = bits(out.robust_correct), dict(spec)
+            self.flags[label], self.specs[label] = bits(out.robust_correct), spec
             self.log(f"{label}: {_pct(accuracy(self.flags[label]))} ({out.seconds:.1f} s)")
         return self.flags[label]
 
     def clean(self) -> str:
-        return self.measure("clean", {"type": "clean", "eps": 0.0, "norm": self.attack["norm"]})
+        return self.measure("clean", AttackSpec.from_dict({"type": "clean", "eps": 0.0, "norm": self.attack.norm}))
 
-    def _at(self, spec: dict, white_box_only: bool) -> list[str]:
-        return [label for label, s in self.specs.items() if label != "clean" and s.get("norm", "linf") == spec["norm"]
-                and s["eps"] == spec["eps"] and not (white_box_only and (s["type"] in NOT_WHITE_BOX
-                                                                          or label.startswith("transfer")))]
+    def _at(self, spec: AttackSpec, white_box_only: bool) -> list[str]:
+        return [label for label, s in self.specs.items() if label != "clean" and s.norm == spec.norm
+                and s.eps == spec.eps and not (white_box_only and (s.type in NOT_WHITE_BOX
+                                                                    or label.startswith("transfer")))]
 
     def _all_robust(self, labels: list[str]) -> str:
         n = len(self.y)
@@ -228,19 +236,19 @@ class Auditor:
             out = both(out, self.flags[label][:n])
         return out
 
-    def white_box(self, spec: dict | None = None) -> str:
+    def white_box(self, spec: AttackSpec | None = None) -> str:
         """Per example, robust under every white-box attack measured at the attack's budget: the worst case of the
         gradient attacks (the audit's and the reported columns' of a white-box type)."""
         return self._all_robust(self._at(spec or self.attack, white_box_only=True))
 
-    def best_known(self, spec: dict | None = None) -> tuple[str, list[str]]:
+    def best_known(self, spec: AttackSpec | None = None) -> tuple[str, list[str]]:
         """Per example, robust under every attack measured at the budget (white box, black box, transfer, the
         reported columns): the best known robust accuracy's flags, and the attacks it is the worst case of."""
         labels = self._at(spec or self.attack, white_box_only=False)
         return self._all_robust(labels), labels
 
     def _steps(self, m: int) -> str:
-        return f"PGD-{self.attack['steps'] * m}"
+        return f"PGD-{self.steps * m}"
 
     def base(self) -> str:
         """The audit's attack as configured (PGD-k)."""
@@ -366,7 +374,7 @@ class Auditor:
     def check_consistency(self) -> dict:
         """Exploding or noisy gradients: the gradient must predict the loss one small step along it gives (first
         order), and stay pointed the same way under a much smaller input noise."""
-        s, eps, norm = self.settings, self.attack["eps"], self.attack["norm"]
+        s, eps, norm = self.settings, self.attack.eps, self.attack.norm
         idx = self._correct().nonzero().squeeze(1)[:s.consistency_examples]
         x, y = self.x[idx], self.y[idx]
         grads = self.gradients(x, y).view_as(x)
@@ -402,7 +410,7 @@ class Auditor:
                      ratio=median_ratio, cosine=median_cos, points=len(x))
 
     def check_surface(self) -> dict:
-        s, eps, norm = self.settings, self.attack["eps"], self.attack["norm"]
+        s, eps, norm = self.settings, self.attack.eps, self.attack.norm
         idx = self._correct().nonzero().squeeze(1)[:s.surface_examples]
         x, y = self.x[idx], self.y[idx]
         gen = torch.Generator(device=x.device).manual_seed(self.seed)
@@ -440,8 +448,8 @@ class Auditor:
     def _steps_check(self, name: str, spec: dict) -> dict:
         """The attack as configured against APGD-CE (a step size that decays, so more iterations do not cycle) at
         each multiple of its steps."""
-        s, k, norm = self.settings, int(spec["steps"]), spec["norm"]
-        tag = "" if norm == self.attack["norm"] and spec is self.attack else f" {norm.upper()}"
+        s, k, norm = self.settings, _steps_of(spec), spec.norm
+        tag = "" if norm == self.attack.norm and spec is self.attack else f" {norm.upper()}"
         base_label = f"PGD-{k}{tag}"
         base = self.base() if spec is self.attack else self.measure(base_label, spec)
         curve = [(k * m, accuracy(self.measure(f"APGD-CE-{k * m}{tag}", _apgd(spec, k * m))))
@@ -467,11 +475,11 @@ class Auditor:
         """The restart curve: PGD-k from fresh random starts, one after another (each its own seed), until a restart
         breaks no example twice in a row (it has flattened) or ``restarts`` are run."""
         s = self.settings
-        k = self.attack["steps"]
+        k = self.steps
         one = self.base()
         current, curve, added = one, [(1, accuracy(one))], []
         for r in range(2, max(s.restarts, 1) + 1):
-            flags = self.measure(f"PGD-{k} restart {r}", {**self.attack, "random_start": True},
+            flags = self.measure(f"PGD-{k} restart {r}", self.attack.replace(random_start=True),
                                  seed=self.seed + 7919 * (r - 1))
             new = both(current, flags)
             added.append(current.count("1") - new.count("1"))
@@ -480,7 +488,7 @@ class Auditor:
             if len(added) >= 2 and added[-1] == 0 and added[-2] == 0:
                 break
         self.flags[f"PGD-{k} x{len(curve)} restarts"] = current
-        self.specs[f"PGD-{k} x{len(curve)} restarts"] = {**self.attack, "restarts": len(curve)}
+        self.specs[f"PGD-{k} x{len(curve)} restarts"] = self.attack.replace(restarts=len(curve))
         flattened = len(added) >= 2 and added[-1] == 0 and added[-2] == 0
         verdict, stats = compare(one, current, s.tolerance, s.significance)
         still = bool(added) and added[-1] > s.tolerance / 4 * len(self.y)
@@ -504,10 +512,10 @@ class Auditor:
         for loss in ("cw", "dlr"):
             if loss == "dlr" and classes < 3:
                 continue
-            results[loss] = accuracy(self.measure(f"PGD-{self.attack['steps']} {loss.upper()}",
-                                                  {**self.attack, "loss": loss}))
+            results[loss] = accuracy(self.measure(f"PGD-{self.steps} {loss.upper()}",
+                                                  self.attack.replace(loss=loss)))
         loss = min((k for k in results if k != "ce"), key=results.get, default="ce")
-        verdict, stats = (compare(self.base(), self.flags[f"PGD-{self.attack['steps']} {loss.upper()}"],
+        verdict, stats = (compare(self.base(), self.flags[f"PGD-{self.steps} {loss.upper()}"],
                                   s.tolerance, s.significance) if loss != "ce" else ("pass", {}))
         return check("losses", "The attack's loss against the margin (CW) and DLR losses",
                      f"PGD on the CW margin loss or the DLR loss may not lower robust accuracy by more than "
@@ -524,16 +532,16 @@ class Auditor:
         if classes < 2:
             return check("targeted", "Multi-targeted PGD", "", "", "skip", "fewer than two classes")
         targets = min(9, classes - 1)
-        spec = {**self.attack, "type": "t-pgd", "loss": "cw", "target_classes": targets}
-        spec.pop("momentum", None), spec.pop("kappa", None), spec.pop("clip_start", None), spec.pop("start", None)
-        flags = self.measure(f"T-PGD-{self.attack['steps']} x{targets} targets", spec)
+        spec = self.attack.replace(type="t-pgd", loss="cw", target_classes=targets).without(
+            "momentum", "kappa", "clip_start", "start")
+        flags = self.measure(f"T-PGD-{self.steps} x{targets} targets", spec)
         verdict, stats = compare(self.base(), flags, s.tolerance, s.significance)
         return check("targeted", "Multi-targeted PGD",
                      f"PGD on the targeted margin towards each of the {targets} classes ranked next (Gowal et al. "
                      f"2019's multi-targeted attack) may not lower robust accuracy by more than {_pct(s.tolerance)} "
-                     f"below PGD-{self.attack['steps']}",
+                     f"below PGD-{self.steps}",
                      "Gowal et al. 2019 (multi-targeted); Croce & Hein 2020 (APGD-T)", verdict,
-                     f"PGD-{self.attack['steps']} {_pct(accuracy(self.base()))}, multi-targeted "
+                     f"PGD-{self.steps} {_pct(accuracy(self.base()))}, multi-targeted "
                      f"{_pct(accuracy(flags))}",
                      "an untargeted attack misses what targets find: report APGD-T (or AutoAttack) for this column",
                      accuracy=accuracy(flags), **stats)
@@ -541,7 +549,7 @@ class Auditor:
     def check_silent(self) -> dict:
         """Best-iterate PGD (the first misclassified iterate kept) against the last iterate; the loss trace kept."""
         s, a = self.settings, self.attack
-        label = f"PGD-{a['steps']} best iterate"
+        label = f"PGD-{self.steps} best iterate"
         base = self.base()
         clean = self._correct()
         robust, traces = [], []
@@ -550,7 +558,7 @@ class Auditor:
             cb = clean[start:start + self.batch_size]
             out = cb.clone()
             if cb.any():
-                atk = build_attack(self.model, a, a["eps"], batch_seed(self.seed, b))
+                atk = from_spec(a, self.model, seed=batch_seed(self.seed, b))
                 atk.best_iterate, atk.keep_trace = True, True
                 adv = atk.perturb(xb[cb], yb[cb])
                 with torch.no_grad():
@@ -559,12 +567,12 @@ class Auditor:
                     traces += atk.loss_trace.t().tolist()[: s.surface_examples - len(traces)]
             robust.append(out)
         flags = bits(torch.cat(robust)) if robust else ""
-        self.flags[label], self.specs[label] = flags, dict(a)
-        self.loss_trace = {"steps": list(range(1, int(a["steps"]) + 1)), "losses": traces}
+        self.flags[label], self.specs[label] = flags, a
+        self.loss_trace = {"steps": list(range(1, self.steps + 1)), "losses": traces}
         silent = sum(1 for p, q in zip(base, flags) if p == "1" and q == "0")
         verdict, stats = compare(base, flags, s.tolerance, s.significance)
         return check("silent", "Silent success: best iterate against last iterate",
-                     f"PGD-{a['steps']} keeping, per example, the first iterate the model misclassifies may not "
+                     f"PGD-{self.steps} keeping, per example, the first iterate the model misclassifies may not "
                      f"lower robust accuracy by more than {_pct(s.tolerance)} below the last iterate PGD returns "
                      "(the attack found an adversarial example and left it: Pintor et al. 2022's silent success)",
                      "Pintor et al. 2022, Indicators of Attack Failure (silent success)", verdict,
@@ -581,17 +589,17 @@ class Auditor:
                          "no L2 budget for the dataset")
         return self._eps_check("eps-l2", self.l2)
 
-    def _eps_check(self, name: str, spec: dict) -> dict:
-        s, eps, norm = self.settings, spec["eps"], spec["norm"]
+    def _eps_check(self, name: str, spec: AttackSpec) -> dict:
+        s, eps, norm = self.settings, spec.eps, spec.norm
         grey, top = grey_budget(norm, self.x), must_fail_budget(norm, self.x)
         budgets = sorted({eps * m for m in s.eps_multipliers if eps * m < grey} | {grey, top})
         tag = "" if spec is self.attack else f" {norm.upper()}"
-        n = max(int(spec["steps"]), 20)  # APGD's step starts at 2 eps and adapts: every budget reachable
+        n = max(_steps_of(spec), 20)  # APGD's step starts at 2 eps and adapts: every budget reachable
 
         def label(b: float) -> str:
             return f"APGD-CE-{n}{tag}" + ("" if b == eps else f" at eps {b:.4g}")
 
-        curve = [(b, accuracy(self.measure(label(b), _apgd({**spec, "eps": b}, n)))) for b in budgets]
+        curve = [(b, accuracy(self.measure(label(b), _apgd(spec.replace(eps=b), n)))) for b in budgets]
         with torch.no_grad():
             grey_class = self.model(torch.full_like(self.x[:1], 0.5)).argmax(1).item()
         bound = float((self.y == grey_class).float().mean())
@@ -646,17 +654,16 @@ class Auditor:
         title = "Transfer from a surrogate against white-box attacks"
         if self.surrogate is None:
             return check("transfer", title, "", "", "skip", self.no_surrogate)
-        label = f"transfer PGD-{self.attack['steps']}"
+        label = f"transfer PGD-{self.steps}"
         if label not in self.flags:
             robust = []
             for b, start in enumerate(range(0, len(self.x), self.batch_size)):
                 xb, yb = self.x[start:start + self.batch_size], self.y[start:start + self.batch_size]
-                adv = build_attack(self.surrogate.eval(), self.attack, self.attack["eps"],
-                                   batch_seed(self.seed, b)).perturb(xb, yb)
+                adv = from_spec(self.attack, self.surrogate.eval(), seed=batch_seed(self.seed, b)).perturb(xb, yb)
                 with torch.no_grad():
                     robust.append((self.model(xb).argmax(1) == yb) & (self.model(adv).argmax(1) == yb))
             self.flags[label] = bits(torch.cat(robust))
-            self.specs[label] = dict(self.attack)
+            self.specs[label] = self.attack
         return self._against_white_box("transfer", title, "transfer", self.flags[label],
                                        "Athalye et al. 2018, Sec. 3.1; Tramer et al. 2020",
                                        "adversarial examples of the same attack on the surrogate",
@@ -678,7 +685,7 @@ class Auditor:
         wb = self.white_box()
         flags = self._probe(staged)
         label = "BPDA-PGD" if staged else "NES-PGD"
-        self.flags[label], self.specs[label] = flags, {**a, "type": "bpda"}
+        self.flags[label], self.specs[label] = flags, a.replace(type="bpda")
         verdict, stats = compare(wb, flags, s.tolerance, s.significance)
         return check("bpda", title,
                      f"PGD on a gradient that skips the non-differentiable part ({label}: "
@@ -695,14 +702,14 @@ class Auditor:
         from tradeoff.attacks.pgd import margin_loss
 
         a = self.attack
-        sigma = a["eps"] / 2
+        sigma = a.eps / 2
         out = []
         for b, start in enumerate(range(0, len(self.x), self.batch_size)):
             x, y = self.x[start:start + self.batch_size], self.y[start:start + self.batch_size]
             gen = torch.Generator(device=x.device).manual_seed(batch_seed(self.seed, b))
-            delta = random_start(x, a["eps"], a["norm"], gen)
+            delta = random_start(x, a.eps, a.norm, gen)
             delta = (x + delta).clamp(0, 1) - x
-            for _ in range(int(a["steps"])):
+            for _ in range(self.steps):
                 if staged:
                     with frozen(self.model):
                         z = (x + delta).detach().requires_grad_(True)
@@ -719,7 +726,7 @@ class Auditor:
                             down = margin_loss(self.model((x + delta - sigma * u).clamp(0, 1)).float(), y)
                             grad += (up - down).view(-1, *([1] * (x.dim() - 1))) * u
                 with torch.no_grad():
-                    delta = project(delta + a["step_size"] * steepest_step(grad, a["norm"]), a["eps"], a["norm"])
+                    delta = project(delta + self.step * steepest_step(grad, a.norm), a.eps, a.norm)
                     delta = (x + delta).clamp(0, 1) - x
             with torch.no_grad():
                 out.append((self.model(x).argmax(1) == y) & (self.model(x + delta).argmax(1) == y))
@@ -824,18 +831,18 @@ class Auditor:
             torch.manual_seed(self.seed)
             for start in range(0, len(self.x), self.batch_size):
                 x, y = self.x[start:start + self.batch_size], self.y[start:start + self.batch_size]
-                delta = (random_start(x, a["eps"], a["norm"], gen) if a.get("random_start", True)
+                delta = (random_start(x, a.eps, a.norm, gen) if ATTACKS[a.type].settings(a).random_start
                          else torch.zeros_like(x))
                 delta = (x + delta).clamp(0, 1) - x
                 with frozen(self.model):
-                    for _ in range(int(a["steps"])):
+                    for _ in range(self.steps):
                         delta.requires_grad_(True)
                         loss = sum(F.cross_entropy(self.model(x + delta).float(), y, reduction="sum")
                                    for _ in range(draws if eot else 1))
                         (grad,) = torch.autograd.grad(loss, delta)
                         with torch.no_grad():
-                            delta = project(delta + a["step_size"] * steepest_step(grad, a["norm"]), a["eps"],
-                                            a["norm"])
+                            delta = project(delta + self.step * steepest_step(grad, a.norm), a.eps,
+                                            a.norm)
                             delta = (x + delta).clamp(0, 1) - x
                 with torch.no_grad():
                     votes = lambda z: sum((self.model(z).argmax(1) == y).int() for _ in range(votes_n))  # noqa: E731
@@ -887,7 +894,7 @@ class Auditor:
         for name in self.reported:
             label = f"column {name}"
             spec, flags = self.specs[label], self.flags[label]
-            if spec["type"] == "clean" or len(flags) != len(self.y):
+            if spec.clean or len(flags) != len(self.y):
                 continue
             best, labels = self.best_known(spec)
             verdict, stats = compare(flags, best, s.tolerance, s.significance)
@@ -896,7 +903,7 @@ class Auditor:
             beaten_by = sorted((lb for lb, k in broken.items() if k), key=lambda lb: -broken[lb])
             out.append(check(label, f"Reported column {name}",
                              f"the column may not stand more than {_pct(s.tolerance)} above the best known robust "
-                             f"accuracy at its budget ({spec.get('norm', 'linf')} eps {spec['eps']:.4g}: per example, "
+                             f"accuracy at its budget ({spec.norm} eps {spec.eps:.4g}: per example, "
                              f"robust under every attack measured there, the audit's and the table's), significantly "
                              "(exact one-sided McNemar test on the examples it leaves robust that another breaks)",
                              "Carlini et al. 2019, Sec. 5.2 (report the worst case over attacks); Croce & Hein 2020",
@@ -914,7 +921,7 @@ class Auditor:
         found = {}
         for spec in [self.attack] + ([self.l2] if self.l2 else []):
             best, labels = self.best_known(spec)
-            found[f"{spec['norm']} {spec['eps']:.4g}"] = {"norm": spec["norm"], "eps": spec["eps"],
+            found[f"{spec.norm} {spec.eps:.4g}"] = {"norm": str(spec.norm), "eps": spec.eps,
                                                           "accuracy": accuracy(best), "attacks": labels}
         return found
 

@@ -51,7 +51,7 @@ def protocol_pairs(catalog: Catalog, model_id: str) -> list[tuple[str, str]]:
             continue
         for attack in catalog.target_attacks(name, model_id):
             mapped = catalog.protocol_attack(name, attack, model_id)
-            if mapped is not None and catalog.attack_for(attack, model_id)["type"] not in NOT_PROTOCOL_TYPES:
+            if mapped is not None and catalog.attack_for(attack, model_id).type not in NOT_PROTOCOL_TYPES:
                 pairs[(attack, mapped)] = None
     return list(pairs)
 
@@ -65,10 +65,11 @@ def job_inputs(catalog: Catalog, model_id: str) -> list[str]:
 def job_settings(catalog: Catalog, model_id: str) -> str:
     """Everything an audit job computes from besides its files, resolved: a change re-runs it."""
     block = catalog.config["audit"]
-    return json.dumps({"audit": block, "attack": catalog.attack_for(block["attack"], model_id),
-                       "black_box": catalog.attack_for(block["black_box"], model_id) if block["black_box"] else None,
+    resolved = lambda name: catalog.attack_for(name, model_id).as_dict()  # noqa: E731
+    return json.dumps({"audit": block, "attack": resolved(block["attack"]),
+                       "black_box": resolved(block["black_box"]) if block["black_box"] else None,
                        "surrogate": surrogate_for(catalog, model_id),
-                       "protocol": [[s, catalog.attack_for(s, model_id), p, catalog.attack_for(p, model_id)]
+                       "protocol": [[s, resolved(s), p, resolved(p)]
                                     for s, p in protocol_pairs(catalog, model_id)],
                        "external": catalog.externals[model_id].as_dict() if catalog.is_external(model_id) else None},
                       sort_keys=True)

@@ -16,6 +16,7 @@ import torch
 
 from tradeoff.config import Catalog, ConfigError
 from tradeoff.core.errors import UserError
+from tradeoff.core.spec import AttackSpec, Norm
 from tradeoff.audit.checks import Auditor, Settings, group_verdicts, overall_line
 from tradeoff.audit.jobs import protocol_pairs, surrogate_for
 from tradeoff.audit.page import write_page
@@ -68,14 +69,14 @@ def reported_columns(catalog: Catalog, model_id: str, y: torch.Tensor, examples:
     audit_idx = _order(examples, size).tolist()
     columns, notes = {}, []
     for attack in wanted:
-        spec = dict(catalog.attack_for(attack, model_id))
-        if spec["type"] in NOT_COLUMNS:
+        spec = catalog.attack_for(attack, model_id)
+        if spec.type in NOT_COLUMNS:
             continue
         try:
             own = catalog.layout.metrics(train_id, attack)  # `evaluate --checkpoint/--model`: a file per attack
             if catalog.unit_of(attack) != attack and own.exists():
                 record = read_json(own)
-                if record.get("spec") != json.loads(json.dumps(spec)) or (
+                if record.get("spec") != json.loads(json.dumps(spec.as_dict())) or (
                         sha and (record.get("external") or {}).get("sha256") != sha):
                     notes.append(f"{attack}: {own} measured another file or setting")
                     continue
@@ -102,25 +103,6 @@ def reported_columns(catalog: Catalog, model_id: str, y: torch.Tensor, examples:
     return columns, notes
 
 
-def l2_spec(catalog: Catalog, model_id: str, attack: dict) -> dict | None:
-    """The audit's attack at the dataset's standard L2 budget (the config's ``datasets.<d>.l2``, rescaled as the
-    L-inf one for a scale), None where the dataset has none."""
-    from tradeoff.config.scale import resolve_attack
-
-    name = catalog.config["audit"]["attack"]
-    raw = {k: v for k, v in catalog.attacks[name].items() if k not in ("eps", "step_size")}
-    try:
-        spec = dict(resolve_attack({**raw, "norm": "l2"}, catalog.model_spec(model_id), catalog.config,
-                                   f"attacks.{name}"))
-    except (ConfigError, KeyError, TypeError, ValueError):
-        return None
-    if not spec.get("eps"):
-        return None
-    spec["step_size"] = spec["eps"] / 4 if attack.get("step_size") is None else \
-        attack["step_size"] * spec["eps"] / attack["eps"]
-    return spec
-
-
 def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0, surrogate: str | None = None,
           batch_size: int | None = None) -> tuple[dict, dict[str, Path]]:
     """Audit a run or an external model of the catalog; (its record, the files written: Layout.audit)."""
@@ -133,7 +115,7 @@ def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0
         examples = spec.test_examples if examples is None else min(examples, spec.test_examples)
     loaded = _load(catalog, model_id, device, examples)
     model, meta, x, y = loaded.model, loaded.meta, loaded.x, loaded.y
-    attack = dict(catalog.attack_for(block["attack"], model_id))
+    attack = catalog.attack_for(block["attack"], model_id)
     black_box = catalog.attack_for(block["black_box"], model_id) if block.get("black_box") else None
     if surrogate is not None and surrogate not in catalog.runs and not catalog.is_external(surrogate):
         raise ConfigError(f"--surrogate: {surrogate!r} is neither a run nor an external model of the catalog")
@@ -151,7 +133,7 @@ def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0
     auditor = Auditor(model, x, y, attack=attack, black_box=black_box, settings=Settings.from_config(block),
                       seed=seed, batch_size=batch_size or catalog.runtime.eval_batch_size,
                       surrogate=surrogate_model, no_surrogate=missing, protocol=pairs, reported=columns,
-                      l2=l2_spec(catalog, model_id, attack), log=lambda text: log.info("%s: %s", model_id, text))
+                      l2=catalog.attack_in_norm(block["attack"], model_id, Norm.L2), log=lambda text: log.info("%s: %s", model_id, text))
     checks = auditor.run()
     extra = {"model": model_id, "scale": catalog.scale, "arch": spec.arch, "dataset": spec.dataset,
              "external": meta.get("external"), "surrogate": surrogate_id, "settings": dict(block),
@@ -165,9 +147,10 @@ def make_record(auditor: Auditor, checks: list[dict], extra: dict, *, seconds: f
     groups = group_verdicts(checks)
     return {"format": FORMAT, "model": extra.get("model", "model"), "scale": extra.get("scale", "-"),
             "arch": extra.get("arch", "-"), "dataset": extra.get("dataset", "-"), "examples": len(auditor.y),
-            "clean_accuracy": auditor.curves()["clean"], "attack": auditor.attack, "l2": auditor.l2,
-            "black_box": auditor.black_box, "seed": auditor.seed, "device": device, **extra,
+            "clean_accuracy": auditor.curves()["clean"], "attack": auditor.attack.as_dict(),
+            "l2": auditor.l2.as_dict() if auditor.l2 else None,
+            "black_box": auditor.black_box.as_dict() if auditor.black_box else None, "seed": auditor.seed, "device": device, **extra,
             "checks": checks, "groups": groups, "overall": overall_line(groups),
             "verdict": overall_line(groups).split(" ")[0].replace("n/a", "pass"),
-            "best_known": auditor.headline(), "reported": {n: c["spec"] for n, c in auditor.reported.items()},
+            "best_known": auditor.headline(), "reported": {n: AttackSpec.from_dict(c["spec"]).as_dict() for n, c in auditor.reported.items()},
             "loss_trace": auditor.loss_trace, "measurements": auditor.curves(), "seconds": seconds}

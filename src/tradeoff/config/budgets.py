@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from tradeoff.core.errors import ConfigError
+from tradeoff.core.spec import AttackSpec
 
 # Sanity bounds for budgets: beyond them an attack is meaningless on [0, 1] images (L-inf eps >= 1 allows
 # any image; an L2 ball of radius 64 covers a 3x32x32 cube's diagonal).
@@ -72,12 +73,12 @@ def split_budget(name: str) -> tuple[str, str | None]:
     return base, (label if sep else None)
 
 
-def sweep_labels(spec: dict, key: str) -> list[str] | None:
+def sweep_labels(spec: "AttackSpec | dict", key: str) -> list[str] | None:
     """The budget labels of an attack whose eps is a list (as written, before any rescaling), else None."""
-    raw = spec.get("eps")
-    if not isinstance(raw, list):
+    raw = AttackSpec.from_dict(spec).eps
+    if not isinstance(raw, tuple):
         return None
     labels = [eps_label(parse_budget(e, f"{key}.eps")) for e in raw]
     if len(set(labels)) != len(labels):
-        raise ConfigError(f"{key}.eps: budgets repeat: {raw}")
+        raise ConfigError(f"{key}.eps: budgets repeat: {list(raw)}")
     return labels

@@ -26,18 +26,18 @@ from tradeoff.storage.atomic import json_digest
 from tradeoff.core.errors import ConfigError
 from tradeoff.data.generated import GeneratedDataRoot
 from tradeoff.core.settings import runtime_settings
-from tradeoff.core.spec import ExternalSpec, FrozenDict, RunSpec, _Spec, freeze
+from tradeoff.core.spec import AttackSpec, ExternalSpec, RunSpec, _Spec
 from tradeoff.storage.layout import Layout, ready_marker
 from tradeoff.config.budgets import parse_budget, rel_step, split_budget, sweep_labels
 from tradeoff.core.errors import unknown
-from tradeoff.config.load import ALL_ATTACKS, CORRUPTIONS_TYPE, PSEUDO_COLUMNS, REFERENCE_DIR
+from tradeoff.config.load import ALL_ATTACKS, PSEUDO_COLUMNS, REFERENCE_DIR
 from tradeoff.config.scale import corruption_set, resolve_attack
 
 @dataclass
 class Catalog:
     config: dict
     runs: dict[str, RunSpec]                    # run id -> its resolved settings (tradeoff.core.spec)
-    attacks: dict[str, dict]                    # attack name -> spec (budgets still per dataset)
+    attacks: dict[str, AttackSpec]              # attack name -> its settings as written (budgets still per dataset)
     targets: dict[str, dict]
     train_id: dict[str, str] = field(default_factory=dict)  # run id (or external id) -> its train id
     seed_runs: dict[str, list[str]] = field(default_factory=dict)  # run with `seeds` -> its run per seed
@@ -54,6 +54,7 @@ class Catalog:
                      for rid, spec in self.runs.items()}
         self.externals = {eid: spec if isinstance(spec, ExternalSpec) else ExternalSpec.from_dict(spec)
                           for eid, spec in self.externals.items()}
+        self.attacks = {name: AttackSpec.from_dict(spec) for name, spec in self.attacks.items()}
 
     def row_runs(self, run_id: str) -> list[str]:
         """The runs a table row or figure point averages: one per seed of a run with `seeds`, else the run."""
@@ -150,24 +151,40 @@ class Catalog:
         except PretrainedError as exc:
             raise ConfigError(f"runs.{run_id}: {exc}") from None
 
-    def attack_for(self, name: str, run_id: str) -> FrozenDict:
+    def attack_for(self, name: str, run_id: str) -> AttackSpec:
         """The evaluation attack ``name`` resolved for a run's (or external model's) dataset and the scale: its
-        ``type``, ``norm``, ``eps`` and the parameters its type declares (tradeoff.core.params; the attack reads them as
-        fields when it is built), frozen like a run's settings (tradeoff.core.spec: ``{**spec, key: value}`` for a
-        changed copy). An attack whose eps is a list (a budget sweep) is one evaluation per budget, named
+        ``type``, ``norm``, ``eps``, ``step_size`` and the parameters its type declares (tradeoff.core.params; the attack
+        reads them as fields when it is built), frozen like a run's settings (tradeoff.core.spec: ``spec.replace(...)``
+        for a changed copy). An attack whose eps is a list (a budget sweep) is one evaluation per budget, named
         ``<attack>@<label>`` (see attack_jobs)."""
         base, label = split_budget(name)
         if base not in self.attacks:
             raise ConfigError(unknown("attack", name, self.attack_jobs(), "`tradeoff list attacks` lists them"))
         key = f"attacks.{base}"
-        spec = resolve_attack(self.attacks[base], self.model_spec(run_id), self.config, key)
+        spec = resolve_attack(self.attacks[base].as_dict(), self.model_spec(run_id), self.config, key)
         labels = sweep_labels(self.attacks[base], key)
         if labels is None and label is None:
-            return freeze(spec)
+            return AttackSpec.from_dict(spec)
         if labels is None or label not in labels:
             raise ConfigError(unknown("attack", name, self.attack_jobs(base)))
         eps = spec["eps"][labels.index(label)]
-        return freeze({**spec, "eps": eps, "step_size": rel_step(spec.get("step_size"), eps, key)})
+        return AttackSpec.from_dict({**spec, "eps": eps, "step_size": rel_step(spec.get("step_size"), eps, key)})
+
+    def attack_in_norm(self, name: str, model_id: str, norm: str) -> AttackSpec | None:
+        """Attack ``name`` resolved for a model at its dataset's standard budget in another norm (``datasets.<d>.<norm>``,
+        rescaled for the scale as every budget is), its step keeping the ratio to the budget that it has in the
+        attack's own norm (eps / 4 where it sets none): the audit's L2 checks. None where the dataset has no such
+        budget."""
+        raw = {k: v for k, v in self.attacks[name].as_dict().items() if k not in ("eps", "step_size")}
+        try:
+            spec = resolve_attack({**raw, "norm": str(norm)}, self.model_spec(model_id), self.config, f"attacks.{name}")
+        except (ConfigError, KeyError, TypeError, ValueError):
+            return None
+        if not spec.get("eps"):
+            return None
+        own = self.attack_for(name, model_id)
+        spec["step_size"] = spec["eps"] / 4 if own.step_size is None else own.step_size * spec["eps"] / own.eps
+        return AttackSpec.from_dict(spec)
 
     def attack_jobs(self, name: str | None = None) -> list[str]:
         """Evaluation names: every attack, a sweep as one ``<attack>@<label>`` per budget (8/255 -> 8_255)."""
@@ -226,9 +243,9 @@ class Catalog:
         if name == ALL_ATTACKS:
             return 1
         spec = self.attacks[split_budget(name)[0]]
-        if spec["type"] == CORRUPTIONS_TYPE:
+        if spec.corruptions:
             return 1
-        return int(spec.get("shards") or self.runtime.eval_shards or 1)
+        return int(spec.shards or self.runtime.eval_shards or 1)
 
     def leaf_targets(self, name: str) -> list[str]:
         """The tables and figures that a target builds (itself, or a group's members, recursively)."""
@@ -318,7 +335,8 @@ class Catalog:
         if mapped is None:
             return None
         mapped = mapped if label is None else f"{mapped}@{label}"
-        return None if _same_settings(self.attack_for(mapped, run_id), self.attack_for(attack, run_id)) else mapped
+        same = _same_settings(self.attack_for(mapped, run_id).as_dict(), self.attack_for(attack, run_id).as_dict())
+        return None if same else mapped
 
     def column_jobs(self, column: str) -> list[str]:
         """The evaluation jobs of a target column: the attack job itself, or every budget of a budget sweep named
@@ -331,7 +349,7 @@ class Catalog:
     def budget_sweep_points(self, column: str) -> list[tuple[float, str, str]]:
         """(budget as written, its text, evaluation job) of each budget of a sweep attack, in the written order:
         the x axis of a `lines` figure whose columns name budget sweeps (CA-AT Figure 8)."""
-        raw = self.attacks[column]["eps"]
+        raw = self.attacks[column].eps
         return [(parse_budget(e, f"attacks.{column}.eps"), str(e), job)
                 for e, job in zip(raw, self.attack_jobs(column))]
 
@@ -354,7 +372,7 @@ class Catalog:
         spec = self.attacks[split_budget(attack)[0]]
         # the mapped name only: resolve() checked every evaluation (attack_for), and checking it again here would
         # import the dataset registry (PyTorch) in the Snakefile
-        return [corruption_set(spec, self.config)] if spec["type"] == CORRUPTIONS_TYPE else []
+        return [corruption_set(spec, self.config)] if spec.corruptions else []
 
     def evaluation_markers(self, model_id: str, attacks: list[str]) -> list[str]:
         """The download markers of the datasets that evaluating ``attacks`` of a model reads besides its test set (the

@@ -11,6 +11,7 @@ from typing import Any
 from tradeoff.core.errors import ConfigError
 from tradeoff.core.params import TEXT, Param
 from tradeoff.core.settings import runtime_settings
+from tradeoff.core.spec import AttackSpec
 from tradeoff.core.targets import PLOTS, Attacks, check_analysis
 from tradeoff.config.budgets import MAX_EPS, parse_budget, split_budget, sweep_labels
 from tradeoff.core.errors import unknown
@@ -165,7 +166,7 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
     for field_name in needed[target["kind"]]:
         if field_name not in target:
             raise ConfigError(f"{key}: a {target['kind']} needs `{field_name}`")
-    view = Attacks(attacks, split_budget, lambda a: sweep_labels(attacks[a], f"attacks.{a}"), CORRUPTIONS_TYPE)
+    view = Attacks({n: AttackSpec.from_dict(a) for n, a in attacks.items()}, split_budget, lambda a: sweep_labels(attacks[a], f"attacks.{a}"), CORRUPTIONS_TYPE)
     if "analysis" in target:
         check_analysis(target, key, view)
     if plot is not None and plot.check is not None:

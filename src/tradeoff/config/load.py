@@ -10,6 +10,7 @@ from typing import Any, Iterable
 import yaml
 
 from tradeoff.core.errors import ConfigError, did_you_mean
+from tradeoff.core.spec import CORRUPTIONS_TYPE
 from tradeoff.config.design import expand, merge
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -29,9 +30,9 @@ DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
 AUTOATTACK_FAMILY = ("apgd-ce", "apgd-dlr", "apgd-t", "fab", "fab-t", "square", "autoattack")
 
 
-# An entry of `attacks:` of this type is not an attack: it measures NROB on the corruption dataset it names (mapped by
-# `corruption_map` at smaller scales; tradeoff.data.corruptions); a table column names it as any attack.
-CORRUPTIONS_TYPE = "corruptions"
+# An entry of `attacks:` of this type (tradeoff.core.spec.CORRUPTIONS_TYPE) is not an attack: it measures NROB on the
+# corruption dataset it names (mapped by `corruption_map` at smaller scales; tradeoff.data.corruptions); a table column
+# names it as any attack.# (CORRUPTIONS_TYPE, imported above)
 
 
 # The evaluation job of every attack of a run (runtime.eval_unit: run): its files are metrics/<run>/all.json etc.

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable
 from tradeoff.core import ranges
 from tradeoff.core.errors import ConfigError
 from tradeoff.storage.layout import Layout
-from tradeoff.core.spec import ExternalSpec, RunSpec
+from tradeoff.core.spec import AttackSpec, ExternalSpec, RunSpec
 from tradeoff.config.catalog import Catalog, spec_digest
 from tradeoff.config.checks import (
     _check_arch_map,
@@ -77,7 +77,8 @@ def _save_catalog_cache(paths: list[Path], catalog: Catalog) -> None:
     from tradeoff.storage.atomic import WriteError, atomic_write_text
 
     cache = _catalog_cache(paths, catalog.config)
-    fields = {name: getattr(catalog, name) for name in ("config", "attacks", "targets", "train_id", "seed_runs")}
+    fields = {name: getattr(catalog, name) for name in ("config", "targets", "train_id", "seed_runs")}
+    fields["attacks"] = {name: spec.as_dict() for name, spec in catalog.attacks.items()}
     fields["runs"] = {rid: spec.as_dict() for rid, spec in catalog.runs.items()}
     fields["externals"] = {eid: spec.as_dict() for eid, spec in catalog.externals.items()}
     text = json.dumps(fields)  # key order kept: it is the order of a table's columns and rows
@@ -212,26 +213,25 @@ def _check_strong_columns(catalog: Catalog, registry: dict) -> None:
         for column, attack in (target.get("columns") or {}).items():
             base = split_budget(attack)[0]
             written = catalog.attacks.get(base)
-            if written is None or attack in PSEUDO_COLUMNS or registry.get(written.get("type")) is None:
+            if written is None or attack in PSEUDO_COLUMNS or registry.get(written.type) is None:
                 continue
             key = f"targets.{name}.columns.{column}"
-            step = written.get("step_size")
-            if isinstance(written.get("eps"), list) and step is not None and not (
-                    isinstance(step, str) and _RELATIVE.match(step)):
-                raise ConfigError(f"{key}: attacks.{base} sweeps eps {written['eps']} with the fixed step_size "
+            step = written.step_size
+            if written.sweep and step is not None and not (isinstance(step, str) and _RELATIVE.match(step)):
+                raise ConfigError(f"{key}: attacks.{base} sweeps eps {list(written.eps)} with the fixed step_size "
                                   f"{step!r}: write the step relative to the budget (e.g. 'eps/4') so that every "
                                   "budget of the sweep gets its own")
             for job in catalog.column_jobs(attack):
                 for run in dict.fromkeys(catalog.train_id[r] for row in target["rows"]
                                          for r in catalog.row_runs(row["run"])):
                     spec = catalog.attack_for(job, run)
-                    reach = registry[spec["type"]].reach(spec)
+                    reach = registry[spec.type].reach(spec)
                     if reach is not None and reach[0] < reach[1] * (1 - 1e-9):
                         raise ConfigError(
                             f"{key}: {job} cannot reach its budget at scale {catalog.scale} (run {run}): "
-                            f"{spec.get('steps', 1)} steps travel {reach[0]:.4g} in {spec['norm']}, less than "
-                            f"{reach[1]:.4g} ({'2 eps from a random start' if reach[1] > spec['eps'] else 'eps'}, eps "
-                            f"{spec['eps']:.4g}); give it more steps or a step relative to eps ('eps/4')")
+                            f"{spec.params.get('steps', 1)} steps travel {reach[0]:.4g} in {spec.norm}, less than "
+                            f"{reach[1]:.4g} ({'2 eps from a random start' if reach[1] > spec.eps else 'eps'}, eps "
+                            f"{spec.eps:.4g}); give it more steps or a step relative to eps ('eps/4')")
 
 
 def _check_audit(config: dict) -> None:
@@ -252,12 +252,12 @@ def _check_audit(config: dict) -> None:
                               f"{sorted(n for n, a in config['attacks'].items() if a['type'] == wanted)}")
 
 
-def check_evaluation(catalog: Catalog, model_id: str, attack: str) -> dict:
+def check_evaluation(catalog: Catalog, model_id: str, attack: str) -> AttackSpec:
     """An evaluation of a run or an external model, resolved (its attack spec returned), or ConfigError: a budget out
     of range at this scale, a corruption dataset of another dataset than the model's."""
     spec = catalog.attack_for(attack, model_id)
     base = split_budget(attack)[0]
-    if catalog.attacks[base]["type"] == CORRUPTIONS_TYPE:
+    if catalog.attacks[base].corruptions:
         _check_corruptions(catalog.attacks[base], catalog.model_spec(model_id), catalog.config, f"attacks.{base}")
     return spec
 
@@ -390,13 +390,13 @@ def _attack_ref(config: dict, name: Any, key: str) -> dict:
     return pool[name]
 
 
-def _check_corruptions(spec: dict, run: RunSpec | ExternalSpec, config: dict, key: str) -> None:
+def _check_corruptions(spec: AttackSpec, run: RunSpec | ExternalSpec, config: dict, key: str) -> None:
     """An evaluation on corrupted images for a run: its dataset, mapped by ``corruption_map`` (smaller scales),
     must hold corrupted test images of the run's own dataset. (resolve() checks every such evaluation; resolving
     one again needs no dataset registry, so the Snakefile does not import PyTorch.)"""
     from tradeoff import data
 
-    named, dataset = spec["dataset"], corruption_set(spec, config)
+    named, dataset = spec.dataset, corruption_set(spec, config)
     clean = data.corruption_dataset(dataset).clean_dataset
     if clean != run.dataset:
         hint = (f"map it to a corruption dataset of {run.dataset!r} with corruption_map: {{{named}: ...}}"

@@ -10,6 +10,7 @@ from typing import Any
 
 from tradeoff.core.errors import ConfigError
 from tradeoff.core.params import Params
+from tradeoff.core.spec import AttackSpec
 from tradeoff.storage.layout import Layout
 from tradeoff.config.budgets import MAX_EPS, _RELATIVE, parse_budget, parse_step, rel_step
 from tradeoff.config.checks import _check_eps
@@ -42,9 +43,10 @@ def _standard_budget(config: dict, dataset: str, norm: str, key: str) -> float:
     return parse_budget(budgets[norm], f"datasets.{dataset}.{norm}")
 
 
-def corruption_set(spec: dict, config: dict) -> str:
+def corruption_set(spec: AttackSpec | dict, config: dict) -> str:
     """The corruption dataset that an entry of type `corruptions` reads at this scale (``corruption_map``)."""
-    return (config.get("corruption_map") or {}).get(spec["dataset"], spec["dataset"])
+    named = AttackSpec.from_dict(spec).dataset
+    return (config.get("corruption_map") or {}).get(named, named)
 
 
 def _datasets(model: Any) -> tuple[str, str]:

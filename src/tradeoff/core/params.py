@@ -14,11 +14,11 @@ import dataclasses
 import functools
 import numbers
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from tradeoff.core.errors import ConfigError, did_you_mean
 from tradeoff.core.ranges import Range, check as check_range
-from tradeoff.core.spec import freeze
+from tradeoff.core.spec import AttackSpec, FrozenDict, attack_spec, freeze
 
 # The kinds of value a parameter takes.
 NUMBER = "number"      # int or float (not a boolean)
@@ -86,6 +86,16 @@ class Param:
         if self.optional:
             object.__setattr__(self, "nullable", True)
 
+    def typed(self, value: Any) -> Any:
+        """A (frozen) value as its settings hold it: a resolved attack as an AttackSpec (tradeoff.core.spec), inside a
+        mapping too."""
+        if self.type == ATTACK:
+            return attack_spec(value)
+        if self.type == MAPPING and isinstance(value, Mapping) and any(f.type == ATTACK for f in self.fields):
+            kinds = {f.name: f for f in self.fields}
+            return FrozenDict((k, kinds[k].typed(v) if k in kinds else v) for k, v in value.items())
+        return value
+
     def but(self, **changes: Any) -> "Param":
         """The same parameter with other settings (a subclass's other default)."""
         return dataclasses.replace(self, **changes)
@@ -133,7 +143,7 @@ class Param:
             if not (_number(value) or isinstance(value, str)):
                 raise wrong
         elif kind == ATTACK:
-            if not isinstance(value, (str, dict)):
+            if not isinstance(value, (str, dict, AttackSpec)):
                 raise wrong
         elif kind == SCHEDULE:
             if not (isinstance(value, dict) and set(value) == {"epochs", "values"}
@@ -253,7 +263,8 @@ class Params:
         tradeoff.core.spec.freeze)."""
         given = {k: v for k, v in values.items() if k != "name"}
         self.check(given, key)
-        return self._frozen(**{p.name: freeze(given[p.name] if p.name in given else p.default) for p in self.items})
+        return self._frozen(**{p.name: p.typed(freeze(given[p.name] if p.name in given else p.default))
+                               for p in self.items})
 
     @functools.cached_property
     def _frozen(self) -> type:

@@ -3,15 +3,21 @@ model (:class:`ExternalSpec`). ``tradeoff.config`` resolves them once from the m
 defaults, the scale's mapping, the method's declared parameters); everything downstream reads fields
 (``spec.selection.examples``, ``spec.method.name``), and nothing can change them.
 
+An attack's settings are an :class:`AttackSpec` (its ``type``, its :class:`Norm`, its budget ``eps``, its
+``step_size`` and the parameters its type declares): as written in the catalog (``Catalog.attacks``: a budget in the
+paper dataset's terms, a sweep, a step relative to eps), and resolved for one model (``Catalog.attack_for``, a run's
+selection attack and its method's training attacks: one eps, the step size a number or None).
+
 ``as_dict()`` is their one JSON form (the settings digests, jobs.json, the catalog's cache): plain dicts and lists
-in a fixed key order; ``from_dict`` reads it back and refuses a key it does not know. A method's parameters and the
-attack specs inside a run stay mappings (a method reads its own as the fields of its declared ``Params``), deep-frozen
-(:class:`FrozenDict`, tuples). No PyTorch here.
+in a fixed key order; ``from_dict`` reads it back and refuses a key it does not know. A method's parameters stay a
+mapping in the run's spec (a method reads its own as the fields of its declared ``Params``, an attack among them as an
+:class:`AttackSpec`), deep-frozen (:class:`FrozenDict`, tuples). No PyTorch here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
@@ -55,6 +61,8 @@ def thaw(value: Any) -> Any:
         return value.file
     if isinstance(value, _Spec):
         return value.as_dict()
+    if isinstance(value, enum.Enum):
+        return value.value
     return value
 
 
@@ -79,6 +87,121 @@ class _Spec:
     def replace(self, **changes: Any):
         """A copy with some fields changed (dataclasses.replace)."""
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+class Norm(str, enum.Enum):
+    """The norm of an attack's budget ball; its value is the config's word for it (``norm: l2``)."""
+
+    LINF = "linf"
+    L2 = "l2"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: the type of a catalog entry that measures accuracy on corrupted images (NROB), not an attack: its settings are
+#: the corruption ``dataset`` only
+CORRUPTIONS_TYPE = "corruptions"
+
+#: the settings of an attack that are fields of its spec; every other key is a parameter of its type
+_ATTACK_FIELDS = ("type", "norm", "eps", "step_size", "dataset", "shards")
+
+
+@dataclass(frozen=True)
+class AttackSpec(_Spec):
+    """An attack's settings (an entry of ``attacks:`` / ``train_attacks:``), typed.
+
+    Resolved for a model (``Catalog.attack_for``; a run's selection and training attacks): ``eps`` is its budget (a
+    number), ``norm`` always set, ``step_size`` the step's length (a number) or None where the attack chooses its own
+    (the resolver derives it once: relative steps, the scale's budget ratio and step caps). As written
+    (``Catalog.attacks``): ``eps`` is the budget at the paper's dataset as written (a number, a fraction text such as
+    ``"8/255"``, None for the dataset's standard budget, or a tuple of them: a budget sweep), ``step_size`` as written
+    (``"eps/4"``), ``shards`` the jobs it is split into. An entry of type ``corruptions`` has a ``dataset`` and no
+    norm. ``params`` holds the parameters its type declares (tradeoff.attacks: ``steps``, ``loss``, ...) as given.
+
+    ``form`` lists the keys of its JSON form in order (which optional settings it holds: a resolved sweep budget says
+    ``step_size: None``, another attack leaves it out), so that ``as_dict`` is exactly the dict the settings
+    digests hashed before the settings were typed."""
+
+    type: str
+    norm: Norm | None = Norm.LINF
+    eps: Any = None
+    step_size: Any = None
+    params: FrozenDict = field(default_factory=FrozenDict)
+    dataset: str | None = None
+    shards: int | None = None
+    form: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.form:  # made from its fields: its JSON form holds every setting that is set
+            given = [k for k in _ATTACK_FIELDS if getattr(self, k) is not None]
+            object.__setattr__(self, "form", tuple(given) + tuple(self.params))
+
+    @classmethod
+    def from_dict(cls, raw: "Mapping | AttackSpec") -> "AttackSpec":
+        """The spec of an attack's JSON form (an AttackSpec as it is). ValueError for a norm it does not know."""
+        if isinstance(raw, AttackSpec):
+            return raw
+        if "type" not in raw:
+            raise ValueError(f"an attack's settings need its type, got {dict(raw)}")
+        norm = raw.get("norm", None if raw["type"] == CORRUPTIONS_TYPE else Norm.LINF.value)
+        try:
+            norm = None if norm is None else Norm(norm)
+        except ValueError:
+            raise ValueError(f"an attack's norm: {norm!r} is not one of {[n.value for n in Norm]}") from None
+        eps = raw.get("eps")
+        return cls(type=raw["type"], norm=norm, eps=tuple(eps) if isinstance(eps, (list, tuple)) else eps,
+                   step_size=raw.get("step_size"), dataset=raw.get("dataset"), shards=raw.get("shards"),
+                   params=freeze({k: v for k, v in raw.items() if k not in _ATTACK_FIELDS}), form=tuple(raw))
+
+    def as_dict(self) -> dict:
+        return {k: thaw(getattr(self, k) if k in _ATTACK_FIELDS else self.params[k]) for k in self.form}
+
+    def replace(self, **changes: Any) -> "AttackSpec":
+        """A copy with some settings changed (a parameter by its name too), each one in its JSON form."""
+        fields = {k: v for k, v in changes.items() if k in _ATTACK_FIELDS}
+        params = {k: v for k, v in changes.items() if k not in _ATTACK_FIELDS}
+        if "norm" in fields and fields["norm"] is not None:
+            fields["norm"] = Norm(fields["norm"])
+        if "eps" in fields and isinstance(fields["eps"], list):
+            fields["eps"] = tuple(fields["eps"])
+        form = self.form + tuple(k for k in changes if k not in self.form)
+        return dataclasses.replace(self, **fields, params=freeze({**self.params, **params}), form=form)
+
+    def without(self, *params: str) -> "AttackSpec":
+        """A copy without some of its type's parameters (each then at its type's default)."""
+        return dataclasses.replace(self, params=FrozenDict((k, v) for k, v in self.params.items() if k not in params),
+                                   form=tuple(k for k in self.form if k not in params or k in _ATTACK_FIELDS))
+
+    @property
+    def corruptions(self) -> bool:
+        """Whether the entry measures accuracy on corrupted images (NROB), not under an attack."""
+        return self.type == CORRUPTIONS_TYPE
+
+    @property
+    def clean(self) -> bool:
+        """Whether the entry is the clean evaluation (no attack)."""
+        return self.type == "clean"
+
+    @property
+    def sweep(self) -> bool:
+        """Whether the entry (as written) sweeps budgets: one evaluation per budget (``<attack>@<label>``)."""
+        return isinstance(self.eps, tuple)
+
+    @property
+    def standard_budget(self) -> bool:
+        """Whether the entry (as written) takes the dataset's standard budget for its norm (no eps given)."""
+        return self.eps is None
+
+
+#: the clean evaluation (no attack): accuracy on the images as they are
+CLEAN = AttackSpec.from_dict({"type": "clean", "eps": 0.0})
+
+
+def attack_spec(value: Any) -> Any:
+    """An attack's settings typed: a mapping as an AttackSpec, anything else (a name not yet resolved, None) as it
+    is."""
+    return AttackSpec.from_dict(value) if isinstance(value, Mapping) else value
 
 
 @dataclass(frozen=True)
@@ -147,7 +270,7 @@ class Selection(_Spec):
     mode: str
     min_clean: float
     examples: int
-    attack: Any  # the resolved attack spec (a FrozenDict); its name before resolution
+    attack: Any  # the resolved AttackSpec; its name before resolution
     every: float | None = None
     split: str = "validation"
     validation: int = 0
@@ -179,7 +302,7 @@ class Selection(_Spec):
     @classmethod
     def from_dict(cls, raw: Mapping) -> "Selection":
         given = cls._fields_of(raw, "selection")
-        given["attack"] = freeze(given.get("attack"))
+        given["attack"] = attack_spec(freeze(given.get("attack")))
         return cls(**given)
 
 

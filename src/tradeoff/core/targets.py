@@ -15,13 +15,14 @@ from typing import Any
 
 from tradeoff.core.errors import ConfigError
 from tradeoff.core.registry import Registry
+from tradeoff.core.spec import AttackSpec
 
 
 @dataclass(frozen=True)
 class Attacks:
     """The configuration's attacks as a target's check asks about them; tradeoff.config, which owns budgets and
     attack types, builds it."""
-    specs: Mapping[str, Mapping]                    # name -> its entry of ``attacks:``, as written
+    specs: Mapping[str, AttackSpec]                 # name -> its entry of ``attacks:``, as written
     split: Callable[[str], tuple[str, str | None]]  # 'pgd@16_255' -> ('pgd', '16_255')
     sweep: Callable[[str], list[str] | None]        # an attack's budget labels when its eps is a list, else None
     corruptions: str                                # the type of an entry that measures corrupted sets
@@ -33,7 +34,7 @@ class Attacks:
         return self.split(str(name))[0]
 
     def type(self, name: Any) -> Any:
-        return self.specs.get(name, {}).get("type")
+        return self.specs[name].type if name in self.specs else None
 
 
 @dataclass(frozen=True)

@@ -33,14 +33,11 @@ from tradeoff import attacks
 from tradeoff.storage.atomic import json_digest, sha256_file
 from tradeoff.core.progress import Bar
 from tradeoff.core.errors import UserError
-from tradeoff.config import CORRUPTIONS_TYPE, rel_step, spec_digest
+from tradeoff.config import spec_digest
 from tradeoff.storage.layout import METRICS_FORMAT, SUITE_FORMAT, bits
-from tradeoff.core.spec import ExternalSpec, RunSpec, model_spec
+from tradeoff.core.spec import AttackSpec, ExternalSpec, RunSpec, model_spec
 
 log = logging.getLogger(__name__)
-
-# keys of a resolved attack spec that are not parameters of the attack class
-NOT_ATTACK_PARAMS = ("type", "eps", "norm", "name", "step_size", "shards")
 
 
 @dataclass
@@ -69,16 +66,6 @@ def batch_seed(seed: int, batch_index: int) -> int:
 
 def unbits(s: str) -> torch.Tensor:
     return torch.tensor([c == "1" for c in s], dtype=torch.bool)
-
-
-def build_attack(model: nn.Module, spec: dict, eps: float, seed: int) -> attacks.Attack:
-    params = {k: v for k, v in spec.items() if k not in NOT_ATTACK_PARAMS}
-    defaults = attacks.ATTACKS[spec["type"]].defaults
-    if spec.get("step_size") is not None or "step_size" in defaults:  # resolved specs carry step_size: None
-        params["step_size"] = rel_step(spec.get("step_size"), eps, "step_size")
-    if "seed" in defaults:
-        params["seed"] = seed
-    return attacks.build(spec["type"], model, eps=eps, norm=spec.get("norm", "linf"), **params)
 
 
 # ------------------------------------------------------------------------------------------ resume state
@@ -150,9 +137,9 @@ class _BatchProgress:
 # ------------------------------------------------------------------------------------------- evaluation
 
 
-def run_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *, seed: int, batch_size: int,
-               first_batch: int = 0, eps: float | None = None, state: EvalState | None = None,
-               progress: str | None = None, whole: bool = True) -> Outcome:
+def run_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: AttackSpec, *, seed: int, batch_size: int,
+               first_batch: int = 0, state: EvalState | None = None, progress: str | None = None,
+               whole: bool = True) -> Outcome:
     """Evaluate ``model`` on (x, y) under a resolved attack spec. ``first_batch`` is the global index of the
     first batch (for shards); ``state`` keeps partial results so that an interrupted call can resume.
     ``progress``: a name (the attack job's) to show the progress under (tradeoff.core.progress: batches done, robust so
@@ -161,8 +148,7 @@ def run_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *
     and when (x, y) is the ``whole`` evaluation (not a shard), those of its checks of the whole evaluation."""
     was_training = model.training
     model.eval()
-    eps = float(spec["eps"] if eps is None else eps)
-    kind = attacks.ATTACKS[spec["type"]]
+    kind = attacks.ATTACKS[spec.type]
     t0 = time.perf_counter()
     tally = _Tally(state, kind.sanity_checked)
     n_batches, timed = math.ceil(len(x) / batch_size), {"images": 0, "seconds": 0.0}
@@ -180,11 +166,11 @@ def run_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *
                 xb, yb = x[start:start + batch_size], y[start:start + batch_size]
                 with torch.no_grad():
                     clean = model(xb).argmax(1) == yb
-                attack = build_attack(model, spec, eps, batch_seed(seed, gb))
+                attack = attacks.from_spec(spec, model, seed=batch_seed(seed, gb))
                 attack.prepare(xb, yb, first=gb == 0, show_progress=progress is not None)
                 robust = clean.clone()
                 todo = clean if attack.skips_misclassified else torch.ones_like(clean)
-                if spec["type"] != "clean" and todo.any():
+                if not spec.clean and todo.any():
                     saving = state.progress(gb) if state is not None else None
                     robust[todo] = attack.robust(xb[todo], yb[todo], saving)
                 if attack.skips_misclassified:
@@ -259,7 +245,7 @@ def _robust_so_far(robust_parts: list, timed: dict) -> str:
     return f"{robust} of {seen} images robust so far ({100.0 * robust / max(seen, 1):.1f}%), {rate:.1f} images/s"
 
 
-def accuracy_under(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *, seed: int,
+def accuracy_under(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: AttackSpec, *, seed: int,
                    batch_size: int) -> float:
     return run_attack(model, x, y, spec, seed=seed, batch_size=batch_size).accuracy
 
@@ -278,8 +264,8 @@ def shard_range(n: int, batch_size: int, shard: int, shards: int) -> tuple[int, 
     return lo, min(lo * batch_size, n), min(hi * batch_size, n)
 
 
-def state_key(digest: str, spec: dict, seed: int, batch_size: int, n: int, first_batch: int) -> str:
-    payload = {"model": digest, "spec": spec, "seed": seed, "batch_size": batch_size, "n": n,
+def state_key(digest: str, spec: AttackSpec, seed: int, batch_size: int, n: int, first_batch: int) -> str:
+    payload = {"model": digest, "spec": spec.as_dict(), "seed": seed, "batch_size": batch_size, "n": n,
                "first_batch": first_batch}
     return json_digest(payload, default=str)
 
@@ -318,15 +304,15 @@ def channels_last(model: nn.Module, x: torch.Tensor) -> tuple[nn.Module, torch.T
     return model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
 
 
-def _library_versions(spec: dict) -> dict:
-    if spec["type"] in ("autoattack", *attacks.autoattack.COMPONENTS):
+def _library_versions(spec: AttackSpec) -> dict:
+    if spec.type in ("autoattack", *attacks.autoattack.COMPONENTS):
         from importlib import metadata
 
         return {"pyautoattack": metadata.version("pyautoattack")}
     return {}
 
 
-def record(meta: dict, attack_name: str, spec: dict, context: dict) -> dict:
+def record(meta: dict, attack_name: str, spec: AttackSpec, context: dict) -> dict:
     """How a measurement was made, first in its metrics file: what a report checks against the config of the cell
     it fills (tradeoff.report.records) before it shows the number. ``context``: the scale, the model file's
     digest, the test examples setting and the test set's size."""
@@ -334,7 +320,7 @@ def record(meta: dict, attack_name: str, spec: dict, context: dict) -> dict:
     out = {"format": METRICS_FORMAT, "run": meta["run"], "attack": attack_name, "scale": context["scale"],
            "dataset": settings.dataset, "arch": settings.arch, "paper_dataset": settings.paper_dataset,
            "paper_arch": settings.paper_arch, "spec_digest": spec_digest(settings), "model": context["model"],
-           "spec": spec, "test_examples": context["test_examples"], "test_size": context["test_size"],
+           "spec": spec.as_dict(), "test_examples": context["test_examples"], "test_size": context["test_size"],
            "selected_epoch": meta["selected_epoch"], "mechanism": meta.get("mechanism"),
            # which split chose that epoch, on how many images, and how many were held out of training
            # (tradeoff.core.spec.Selection.record); None in a model file written before they were recorded, or external
@@ -345,13 +331,13 @@ def record(meta: dict, attack_name: str, spec: dict, context: dict) -> dict:
     return out
 
 
-def _metrics(meta: dict, attack_name: str, spec: dict, out: Outcome, *, seed: int, batch_size: int,
+def _metrics(meta: dict, attack_name: str, spec: AttackSpec, out: Outcome, *, seed: int, batch_size: int,
              provenance: dict, context: dict, extra: dict | None = None) -> dict:
     n = len(out.labels)
     metrics = {
         **record(meta, attack_name, spec, context),
-        "type": spec["type"], "norm": spec.get("norm", "linf"),
-        "eps": float(spec["eps"]), "params": {k: v for k, v in spec.items() if k not in ("type", "norm", "eps")},
+        "type": spec.type, "norm": str(spec.norm), "eps": float(spec.eps),
+        "params": {k: v for k, v in spec.as_dict().items() if k not in ("type", "norm", "eps")},
         "accuracy": out.accuracy, "clean_accuracy": out.clean_accuracy, "examples": n,
         "robust_examples": int(out.robust_correct.sum()), "clean_examples": int(out.clean_correct.sum()),
         "seed": seed, "batch_size": batch_size,
@@ -382,7 +368,7 @@ def _write_json(path, obj: dict, indent: int | None = None) -> None:
 class AttackJob:
     """One attack of an evaluation: its name, resolved spec and files (None: not written)."""
     attack_name: str
-    spec: dict
+    spec: AttackSpec
     metrics_out: Any = None
     predictions_out: Any = None
     state_path: Any = None  # the resume state (see the module docstring)
@@ -515,7 +501,7 @@ class Loaded:
     def compute(self, job: AttackJob) -> tuple[dict, dict]:
         """One attack's (or one NROB's) metrics record and per-example predictions, resuming from and then removing
         ``job.state_path``."""
-        if job.spec["type"] == CORRUPTIONS_TYPE:
+        if job.spec.corruptions:
             return self._corruptions(job)
         return self._shard(job, None)
 
@@ -524,7 +510,7 @@ class Loaded:
 
         model, meta, x, y, device = self.model, self.meta, self.x, self.y, self.device
         spec, attack_name, seed, batch_size = job.spec, job.attack_name, self.ev.seed, self.ev.batch_size
-        if spec["type"] == CORRUPTIONS_TYPE:
+        if spec.corruptions:
             raise ValueError(f"{attack_name}: an evaluation on corrupted images is not sharded")
         n = len(x)
         first_batch, start, stop = (0, 0, n) if shard is None else shard_range(n, batch_size, shard.index,
@@ -535,9 +521,10 @@ class Loaded:
             state = EvalState(job.state_path, key)
         out = run_attack(model, x[start:stop], y[start:stop], spec, seed=seed, batch_size=batch_size,
                          first_batch=first_batch, state=state, progress=attack_name, whole=shard is None)
-        checked = {"checks": out.checks} if attacks.ATTACKS[spec["type"]].sanity_checked else {}  # their warnings
+        checked = {"checks": out.checks} if attacks.ATTACKS[spec.type].sanity_checked else {}  # their warnings
         if shard is not None:
-            partial = {"format": "tradeoff-eval-shard/2", "run": meta["run"], "attack": attack_name, "spec": spec,
+            partial = {"format": "tradeoff-eval-shard/2", "run": meta["run"], "attack": attack_name,
+                       "spec": spec.as_dict(),
                        "seed": seed, "batch_size": batch_size, "examples_total": n, "shard": shard.index,
                        "shards": shard.count, "first_batch": first_batch, "start": start, "stop": stop,
                        "seconds": out.seconds, "breakdown": out.breakdown, "meta": meta,
@@ -570,7 +557,7 @@ class Loaded:
         model.eval()
         try:
             clean = corruptions.correct(model, self.x, self.y, batch_size=batch_size, device=self.device)
-            result = corruptions.nrob(model, self.ev.data_root, dataset=spec["dataset"], batch_size=batch_size,
+            result = corruptions.nrob(model, self.ev.data_root, dataset=spec.dataset, batch_size=batch_size,
                                       device=self.device, examples=self.ev.test_examples)
         finally:
             model.train(was_training)
@@ -578,12 +565,12 @@ class Loaded:
         n = len(result["labels"])
         images = n * sum(len(accs) for accs in result["severities"].values())
         metrics = {
-            **record(meta, job.attack_name, spec, self.context), "type": spec["type"],
-            "params": {k: v for k, v in spec.items() if k != "type"},
+            **record(meta, job.attack_name, spec, self.context), "type": spec.type,
+            "params": {k: v for k, v in spec.as_dict().items() if k != "type"},
             "accuracy": result["nrob"], "clean_accuracy": int(clean.sum()) / len(clean), "examples": n,
             "corrupted_images": images, "corruptions": result["corruptions"], "severities": result["severities"],
             "batch_size": batch_size, "seconds": seconds, "images_per_s": images / seconds if seconds else None,
-            "corruption_dataset": spec["dataset"], "precision": "fp32", "libraries": {},
+            "corruption_dataset": spec.dataset, "precision": "fp32", "libraries": {},
             "provenance": provenance(self.device),
         }
         return metrics, {"run": meta["run"], "attack": job.attack_name, "labels": result["labels"],
@@ -623,12 +610,13 @@ def merge_shards(paths: list[str | Path], *, metrics_out=None, predictions_out=N
     out = Outcome(labels, unbits("".join(p["clean_correct"] for p in parts)),
                   unbits("".join(p["robust_correct"] for p in parts)), sum(p["seconds"] for p in parts), breakdown)
     checked = {}
-    kind = attacks.ATTACKS[first["spec"]["type"]]
+    spec = AttackSpec.from_dict(first["spec"])
+    kind = attacks.ATTACKS[spec.type]
     if kind.sanity_checked:  # the shards' warnings, then the checks of the whole evaluation
         warnings = list(dict.fromkeys(text for p in parts for text in p.get("checks", [])))
         whole = kind.whole_warnings(int(out.clean_correct.sum()), breakdown, len(labels))
         checked = {"checks": warnings + [text for text in whole if text not in warnings]}
-    metrics = _metrics(first["meta"], first["attack"], first["spec"], out, seed=first["seed"],
+    metrics = _metrics(first["meta"], first["attack"], spec, out, seed=first["seed"],
                        batch_size=first["batch_size"], provenance=first["provenance"], context=first["context"],
                        extra={"shards": first["shards"], "shard_seconds": [p["seconds"] for p in parts], **checked})
     if metrics_out is not None:

@@ -3,7 +3,7 @@ one model to classify with another (transfer; also Zipper Figure 6's t-SNE, :mod
 
 Everything here is evaluation: fp32 (autocast off), eval mode (BatchNorm statistics neither used from the
 batch nor updated), weight gradients off, and every model goes back to the mode it was in. Attacks are built
-by the evaluation registry (:func:`tradeoff.evaluation.evaluate.build_attack`) and batch b is seeded with
+from their resolved settings (:func:`tradeoff.attacks.from_spec`) and batch b is seeded with
 ``batch_seed(seed, b)`` exactly as :func:`tradeoff.evaluation.evaluate.run_attack` seeds it, so a measurement repeats
 exactly (and a resumed run measures what an uninterrupted one does). The global RNG streams (CPU and CUDA) are
 saved and restored around a measurement, so training draws the same numbers with or without it.
@@ -14,12 +14,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tradeoff.evaluation.evaluate import accuracy_under, batch_seed, build_attack
+from tradeoff import attacks
+from tradeoff.core.spec import CLEAN, AttackSpec
+from tradeoff.evaluation.evaluate import accuracy_under, batch_seed
 
-CLEAN = {"type": "clean", "eps": 0.0}
 
-
-def adversarial(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *, seed: int,
+def adversarial(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: AttackSpec, *, seed: int,
                 batch_size: int) -> torch.Tensor:
     """Adversarial examples of every (x, y) against ``model`` under a resolved attack spec (all examples, also
     those the model gets wrong), batch b of ``batch_size`` seeded with (seed, b)."""
@@ -29,7 +29,7 @@ def adversarial(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, 
     try:
         with torch.autocast(device_type=x.device.type, enabled=False):
             for b, start in enumerate(range(0, len(x), batch_size)):
-                attack = build_attack(model, spec, float(spec["eps"]), batch_seed(seed, b))
+                attack = attacks.from_spec(spec, model, seed=batch_seed(seed, b))
                 parts.append(attack.perturb(x[start:start + batch_size], y[start:start + batch_size]))
     finally:
         model.train(was_training)
@@ -49,7 +49,7 @@ def correct(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int)
         model.train(was_training)
 
 
-def transfer_accuracy(target: nn.Module, source: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: dict, *,
+def transfer_accuracy(target: nn.Module, source: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: AttackSpec, *,
                       seed: int, batch_size: int) -> float:
     """Accuracy of ``target`` on adversarial examples made against ``source``; as for a white-box attack, an
     example counts as robust only if ``target`` also classifies it correctly clean."""
@@ -64,7 +64,8 @@ def measure(learners: dict[str, nn.Module], x: torch.Tensor, y: torch.Tensor, tr
     attacked learner T, with the attack's type K (pgd, cw, ...), ``learner_T_K_self`` (the attack made against T,
     the same number as ``accuracy_under(T, x, y, attack, seed=seed)``) and, for every other learner S,
     ``learner_T_K_from_S`` (the attack made against S, transferred to T)."""
-    spec, kind = track["attack"], track["attack"]["type"]
+    spec = AttackSpec.from_dict(track["attack"])  # a method's parameters hold it typed; its JSON form is read too
+    kind = spec.type
     devices = [x.device] if x.device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):  # whatever an attack draws, training's streams stay put
         out = {f"learner_{name}_clean": accuracy_under(model, x, y, CLEAN, seed=seed, batch_size=batch_size)

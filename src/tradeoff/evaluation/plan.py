@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from tradeoff import config as cfg
+from tradeoff.core.spec import Norm
 
 LIST_MODELS = "`tradeoff list runs` and `tradeoff list externals` list them"
 
@@ -43,9 +44,9 @@ def suite_attacks(catalog: cfg.Catalog, target: str, model_id: str) -> list[str]
 def default_attacks(catalog: cfg.Catalog) -> list[str]:
     """The evaluations of a checkpoint file without a suite or attacks: the clean accuracy and AutoAttack (the
     standard ensemble) at the dataset's standard L-inf budget (the catalog's attacks of those types)."""
-    clean = next((n for n, a in catalog.attacks.items() if a["type"] == "clean"), None)
-    autoattack = next((n for n, a in catalog.attacks.items() if a["type"] == "autoattack"
-                       and a.get("norm", "linf") == "linf" and a.get("eps") is None), None)
+    clean = next((n for n, a in catalog.attacks.items() if a.clean), None)
+    autoattack = next((n for n, a in catalog.attacks.items() if a.type == "autoattack"
+                       and a.norm == Norm.LINF and a.standard_budget), None)
     if clean is None or autoattack is None:
         raise cfg.ConfigError("evaluate --checkpoint: the catalog has no attack of type clean and no autoattack at the "
                               "standard L-inf budget for the default suite; name --attack or --suite")
@@ -191,7 +192,7 @@ def plan_run(catalog: cfg.Catalog, model_id: str, *, unit: str | None = None, at
         if len(names) > 1:
             raise cfg.ConfigError("--shard evaluates one attack: give a single --attack")
         attack = names[0]
-        if specs[attack]["type"] == cfg.CORRUPTIONS_TYPE:
+        if specs[attack].corruptions:
             raise cfg.ConfigError(f"--shard: {attack!r} (accuracy on corrupted images) is one job, never sharded")
         job = AttackJob(attack, specs[attack], state_path=layout.eval_work(train_id, attack, shard))
         mode, kind = {"shard": Shard(*shard, out=layout.eval_work(train_id, attack, shard, ".json"))}, "shard"

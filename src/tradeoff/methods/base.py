@@ -130,12 +130,6 @@ def method_names() -> list[str]:
     return sorted(METHODS)
 
 
-def build_train_attack(spec: dict, model: nn.Module) -> attacks.Attack:
-    """An attack from a resolved training-attack spec (``type``, ``eps``, ``norm`` and its parameters)."""
-    params = {k: v for k, v in spec.items() if k not in ("type", "eps", "norm", "name")}
-    return attacks.build(spec["type"], model, eps=spec["eps"], norm=spec.get("norm", "linf"), **params)
-
-
 class SingleLearner(Method):
     """One model, one optimizer, the run's learning-rate schedule. Subclasses define ``loss``."""
 

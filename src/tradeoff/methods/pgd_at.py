@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import torch
 
+from tradeoff import attacks
 from tradeoff.core.params import NUMBER, Param, Params
 from tradeoff.core.ranges import PROBABILITY
 from tradeoff.methods.base import (
     ATTACK_MODE,
     TRAINING_ATTACK,
     SingleLearner,
-    build_train_attack,
     cross_entropy,
     register,
 )
@@ -41,7 +41,7 @@ class PGDAT(SingleLearner):
 
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
-        self.attack = build_train_attack(self.p.attack, self.model)
+        self.attack = attacks.from_spec(self.p.attack, self.model)
 
     def loss(self, x, y):
         beta = float(self.p.beta)

@@ -19,6 +19,7 @@ from torch import nn
 
 from tradeoff.attacks.base import frozen, project, steepest_step
 from tradeoff.core.runtime import Runtime
+from tradeoff.core.spec import AttackSpec
 from tradeoff.methods.base import register
 from tradeoff.core.params import NUMBER, TEXT, Param
 from tradeoff.core.ranges import at_least
@@ -50,7 +51,7 @@ def kl_adversarial(model: nn.Module, x: torch.Tensor, *, eps: float, norm: str, 
     return x_adv.clamp(0, 1).detach()
 
 
-def kl_adversarial_from_spec(model: nn.Module, x: torch.Tensor, spec: dict, runtime: Runtime,
+def kl_adversarial_from_spec(model: nn.Module, x: torch.Tensor, spec: AttackSpec, runtime: Runtime,
                              scale: float = 1.0) -> torch.Tensor:
     """The KL maximiser with the budget, norm, steps and step size of a resolved training-attack spec (times
     ``scale`` during an eps warm-up)."""

@@ -50,7 +50,7 @@ def _time_attack(job: dict) -> dict:
     if job["device"] == "cuda":
         torch.cuda.synchronize()
     seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
-    return {"attack": job["attack"], "type": job["spec"]["type"], "seconds": seconds, "cpu_seconds": cpu_seconds,
+    return {"attack": job["attack"], "type": job["spec"].type, "seconds": seconds, "cpu_seconds": cpu_seconds,
             "images_per_s": len(x) / seconds, "examples": len(x), "accuracy": out.accuracy,
             "clean_accuracy": out.clean_accuracy, "attacked": int(out.clean_correct.sum())}
 
@@ -69,7 +69,7 @@ def bench_eval(catalog: cfg.Catalog, run_id: str, *, checkpoint: str | Path | No
     names = attacks or list(dict.fromkeys(catalog.targets[target].get("columns", {}).values()))
     # only attacks are timed here; NROB (an evaluation on corrupted images) is not one
     names = [name for name in names
-             if catalog.attacks.get(cfg.split_budget(name)[0], {}).get("type") != cfg.CORRUPTIONS_TYPE]
+             if not (cfg.split_budget(name)[0] in catalog.attacks and catalog.attacks[cfg.split_budget(name)[0]].corruptions)]
     if not names:
         raise cfg.ConfigError(f"bench-eval: target {target!r} has no columns; name --attacks")
     specs = {name: catalog.attack_for(name, run_id) for name in names}
@@ -78,7 +78,7 @@ def bench_eval(catalog: cfg.Catalog, run_id: str, *, checkpoint: str | Path | No
             "batch_size": catalog.runtime.eval_batch_size}
     rank = {kind: i for i, kind in enumerate(COST_ORDER)}
     jobs = sorted(({**base, "attack": n, "spec": specs[n]} for n in names),
-                  key=lambda j: rank.get(j["spec"]["type"], 0))
+                  key=lambda j: rank.get(j["spec"].type, 0))
     t0 = time.perf_counter()
     if workers <= 1:
         rows = [_time_attack(job) for job in jobs]

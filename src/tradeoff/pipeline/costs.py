@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from tradeoff.core.errors import ConfigError
-from tradeoff.core.spec import ExternalSpec, MethodSpec, RunSpec
+from tradeoff.core.spec import CORRUPTIONS_TYPE, AttackSpec, ExternalSpec, MethodSpec, RunSpec
 
 FLOPS_FILE = Path(__file__).with_name("flops.json")
 
@@ -46,8 +46,6 @@ ASSUMED_FRACTION = 0.30
 # fp32 (evaluation always; training unless runtime.precision is bf16): cuDNN's convolutions then use TF32 tensor
 # cores (PyTorch's default), whose dense rate is half bf16's on A100/H100; fp32 FLOPs count twice.
 FP32_COST = 2.0
-# The attack types and corruption evaluations (config.load.CORRUPTIONS_TYPE) that are not attacks
-CORRUPTIONS_TYPE = "corruptions"
 # The parameters of each attack type that its cost depends on, with the defaults of its class (tradeoff.attacks: a
 # test keeps them equal); AutoAttack's components run with its own steps and queries.
 ATTACK_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -101,20 +99,21 @@ class UnknownCost(LookupError):
     """No formula for a method or attack, or no pass costs for an architecture or dataset."""
 
 
-def _settings(spec: dict) -> dict:
-    kind = spec["type"]
-    if kind not in ATTACK_DEFAULTS:
-        raise UnknownCost(f"no cost formula for attack type {kind!r} (tradeoff.pipeline.costs.ATTACK_DEFAULTS)")
-    return {**ATTACK_DEFAULTS[kind], **{k: v for k, v in spec.items() if v is not None}}
+def _settings(spec: AttackSpec) -> dict:
+    """The parameters of an attack that its cost depends on (ATTACK_DEFAULTS), at their values in its settings."""
+    if spec.type not in ATTACK_DEFAULTS:
+        raise UnknownCost(f"no cost formula for attack type {spec.type!r} (tradeoff.pipeline.costs.ATTACK_DEFAULTS)")
+    return {**ATTACK_DEFAULTS[spec.type], **{k: v for k, v in spec.params.items() if v is not None}}
 
 
 def _targets(wanted: Any, classes: int) -> int:
     return max(1, min(int(wanted), classes - 1))
 
 
-def attack_passes(spec: dict, classes: int) -> Passes:
+def attack_passes(spec: AttackSpec | dict, classes: int) -> Passes:
     """What ``perturb`` of a resolved attack costs per attacked example (no final classification)."""
-    kind, p = spec["type"], _settings(spec)
+    spec = AttackSpec.from_dict(spec)  # a method's training attack is a mapping of its parameters
+    kind, p = spec.type, _settings(spec)
     steps, restarts = int(p.get("steps", 1)), int(p.get("restarts", 1))
     if kind == "clean":
         return NONE
@@ -142,14 +141,15 @@ def attack_passes(spec: dict, classes: int) -> Passes:
     raise UnknownCost(f"no cost formula for attack type {kind!r}")  # pragma: no cover - ATTACK_DEFAULTS lists them
 
 
-def evaluation_passes(spec: dict, classes: int, corruption_images: dict[str, int] | None = None) -> Passes:
+def evaluation_passes(spec: AttackSpec | dict, classes: int, corruption_images: dict[str, int] | None = None) -> Passes:
     """One evaluation of one test example (tradeoff.evaluation.evaluate.run_attack): the clean pass, then the attack and the
     classification of its result (AutoAttack classifies inside its chain)."""
-    kind = spec["type"]
+    spec = AttackSpec.from_dict(spec)
+    kind = spec.type
     if kind == CORRUPTIONS_TYPE:
-        images = (corruption_images or {}).get(spec["dataset"])
+        images = (corruption_images or {}).get(spec.dataset)
         if images is None:
-            raise UnknownCost(f"no image count for corruption dataset {spec['dataset']!r} in flops.json")
+            raise UnknownCost(f"no image count for corruption dataset {spec.dataset!r} in flops.json")
         return (1 + images) * F
     if kind == "clean":
         return F
@@ -165,7 +165,7 @@ def method_passes(method: MethodSpec, classes: int) -> Passes:
         return attack_passes(method.params["attack"], classes)
 
     def kl() -> Passes:  # TRADES' maximiser: the clean logits, then its steps
-        return F + int(_settings(method.params["attack"]).get("steps", 10)) * G
+        return F + int(_settings(AttackSpec.from_dict(method.params["attack"])).get("steps", 10)) * G
 
     if name == "nt":
         return train1
@@ -179,7 +179,7 @@ def method_passes(method: MethodSpec, classes: int) -> Passes:
     if name in ("iat", "clp"):
         return attack() + train2
     if name == "fat":  # early stopping only shortens it
-        return int(_settings(method.params["attack"]).get("steps", 10)) * G + train1
+        return int(_settings(AttackSpec.from_dict(method.params["attack"])).get("steps", 10)) * G + train1
     if name == "generalist":  # the NT learner's step and the AT learner's PGD-AT step (beta 1)
         return train1 + attack() + train1
     if name in ("vanilla", "caat"):
@@ -255,7 +255,7 @@ def training_parts(spec: RunSpec, table: dict, precision: str = "fp32") -> tuple
     if attack is not None:
         measuring += examples * evaluation_passes(attack, classes).flops(unit) * measured
     track = spec.method.get("track_learners")
-    if isinstance(track, dict) and isinstance(track.get("attack"), dict):
+    if isinstance(track, dict) and isinstance(track.get("attack"), dict):  # its JSON form: resolved, a mapping
         learners, attacked = 2, len(track.get("attacked", ["nt"]))
         each = evaluation_passes(track["attack"], classes) + attack_passes(track["attack"], classes) + 2 * F
         measuring += int(track["examples"]) * (learners * F + attacked * each).flops(unit) * epochs
@@ -297,7 +297,7 @@ def peak_tflops(device: str, precision: str) -> float | None:
     return None if peak is None else peak / precision_cost(precision)
 
 
-def evaluation_flops(run: RunSpec | ExternalSpec, attack: dict, table: dict) -> float:
+def evaluation_flops(run: RunSpec | ExternalSpec, attack: AttackSpec, table: dict) -> float:
     """An evaluation job of one attack on a run's whole test set (``test_examples`` at a smaller scale), in
     bf16-equivalent FLOPs (x FP32_COST)."""
     unit, data = _unit(table, run.arch, run.dataset), _dataset(table, run.dataset)
@@ -305,17 +305,17 @@ def evaluation_flops(run: RunSpec | ExternalSpec, attack: dict, table: dict) -> 
     return FP32_COST * m * evaluation_passes(attack, data["classes"], table.get("corruption_images")).flops(unit)
 
 
-def audit_passes(block: dict, attack: dict, black_box: dict | None, pairs: list[tuple[dict, dict]], classes: int,
-                 transfer: bool) -> Passes:
+def audit_passes(block: dict, attack: AttackSpec, black_box: AttackSpec | None,
+                 pairs: list[tuple[AttackSpec, AttackSpec]], classes: int, transfer: bool) -> Passes:
     """One test example's share of an audit (tradeoff.audit.checks), for a deterministic model (a randomized one adds
     EOT's draws): the attack; APGD-CE at each step multiple; the restart curve (at most ``restarts`` runs); the two
     other losses; the multi-targeted attack; the best-iterate run; each other budget, the mid-grey and the whole-range
     one; the same at the L2 budget; the black-box attack, the transfer attack (on a surrogate of the same cost), each
     protocol pair, the input gradients and the repeated forward passes; the few traced examples are left out."""
-    steps = int(attack["steps"])
-    apgd = [{"type": "apgd-ce", "norm": attack["norm"], "eps": attack["eps"], "steps": steps * int(m)}
+    steps = int(_settings(attack)["steps"])
+    apgd = [AttackSpec.from_dict({"type": "apgd-ce", "norm": attack.norm, "eps": attack.eps, "steps": steps * int(m)})
             for m in block["step_multipliers"]]
-    targeted = {**attack, "type": "t-pgd", "target_classes": max(1, min(9, classes - 1))}
+    targeted = attack.replace(type="t-pgd", target_classes=max(1, min(9, classes - 1)))
     budgets = [attack] * (len([m for m in block["eps_multipliers"] if m != 1]) + 2)
     per_norm = [attack] + apgd + budgets
     runs = per_norm * 2 + [attack] * (int(block["restarts"]) - 1 + 2 + 1) + [targeted]

@@ -318,7 +318,7 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
             # what it reads besides the model: the corruption set of an NROB evaluation, else the model's test set
             "data": (markers[0] if len(markers) == 1 else str(Path(data) / ".ready") if markers
                      else str(ready_marker(data, catalog.model_spec(run).dataset))),
-            "attacks": attacks, "settings": digest({a: catalog.attack_for(a, run) for a in attacks} | (
+            "attacks": attacks, "settings": digest({a: catalog.attack_for(a, run).as_dict() for a in attacks} | (
                 {"external": catalog.model_spec(run).as_dict()} if catalog.is_external(run) else {}))}
     for name in analyses:
         models, sets = catalog.analysis_train_ids(name), catalog.analysis_datasets(name)

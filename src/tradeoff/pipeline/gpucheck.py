@@ -64,7 +64,7 @@ from tradeoff.pipeline.costs import (
 from tradeoff.methods import METHODS
 from tradeoff.storage.provenance import provenance
 from tradeoff.core.runtime import Runtime
-from tradeoff.core.spec import RunSpec, freeze
+from tradeoff.core.spec import Norm, RunSpec, freeze
 
 #: |loss difference| <= rel x |loss| + abs; the weight updates' cosine >= cosine, their norms within norm_rel
 TOLERANCES = {
@@ -339,10 +339,9 @@ def run_bench_eval(catalog, device: torch.device, *, images: int, run: str = BEN
     out.update({"run": run, "arch": spec.arch, "images": images, "model": kind, "attacks": rows})
     counts = sorted({max(1, images // 10), images}) if ladder else [images]
     for name in attacks:
-        attack = dict(catalog.attack_for(name, run))
-        if not checkpoint.exists() and attack["type"] != "clean":
-            attack["eps"] = 1e-4 if attack.get("norm", "linf") == "linf" else 1e-3
-            attack.pop("step_size", None)
+        attack = catalog.attack_for(name, run)
+        if not checkpoint.exists() and not attack.clean:
+            attack = attack.replace(eps=1e-4 if attack.norm == Norm.LINF else 1e-3, step_size=None)
         for n in counts:
             if device.type == "cuda":
                 torch.cuda.synchronize()
@@ -351,7 +350,7 @@ def run_bench_eval(catalog, device: torch.device, *, images: int, run: str = BEN
             if device.type == "cuda":
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - t0
-            rows[name] = {"type": attack["type"], "images": n, "seconds": seconds, "images_per_s": n / seconds,
+            rows[name] = {"type": attack.type, "images": n, "seconds": seconds, "images_per_s": n / seconds,
                           "accuracy": result.accuracy, "minutes_per_10k": seconds * 10000 / n / 60}
     return out
 

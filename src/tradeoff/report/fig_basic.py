@@ -103,7 +103,7 @@ def plot_bars(catalog: Catalog, name: str, target: dict, axes) -> None:
 def _budget_sweeps(catalog: Catalog, target: dict) -> list[str]:
     """The columns of a `lines` figure that name a budget sweep without a budget (x = the sweep's budgets)."""
     return [a for a in target["columns"].values()
-            if "@" not in a and isinstance(catalog.attacks.get(a, {}).get("eps"), list)]
+            if "@" not in a and a in catalog.attacks and catalog.attacks[a].sweep]
 
 
 def lines_panels(catalog: Catalog, name: str, target: dict) -> int:
@@ -164,7 +164,7 @@ def plot_budget_lines(catalog: Catalog, name: str, target: dict, axes) -> None:
         points = catalog.budget_sweep_points(attack)
         ticks = {0.0: "0"} if clean else {}
         # as the paper writes the budget, and below it the budget that ran where this scale maps it to another
-        ran = {job: catalog.attack_for(job, target["rows"][0]["run"])["eps"] for _, _, job in points}
+        ran = {job: catalog.attack_for(job, target["rows"][0]["run"]).eps for _, _, job in points}
         ticks.update({x: text if abs(ran[job] - x) < 1e-9 else f"{text}\n({ran[job]:.3g})" for x, text, job in points})
         for i, (row, color) in enumerate(zip(target["rows"], colours)):
             pts = [(0.0, read_metric(catalog, row["run"], clean[0]))] if clean else []

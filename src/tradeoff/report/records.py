@@ -135,7 +135,7 @@ def verify(catalog: Catalog, run_id: str, attack: str, path: Path, record: dict)
                               "evaluation")
         _agree(path, "spec_digest", record["spec_digest"], spec_digest(run),
                "the digest of the run's resolved settings")
-    expected_spec = json.loads(json.dumps(catalog.attack_for(attack, run_id)))
+    expected_spec = json.loads(json.dumps(catalog.attack_for(attack, run_id).as_dict()))
     if record["spec"] != expected_spec:
         raise _fail(path, f"field 'spec' (the attack's settings) disagrees with the config: "
                           f"{_spec_difference(record['spec'], expected_spec)}; re-run its evaluation")

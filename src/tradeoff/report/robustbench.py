@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 
 from tradeoff.models import zoo_names as zoo
-from tradeoff.config import ALL_ATTACKS, CORRUPTIONS_TYPE, Catalog
+from tradeoff.config import ALL_ATTACKS, Catalog
 from tradeoff.core.errors import UserError, unknown
 from tradeoff.report import records
 
@@ -52,7 +52,7 @@ def _attack_of(catalog: Catalog, given: str | None, kind: str, norm: str | None,
                                                       "`tradeoff list attacks` lists them"))
         return given
     for name, spec in catalog.attacks.items():
-        if spec["type"] == kind and (norm is None or (spec.get("norm", "linf") == norm and spec.get("eps") is None)):
+        if spec.type == kind and (norm is None or (spec.norm == norm and spec.standard_budget)):
             return name
     what = kind if norm is None else f"{kind} in the {norm} norm at the standard budget"
     raise ExportError(f"the catalog has no attack of type {what}; name it with {option}")
@@ -103,7 +103,7 @@ def model_info(catalog: Catalog, model_id: str, *, threat_model: str = "Linf", c
     ``additional_data``)."""
     threat, norm = _threat(threat_model)
     if norm is None:
-        sets = sorted({a["dataset"] for a in catalog.attacks.values() if a["type"] == CORRUPTIONS_TYPE})
+        sets = sorted({a.dataset for a in catalog.attacks.values() if a.corruptions})
         raise ExportError(f"threat model {zoo.CORRUPTIONS_THREAT!r}: RobustBench's corruption leaderboards are on "
                           f"CIFAR-10-C, CIFAR-100-C and ImageNet-C; this catalog measures accuracy on corrupted images "
                           f"of {sets or 'no corruption dataset'}, none of them: nothing to export")
@@ -111,10 +111,10 @@ def model_info(catalog: Catalog, model_id: str, *, threat_model: str = "Linf", c
     clean_name = _attack_of(catalog, clean, "clean", None, "--clean")
     robust_name = _attack_of(catalog, autoattack, "autoattack", norm, "--autoattack")
     robust_spec = catalog.attack_for(robust_name, model_id)
-    if robust_spec["type"] != "autoattack" or robust_spec.get("norm", "linf") != norm:
-        raise ExportError(f"--autoattack: {robust_name!r} is {robust_spec['type']} in the "
-                          f"{robust_spec.get('norm', 'linf')} norm, not AutoAttack in the {norm} norm ({threat})")
-    if catalog.attack_for(clean_name, model_id)["type"] != "clean":
+    if robust_spec.type != "autoattack" or robust_spec.norm != norm:
+        raise ExportError(f"--autoattack: {robust_name!r} is {robust_spec.type} in the "
+                          f"{robust_spec.norm} norm, not AutoAttack in the {norm} norm ({threat})")
+    if not catalog.attack_for(clean_name, model_id).clean:
         raise ExportError(f"--clean: {clean_name!r} is not an evaluation of type clean")
     ours = {"clean": measured(catalog, model_id, clean_name), "autoattack": measured(catalog, model_id, robust_name)}
     robust = ours["autoattack"]
@@ -139,7 +139,7 @@ def model_info(catalog: Catalog, model_id: str, *, threat_model: str = "Linf", c
         "dataset": dataset,
         "venue": fields.pop("venue", ""),
         "architecture": zoo.ROBUSTBENCH_ARCHS.get(spec.arch, spec.arch),
-        "eps": _eps_text(float(robust_spec["eps"])),
+        "eps": _eps_text(float(robust_spec.eps)),
         "clean_acc": _percent(ours["clean"].accuracy),
         "reported": str(fields.pop("reported", aa)),
         "autoattack_acc": aa,
@@ -151,7 +151,7 @@ def model_info(catalog: Catalog, model_id: str, *, threat_model: str = "Linf", c
     info["provenance"] = {
         "tool": "tradeoff", "model": model_id, "external": catalog.is_external(model_id),
         "training_job": None if catalog.is_external(model_id) else catalog.train_id[model_id],
-        "scale": catalog.scale, "threat_model": threat, "norm": norm, "eps": float(robust_spec["eps"]),
+        "scale": catalog.scale, "threat_model": threat, "norm": norm, "eps": float(robust_spec.eps),
         "test_examples": examples, "test_size": size, "git_commit": commits[0] if len(commits) == 1 else commits,
         "evaluations": {"clean": clean_name, "autoattack": robust_name},
         "metrics": list(dict.fromkeys(str(m.metrics_path) for m in ours.values())),

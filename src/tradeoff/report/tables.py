@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tradeoff.config import CORRUPTIONS_TYPE, PSEUDO_COLUMNS, Catalog, split_budget
+from tradeoff.config import PSEUDO_COLUMNS, Catalog, split_budget
 from tradeoff.core.spec import thaw
 from tradeoff.report import what_ran as ran, stats
 from tradeoff.report.labels import column_label
@@ -134,7 +134,7 @@ def _kind(catalog: Catalog, attack: str) -> str:
     if attack == "mean":
         return "mean"
     base = split_budget(attack)[0]
-    return "nrob" if catalog.attacks.get(base, {}).get("type") == CORRUPTIONS_TYPE else "accuracy"
+    return "nrob" if base in catalog.attacks and catalog.attacks[base].corruptions else "accuracy"
 
 
 def measure(catalog: Catalog, run_id: str, attack: str) -> Ours:
@@ -210,7 +210,8 @@ def _merged_rows(catalog: Catalog, name: str, reference: dict) -> list[Row]:
 
 
 def _is_clean(catalog: Catalog, attack: str) -> bool:
-    return catalog.attacks.get(split_budget(attack)[0], {}).get("type") == "clean"
+    base = split_budget(attack)[0]
+    return base in catalog.attacks and catalog.attacks[base].clean
 
 
 def _mean_cell(ours: dict, proto: str, row: Row, columns: list[Column], catalog: Catalog) -> Ours:
@@ -622,14 +623,14 @@ def _describe(catalog: Catalog, attack: str, run_id: str) -> str:
     if attack == "mean":
         return "mean of the row's robust columns"
     spec = catalog.attack_for(attack, run_id)
-    if spec["type"] == "clean":
+    if spec.clean:
         return f"`{attack}`: clean test accuracy"
-    if spec["type"] == CORRUPTIONS_TYPE:
-        return (f"`{attack}`: NROB on {spec['dataset']}: the mean over its corruptions of the mean accuracy over 5 "
+    if spec.corruptions:
+        return (f"`{attack}`: NROB on {spec.dataset}: the mean over its corruptions of the mean accuracy over 5 "
                 "severities (Hendrycks & Dietterich); no binomial interval (a mean over many corrupted sets)")
     params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                       for k, v in spec.items() if k not in ("type", "norm", "eps") and v is not None)
-    return f"`{attack}`: {spec['type']} {spec['norm']} eps={spec['eps']:.4g}" + (f" ({params})" if params else "")
+                       for k, v in spec.as_dict().items() if k not in ("type", "norm", "eps") and v is not None)
+    return f"`{attack}`: {spec.type} {spec.norm} eps={spec.eps:.4g}" + (f" ({params})" if params else "")
 
 
 def degenerate_notes(catalog: Catalog, name: str) -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from tradeoff.config import PSEUDO_COLUMNS, Catalog, parse_budget, split_budget
+from tradeoff.core.spec import AttackSpec
 from tradeoff.report.labels import budget_text, column_label
 
 #: readers' names of the datasets and architectures that a scale maps to (the others are named by their id)
@@ -36,11 +37,11 @@ def _written_budget(catalog: Catalog, attack: str, run_id: str) -> str | None:
     spec = catalog.attacks[base]
     if label is not None:
         return budget_text(label)
-    if spec.get("eps") is not None:
-        return str(spec["eps"])
+    if spec.eps is not None:
+        return str(spec.eps)
     model = catalog.model_spec(run_id)
     dataset = model.paper_dataset or model.dataset
-    budget = (catalog.config["datasets"].get(dataset) or {}).get(spec.get("norm", "linf"))
+    budget = (catalog.config["datasets"].get(dataset) or {}).get(str(spec.norm))
     return None if budget is None else str(budget)
 
 
@@ -48,15 +49,15 @@ def budget_phrase(catalog: Catalog, attack: str, run_ids: list[str]) -> str | No
     """"ε = 8/255", or "ε = 8/255 (here 0.3)" where this scale runs another budget, over a column's rows (distinct
     settings joined by " / "); None for a column without a budget (clean accuracy, corruptions, a time)."""
     base, label = split_budget(attack)
-    if attack in PSEUDO_COLUMNS or base not in catalog.attacks or catalog.attacks[base]["type"] in (
-            "clean", "corruptions"):
+    if attack in PSEUDO_COLUMNS or base not in catalog.attacks or catalog.attacks[base].clean or \
+            catalog.attacks[base].corruptions:
         return None
-    if label is None and isinstance(catalog.attacks[base].get("eps"), list):
+    if label is None and catalog.attacks[base].sweep:
         return None  # a whole budget sweep (a `lines` figure's x axis names its budgets)
     parts = []
     for run in dict.fromkeys(run_ids):
         written = _written_budget(catalog, attack, run)
-        ran = float(catalog.attack_for(attack, run)["eps"])
+        ran = float(catalog.attack_for(attack, run).eps)
         same = written is not None and abs(parse_budget(written, "eps") - ran) < 1e-9
         text = written if same else f"{written} (here {ran:.3g})" if written else f"{ran:.3g}"
         if text not in parts:
@@ -109,7 +110,7 @@ def ran_phrase(catalog: Catalog, name: str) -> str | None:
     text = (f"{_names((catalog.runs[r].dataset for r in runs), DATASET_NAMES)}, "
             f"{_names((catalog.runs[r].arch for r in runs), ARCH_NAMES)}")
     first = runs[0]
-    budgets = {round(float(catalog.attack_for(job, first)["eps"]), 6)
+    budgets = {round(float(catalog.attack_for(job, first).eps), 6)
                for a in (target.get("columns") or {}).values() if budget_phrase(catalog, a, [first])
                for job in catalog.column_jobs(a)}
     if len(budgets) == 1:
@@ -199,14 +200,15 @@ def _numbers(spec: dict, catalog: Catalog | None = None) -> dict[str, float]:
     for key, value in (spec.get("method") or {}).items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             out[key] = float(value)
-        elif key == "attack" and isinstance(value, dict) and value.get("eps") is not None:
-            out["attack.eps"] = float(value["eps"])
+        elif key == "attack" and isinstance(value, dict) and AttackSpec.from_dict(value).eps is not None:
+            out["attack.eps"] = float(AttackSpec.from_dict(value).eps)
         elif key == "attack" and isinstance(value, str) and catalog is not None:
-            attack = {**catalog.config.get("attacks", {}), **catalog.config.get("train_attacks", {})}.get(value, {})
-            eps = attack.get("eps")
+            written = {**catalog.config.get("attacks", {}), **catalog.config.get("train_attacks", {})}.get(value, {})
+            attack = AttackSpec.from_dict({"type": None, **written})  # an unknown name: the standard L-inf budget
+            eps = attack.eps
             if eps is None:
-                eps = (catalog.config["datasets"].get(spec.get("dataset")) or {}).get(attack.get("norm", "linf"))
-            if eps is not None and not isinstance(eps, list):
+                eps = (catalog.config["datasets"].get(spec.get("dataset")) or {}).get(str(attack.norm))
+            if eps is not None and not attack.sweep:
                 out["attack.eps"] = parse_budget(eps, f"{key}.eps")
     return out
 

@@ -42,7 +42,7 @@ from tradeoff.methods import METHODS
 from tradeoff.storage.provenance import device_name, provenance
 from tradeoff.storage.layout import Layout, RunPaths
 from tradeoff.core.runtime import Runtime
-from tradeoff.core.spec import CHOOSING_MODES, RunSpec, Selection
+from tradeoff.core.spec import CHOOSING_MODES, CLEAN, AttackSpec, RunSpec, Selection
 
 log = logging.getLogger(__name__)
 
@@ -339,8 +339,8 @@ class _Trainer:
         self.x_train, self.y_train = runtime.place_batch(ds.x_train), ds.y_train.to(runtime.device)
         x_eval, y_eval = data.selection_images(spec, ds)  # the validation split, or the test split (split: test)
         self.x_eval, self.y_eval = x_eval.to(runtime.device), y_eval.to(runtime.device)
-        attack = spec.selection.attack  # a resolved attack spec (a mapping), else none
-        self.eval_attack = attack if isinstance(attack, dict) else None
+        attack = spec.selection.attack  # a resolved attack spec, else none
+        self.eval_attack = attack if isinstance(attack, AttackSpec) else None
         # in the curves beside each epoch's seconds (Table 4's minutes); a CSV cell, so without commas
         self.device_name = device_name(runtime.device).replace(",", ";")
         torch.manual_seed(spec.seed)
@@ -463,7 +463,7 @@ class _Trainer:
         model = method.eval_model()
         # no images to measure: a dataset without a validation split (validation.<dataset>: 0) under mode last
         images = len(self.y_eval) > 0
-        clean = (accuracy_under(model, self.x_eval, self.y_eval, {"type": "clean", "eps": 0.0}, seed=0,
+        clean = (accuracy_under(model, self.x_eval, self.y_eval, CLEAN, seed=0,
                                 batch_size=batch_size) if images else float("nan"))
         measured = robust_measured(spec.selection, epoch + 1, self.epochs)
         robust = (accuracy_under(model, self.x_eval, self.y_eval, self.eval_attack, seed=0, batch_size=batch_size)

@@ -25,6 +25,5 @@ def run(args, catalog: cfg.Catalog) -> int:
     elif args.what == "attacks":
         for name in catalog.attack_jobs():
             spec = catalog.attacks[cfg.split_budget(name)[0]]
-            print(f"{name}: {spec['type']} {spec.get('norm', '') if spec['type'] != cfg.CORRUPTIONS_TYPE else spec['dataset']}"
-                  .rstrip())
+            print(f"{name}: {spec.type} {spec.dataset if spec.corruptions else spec.norm.value}".rstrip())
     return 0
