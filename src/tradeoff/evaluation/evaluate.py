@@ -35,6 +35,7 @@ from tradeoff.core.progress import Bar
 from tradeoff.core.errors import UserError
 from tradeoff.config import CORRUPTIONS_TYPE, rel_step, spec_digest
 from tradeoff.storage.layout import METRICS_FORMAT, SUITE_FORMAT, bits
+from tradeoff.storage.provenance import provenance, write_sidecar
 from tradeoff.core.spec import ExternalSpec, RunSpec, model_spec
 
 log = logging.getLogger(__name__)
@@ -386,8 +387,6 @@ def _split(metrics: dict) -> tuple[dict, dict]:
 
 def _write_metrics(path, metrics: dict) -> None:
     """An attack's metrics file and its sidecar."""
-    from tradeoff.storage.provenance import write_sidecar
-
     measured, ran = _split(metrics)
     _write_json(path, measured, indent=1)
     write_sidecar(path, ran)
@@ -395,8 +394,6 @@ def _write_metrics(path, metrics: dict) -> None:
 
 def _write_suite(path, model_id: str | None, metrics: dict[str, dict]) -> None:
     """A suite's metrics file (every attack's record) and its sidecar (every attack's RAN fields)."""
-    from tradeoff.storage.provenance import write_sidecar
-
     split = {name: _split(record) for name, record in metrics.items()}
     _write_json(path, {"format": SUITE_FORMAT, "run": model_id,
                        "evaluations": {name: measured for name, (measured, _) in split.items()}}, indent=1)
@@ -551,8 +548,6 @@ class Loaded:
         return self._shard(job, None)
 
     def _shard(self, job: AttackJob, shard: Shard | None) -> dict | tuple[dict, dict]:
-        from tradeoff.storage.provenance import provenance
-
         model, meta, x, y, device = self.model, self.meta, self.x, self.y, self.device
         spec, attack_name, seed, batch_size = job.spec, job.attack_name, self.ev.seed, self.ev.batch_size
         if spec["type"] == CORRUPTIONS_TYPE:
@@ -593,7 +588,6 @@ class Loaded:
         whether each corrupted image is classified correctly, and the images' labels. Deterministic (no attack, no
         seed), and quick enough to need no resume state."""
         from tradeoff.data import corruptions
-        from tradeoff.storage.provenance import provenance
 
         meta, spec, model, batch_size = self.meta, job.spec, self.model, self.ev.batch_size
         t0 = time.perf_counter()
