@@ -85,6 +85,22 @@ def test_a_model_and_its_metrics_rebuilt_at_another_commit_on_another_host_are_t
     assert "provenance" not in json.loads(checkpoint.load(model_a)["meta"])
 
 
+def test_a_model_written_by_a_resumed_run_is_the_same_file_as_one_trained_straight_through(tmp_path):
+    """Generalist (learners, snapshots): its job run again after it finished resumes from its last state and writes
+    the model again; the values are equal, and so are the bytes (checkpoint.canonical: no sharing of strings or
+    storages that the in-memory graph had and the loaded one has not)."""
+    catalog = cfg.load_catalog(SMOKE)
+    run_id = "cifar10-resnet18-generalist"
+    kw = dict(results=tmp_path, data_root=catalog.data_root, runtime=Runtime(torch.device("cpu")),
+              eval_batch_size=200, progress=False)
+    paths = train(run_id, catalog.runs[run_id], **kw)
+    straight = paths.model.read_bytes()
+    assert checkpoint.list_states(paths.state)  # the last epoch's state, which the second call resumes from
+    paths.model.unlink()
+    train(run_id, catalog.runs[run_id], **kw)
+    assert paths.model.read_bytes() == straight
+
+
 def _catalog(tmp_path):
     config = cfg.load_config(SMOKE)
     config["paths"]["results"] = str(tmp_path / "results")

@@ -27,7 +27,7 @@ def _outputs(work: Path) -> dict[str, str]:
     root = results_of(work).root
     return {str(p.relative_to(root)): hashlib.md5(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
             if p.is_file() and p.relative_to(root).parts[0] not in ("logs", "work") and not Layout.is_sidecar(p)
-            and p.name != ".gitignore"}
+            and p.name not in (".gitignore", ".snakemake_timestamp")}  # DVC's and Snakemake's, ignored by DVC
 
 
 def _commit(work: Path, message: str) -> str:

@@ -59,9 +59,9 @@ class CurveLog:
             self.epoch(row)
 
     def epoch(self, row: dict) -> None:
-        """Log one epoch's row (``epoch`` and its measurements; its CLOCKED fields are left out). Text values (what the epoch ran in: ``precision``)
-        are no curve, nor a metric for ``dvc exp show`` to list: they go into ``ran_on.json`` beside, per epoch (a
-        resumed run may span machines)."""
+        """Log one epoch's row (``epoch`` and its measurements; its CLOCKED fields are left out). Text values (what
+        the epoch ran in: ``precision``) are no curve, nor a metric for ``dvc exp show`` to list: they go into
+        ``ran_on.json`` beside, per epoch (a resumed run may span machines)."""
         row = {k: v for k, v in row.items() if k not in CLOCKED}
         self.live.step = int(row["epoch"])
         text = {k: v for k, v in row.items() if isinstance(v, str)}

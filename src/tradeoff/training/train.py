@@ -341,8 +341,8 @@ class _Trainer:
         self.x_eval, self.y_eval = x_eval.to(runtime.device), y_eval.to(runtime.device)
         attack = spec.selection.attack  # a resolved attack spec (a mapping), else none
         self.eval_attack = attack if isinstance(attack, dict) else None
-        # in the model's sidecar beside each epoch's seconds (Table 4's minutes, and its note on the machines, which
-        # lists them separated by commas: so without commas)
+        # in the model's sidecar beside each epoch's seconds (Table 4's minutes, and its note on the machines); its
+        # commas as ';', as the curves' CSV cells had it, so the note reads as before
         self.device_name = device_name(runtime.device).replace(",", ";")
         torch.manual_seed(spec.seed)
         self.method = METHODS[spec.method.name](spec, model_factory(spec, ds), runtime)
