@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tradeoff.storage import curves as live
 from tradeoff.storage.layout import SUITE_FORMAT
+from tradeoff.storage.provenance import write_sidecar
 
 PROVENANCE = {"git_commit": "0" * 40, "versions": {"python": "3", "torch": "2"}, "device": "cpu", "host": "test"}
 
@@ -115,9 +116,12 @@ def write_predictions(catalog, run: str, attack: str, labels: list[int], robust_
 
 def write_curves(catalog, run: str, rows: list[dict]) -> Path:
     """Write ``run``'s training curves: one dict per epoch (``epoch`` and any curve columns; accuracies as
-    fractions), with the trainer's logger."""
+    fractions), with the trainer's logger; what the clock and the machine give (``seconds``, ``device``, ...) into
+    the sidecar of its model, as the trainer writes it."""
     folder = catalog.layout.curves(catalog.train_id[run])
     live.CurveLog(folder, rows).finish()
+    if any(set(row) & set(live.CLOCKED) for row in rows):
+        write_sidecar(catalog.layout.model(catalog.train_id[run]), {"run": run, "epochs": live.clocked(rows)})
     return folder
 
 

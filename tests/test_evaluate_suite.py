@@ -18,6 +18,7 @@ from helpers import ROOT, env
 from tradeoff import config as cfg
 from tradeoff.evaluation.evaluate import AttackJob, Evaluation, Shard, evaluate, merge_shards
 from tradeoff.core.runtime import Runtime
+from tradeoff.storage.provenance import read_sidecar
 from tradeoff.training.train import train
 
 FILES = [ROOT / "config" / "config.yaml", ROOT / "config" / "demo.yaml"]
@@ -162,5 +163,5 @@ def test_autoattack_killed_midway_resumes_from_its_state_file(models, aa_referen
     predictions = json.loads((results / "predictions" / AT / "aa.json").read_text())
     assert predictions["robust_correct"] == reference["robust_correct"]
     assert predictions["clean_correct"] == reference["clean_correct"]
-    assert json.loads(metrics.read_text())["resumed_batches"] == len(saved["batches"])
+    assert read_sidecar(metrics)["resumed_batches"] == len(saved["batches"])  # how the job went: beside the file
     assert not state.exists()

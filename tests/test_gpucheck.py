@@ -15,6 +15,7 @@ from tradeoff.pipeline import gpucheck
 from tradeoff import config as cfg
 from tradeoff.methods import METHODS
 from tradeoff.core.runtime import Runtime
+from tradeoff.storage.provenance import write_sidecar
 
 CPU = torch.device("cpu")
 
@@ -134,15 +135,14 @@ def test_the_rehearsal_runs_table1a_through_snakemake_uncapped_and_sets_measured
     root = _rehearsal_root(tmp_path)
     seen = {}
 
-    def snakemake(command, cwd, **kwargs):  # what Snakemake would leave: every row's training curves
-        seen["command"], seen["cwd"] = command, cwd
+    def snakemake(command, cwd, **kwargs):  # what Snakemake would leave: every row's model, its epochs' seconds
+        seen["command"], seen["cwd"] = command, cwd  # in the model's sidecar
         overlay = command[command.index(str(root / gpucheck.REHEARSAL)) + 1]
         catalog = cfg.load_catalog([root / "config" / "config.yaml", root / gpucheck.REHEARSAL, overlay])
         seen["catalog"] = catalog
         for row in catalog.targets["table1a"]["rows"]:
-            curves = catalog.layout.curves(catalog.train_id[row["run"]])
-            curves.parent.mkdir(parents=True, exist_ok=True)
-            curves.write_text("epoch,seconds\n1,9.0\n2,2.0\n3,4.0\n")
+            write_sidecar(catalog.layout.model(catalog.train_id[row["run"]]),
+                          {"epochs": [{"epoch": e, "seconds": s} for e, s in ((1, 9.0), (2, 2.0), (3, 4.0))]})
         return subprocess.CompletedProcess(command, 0, "", "")
 
     out = gpucheck.rehearse(root, "NVIDIA H100 80GB HBM3", runner=snakemake)

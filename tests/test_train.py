@@ -12,11 +12,11 @@ import torch
 
 from helpers import ROOT, env, workflow_copy, results_of
 from tradeoff.storage import checkpoint
-from tradeoff.storage.provenance import device_name
+from tradeoff.storage.provenance import device_name, read_sidecar, training_epochs
 from tradeoff.storage.layout import Layout
 from tradeoff import config as cfg
 from tradeoff.core.runtime import Runtime
-from tradeoff.storage.curves import CurveLog, read_curves, read_ran_on, read_summary
+from tradeoff.storage.curves import CLOCKED, CurveLog, read_curves, read_ran_on, read_summary
 from tradeoff.training.train import CURVE_FIELDS, NonFiniteLoss, augment, train
 from tradeoff.evaluation.trained import load_model
 
@@ -48,14 +48,20 @@ def test_nt_and_at_learn_and_write_outputs(tmp_path):
         model, meta = load_model(paths.model)
         assert meta["run"] == run_id and not model.training
         rows = read_curves(paths.curves)
-        assert [r["epoch"] for r in rows] == [1, 2, 3, 4, 5, 6] and set(CURVE_FIELDS) <= set(rows[0])
+        assert [r["epoch"] for r in rows] == [1, 2, 3, 4, 5, 6] and set(CURVE_FIELDS) - set(CLOCKED) <= set(rows[0])
         assert rows[-1]["eval_clean"] > 0.5, f"{run_id} does not beat chance: {rows[-1]}"  # 10 classes
         summary = read_summary(paths.curves)  # dvc metrics: the last epoch's values and the selection's
         # mode best: the first epoch of the best clean + robust accuracy on the validation split
         scores = [r["eval_clean"] + r["eval_robust"] for r in rows]
         assert summary["eval_clean"] == rows[-1]["eval_clean"]
         assert summary["selected"]["epoch"] == scores.index(max(scores)) + 1 == meta["selected_epoch"]
-        assert read_ran_on(paths.curves)["6"] == {"precision": "fp32", "device": device_name("cpu").replace(",", ";")}
+        assert read_ran_on(paths.curves)["6"] == {"precision": "fp32"}
+        # what the clock and the machine give is not in the curves (DVC outputs) but in the model's sidecar
+        assert not {"seconds", "images_per_s", "device"} & set(rows[0]) and "seconds" not in summary
+        epochs = training_epochs(paths.model)
+        assert [e["epoch"] for e in epochs] == [1, 2, 3, 4, 5, 6] and all(e["seconds"] > 0 for e in epochs)
+        assert epochs[-1]["device"] == device_name("cpu").replace(",", ";") and "provenance" not in meta
+        assert read_sidecar(paths.model)["provenance"]["git_commit"]
         assert "ran_on" not in summary  # text, not a metric for `dvc exp show`
         assert len(checkpoint.list_states(paths.state)) == 2
 

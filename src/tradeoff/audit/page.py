@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from tradeoff.storage.atomic import atomic_write_text
+from tradeoff.storage.provenance import write_sidecar
 from tradeoff.report.figures import panel_figure, save_figure
 from tradeoff.report.style import STYLE, axes_legend, palette, plt
 from tradeoff.report.tables import html_page
@@ -47,8 +48,8 @@ def _head(record: dict) -> tuple[str, str]:
     step = f", step {a['step_size']:.4g}" if a.get("step_size") is not None else ""
     text = (f"{record['arch']} on {record['dataset']}, {record['examples']} test examples, clean accuracy "
             f"{100 * record['clean_accuracy']:.1f}%. Attack varied by the checks: PGD-{a['steps']} "
-            f"({a.get('loss', 'ce')} loss), {a['norm']} eps {a['eps']:.4g}{step}. Audit took {record['seconds']:.1f} s "
-            f"on {record['device']}.")
+            f"({a.get('loss', 'ce')} loss), {a['norm']} eps {a['eps']:.4g}{step}. Audit ran on "
+            f"{record['device']}.")
     return title, text
 
 
@@ -194,7 +195,9 @@ def write_page(record: dict, paths: dict[str, Path]) -> dict[str, Path]:
         save_figure(fig, {"png": paths["png"], "pdf": paths["pdf"]})
     finally:
         plt.close(fig)
-    atomic_write_text(paths["json"], json.dumps(record, indent=1) + "\n")
+    # the record's bytes are what the audit computed; its time goes into the sidecar (tradeoff.storage.provenance)
+    atomic_write_text(paths["json"], json.dumps({k: v for k, v in record.items() if k != "seconds"}, indent=1) + "\n")
+    write_sidecar(paths["json"], {"seconds": record.get("seconds")})
     atomic_write_text(paths["md"], markdown(record, paths["png"].name))
     atomic_write_text(paths["html"], html_text(record, paths["png"].name))
     return paths

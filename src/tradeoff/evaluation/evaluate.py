@@ -35,6 +35,7 @@ from tradeoff.core.progress import Bar
 from tradeoff.core.errors import UserError
 from tradeoff.config import spec_digest
 from tradeoff.storage.layout import METRICS_FORMAT, SUITE_FORMAT, bits
+from tradeoff.storage.provenance import provenance, write_sidecar
 from tradeoff.core.spec import AttackSpec, ExternalSpec, RunSpec, model_spec
 
 log = logging.getLogger(__name__)
@@ -358,6 +359,33 @@ def _predictions(run: str, attack_name: str, out: Outcome) -> dict:
             "clean_correct": bits(out.clean_correct), "robust_correct": bits(out.robust_correct)}
 
 
+# what a metrics record holds of how its evaluation went rather than of what it measured: the clock's (seconds,
+# images/s), the job's history (batches resumed, each shard's seconds) and the machine's (library versions,
+# provenance). The metrics file (a DVC output) holds the rest, the same bytes at every faithful rebuild; these go into
+# its sidecar (tradeoff.storage.provenance), and evaluate() returns the whole record
+RAN = ("seconds", "images_per_s", "resumed_batches", "shard_seconds", "libraries", "provenance")
+
+
+def _split(metrics: dict) -> tuple[dict, dict]:
+    """(what a metrics file holds, what its sidecar holds) of a whole record."""
+    return {k: v for k, v in metrics.items() if k not in RAN}, {k: metrics[k] for k in RAN if k in metrics}
+
+
+def _write_metrics(path, metrics: dict) -> None:
+    """An attack's metrics file and its sidecar."""
+    measured, ran = _split(metrics)
+    _write_json(path, measured, indent=1)
+    write_sidecar(path, ran)
+
+
+def _write_suite(path, model_id: str | None, metrics: dict[str, dict]) -> None:
+    """A suite's metrics file (every attack's record) and its sidecar (every attack's RAN fields)."""
+    split = {name: _split(record) for name, record in metrics.items()}
+    _write_json(path, {"format": SUITE_FORMAT, "run": model_id,
+                       "evaluations": {name: measured for name, (measured, _) in split.items()}}, indent=1)
+    write_sidecar(path, {"evaluations": {name: ran for name, (_, ran) in split.items()}})
+
+
 def _write_json(path, obj: dict, indent: int | None = None) -> None:
     from tradeoff.storage.atomic import atomic_write_text
 
@@ -440,7 +468,7 @@ def _suite(loaded: "Loaded", ev: Evaluation) -> list[dict]:
         else:
             log.info("%s / %s: already evaluated (%s)", ev.model_id, job.attack_name, job.done_path)
         metrics[job.attack_name], predictions[job.attack_name] = kept["metrics"], kept["predictions"]
-    _write_json(ev.suite.metrics_out, {"format": SUITE_FORMAT, "run": ev.model_id, "evaluations": metrics}, indent=1)
+    _write_suite(ev.suite.metrics_out, ev.model_id, metrics)
     _write_json(ev.suite.predictions_out, {"format": SUITE_FORMAT, "run": ev.model_id, "evaluations": predictions})
     for job in ev.jobs:
         Path(job.done_path).unlink(missing_ok=True)
@@ -493,7 +521,7 @@ class Loaded:
             return self._shard(job, self.ev.shard)
         metrics, predictions = self.compute(job)
         if job.metrics_out is not None:
-            _write_json(job.metrics_out, metrics, indent=1)
+            _write_metrics(job.metrics_out, metrics)
         if job.predictions_out is not None:
             _write_json(job.predictions_out, predictions)
         return metrics
@@ -506,8 +534,6 @@ class Loaded:
         return self._shard(job, None)
 
     def _shard(self, job: AttackJob, shard: Shard | None) -> dict | tuple[dict, dict]:
-        from tradeoff.storage.provenance import provenance
-
         model, meta, x, y, device = self.model, self.meta, self.x, self.y, self.device
         spec, attack_name, seed, batch_size = job.spec, job.attack_name, self.ev.seed, self.ev.batch_size
         if spec.corruptions:
@@ -549,7 +575,6 @@ class Loaded:
         whether each corrupted image is classified correctly, and the images' labels. Deterministic (no attack, no
         seed), and quick enough to need no resume state."""
         from tradeoff.data import corruptions
-        from tradeoff.storage.provenance import provenance
 
         meta, spec, model, batch_size = self.meta, job.spec, self.model, self.ev.batch_size
         t0 = time.perf_counter()
@@ -620,7 +645,7 @@ def merge_shards(paths: list[str | Path], *, metrics_out=None, predictions_out=N
                        batch_size=first["batch_size"], provenance=first["provenance"], context=first["context"],
                        extra={"shards": first["shards"], "shard_seconds": [p["seconds"] for p in parts], **checked})
     if metrics_out is not None:
-        _write_json(metrics_out, metrics, indent=1)
+        _write_metrics(metrics_out, metrics)
     if predictions_out is not None:
         _write_json(predictions_out, _predictions(first["run"], first["attack"], out))
     return metrics

@@ -31,7 +31,6 @@ machinery compares the CPU with itself (every difference must be zero), and the 
 from __future__ import annotations
 
 import contextlib
-import csv
 import json
 import math
 import os
@@ -62,7 +61,7 @@ from tradeoff.pipeline.costs import (
     step_passes,
 )
 from tradeoff.methods import METHODS
-from tradeoff.storage.provenance import provenance
+from tradeoff.storage.provenance import provenance, training_epochs
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import Norm, RunSpec, freeze
 
@@ -386,13 +385,13 @@ def _snakemake() -> str:
     return str(beside) if beside.exists() else "snakemake"
 
 
-def epoch_seconds(curves: Path) -> float | None:
-    """A training job's mean seconds per epoch from its curves, the first epoch left out when there are more
-    (cuDNN's autotuning, the allocator's warm-up); None without curves."""
-    if not curves.exists():
+def epoch_seconds(model: Path) -> float | None:
+    """A training job's mean seconds per epoch from its model's sidecar (tradeoff.storage.provenance), the first
+    epoch left out when there are more (cuDNN's autotuning, the allocator's warm-up); None without one."""
+    epochs = training_epochs(model)
+    if epochs is None:
         return None
-    with open(curves, newline="") as f:
-        seconds = [float(r["seconds"]) for r in csv.DictReader(f)]
+    seconds = [float(e["seconds"]) for e in epochs if e.get("seconds") is not None]
     seconds = seconds[1:] if len(seconds) > 1 else seconds
     return sum(seconds) / len(seconds) if seconds else None
 
@@ -401,7 +400,7 @@ def rehearse(root: Path, device: str, *, images: int = 1000, target: str = REHEA
              runner: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> dict:
     """Section 5: build ``target`` through Snakemake at the rehearsal scale with the paper's batch sizes and
     uncapped attacks on ``images`` test images, on CUDA, then per method the measured seconds per epoch (its
-    curves) beside the plan's for the same resolved runs (tradeoff.pipeline.costs.JobSizes on ``device``, a device name;
+    model's sidecar) beside the plan's for the same resolved runs (tradeoff.pipeline.costs.JobSizes on ``device``, a device name;
     the plan's default device where it has no price for it). ``root``: the workflow folder. ``runner`` runs the
     Snakemake command (replaceable for tests)."""
     from tradeoff.config import load_catalog
@@ -430,7 +429,7 @@ def rehearse(root: Path, device: str, *, images: int = 1000, target: str = REHEA
     for row in catalog.targets[target]["rows"]:
         run = row["run"]
         spec, planned = catalog.runs[run], sizes.planned_train(run)
-        measured = epoch_seconds(catalog.layout.curves(catalog.train_id[run]))
+        measured = epoch_seconds(catalog.layout.model(catalog.train_id[run]))
         per_epoch = None if planned is None else planned * 60 / int(spec.epochs)
         rows.append({"method": spec.method.name, "run": run, "epochs": int(spec.epochs),
                      "batch_size": spec.batch_size, "measured_s_per_epoch": measured,

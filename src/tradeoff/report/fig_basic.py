@@ -226,8 +226,15 @@ def curve_panels(target: dict) -> int:
 
 
 def read_curves(catalog: Catalog, run: str) -> list[dict] | None:
-    """A run's training curves (tradeoff.storage.curves.read_curves: a dict per epoch), or None if it has not trained yet."""
-    return live.read_curves(catalog.layout.curves(catalog.train_id[run]))
+    """A run's training curves (tradeoff.storage.curves.read_curves: a dict per epoch), or None if it has not trained
+    yet; with what the clock measured of each epoch (``seconds``, ``images_per_s``), which its model's sidecar holds
+    (records.training_clock), where it has one."""
+    rows = live.read_curves(catalog.layout.curves(catalog.train_id[run]))
+    clock = {e["epoch"]: e for e in records.training_clock(catalog, run)[1] or []}
+    timed = sorted({k for e in clock.values() for k, v in e.items()
+                    if k != "epoch" and isinstance(v, (int, float)) and not isinstance(v, bool)})
+    return None if rows is None else [{**row, **{k: clock.get(row["epoch"], {}).get(k) for k in timed}}
+                                      for row in rows]
 
 
 @figure_kind("curves", lambda catalog, name, target: curve_panels(target))

@@ -22,7 +22,8 @@ from pathlib import Path
 from tradeoff.storage import curves as live
 from tradeoff.core.errors import UserError
 from tradeoff.config import CORRUPTIONS_TYPE, Catalog, spec_digest
-from tradeoff.storage.layout import METRICS_FORMAT, SUITE_FORMAT
+from tradeoff.storage.layout import METRICS_FORMAT, SUITE_FORMAT, Layout
+from tradeoff.storage.provenance import SidecarError, read_sidecar, training_epochs
 # every metrics file has these; an accuracy's file also the counts
 REQUIRED = ("format", "run", "attack", "scale", "dataset", "arch", "spec_digest", "spec", "test_examples",
             "test_size", "examples", "accuracy")
@@ -238,24 +239,57 @@ def predictions(catalog: Catalog, run_id: str, attack: str) -> dict | None:
     return _entry(catalog, path, read_json(path), attack)
 
 
+def how_it_ran(found: Measurement) -> dict | None:
+    """How a measurement's evaluation went, from its metrics file's sidecar (tradeoff.storage.provenance): its
+    ``provenance`` (commit, versions, device, host) and the fields tradeoff.evaluation.evaluate.RAN names (seconds,
+    images/s, library versions, ...); None when the file has no sidecar (pulled or copied without it: not recorded
+    here). ReportError for a sidecar that cannot be read."""
+    try:
+        body = read_sidecar(found.metrics_path)
+    except SidecarError as exc:
+        raise ReportError(str(exc)) from None
+    if body is None or "evaluations" not in body:  # one attack's file, or none
+        return body
+    entry = body["evaluations"].get(found.record.get("attack"))  # a suite's file: one entry per attack
+    return None if not isinstance(entry, dict) else {"provenance": body.get("provenance"), **entry}
+
+
+def training_clock(catalog: Catalog, run_id: str) -> tuple[Path, list[dict] | None]:
+    """(a training job's model file, each epoch's clock and device from the model's sidecar, None without one).
+    ReportError for a sidecar that cannot be read."""
+    model = catalog.layout.model(catalog.train_id[run_id])
+    try:
+        return model, training_epochs(model)
+    except SidecarError as exc:
+        raise ReportError(str(exc)) from None
+
+
 def training_machines(catalog: Catalog, run_id: str) -> set[tuple[str, str]]:
-    """The (device, training precision) pairs that a training job's epochs ran on, from its curves (a resumed job
-    may span machines); empty before it has curves, or for curves written before they recorded them."""
+    """The (device, training precision) pairs that a training job's epochs ran on (a resumed job may span machines):
+    the precision from its curves, the device from its model's sidecar (tradeoff.storage.provenance); a device
+    "not recorded" (naming the sidecar) where the model has none (pulled or copied without it). Empty before the job
+    has curves, or for curves written before they recorded the precision."""
     ran_on = live.read_ran_on(catalog.layout.curves(catalog.train_id[run_id]))
-    return {(r["device"], r["precision"]) for r in ran_on.values() if r.get("device") and r.get("precision")}
+    model, epochs = training_clock(catalog, run_id)
+    devices = {str(e["epoch"]): e.get("device") for e in epochs or []}
+    missing = f"device not recorded (no {Layout.sidecar(model)})"
+    # curves written before the sidecars hold the device too
+    return {(devices.get(epoch) or r.get("device") or missing, r["precision"]) for epoch, r in ran_on.items()
+            if r.get("precision")}
 
 
 def training_minutes(catalog: Catalog, run_id: str) -> float | None:
-    """A training job's wall-clock minutes: the sum of its epochs' seconds in its curves, or None before it has
-    curves. ReportError for unreadable curves."""
-    path = catalog.layout.curves(catalog.train_id[run_id])
+    """A training job's wall-clock minutes: the sum of its epochs' seconds in its model's sidecar, or None before it
+    has trained or when the model has no sidecar (pulled or copied without it: its time was not recorded here; the
+    cell shows "—"). ReportError for an unreadable sidecar."""
+    model, epochs = training_clock(catalog, run_id)
+    if epochs is None:
+        return None
+    path = Layout.sidecar(model)
     try:
-        rows = live.read_curves(path)
-        if rows is None:
-            return None
-        seconds = [float(r["seconds"]) for r in rows]
-    except (OSError, KeyError, ValueError, TypeError, StopIteration) as exc:
-        raise _fail(path, f"unreadable training curves ({exc}); re-run its training") from None
+        seconds = [float(e["seconds"]) for e in epochs]
+    except (KeyError, ValueError, TypeError) as exc:
+        raise _fail(path, f"an epoch without its seconds ({exc}); re-run its training") from None
     if not seconds or not all(math.isfinite(s) and s >= 0 for s in seconds):
         raise _fail(path, "field 'seconds' must be finite and non-negative on every epoch")
     return sum(seconds) / 60.0
@@ -266,7 +300,7 @@ def failed_checks(catalog: Catalog) -> list[tuple[str, str, str]]:
     any checkpoint audited), by model. An audit whose record cannot be read is listed as such (a check ``record``)."""
     found = []
     folder = catalog.layout.folder("audit")
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+    for path in sorted(p for p in folder.glob("*.json") if not Layout.is_sidecar(p)) if folder.is_dir() else []:
         model = path.stem
         try:
             checks = json.loads(path.read_text())["checks"]

@@ -9,7 +9,8 @@ Addepalli2022Efficient_RN18.json``, ``model_info/cifar10/L2/Rade2021Helper_R18_d
 ``"8/255"`` or ``"0.5"``; null for corruptions), ``clean_acc``, ``reported`` and ``autoattack_acc`` (or
 ``corruptions_acc``): accuracies in percent as strings, ``str(round(accuracy * 100, 2))`` as its ``update_json``
 writes them, and optionally ``footnote`` and ``unreliable``. Its leaderboard code reads the files it knows the keys
-of and keeps any other: this export adds ``provenance``, this project's record of where the numbers come from.
+of and keeps any other: this export adds ``provenance``, this project's record of where the numbers come from (the
+commit and AutoAttack's version from the metrics files' sidecars, "unknown" and null where they have none).
 
 :func:`export_robustbench` reads a run's (or an external model's) clean and AutoAttack metrics through
 tradeoff.report.records, which vouches for them against the configuration as for any table; a missing or refused
@@ -128,7 +129,8 @@ def model_info(catalog: Catalog, model_id: str, *, threat_model: str = "Linf", c
         notes.append(f"Evaluated on {examples} of the {size} test images (the {catalog.scale} scale of tradeoff).")
     if catalog.scale != "paper":
         notes.append(f"At tradeoff's {catalog.scale} scale, not the paper's: a smaller setting, not a result.")
-    commits = sorted({m.record.get("provenance", {}).get("git_commit", "unknown") for m in ours.values()})
+    ran = {name: records.how_it_ran(m) or {} for name, m in ours.items()}  # the metrics' sidecars
+    commits = sorted({(r.get("provenance") or {}).get("git_commit", "unknown") for r in ran.values()})
     aa = _percent(robust.accuracy)
     info = {
         "link": fields.pop("link", ""),
@@ -155,7 +157,7 @@ def model_info(catalog: Catalog, model_id: str, *, threat_model: str = "Linf", c
         "test_examples": examples, "test_size": size, "git_commit": commits[0] if len(commits) == 1 else commits,
         "evaluations": {"clean": clean_name, "autoattack": robust_name},
         "metrics": list(dict.fromkeys(str(m.metrics_path) for m in ours.values())),
-        "autoattack": {"version": robust.record.get("libraries", {}).get("pyautoattack"),
+        "autoattack": {"version": (ran["autoattack"].get("libraries") or {}).get("pyautoattack"),
                        "breakdown": robust.record.get("breakdown"), "checks": robust.record.get("checks", [])},
         **({"checkpoint": robust.record["external"]["checkpoint"], "sha256": robust.record["external"]["sha256"]}
            if catalog.is_external(model_id) else {"spec_digest": robust.record["spec_digest"]}),

@@ -1,6 +1,8 @@
 """Checkpoints: integrity checks, weights-only loading (atomic writes: tradeoff.storage.atomic).
 
-Nothing here executes code from a file: every load is ``torch.load(weights_only=True)``, so a checkpoint that
+A checkpoint's bytes depend only on its values (:func:`canonical`): a model trained twice, or once straight through
+and once resumed, is the same file, so DVC sees a faithful rebuild unchanged (its provenance is in a sidecar,
+tradeoff.storage.provenance). Nothing here executes code from a file: every load is ``torch.load(weights_only=True)``, so a checkpoint that
 carries a pickled object is refused. Epoch states carry the SHA-256 of their bytes in their file name
 (``epoch-0007-<sha>.pt``); a file whose bytes do not match (truncated, corrupted) is reported and skipped,
 and training resumes from the newest state that is intact. Every write is atomic
@@ -19,6 +21,7 @@ import logging
 import os
 import re
 import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +41,32 @@ class CheckpointError(UserError, RuntimeError):
     pass
 
 
-def to_bytes(obj: Any) -> bytes:
+def canonical(obj: Any) -> Any:
+    """The same values as an object graph that torch.save writes the same way, whatever made it: every container
+    new (none shared), every string interned (equal strings are one object, so pickle's memo always refers back to
+    the first of them), every tensor its own contiguous copy (no storage shared). Without it, equal values built by
+    training and loaded from a state file (a resumed run) pickle to different bytes."""
     import torch  # here, not at the top: importing this module stays light
 
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone(memory_format=torch.contiguous_format)
+    if type(obj) is str:
+        return sys.intern(obj)
+    if type(obj) is dict:
+        return {canonical(k): canonical(v) for k, v in obj.items()}
+    if type(obj) is list:
+        return [canonical(v) for v in obj]
+    if type(obj) is tuple:
+        return tuple(canonical(v) for v in obj)
+    return obj
+
+
+def to_bytes(obj: Any) -> bytes:
+    """torch.save's bytes of ``obj``'s values (:func:`canonical`): equal values, equal bytes."""
+    import torch
+
     buffer = io.BytesIO()
-    torch.save(obj, buffer)
+    torch.save(canonical(obj), buffer)
     return buffer.getvalue()
 
 

@@ -5,6 +5,10 @@ The trainer logs each epoch's row as it ends (``plots/metrics/<column>.tsv``, st
 diff`` overlays its curves; at the end, the selection's measurements go into ``metrics.json`` under ``selected``. The
 reports read the same files (:func:`read_curves`).
 
+The curves are DVC outputs, so they hold only what the epochs computed: what the clock and the machine give (each
+epoch's seconds and images/s, the device's name) is logged by the trainer into the model's sidecar
+(tradeoff.storage.provenance), not here, and a faithful rebuild logs the same bytes.
+
 A value that was not measured (the robust accuracy between two ``best_robust`` measurements, the learning rate of a
 method without an optimizer) is not logged: its curve has no point at that epoch, and :func:`read_curves` gives None.
 """
@@ -17,6 +21,16 @@ import math
 from pathlib import Path
 
 from tradeoff.storage.layout import RAN_ON
+
+#: the fields of an epoch's row that the clock and the machine give, not the computation: never logged here (the
+#: curves are DVC outputs); the trainer keeps them in its state (a resumed run keeps its epochs' times) and writes
+#: them to the model's sidecar (:func:`clocked`), whence the reports read the training time and the device
+CLOCKED = ("seconds", "images_per_s", "track_seconds", "device")
+
+
+def clocked(rows: list[dict]) -> list[dict]:
+    """Each epoch's CLOCKED fields (with its ``epoch``): what a model's sidecar records of its training."""
+    return [{"epoch": row["epoch"], **{k: row[k] for k in CLOCKED if k in row}} for row in rows]
 
 
 def _live_class():
@@ -45,9 +59,10 @@ class CurveLog:
             self.epoch(row)
 
     def epoch(self, row: dict) -> None:
-        """Log one epoch's row (``epoch`` and its measurements). Text values (what the epoch ran on: ``device``,
-        ``precision``) are no curve, nor a metric for ``dvc exp show`` to list: they go into ``ran_on.json`` beside,
-        per epoch (a resumed run may span machines)."""
+        """Log one epoch's row (``epoch`` and its measurements; its CLOCKED fields are left out). Text values (what
+        the epoch ran in: ``precision``) are no curve, nor a metric for ``dvc exp show`` to list: they go into
+        ``ran_on.json`` beside, per epoch (a resumed run may span machines)."""
+        row = {k: v for k, v in row.items() if k not in CLOCKED}
         self.live.step = int(row["epoch"])
         text = {k: v for k, v in row.items() if isinstance(v, str)}
         if text:
@@ -85,7 +100,8 @@ def read_curves(folder: Path) -> list[dict] | None:
 
 
 def read_ran_on(folder: Path) -> dict:
-    """``ran_on.json``: epoch -> what it ran on (``device``, ``precision``); empty when none was logged."""
+    """``ran_on.json``: epoch -> what it ran in (``precision``; a file written before the sidecars also has the
+    ``device``); empty when none was logged."""
     path = Path(folder) / RAN_ON
     return json.loads(path.read_text()) if path.exists() else {}
 

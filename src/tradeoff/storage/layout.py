@@ -19,6 +19,14 @@ a model or a metrics file of one scale can never stand in another scale's table:
     bench/                            timings
     robustbench/<dataset>/<threat>/<run>.json   a run's or an external model's RobustBench model-info file
     audit/<model>.{json,md,html,png,pdf}        `tradeoff audit`'s record, page and figure of a run or external model
+    <output>.provenance.json          beside a model.pt, a metrics file, an analysis or an audit record: how that
+                                      output was made (:meth:`Layout.sidecar`)
+
+An output's bytes depend only on what was computed (weights, settings, measured values), so that a faithful rebuild
+has the same hashes and DVC sees it unchanged; what varies by commit, host or clock (the git commit, the package
+versions, the device's name, seconds, images/s) goes into the output's sidecar, ``<output>.provenance.json``
+(tradeoff.storage.provenance writes and reads it). A sidecar is neither a DVC nor a Snakemake output, and
+``.dvcignore`` keeps it out of the folders that the report stages depend on.
 
 Python code, the Snakemake rules and the DVC stages all build paths here; the arguments may be Snakemake wildcard
 patterns (``"{run}"``), since a path is only joined, never inspected.
@@ -30,6 +38,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+SIDECAR_SUFFIX = ".provenance.json"  # an output's sidecar: <output>.provenance.json (Layout.sidecar)
 RAN_ON = "ran_on.json"  # what each epoch of a training job ran on, in its curves folder (tradeoff.storage.curves)
 
 TABLE_FORMATS = ("md", "csv", "tex", "html")
@@ -59,6 +68,19 @@ class Layout:
     @classmethod
     def of(cls, results: str | Path, scale: str) -> "Layout":
         return cls(Path(results) / scale)
+
+    @staticmethod
+    def sidecar(output: str | Path) -> Path:
+        """Where an output's provenance and timings live (``<output>.provenance.json``, beside it): not hashed by DVC
+        with the output, so that a rebuild at another commit, on another host or at another speed leaves the
+        output's bytes unchanged. Any output path: a file of this layout, or one a user named."""
+        output = Path(output)
+        return output.with_name(output.name + SIDECAR_SUFFIX)
+
+    @staticmethod
+    def is_sidecar(path: str | Path) -> bool:
+        """Whether a file is an output's sidecar (what a reader listing a folder's ``*.json`` skips)."""
+        return Path(path).name.endswith(SIDECAR_SUFFIX)
 
     def run(self, run_id: str) -> RunPaths:
         return RunPaths(self.model(run_id), self.curves(run_id), self.states(run_id))

@@ -37,9 +37,9 @@ from tradeoff.core.progress import Bar, duration
 from tradeoff.config import ConfigError, spec_digest
 from tradeoff.core.errors import UserError
 from tradeoff.evaluation.evaluate import accuracy_under
-from tradeoff.storage.curves import CurveLog
+from tradeoff.storage.curves import CurveLog, clocked
 from tradeoff.methods import METHODS
-from tradeoff.storage.provenance import device_name, provenance
+from tradeoff.storage.provenance import device_name, write_sidecar
 from tradeoff.storage.layout import Layout, RunPaths
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import CHOOSING_MODES, CLEAN, AttackSpec, RunSpec, Selection
@@ -341,7 +341,8 @@ class _Trainer:
         self.x_eval, self.y_eval = x_eval.to(runtime.device), y_eval.to(runtime.device)
         attack = spec.selection.attack  # a resolved attack spec, else none
         self.eval_attack = attack if isinstance(attack, AttackSpec) else None
-        # in the curves beside each epoch's seconds (Table 4's minutes); a CSV cell, so without commas
+        # in the model's sidecar beside each epoch's seconds (Table 4's minutes, and its note on the machines); its
+        # commas as ';', as the curves' CSV cells had it, so the note reads as before
         self.device_name = device_name(runtime.device).replace(",", ";")
         torch.manual_seed(spec.seed)
         self.method = METHODS[spec.method.name](spec, model_factory(spec, ds), runtime)
@@ -477,7 +478,7 @@ class _Trainer:
                **{f"train_{key}": (total / max(sums.counted, 1)).item() for key, total in sums.extras.items()},
                **tracked, **({"track_seconds": t_track} if self.track is not None else {})}
         self.rows.append(row)
-        self.curves.epoch(row)
+        self.curves.epoch(row)  # its CLOCKED fields stay in the rows (the state), for the model's sidecar
         return row, model, measured
 
     def log_epoch(self, row: dict, bar: Bar) -> None:
@@ -525,14 +526,15 @@ def _write_outputs(run_id: str, spec: RunSpec, method, ds: data.Data, rows: list
     _, channels, size, _ = ds.x_train.shape
     meta = {"run": run_id, "spec": spec.as_dict(), "selected_epoch": selected_epoch, "mechanism": method.mechanism(),
             **selection.record(len(ds.y_test)), "num_classes": ds.num_classes,
-            "in_channels": channels, "image_size": size, "classes": list(ds.classes),
-            "provenance": provenance()}
+            "in_channels": channels, "image_size": size, "classes": list(ds.classes)}
     learner_states = {name: {k: v.detach().cpu() for k, v in m.state_dict().items()}
                       for name, m in method.learners().items()}
     snapshots = {int(epoch): {name: {k: v.detach().cpu() for k, v in sd.items()} for name, sd in kept.items()}
                  for epoch, kept in method.snapshots().items()}  # {epoch: {learner: state}} (Zipper Figure 6)
     checkpoint.save({"model": {k: v.detach().cpu() for k, v in state.items()}, "learners": learner_states,
                      "learner_snapshots": snapshots, "meta": json.dumps(meta)}, paths.model)
+    # beside the model, not in it: the model's bytes are the same at every commit, on every host, at any speed
+    write_sidecar(paths.model, {"run": run_id, "epochs": clocked(rows)})
     chosen = rows[selected_epoch - 1]
     curves.finish({"epoch": selected_epoch, **{k: chosen[k] if math.isfinite(chosen[k]) else None
                                                for k in ("eval_clean", "eval_robust")}})
