@@ -26,7 +26,7 @@ def run_analysis(catalog, target: str) -> Path:
     from tradeoff.storage.atomic import atomic_write_text
     from tradeoff.storage.provenance import provenance
 
-    spec = dict(catalog.targets[target]["analysis"])
+    spec = catalog.targets[target].analysis.as_dict()
     name = spec.pop("name")
     result: dict[str, Any] = ANALYSES[name].run(catalog, target, spec)
     result = {"analysis": name, "target": target, "scale": catalog.scale, "params": spec, **result,

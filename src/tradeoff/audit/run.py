@@ -16,6 +16,7 @@ import torch
 
 from tradeoff.config import Catalog, ConfigError
 from tradeoff.core.errors import UserError
+from tradeoff.core.spec import thaw
 from tradeoff.audit.checks import Auditor, Settings, group_verdicts, overall_line
 from tradeoff.audit.jobs import protocol_pairs, surrogate_for
 from tradeoff.audit.page import write_page
@@ -56,10 +57,10 @@ def reported_columns(catalog: Catalog, model_id: str, y: torch.Tensor, examples:
 
     wanted: dict[str, None] = {}
     for name, target in catalog.targets.items():
-        if target["kind"] != "table":
+        if target.kind != "table":
             continue
-        if any(model_id in (catalog.train_id.get(r, r) for r in catalog.row_runs(row["run"]))
-               for row in target["rows"]):
+        if any(model_id in (catalog.train_id.get(r, r) for r in catalog.row_runs(row.run))
+               for row in target.rows):
             wanted.update(dict.fromkeys(catalog.target_attacks(name, model_id)))
     train_id = catalog.train_id.get(model_id, model_id)
     if not wanted:  # a model no table shows (a checkpoint or a Python file evaluated under --name): what it measured
@@ -107,7 +108,7 @@ def l2_spec(catalog: Catalog, model_id: str, attack: dict) -> dict | None:
     L-inf one for a scale), None where the dataset has none."""
     from tradeoff.config.scale import resolve_attack
 
-    name = catalog.config["audit"]["attack"]
+    name = catalog.audit["attack"]
     raw = {k: v for k, v in catalog.attacks[name].items() if k not in ("eps", "step_size")}
     try:
         spec = dict(resolve_attack({**raw, "norm": "l2"}, catalog.model_spec(model_id), catalog.config,
@@ -124,7 +125,7 @@ def l2_spec(catalog: Catalog, model_id: str, attack: dict) -> dict | None:
 def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0, surrogate: str | None = None,
           batch_size: int | None = None) -> tuple[dict, dict[str, Path]]:
     """Audit a run or an external model of the catalog; (its record, the files written: Layout.audit)."""
-    block = catalog.config["audit"]
+    block = catalog.audit
     t0 = time.perf_counter()
     model_id = catalog.train_id.get(model_id, model_id)  # runs trained by one job are one model: one audit
     spec = catalog.model_spec(model_id)
@@ -149,12 +150,12 @@ def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0
     columns, notes = reported_columns(catalog, model_id, y, examples, loaded.test_size,
                                       (meta.get("external") or {}).get("sha256"))
     auditor = Auditor(model, x, y, attack=attack, black_box=black_box, settings=Settings.from_config(block),
-                      seed=seed, batch_size=batch_size or catalog.runtime.eval_batch_size,
+                      seed=seed, batch_size=batch_size or catalog.runtime_settings.eval_batch_size,
                       surrogate=surrogate_model, no_surrogate=missing, protocol=pairs, reported=columns,
                       l2=l2_spec(catalog, model_id, attack), log=lambda text: log.info("%s: %s", model_id, text))
     checks = auditor.run()
     extra = {"model": model_id, "scale": catalog.scale, "arch": spec.arch, "dataset": spec.dataset,
-             "external": meta.get("external"), "surrogate": surrogate_id, "settings": dict(block),
+             "external": meta.get("external"), "surrogate": surrogate_id, "settings": thaw(block),
              "columns_left_out": notes}
     record = make_record(auditor, checks, extra, seconds=time.perf_counter() - t0, device=str(loaded.device))
     return record, write_page(record, catalog.layout.audit(model_id))
