@@ -237,7 +237,7 @@ def test_exp_run_set_param_reruns_exactly_what_it_changes(built):
     work = built["work"]
     catalog = cfg.load_catalog([work / f for f in SMOKE])
     # the training job of the table's last row, and every run of the config that it trains (identical settings)
-    run_id = catalog.train_id[catalog.targets["caat_table1"]["rows"][-1]["run"]]
+    run_id = catalog.train_id[catalog.targets["caat_table1"].rows[-1].run]
     sharing = [r for r in catalog.config["runs"] if catalog.train_id.get(r) == run_id]
     try:
         title = run(["dvc", "exp", "run", "-S", "+targets.caat_table1.title=Our experiment"], work)

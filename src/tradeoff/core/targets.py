@@ -4,9 +4,10 @@ the kinds a target names, declared: every figure kind (a figure's ``plot``) and 
 resolved. Each raises :class:`~tradeoff.core.errors.ConfigError` naming the key.
 
 Only declarations and checks: no drawing, no PyTorch, nothing of the configuration (which calls these checks, and
-answers their questions about attacks through :class:`Attacks`). What draws a kind registers with
-``@figure_kind(name)`` (tradeoff.report.kinds), what computes an analysis with ``@register(name)``
-(tradeoff.analysis.base); each refuses a name not declared here, and a test ties the three lists together."""
+answers their questions about attacks through :class:`Attacks`). A figure kind is declared once, in :data:`PLOTS`; the
+report's code that draws it attaches itself to that declaration (``@figure_kind(name)``, tradeoff.report.kinds, sets
+:attr:`FigureKind.drawing`; no second registry of kinds). What computes an analysis registers with ``@register(name)``
+(tradeoff.analysis.base); each refuses a name not declared here, and a test ties the lists together."""
 
 from __future__ import annotations
 
@@ -56,6 +57,10 @@ class Analysis(_Spec):
 
     def as_dict(self) -> dict:
         return {"name": self.name, **thaw(self.params)}
+
+    def get(self, param: str, default: Any = None) -> Any:
+        """One parameter's value as written (``default`` when the target does not set it)."""
+        return self.params.get(param, default)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,6 +157,15 @@ class FigureKind:
     sweeps: bool = False                   # a column may name a budget sweep whole (drawn over its budgets)
     trained: str | None = None             # what it draws of its rows that only a trained run has
     check: Callable | None = None          # check(name, target, key, attacks): raises ConfigError naming the key
+    #: how the report draws it (tradeoff.report.kinds.Kind): attached once by the report's drawing module, None while
+    #: the report is not loaded (the configuration never loads it)
+    drawing: Any = field(default=None, compare=False, repr=False)
+
+    def draw_with(self, drawing: Any) -> None:
+        """Attach the report's drawing of this kind (once: a second module drawing it is an error)."""
+        if self.drawing is not None:
+            raise ValueError(f"figure kind {self.name!r} drawn twice")
+        object.__setattr__(self, "drawing", drawing)  # the declaration stays frozen for everything it declares
 
     def fields(self, target: TargetSpec, key: str) -> tuple[str, ...]:
         """The fields a target of this kind needs besides rows and plot; refuses one that names not its analysis."""

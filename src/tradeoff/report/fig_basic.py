@@ -149,7 +149,7 @@ def _ran_ticks(catalog: Catalog, name: str, ax) -> str:
     if not rows or not any("\n" in t for t in ticks.values()):
         return ""
     ax.set_xticks(list(ticks), list(ticks.values()))
-    return f"\n(in brackets: {ran.setting_name(catalog, rows[0]['run'], key)} as run at this scale)"
+    return f"\n(in brackets: {ran.setting_name(catalog, rows[0].run, key)} as run at this scale)"
 
 
 def plot_budget_lines(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:

@@ -31,7 +31,7 @@ from matplotlib.text import Annotation, Text
 from tradeoff.config import Catalog
 from tradeoff.report import fig_basic, fig_caat_synthetic, fig_front, fig_grid, fig_tsne  # noqa: F401  (they register the kinds)
 from tradeoff.report import what_ran as ran
-from tradeoff.report.kinds import KINDS
+from tradeoff.report.kinds import drawing, drawn
 from tradeoff.report.style import (
     FOOTNOTE,
     MAX_COLUMNS,
@@ -152,7 +152,7 @@ def _finish(fig, catalog: Catalog, name: str, target: TargetSpec) -> None:
 def make_figure(catalog: Catalog, name: str):
     """The figure of a target, laid out and ready to save (not saved): for tests and for build_figure."""
     target = catalog.targets[name]
-    kind = KINDS[target.plot]
+    kind = drawing(target.plot)
     with plt.rc_context(STYLE):
         if kind.panels is None:  # a kind that lays out its own figure
             fig = kind.draw(catalog, name, target)
@@ -254,4 +254,4 @@ def _place_point_labels(fig, renderer) -> None:
             placed.append(_text_box(label, renderer))
 
 
-FIGURE_KINDS = sorted(KINDS)
+FIGURE_KINDS = drawn()

@@ -60,7 +60,7 @@ def _overstated(catalog: Catalog, table: tables.Table) -> list[tuple[float, tupl
                 code, strong = table.ours[(proto, row.key, c.key)], table.ours[(tables.STRONG, row.key, c.key)]
                 if code.same_as_strong or code.value is None or strong.value is None or code.value <= strong.value:
                     continue
-                key = (tuple(row.runs), c.attack, catalog.protocol_attack(table.name, c.attack, row.members[0]["run"]))
+                key = (tuple(row.runs), c.attack, catalog.protocol_attack(table.name, c.attack, row.members[0].run))
                 found.append((code.value - strong.value, key,
                               f"{row.label} (`{', '.join(row.runs)}`) {c.label}: {code.value:.1f} under {proto} vs "
                               f"{strong.value:.1f} strong (+{code.value - strong.value:.1f})"))
@@ -149,8 +149,7 @@ def caveats(catalog: Catalog, found: list[claims.Verdict]) -> list[str]:
                      if (s.paper_dataset, s.paper_arch) != (s.dataset, s.arch)})
     text = (SCALE_CHANGES.format(scale=catalog.scale, what="; ".join(mapped)) if mapped else
             SAME_SETTING.format(scale=catalog.scale))
-    seeds = sorted({len(catalog.row_runs(row.run)) for t in catalog.targets.values() for row in t.rows
-                    if "run" in row})
+    seeds = sorted({len(catalog.row_runs(row.run)) for t in catalog.targets.values() for row in t.rows})
     most = seeds[-1] if seeds else 1
     text += (f" Seeds: each row is {'one training run (one seed)' if most == 1 else f'up to {most} seeds'}, so a "
              f"verdict speaks for {'that run' if most == 1 else 'those runs'}"
