@@ -168,7 +168,7 @@ def test_every_figure_of_the_demo_says_what_its_table_would(demo):
             problems.append(f"{name}: title {title!r}")
         runs = [row.run for row in target.rows]
         budgets = [ran.budget_phrase(demo, attack, runs) for attack in target.columns.values()]
-        analysis = target.analysis or {}
+        analysis = target.analysis.as_dict() if target.analysis else {}
         if analysis.get("attack"):
             budgets.append(ran.budget_phrase(demo, analysis["attack"], runs))
         if target.plot == "curves" and ran.tracking_attack(demo, runs):
