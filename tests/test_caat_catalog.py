@@ -23,6 +23,7 @@ from tradeoff.core.spec import RunSpec  # noqa: E402
 from tradeoff.report.build import build_target  # noqa: E402
 from report_fixtures import write_curves, write_metrics  # noqa: E402
 from tradeoff.report.fig_basic import curve_panels  # noqa: E402
+from tradeoff.core.targets import TargetSpec  # noqa: E402
 from tradeoff.report.figures import make_figure  # noqa: E402
 
 ROOT = cfg.ROOT
@@ -80,7 +81,7 @@ def test_every_caat_target_of_the_paper_is_in_the_catalog(paper):
 @pytest.mark.parametrize("name", TABLES)
 def test_tables_map_every_reference_cell_and_nothing_else(paper, name):
     target = paper.targets[name]
-    with open(ROOT / "config" / "reference" / f"{target['reference']}.csv", newline="") as f:
+    with open(ROOT / "config" / "reference" / f"{target.reference}.csv", newline="") as f:
         cells = {(r["row"], r["column"]) for r in csv.DictReader(f)}
     rows = [r.key for r in target.rows]
     assert len(rows) == len(set(rows))
@@ -216,7 +217,7 @@ def test_demo_thinning_keeps_few_caat_trainings(demo):
     for leaf in adapter_leaves:
         smoke_rows = smoke_cfg[leaf]["rows"]
         assert smoke_rows and all(row in demo_cfg[leaf]["rows"] for row in smoke_rows), leaf
-        assert {row.series for row in smoke_rows} == {"vanilla", "CA-AT"}
+        assert {row["series"] for row in smoke_rows} == {"vanilla", "CA-AT"}
 
 
 def test_demo_maps_the_budget_sweeps_by_the_one_rule_of_every_budget(demo):
@@ -326,4 +327,4 @@ def test_figure3_draws_a_panel_per_series_from_curves(tmp_path):
                                                                  "CA-AT γ=0.9"] for ax in fig.axes)
     plt.close(fig)
     # rows without series: one panel per curve column, as before
-    assert curve_panels({"curve_columns": ["a", "b"], "rows": [{"key": "k", "run": "r"}]}) == 2
+    assert curve_panels(TargetSpec.from_dict({"kind": "figure", "curve_columns": ["a", "b"], "rows": [{"key": "k", "run": "r"}]})) == 2

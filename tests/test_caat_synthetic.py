@@ -145,7 +145,7 @@ def test_catalog_entry_and_its_smoke_remapping(analysed):
     catalog, data = analysed
     spec = catalog.targets["caat_figure2"]
     assert spec.plot == "caat_synthetic" and spec.rows == ()
-    assert spec.analysis.get("deltas") == [0.05, 0.1, 0.15, 0.2, 0.25, 0.3] and spec.analysis.get("lam") == 0.5
+    assert list(spec.analysis.get("deltas")) == [0.05, 0.1, 0.15, 0.2, 0.25, 0.3] and spec.analysis.get("lam") == 0.5
     assert catalog.analysis_datasets("caat_figure2") == ["digits"] and catalog.analysis_train_ids("caat_figure2") == []
     assert cfg.load_catalog([cfg.ROOT / "config/config.yaml"]).analysis_datasets("caat_figure2") == ["mnist"]
     # digits' standard L∞ budget over MNIST's is 0.3 / 0.3: the δs stay as they are

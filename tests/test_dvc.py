@@ -80,7 +80,7 @@ def test_jobs_json_holds_the_resolved_settings():
     assert unit["settings"] == tdvc.digest({a: catalog.attack_for(a, run_id) for a in unit["attacks"]})
     assert unit["attacks"] == catalog.unit_attacks(run_id, "all") and "pgd20" in unit["attacks"]
     assert items["table"]["table1"]["settings"] == tdvc.digest(
-        {**{t: catalog.targets[t] for t in ("table1", "table1a", "table1b")},
+        {**{t: catalog.targets[t].as_dict() for t in ("table1", "table1a", "table1b")},
          "twins": {t: catalog.twin(t) for t in ("table1", "table1a", "table1b")}})
     retitled = cfg.resolve(cfg.merge(catalog.config, {"targets": {"table1a": {"title": "Another"}}}),
                            Path(catalog.reference_dir))
