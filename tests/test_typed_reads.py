@@ -9,6 +9,7 @@ The check reads every module's syntax tree: a subscript or a ``.get``/``in`` wit
 from __future__ import annotations
 
 import ast
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -162,6 +163,30 @@ def test_the_check_leaves_fields_and_other_dicts_alone():
     found = _Reads()
     found.visit(ast.parse(code))
     assert found.found == []
+
+
+def test_a_target_is_a_frozen_spec_that_gives_back_what_was_written():
+    from tradeoff import config as cfg
+    from tradeoff.core.targets import Row, TargetSpec
+
+    files = [ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"]
+    catalog = cfg.load_catalog(files)
+    for name, target in catalog.targets.items():
+        assert isinstance(target, TargetSpec) and all(isinstance(r, Row) for r in target.rows)
+        assert target.as_dict() == catalog.config["targets"][name], name  # as written: digests and cache unchanged
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        catalog.targets["table1a"].note = "changed"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        catalog.targets["table1a"].columns["x"] = "clean"  # type: ignore[index]
+
+
+def test_a_target_key_that_no_target_has_is_refused_naming_it():
+    from tradeoff import config as cfg
+
+    config = cfg.load_config([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"])
+    config["targets"]["table1a"]["caption"] = "a caption"  # the schema lets it through; the spec has no such field
+    with pytest.raises(cfg.ConfigError, match=r"^targets\.table1a\.caption: unknown setting; allowed: \['kind', "):
+        cfg.resolve(config)
 
 
 if __name__ == "__main__":  # the reads left, the pending modules' included

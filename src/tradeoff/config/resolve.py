@@ -190,13 +190,14 @@ def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
                                        spec, config, f"runs.{rid}.selection.attack")
 
     targets = config["targets"]
+    specs = {name: target_spec(name, target) for name, target in targets.items()}
     for name, target in targets.items():
         _check_target(name, target, targets, runs, config["attacks"], externals)
         _check_comparison(name, target, config, references)
     _check_eval_unit(config)
     _check_audit(config)
     catalog = Catalog(config=config, runs={rid: RunSpec.from_dict(spec) for rid, spec in runs.items()},
-                      attacks=config["attacks"], targets={name: target_spec(name, t) for name, t in targets.items()}, train_id=train_id, seed_runs=seed_runs,
+                      attacks=config["attacks"], targets=specs, train_id=train_id, seed_runs=seed_runs,
                       reference_dir=str(references), externals=externals)
     # every evaluation the targets need, resolved for its run now: a budget that a scale maps out of range (a
     # sweep's largest on a dataset with a larger standard budget) stops the config, not an evaluation job
