@@ -141,20 +141,20 @@ def test_no_module_outside_config_reads_a_target_or_the_config_by_key():
 
 @pytest.mark.parametrize("code, read", [
     ("def f(catalog):\n    return catalog.targets[name]['rows']\n", "['rows'] on a target"),
-    ("def f(catalog):\n    target = catalog.targets[name]\n    return target.get('note')\n", ".get('note') on a target"),
-    ("def f(catalog):\n    for n, t in catalog.targets.items():\n        print(t['kind'])\n", "['kind'] on a target (t)"),
+    ("def f(catalog):\n    target = catalog.targets[name]\n    return target.get('note')\n",
+     ".get('note') on a target"),
+    ("def f(catalog):\n    for n, t in catalog.targets.items():\n        print(t['kind'])\n",
+     "['kind'] on a target (t)"),
     ("def f(self):\n    return self.catalog.config.get('resources')\n", ".get('resources') on the configuration"),
     ("def f(root):\n    base = load_catalog([root])\n    return base.config['scale_map']\n",
      "['scale_map'] on the configuration"),
     ("def f(target):\n    return 'analysis' in target\n", "'analysis' in a target"),
     ("def f(catalog):\n    return [r for t in catalog.targets.values() for r in t['rows']]\n", "['rows'] on a target"),
 ])
-def test_the_check_finds_a_read_by_key(tmp_path, code, read):
-    module = PACKAGE / "report" / "_probe_.py"  # never written: the check reads the text given
+def test_the_check_finds_a_read_by_key(code, read):
     found = _Reads()
     found.visit(ast.parse(code))
     assert found.found and read in found.found[0][1], (code, found.found)
-    assert key_reads  # the same visitor reads the package's modules
 
 
 def test_the_check_leaves_fields_and_other_dicts_alone():

@@ -197,8 +197,8 @@ def check_front(name: str, target: TargetSpec, key: str, attacks: Attacks) -> No
                           f"and then one robust column per panel; got {columns}")
     first = attacks.base(target.columns[columns[0]])
     if first in attacks and attacks.type(first) != "clean":  # unknown attacks: reported with the columns
-        raise ConfigError(f"{key}.columns.{columns[0]}: the first column of a `front` figure is its x axis, "
-                          f"the clean accuracy: an attack of type clean; got {target.columns[columns[0]]!r}")
+        raise ConfigError(f"{key}.columns.{columns[0]}: the first column of a `front` figure is its x axis, the "
+                          f"clean accuracy: an attack of type clean; got {target.columns[columns[0]]!r}")
 
 
 def check_lines(name: str, target: TargetSpec, key: str, attacks: Attacks) -> None:

@@ -347,7 +347,8 @@ def run_bench_eval(catalog, device: torch.device, *, images: int, run: str = BEN
             if device.type == "cuda":
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
-            result = run_attack(model, x[:n], y[:n], attack, seed=0, batch_size=catalog.runtime_settings.eval_batch_size)
+            result = run_attack(model, x[:n], y[:n], attack, seed=0,
+                                batch_size=catalog.runtime_settings.eval_batch_size)
             if device.type == "cuda":
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - t0

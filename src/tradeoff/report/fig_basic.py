@@ -177,7 +177,8 @@ def plot_budget_lines(catalog: Catalog, name: str, target: TargetSpec, axes) -> 
             values += [y for _, y in pts]
         ax.set_xticks(list(ticks), list(ticks.values()), rotation=30 if len(ticks) > 5 else 0)
         rescaled = any(abs(ran[job] - x) > 1e-9 for x, _, job in points)
-        ax.set_xlabel((target.x_label or "attack budget") + ("\n(in brackets: the budget run at this scale)" if rescaled else ""))
+        ax.set_xlabel((target.x_label or "attack budget")
+                      + ("\n(in brackets: the budget run at this scale)" if rescaled else ""))
         ax.set_ylabel("accuracy (%)")
         ax.set_title(_title(catalog, target, column))
     for ax in axes:

@@ -25,7 +25,8 @@ def front_panels(target: TargetSpec) -> int:
     return max(len(target.columns) - 1, 1)
 
 
-def front_points(catalog: Catalog, target: TargetSpec, robust_attack: str) -> dict[str, list[tuple[float, float, str | None]]]:
+def front_points(catalog: Catalog, target: TargetSpec,
+                 robust_attack: str) -> dict[str, list[tuple[float, float, str | None]]]:
     """series -> [(SA %, robust %, point label)] in the order of the rows; rows whose metrics are missing are
     left out (the rest of the series stays connected)."""
     clean_attack = next(iter(target.columns.values()))

@@ -18,7 +18,6 @@ file stops it in one line. No checkpoint is read and PyTorch is not imported.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
