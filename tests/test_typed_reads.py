@@ -180,6 +180,32 @@ def test_a_target_is_a_frozen_spec_that_gives_back_what_was_written():
         catalog.targets["table1a"].columns["x"] = "clean"  # type: ignore[index]
 
 
+def test_the_catalog_answers_what_the_modules_read_of_the_configuration():
+    """The queries that replace the reads by key: each answers what the configuration says, at a smaller scale too."""
+    from tradeoff import config as cfg
+    from tradeoff.core.spec import thaw
+
+    smoke = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"])
+    raw = smoke.config
+    assert smoke.runtime_settings.eval_unit == raw["runtime"].get("eval_unit", "attack")
+    assert smoke.with_runtime(eval_unit="run").runtime_settings.eval_unit == "run"
+    assert smoke.runtime_settings.eval_unit == raw["runtime"].get("eval_unit", "attack")  # the copy, not the original
+    assert smoke.generated_data is bool(raw["scale_map"].get("generated_data"))
+    assert smoke.test_examples == raw["scale_map"].get("test_examples") is not None
+    assert smoke.scaled_dataset("cifar10") == raw["scale_map"]["dataset"] != "cifar10"
+    assert smoke.standard_budget("cifar10", "linf") == raw["datasets"]["cifar10"]["linf"]
+    assert smoke.standard_budget("cifar10", "l7") is None
+    assert smoke.written_attack("pgd20") == raw["attacks"]["pgd20"] and smoke.written_attack("nothing") == {}
+    run = next(iter(raw["runs"]))
+    assert smoke.written_run(run)["method"] == {**raw.get("train_presets", {}).get(
+        raw["runs"][run].get("preset"), {}).get("method", {}), **raw["runs"][run].get("method", {})}
+    assert smoke.written_run("no-such-run") is None
+    name = next(iter(raw["protocols"]))
+    assert smoke.protocol_title(name) == raw["protocols"][name]["title"]
+    assert thaw(smoke.audit) == raw["audit"] and thaw(smoke.resources) == (raw.get("resources") or {})
+    assert smoke.pretrained_file("no-such-arch") is None
+
+
 def test_a_target_key_that_no_target_has_is_refused_naming_it():
     from tradeoff import config as cfg
 

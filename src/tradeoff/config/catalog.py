@@ -113,6 +113,10 @@ class Catalog:
         preset = (self.config.get("train_presets") or {}).get(raw.get("preset") or "", {})
         return merge(preset, {k: v for k, v in raw.items() if k != "preset"})
 
+    def pretrained_file(self, arch: str) -> str | None:
+        """``pretrained.<arch>`` as written: the backbone file an architecture starts from, None when unset."""
+        return (self.config.get("pretrained") or {}).get(arch)
+
     def protocol_title(self, name: str) -> str:
         """What an evaluation protocol (``protocols.<name>``) is, in its title's words."""
         return self.config["protocols"][name]["title"]
