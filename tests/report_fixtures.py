@@ -147,9 +147,9 @@ def fill_target(catalog, name: str, *, missing: set[tuple[str, str]] = frozenset
     robust accuracy this value (points that coincide, as at small scales); ``records``: {run: fields of its metrics
     records} (a selected epoch and a mechanism, say)."""
     target = catalog.targets[name]
-    for row in target["rows"]:
-        for run in catalog.row_runs(row["run"]):
-            for column, attack in (target.get("columns") or {}).items():
+    for row in target.rows:
+        for run in catalog.row_runs(row.run):
+            for column, attack in target.columns.items():
                 for job in catalog.column_jobs(attack) if attack not in ("mean", "train:minutes") else []:
                     if (run, job) in missing:
                         continue
@@ -163,14 +163,14 @@ def fill_target(catalog, name: str, *, missing: set[tuple[str, str]] = frozenset
                         n = scale_examples(catalog, run, examples)
                         own["corruptions"] = {"fog": round(acc * n) / n}
                     write_metrics(catalog, run, job, acc, examples=examples, **own)
-                    if target.get("plot") == "per_class":
+                    if target.plot == "per_class":
                         labels = [k % num_classes for k in range(examples)]
                         write_predictions(catalog, run, job, labels,
                                           [fraction(run, job, k) < acc for k in range(examples)], **own)
-            if target.get("plot") == "curves":
+            if target.plot == "curves":
                 rows = []
                 for epoch in range(1, epochs + 1):
-                    values = {c: fraction(run, c, epoch, low=0.1, high=0.95) for c in target["curve_columns"]}
+                    values = {c: fraction(run, c, epoch, low=0.1, high=0.95) for c in target.curve_columns}
                     rows.append({"epoch": epoch, "seconds": 10.0 + epoch, **values})
                 write_curves(catalog, run, rows)
 
@@ -180,7 +180,7 @@ def grid_analysis(catalog, name: str, *, shown: int = 8, size: int = 8, channels
     from tradeoff.analysis import disagreement
 
     target = catalog.targets[name]
-    keys = [r["key"] for r in target["rows"]]
+    keys = [r.key for r in target.rows]
     shape = (size, size) if channels == 1 else (size, size, channels)
 
     def image(seed: int) -> list:
@@ -195,9 +195,9 @@ def grid_analysis(catalog, name: str, *, shown: int = 8, size: int = 8, channels
               "image": image(i), "adversarial_image": image(i + 100)} for i in range(shown)]
     assert len(shape) in (2, 3)
     return {"analysis": "disagreement_grid", "classes": [str(k) for k in range(10)], "examples": 500,
-            "models": [{"key": r["key"], "label": r.get("label", r["key"]), "run": r["run"]} for r in target["rows"]],
-            "attack": target["analysis"].get("attack", "pgd20"),
-            "condition": disagreement.condition(target["analysis"]),
+            "models": [{"key": r.key, "label": r.key if r.label is None else r.label, "run": r.run} for r in target.rows],
+            "attack": target.analysis.get("attack", "pgd20"),
+            "condition": disagreement.condition(target.analysis),
             "panels": {"natural": {"matches": shown, "shown": [{k: v for k, v in it.items() if k != "adversarial_image"}
                                                               for it in items]},
                        "adversarial": {"matches": shown, "shown": items}}}
@@ -207,15 +207,15 @@ def tsne_analysis(catalog, name: str, *, epochs=(75, 90, 100), points: int = 60)
     """A learner_tsne analysis of a `tsne` target: a panel per epoch per row, two sources of ``points`` points."""
     target = catalog.targets[name]
     panels = []
-    for row in target["rows"]:
+    for row in target.rows:
         for epoch in epochs:
             sources = {s: {"x": [fraction(s, epoch, "x", i, low=-30, high=30) for i in range(points)],
                            "y": [fraction(s, epoch, "y", i, low=-30, high=30) for i in range(points)],
                            "labels": [i % 10 for i in range(points)], "fooled": "01" * (points // 2)}
                        for s in ("nt", "at")}
-            panels.append({"key": row["key"], "run": row["run"], "epoch": epoch, "same_source_nn": 0.5,
+            panels.append({"key": row.key, "run": row.run, "epoch": epoch, "same_source_nn": 0.5,
                            "sources": sources})
-    return {"analysis": "learner_tsne", "attack": target["analysis"].get("attack", "pgd20"), "examples": points,
+    return {"analysis": "learner_tsne", "attack": target.analysis.get("attack", "pgd20"), "examples": points,
             "embed": "images", "panels": panels}
 
 

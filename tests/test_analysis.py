@@ -15,7 +15,7 @@ from tradeoff.storage import layout
 
 def count_rows(catalog, target, params):
     """A stand-in analysis: counts the rows and echoes a parameter."""
-    return {"rows": len(catalog.targets[target]["rows"]), "echo": params["echo"]}
+    return {"rows": len(catalog.targets[target].rows), "echo": params["echo"]}
 
 
 @pytest.fixture
@@ -60,6 +60,6 @@ def test_dvc_export_has_an_analysis_stage(catalog_with_analysis):
     assert stage["cmd"].endswith("analyze fig_count")
     # the checkpoints it reads: its run's model.pt, or the checkpoints folder when it reads several
     assert any(d.endswith("model.pt") or d.endswith("/checkpoints") for d in stage["deps"])
-    settings = catalog_with_analysis.targets["fig_count"]["analysis"]
+    settings = catalog_with_analysis.targets["fig_count"].analysis.as_dict()
     assert settings["name"] == "count_rows" and jobs(catalog_with_analysis)["analyze"]["fig_count"]["settings"] == \
         digest(settings)  # a stage's params: the digest of its resolved settings

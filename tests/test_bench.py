@@ -51,7 +51,7 @@ def test_plan_of_table1a_at_paper_scale():
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml"])
     result = plan(catalog, "table1a", gpus=4, device="h100", bench_folder="/nonexistent")
     trains = [j for j in result["jobs"] if j.kind == "train"]
-    assert len(trains) == len(catalog.targets["table1a"]["rows"])
+    assert len(trains) == len(catalog.targets["table1a"].rows)
     assert result["basis"].startswith("assumed 30%")
     # PGD-10 AT, ResNet-18, 120 epochs of CIFAR-10 in fp32 at 30% of TF32's 395 TFLOP/s: about half a GPU-hour
     at = next(j for j in trains if j.name.endswith("at-beta1"))

@@ -144,13 +144,13 @@ def analysed(tmp_path_factory):
 def test_catalog_entry_and_its_smoke_remapping(analysed):
     catalog, data = analysed
     spec = catalog.targets["caat_figure2"]
-    assert spec["plot"] == "caat_synthetic" and spec["rows"] == []
-    assert spec["analysis"]["deltas"] == [0.05, 0.1, 0.15, 0.2, 0.25, 0.3] and spec["analysis"]["lam"] == 0.5
+    assert spec.plot == "caat_synthetic" and spec.rows == ()
+    assert list(spec.analysis.get("deltas")) == [0.05, 0.1, 0.15, 0.2, 0.25, 0.3] and spec.analysis.get("lam") == 0.5
     assert catalog.analysis_datasets("caat_figure2") == ["digits"] and catalog.analysis_train_ids("caat_figure2") == []
     assert cfg.load_catalog([cfg.ROOT / "config/config.yaml"]).analysis_datasets("caat_figure2") == ["mnist"]
     # digits' standard L∞ budget over MNIST's is 0.3 / 0.3: the δs stay as they are
     assert (data["dataset"], data["input_dim"], data["budget_factor"]) == ("digits", 64, 1.0)
-    assert data["deltas"] == pytest.approx(spec["analysis"]["deltas"])
+    assert data["deltas"] == pytest.approx(spec.analysis.get("deltas"))
     assert data["scale"] == "smoke" and data["epochs"] == 20
 
 
@@ -242,7 +242,7 @@ def test_paper_scale_resizes_mnist_to_32x32(monkeypatch, tmp_path):
     assert float(images[:, :2].abs().sum() + images[:, -2:].abs().sum() + images[:, :, :2].abs().sum()) == 0
     original = fake_mnist("mnist").x_train[(torch.arange(40) % 4 == 1) | (torch.arange(40) % 4 == 2)]
     torch.testing.assert_close(images[:, 2:30, 2:30], original[:, 0].double())
-    params = {**catalog.targets["caat_figure2"]["analysis"], "epochs": 1, "tsne_examples": 10}
+    params = {**catalog.targets["caat_figure2"].analysis.as_dict(), "epochs": 1, "tsne_examples": 10}
     params.pop("name")
     data = cs.caat_synthetic(catalog, "caat_figure2", params)
     assert (data["dataset"], data["input_dim"], data["image_size"], data["resize"]) == ("mnist", 1024, 32, "bilinear")

@@ -35,7 +35,7 @@ def resolved(files: list[str], config_dir: Path = ROOT / "config") -> dict:
     catalog = cfg.load_catalog([config_dir / f for f in files], write_cache=False)
     return {"runs": {rid: [cfg.spec_digest(spec), catalog.train_id[rid]] for rid, spec in catalog.runs.items()},
             "seed_runs": catalog.seed_runs,
-            "targets": {name: _digest(target) for name, target in catalog.targets.items()},
+            "targets": {name: _digest(target.as_dict()) for name, target in catalog.targets.items()},
             "config": {"digest": _digest(catalog.config)}}
 
 

@@ -13,7 +13,7 @@ from tradeoff import config as cfg
 from tradeoff.config import REFERENCE_DIR
 
 CATALOG = cfg.load_catalog([cfg.ROOT / "config" / "config.yaml"])
-TABLES = [n for n, t in CATALOG.targets.items() if t["kind"] == "table"]
+TABLES = [n for n, t in CATALOG.targets.items() if t.kind == "table"]
 # reference columns with no measurement yet (named in docs/differences.md)
 UNMEASURED: set[tuple[str, str]] = set()
 # reference rows whose target row is missing on purpose
@@ -29,8 +29,8 @@ def reference(name: str) -> tuple[set[str], set[str]]:
 @pytest.mark.parametrize("name", TABLES)
 def test_table_maps_every_reference_cell(name):
     target = CATALOG.targets[name]
-    ref_rows, ref_cols = reference(target["reference"])
-    keys, cols = {r["key"] for r in target["rows"]}, set(target["columns"])
+    ref_rows, ref_cols = reference(target.reference)
+    keys, cols = {r.key for r in target.rows}, set(target.columns)
     assert ref_rows - keys <= {r for t, r in UNMAPPED_ROWS if t == name}, f"{name}: reference rows without a row"
     assert ref_cols - cols <= {c for t, c in UNMEASURED if t == name}, f"{name}: reference columns without a column"
     # a target row may be extra only where the paper's row is lost (zipper_table8's Zipper rows)
@@ -61,12 +61,12 @@ def test_seeds_paper_overlay_averages_tables_1_and_3_over_the_papers_five_seeds(
     seeded = cfg.load_catalog([cfg.ROOT / "config" / "config.yaml", overlay])
     demo = cfg.load_catalog([cfg.ROOT / "config" / "config.yaml", cfg.ROOT / "config" / "demo.yaml", overlay])
     for name in ("table1a", "table1b", "table3"):
-        assert "--config config/seeds-paper.yaml" in " ".join(CATALOG.targets[name]["paper_note"])
-        for row in CATALOG.targets[name]["rows"]:
-            assert CATALOG.row_runs(row["run"]) == [row["run"]] and demo.row_runs(row["run"]) == [row["run"]]
-            runs = seeded.row_runs(row["run"])
+        assert "--config config/seeds-paper.yaml" in " ".join(CATALOG.targets[name].paper_note)
+        for row in CATALOG.targets[name].rows:
+            assert CATALOG.row_runs(row.run) == [row.run] and demo.row_runs(row.run) == [row.run]
+            runs = seeded.row_runs(row.run)
             assert [seeded.runs[r].seed for r in runs] == [0, 1, 2, 3, 4], row
-            assert cfg.spec_digest(seeded.runs[runs[0]]) == cfg.spec_digest(CATALOG.runs[row["run"]])
+            assert cfg.spec_digest(seeded.runs[runs[0]]) == cfg.spec_digest(CATALOG.runs[row.run])
     assert overlay.read_text().count("[0, 1, 2, 3, 4]") == 1
 
 
@@ -84,7 +84,7 @@ def test_zipper_table9_baseline_is_declared_beside_table1a():
     base = CATALOG.runs["cifar10-resnet18-generalist-gamma-1_1_1_0_5"].method.get("gamma")["values"]
     assert (run, base) == ((1, 1, 1, 0), (1, 1, 1, 0.5))  # frozen settings: tuples
     for name in ("table1a", "zipper_table9"):
-        assert "(1, 1, 1, 0.5)" in " ".join(CATALOG.targets[name]["paper_note"])
+        assert "(1, 1, 1, 0.5)" in " ".join(CATALOG.targets[name].paper_note)
 
 
 ZIPPER_PAPER = Path("/work/shared/papers/zipper_iclr_submission.md")
@@ -99,7 +99,7 @@ def test_zippers_tables_share_generalists_runs_under_zippers_numbers(name, gener
     columns, so the same training and evaluation jobs (nothing trains twice); their reference files parse in the
     format of config/reference/README.md, one line per printed cell, sourced to Zipper's table."""
     target, twin = CATALOG.targets[name], CATALOG.targets[generalist]
-    assert (target["rows"], target["columns"]) == (twin["rows"], twin["columns"])
+    assert (target.rows, target.columns) == (twin.rows, twin.columns)
     assert sorted(CATALOG.evaluations(name)) == sorted(CATALOG.evaluations(generalist))
     with open(REFERENCE_DIR / f"{name}.csv", newline="") as f:
         assert f.readline() == "target,row,label,column,value,std,source\n"
@@ -184,7 +184,7 @@ def test_export_dvc_for_some_targets_keeps_exactly_their_stages():
     catalog = cfg.load_catalog(files)
     full = stages(catalog, files)
     some = stages(catalog, files, ["table5"])
-    runs = {catalog.train_id[r["run"]] for r in catalog.targets["table5"]["rows"]}
+    runs = {catalog.train_id[r.run] for r in catalog.targets["table5"].rows}
     assert {"table@table5", "download@digits"} <= set(some)
     assert {n.partition("@")[2] for n in some if stage_kind(n) == "train"} == runs
     assert not any(stage_kind(n) in ("table", "figure", "figure_list") and n != "table@table5" for n in some)

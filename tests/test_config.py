@@ -96,9 +96,11 @@ def test_resolved_catalog_is_kept_for_the_next_job_and_renewed_when_a_file_chang
     kept = list((results / "paper" / "work" / "catalog").glob("*.json"))
     assert len(kept) == 1
     again = cfg.load_catalog(PAPER + [overlay], write_cache=True)  # from the file: the same catalog, field by field, in the same order
-    fields = ("config", "targets", "train_id", "seed_runs")
+    fields = ("config", "train_id", "seed_runs")
     assert json.dumps([getattr(again, f) for f in fields]) == json.dumps([getattr(fresh, f) for f in fields])
     assert list(again.attacks.items()) == list(fresh.attacks.items())  # typed attacks, equal field by field
+    assert again.targets == fresh.targets and list(again.targets) == list(fresh.targets)
+    assert [t.as_dict() for t in again.targets.values()] == [t.as_dict() for t in fresh.targets.values()]
     assert list(again.runs.items()) == list(fresh.runs.items())  # typed settings, equal field by field
     overlay.write_text(f"paths: {{results: {results}}}\nscale_map: {{epochs: 6}}\n")
     changed = cfg.load_catalog(PAPER + [overlay], write_cache=True)

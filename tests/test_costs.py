@@ -421,7 +421,7 @@ def test_the_plan_prices_measured_steps_from_a_committed_node_report(paper, tmp_
     measured = {name for name, j in jobs.items() if j.measured}
     assert measured == {"train cifar10-resnet18-at-beta1"}  # only the run whose step was measured
     spec = paper.runs["cifar10-resnet18-at-beta1"]
-    _, measuring = costs.training_parts(spec, costs.load_table(), paper.runtime.precision)
+    _, measuring = costs.training_parts(spec, costs.load_table(), paper.runtime_settings.precision)
     sizes = JobSizes(paper, bench_folder="/nonexistent", node_reports=tmp_path / "docs" / "bench")
     assert sizes.fraction == 0.2 and "docs/bench/gpu-check-nvidia-h100-80gb-hbm3.json" in sizes.basis
     expected = spec.epochs * 12.0 / 3600 + measuring / sizes.rate / 60

@@ -162,7 +162,7 @@ def test_jobs_json_holds_the_resolved_settings():
     assert unit["settings"] == tdvc.digest({a: catalog.attack_for(a, run_id) for a in unit["attacks"]})
     assert unit["attacks"] == catalog.unit_attacks(run_id, "all") and "pgd20" in unit["attacks"]
     assert items["table"]["table1"]["settings"] == tdvc.digest(
-        {**{t: catalog.targets[t] for t in ("table1", "table1a", "table1b")},
+        {**{t: catalog.targets[t].as_dict() for t in ("table1", "table1a", "table1b")},
          "twins": {t: catalog.twin(t) for t in ("table1", "table1a", "table1b")}})
     retitled = cfg.resolve(cfg.merge(catalog.config, {"targets": {"table1a": {"title": "Another"}}}),
                            Path(catalog.reference_dir))
@@ -358,7 +358,7 @@ def test_exp_run_set_param_reruns_exactly_what_it_changes(built):
     work = built["work"]
     catalog = cfg.load_catalog([work / f for f in SMOKE])
     # the training job of the table's last row, and every run of the config that it trains (identical settings)
-    run_id = catalog.train_id[catalog.targets["caat_table1"]["rows"][-1]["run"]]
+    run_id = catalog.train_id[catalog.targets["caat_table1"].rows[-1].run]
     sharing = [r for r in catalog.config["runs"] if catalog.train_id.get(r) == run_id]
     try:
         title = run(["dvc", "exp", "run", "-S", "+targets.caat_table1.title=Our experiment"], work)

@@ -31,7 +31,7 @@ def test_bench_eval_times_each_attack_of_a_table(tmp_path):
     assert saved["attacks"]["pgd20"]["accuracy"] == result["attacks"]["pgd20"]["accuracy"]
     assert "images/s" in format_bench_eval(result)
     table = bench_eval(catalog, run, target="table1a")  # default: the columns of a table
-    assert set(table["attacks"]) == set(catalog.targets["table1a"]["columns"].values())
+    assert set(table["attacks"]) == set(catalog.targets["table1a"].columns.values())
     with pytest.raises(cfg.ConfigError, match="no checkpoint"):
         bench_eval(catalog, "cifar10-resnet18-at-beta1", attacks=["clean"])
 

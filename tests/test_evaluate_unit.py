@@ -208,7 +208,7 @@ def test_shipped_table1_has_every_column_of_the_paper():
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml"])
     keys = ["nat", "pgd20", "pgd100", "mim", "cw", "apgd_ce", "apgd_dlr", "apgd_t", "fab_t", "square", "aa"]
     for name in ("table1a", "table1b"):
-        assert list(catalog.targets[name]["columns"]) == keys
+        assert list(catalog.targets[name].columns) == keys
     run = "cifar10-resnet18-nt"
     assert catalog.attack_for("aa", run).type == "autoattack"
     cw = catalog.attack_for("cw", run)

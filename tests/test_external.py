@@ -313,8 +313,8 @@ def test_the_external_section_and_rows_that_name_it(tmp_path):
     assert spec.as_dict() == {"checkpoint": "models/mine.pt", "sha256": None, "arch": "small_cnn",
                               "dataset": "digits", "paper_dataset": "cifar10", "paper_arch": "small_cnn",
                               "normalize": {"mean": [0.5], "std": [0.25]}, "format": "auto", "test_examples": 64}
-    rows = catalog.targets["exttable"]["rows"]
-    assert rows[1] == {"key": "mine", "external": "mine", "run": "mine", "label": "my model"}
+    rows = catalog.targets["exttable"].rows
+    assert rows[1].as_dict() == {"key": "mine", "external": "mine", "run": "mine", "label": "my model"}
     assert ("mine", "aa") in catalog.evaluations("exttable") and catalog.train_id["mine"] == "mine"
     assert catalog.attack_for("aa", "mine") == catalog.attack_for("aa", NT)  # paper_dataset: the runs' budgets
     assert catalog.evaluation_inputs("mine") == ["models/mine.pt", str(Path(catalog.data_root) / ".ready" / "digits")]

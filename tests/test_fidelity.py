@@ -192,7 +192,7 @@ def test_cw_start_unclipped_only_when_asked():
 def test_protocols_map_table_attacks_to_existing_attacks(paper):
     protocols = paper.config["protocols"]
     assert set(protocols) == {"generalist-code", "caat-code"}
-    columns = {split for t in paper.targets.values() for a in t.get("columns", {}).values()
+    columns = {split for t in paper.targets.values() for a in t.columns.values()
                for split in [cfg.split_budget(a)[0]]}
     for name, protocol in protocols.items():
         assert protocol["title"] and protocol["attacks"], name

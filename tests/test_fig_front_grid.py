@@ -159,8 +159,8 @@ def test_grid_without_analysis_and_unknown_plot_are_refused():
 def test_catalog_grids_resolve():
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"])
     for name in ("figure5b", "zipper_figure7"):
-        assert catalog.targets[name]["plot"] == "grid" and name in catalog.analysis_targets()
-    cond = disagreement.condition(catalog.targets["zipper_figure7"]["analysis"])
+        assert catalog.targets[name].plot == "grid" and name in catalog.analysis_targets()
+    cond = disagreement.condition(catalog.targets["zipper_figure7"].analysis)
     assert cond == {"right": ["trades_lambda6", "fat"], "wrong": ["generalist"], "any_right": True,
                     "any_wrong": False, "show": "generalist"}
 

@@ -164,7 +164,7 @@ def test_every_figure_kind_has_a_case():
 @pytest.mark.parametrize("case", list(CASES))
 def test_layout_has_nothing_cut_covered_or_overlapping_and_distinct_colours(catalog, case):
     name, _ = CASES[case]
-    assert catalog.targets[name]["plot"] == case.split("-")[0]
+    assert catalog.targets[name].plot == case.split("-")[0]
     fig = figures.make_figure(catalog, name)
     try:
         problems = layout_problems(fig)
@@ -229,7 +229,7 @@ def test_building_twice_writes_identical_files(catalog, case):
 
 
 def _analysis_for(catalog, name):
-    kind = catalog.targets[name]["plot"]
+    kind = catalog.targets[name].plot
     if kind == "grid":
         return grid_analysis(catalog, name)
     if kind == "tsne":
@@ -244,15 +244,15 @@ def test_every_figure_of_the_catalog_is_laid_out_cleanly(tmp_path, state):
     overlay = tmp_path / "overlay.yaml"
     overlay.write_text(yaml.safe_dump({"paths": {"results": str(tmp_path / "results"), "data": "data"}}))
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", overlay])
-    names = [n for n, t in catalog.targets.items() if t["kind"] == "figure"]
-    assert {catalog.targets[n]["plot"] for n in names} == set(figures.FIGURE_KINDS)
+    names = [n for n, t in catalog.targets.items() if t.kind == "figure"]
+    assert {catalog.targets[n].plot for n in names} == set(figures.FIGURE_KINDS)
     if state == "measured":  # the cases above are measured already
         names = [n for n in names if n not in {name for name, _ in CASES.values()}]
     found = {}
     for name in names:
         if state == "measured":
             fill_target(catalog, name)
-            if "analysis" in catalog.targets[name]:
+            if catalog.targets[name].analysis is not None:
                 write_analysis(catalog, name, _analysis_for(catalog, name))
         fig = figures.make_figure(catalog, name)
         try:

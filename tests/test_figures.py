@@ -12,6 +12,7 @@ from PIL import Image
 
 from report_fixtures import write_curves, write_metrics, write_predictions
 from tradeoff import config as cfg
+from tradeoff.core.targets import Row, TargetSpec
 from tradeoff.report import figures, labels
 from tradeoff.report.build import build_target, target_outputs
 
@@ -119,14 +120,14 @@ def test_a_targets_own_labels_win_in_the_figure(catalog):
     ("SA", "SA"), ("AA", "AA"), ("T-FAB", "T-FAB"), ("AutoAttack", "AutoAttack"),  # the catalog's own labels
 ])
 def test_column_labels(column, label):
-    assert labels.column_label({}, column) == label
+    assert labels.column_label(None, column) == label
 
 
 def test_a_targets_column_labels_win():
-    assert labels.column_label({"column_labels": {"nat": "SA"}}, "nat") == "SA"
-    assert labels.row_label({"key": "k", "label": "Mine"}, "Reference's") == "Mine"
-    assert labels.row_label({"key": "k"}, "Reference's") == "Reference's"
-    assert labels.row_label({"key": "k"}) == "k"
+    assert labels.column_label(TargetSpec.from_dict({"kind": "figure", "column_labels": {"nat": "SA"}}), "nat") == "SA"
+    assert labels.row_label(Row(key="k", run="r", label="Mine"), "Reference's") == "Mine"
+    assert labels.row_label(Row(key="k", run="r"), "Reference's") == "Reference's"
+    assert labels.row_label(Row(key="k", run="r")) == "k"
 
 
 @pytest.mark.parametrize("column, label, unit", [

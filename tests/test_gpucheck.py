@@ -140,8 +140,8 @@ def test_the_rehearsal_runs_table1a_through_snakemake_uncapped_and_sets_measured
         overlay = command[command.index(str(root / gpucheck.REHEARSAL)) + 1]
         catalog = cfg.load_catalog([root / "config" / "config.yaml", root / gpucheck.REHEARSAL, overlay])
         seen["catalog"] = catalog
-        for row in catalog.targets["table1a"]["rows"]:
-            write_sidecar(catalog.layout.model(catalog.train_id[row["run"]]),
+        for row in catalog.targets["table1a"].rows:
+            write_sidecar(catalog.layout.model(catalog.train_id[row.run]),
                           {"epochs": [{"epoch": e, "seconds": s} for e, s in ((1, 9.0), (2, 2.0), (3, 4.0))]})
         return subprocess.CompletedProcess(command, 0, "", "")
 
@@ -154,7 +154,7 @@ def test_the_rehearsal_runs_table1a_through_snakemake_uncapped_and_sets_measured
     run = "cifar10-resnet18-at-beta1"
     assert catalog.runs[run].batch_size == paper.runs[run].batch_size == 128
     assert catalog.attack_for("aa", run).params["steps"] == paper.attack_for("aa", run).params["steps"]
-    assert [m["run"] for m in out["methods"]] == [r["run"] for r in catalog.targets["table1a"]["rows"]]
+    assert [m["run"] for m in out["methods"]] == [r.run for r in catalog.targets["table1a"].rows]
     sizes = gpucheck.JobSizes(catalog, bench_folder=catalog.layout.bench, device="h100")
     for m in out["methods"]:
         planned = sizes.planned_train(m["run"]) * 60 / catalog.runs[m["run"]].epochs

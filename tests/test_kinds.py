@@ -19,9 +19,24 @@ from tradeoff.core.errors import ConfigError
 
 
 def test_every_declared_figure_kind_is_drawn_and_every_drawn_kind_declared():
-    from tradeoff.report.figures import KINDS  # the layout imports every module that registers a kind
+    from tradeoff.report import kinds
+    from tradeoff.report.figures import FIGURE_KINDS  # the layout imports every module that draws a kind
 
-    assert sorted(KINDS) == sorted(targets.PLOTS)
+    assert FIGURE_KINDS == kinds.drawn() == sorted(targets.PLOTS)
+    assert all(isinstance(kind.drawing, kinds.Kind) for kind in targets.PLOTS.values())
+
+
+def test_a_figure_kind_is_one_declaration_and_one_drawing():
+    """The report keeps no registry of kinds of its own: a kind's drawing hangs on its one declaration, and a second
+    drawing of a kind is refused."""
+    from tradeoff.report import figures, kinds
+
+    for module in (kinds, figures):  # no mapping of kind names but the declarations themselves
+        assert [k for k, v in vars(module).items() if isinstance(v, dict) and "front" in v and v is not targets.PLOTS] \
+            == [], module.__name__
+    with pytest.raises(ValueError, match="figure kind 'front' drawn twice"):
+        kinds.figure_kind("front")(lambda catalog, name, target, axes: None)
+    assert targets.PLOTS["front"].drawing.draw.__name__ == "plot_front"
 
 
 def test_every_declared_analysis_is_computed_and_every_computed_analysis_declared():
@@ -38,13 +53,13 @@ def test_the_declared_figure_kinds_are_the_schemas():
 
 def test_an_undeclared_name_is_refused_at_registration():
     from tradeoff.analysis.base import ANALYSES, register
-    from tradeoff.report.kinds import KINDS, figure_kind
+    from tradeoff.report.kinds import figure_kind
 
     with pytest.raises(ValueError, match=r"figure kind 'pie' is not declared in tradeoff\.core\.targets; declared: \["):
         figure_kind("pie")(lambda catalog, name, target, axes: None)
     with pytest.raises(ValueError, match=r"analysis 'saliency' is not declared in tradeoff\.core\.targets; declared: \["):
         register("saliency")(lambda catalog, target, params: {})
-    assert "pie" not in KINDS and "saliency" not in ANALYSES
+    assert "pie" not in targets.PLOTS and "saliency" not in ANALYSES
 
 
 def test_config_and_summary_import_neither_the_layer_above_nor_matplotlib():

@@ -12,6 +12,7 @@ import yaml
 from helpers import ROOT
 from report_fixtures import outcomes, write_measurement
 from tradeoff import config as cfg
+from tradeoff.core.targets import TargetSpec
 from tradeoff.report import what_ran as ran, tables
 
 PAPER = [ROOT / "config" / "config.yaml"]
@@ -69,11 +70,11 @@ def test_every_strong_column_of_the_catalog_reaches_its_budget(files):
 
     catalog = cfg.load_catalog(files)
     for name, target in catalog.targets.items():
-        for attack in (target.get("columns") or {}).values():
+        for attack in target.columns.values():
             if attack in cfg.PSEUDO_COLUMNS:
                 continue
             for job in catalog.column_jobs(attack):
-                run = catalog.train_id[target["rows"][0]["run"]]
+                run = catalog.train_id[target.rows[0].run]
                 spec = catalog.attack_for(job, run)
                 reach = ATTACKS[spec.type].reach(spec) if spec.type in ATTACKS else None
                 assert reach is None or reach[0] >= reach[1] * (1 - 1e-9), (name, job, spec)
@@ -107,8 +108,8 @@ def test_titles_and_columns_say_what_ran(tmp_path):
     catalog = _catalog(tmp_path)
     assert ran.title(catalog, "t") == ("Table 1(a): CIFAR-10, ResNet-18, eps = 8/255 — smoke scale ran: 8×8 digits, "
                                        "small CNN, ε = 0.3")
-    assert ran.column_title(catalog, TABLE, "pgd20", "pgd20") == "PGD-20, ε = 8/255 (here 0.3)"
-    assert ran.column_title(catalog, TABLE, "nat", "clean") == "Natural"
+    assert ran.column_title(catalog, TargetSpec.from_dict(TABLE), "pgd20", "pgd20") == "PGD-20, ε = 8/255 (here 0.3)"
+    assert ran.column_title(catalog, TargetSpec.from_dict(TABLE), "nat", "clean") == "Natural"
     paper = cfg.load_catalog(PAPER)
     assert ran.title(paper, "table1a") == "Table 1(a): CIFAR-10, ResNet-18, eps = 8/255"
     assert ran.column_title(paper, paper.targets["table1a"], "pgd20", "pgd20") == "PGD-20, ε = 8/255"
@@ -255,7 +256,7 @@ def test_the_readmes_table_excerpt_is_generated_and_says_what_the_code_labels_no
     target = demo.targets["table1a"]
     assert block[0] == ran.title(demo, "table1a")
     header = [c.strip() for c in block[3].strip("|").split("|")]
-    wanted = [ran.column_title(demo, target, k, target["columns"][k]) for k in ("nat", "pgd20", "aa")]
+    wanted = [ran.column_title(demo, target, k, target.columns[k]) for k in ("nat", "pgd20", "aa")]
     assert header == ["Method", ""] + wanted
     rows = {line.strip().strip("|").split("|")[0].strip() for line in block[4:-1]} - {""}
     assert rows <= {"FAT", "Generalist", "Generalist ‡"} and rows

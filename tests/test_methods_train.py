@@ -98,7 +98,7 @@ def test_every_catalog_run_takes_a_step():
 def test_demo_scale_builds_table1_and_rescales_generalist():
     catalog = cfg.load_catalog([cfg.ROOT / "config" / "config.yaml", cfg.ROOT / "config" / "demo.yaml"])
     for table in ("table1a", "table1b"):
-        keys = {row["key"] for row in catalog.targets[table]["rows"]}
+        keys = {row.key for row in catalog.targets[table].rows}
         reference = {line.split(",")[1] for line in (cfg.ROOT / "config" / "reference" / f"{table}.csv")
                      .read_text().splitlines()[1:]}
         assert keys == reference, table

@@ -273,8 +273,8 @@ def test_evaluation_jobs_depend_on_the_corruption_dataset():
 def test_zipper_table4_has_the_nrob_column_with_the_papers_numbers():
     catalog = cfg.load_catalog(PAPER)
     target = catalog.targets["zipper_table4"]
-    assert list(target["columns"])[:3] == ["nat", "nrob", "pgd20"] and target["columns"]["nrob"] == "nrob"
-    assert "not measured" not in target["title"]
+    assert list(target.columns)[:3] == ["nat", "nrob", "pgd20"] and target.columns["nrob"] == "nrob"
+    assert "not measured" not in target.title
     with open(ROOT / "config" / "reference" / "zipper_table4.csv", newline="") as f:
         paper = {r["row"]: float(r["value"]) for r in csv.DictReader(f) if r["column"] == "nrob"}
     assert paper == {"nt": 20.17, "at_beta1": 21.93, "trades_lambda1": 22.45, "generalist": 24.88}

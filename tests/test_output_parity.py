@@ -39,19 +39,19 @@ def demo(tmp_path_factory):
     overlay.write_text(yaml.safe_dump({"paths": {"results": str(tmp / "results"), "data": "data"}}))
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "demo.yaml", overlay])
     for name, target in catalog.targets.items():
-        if target["kind"] == "group":
+        if target.kind == "group":
             continue
         fill_target(catalog, name, records=RECORDS)
-        for row in target.get("rows", []) if target.get("protocol") else []:  # the authors' protocol's evaluations
-            for attack in target["columns"].values():
+        for row in target.rows if target.protocol else []:  # the authors' protocol's evaluations
+            for attack in target.columns.values():
                 for job in catalog.column_jobs(attack) if attack not in cfg.PSEUDO_COLUMNS else []:
-                    for run in catalog.row_runs(row["run"]):
+                    for run in catalog.row_runs(row.run):
                         own = catalog.protocol_attack(name, job, run)
                         if own is not None:
                             write_metrics(catalog, run, own, fraction(run, own, high=0.6, examples=200),
                                           examples=200, **RECORDS.get(run, {}))
-        if "analysis" in target:
-            kind = target["plot"]
+        if target.analysis is not None:
+            kind = target.plot
             write_analysis(catalog, name, grid_analysis(catalog, name) if kind == "grid" else
                            tsne_analysis(catalog, name) if kind == "tsne" else caat_synthetic_analysis())
     # statsmodels' multipletests (Holm) runs gc.collect() on every call: with what this process holds (every
@@ -67,11 +67,11 @@ def _flat(text: str) -> str:
 
 
 def _tables(catalog) -> list[str]:
-    return [n for n, t in catalog.targets.items() if t["kind"] == "table"]
+    return [n for n, t in catalog.targets.items() if t.kind == "table"]
 
 
 def _figures(catalog) -> list[str]:
-    return [n for n, t in catalog.targets.items() if t["kind"] == "figure"]
+    return [n for n, t in catalog.targets.items() if t.kind == "figure"]
 
 
 def _caption(tex: str) -> str:
@@ -126,10 +126,10 @@ def test_every_table_of_the_demo_says_the_same_in_every_format(demo, tmp_path):
         if {r["column_label"] for r in rows} != {c.label for c in table.columns if any(
                 not table.ours[(p, row.key, c.key)].same_as_strong for p, _ in table.protocols for row in table.rows)}:
             problems.append(f"{name}.csv: column labels")
-        if {r["label"] for r in rows} != {m["label"] for row in table.rows for m in row.members}:
+        if {r["label"] for r in rows} != {m.label for row in table.rows for m in row.members}:
             problems.append(f"{name}.csv: row labels")
         flagged = {r["row"] for r in rows if r["before_mechanism"] == "1"}
-        if flagged != {m["key"] for row in table.rows if row.key in early for m in row.members}:
+        if flagged != {m.key for row in table.rows if row.key in early for m in row.members}:
             problems.append(f"{name}.csv: ‡ rows {sorted(flagged)}")
     assert not problems, "\n".join(problems)
     # what this test walks must include each kind of flag and label it checks
@@ -166,26 +166,26 @@ def test_every_figure_of_the_demo_says_what_its_table_would(demo):
         WALKED.setdefault(name, set()).add("figure")
         if title != _flat(ran.title(demo, name)) or " — demo scale ran: " not in title:
             problems.append(f"{name}: title {title!r}")
-        runs = [row["run"] for row in target.get("rows", [])]
-        budgets = [ran.budget_phrase(demo, attack, runs) for attack in (target.get("columns") or {}).values()]
-        analysis = target.get("analysis") or {}
+        runs = [row.run for row in target.rows]
+        budgets = [ran.budget_phrase(demo, attack, runs) for attack in target.columns.values()]
+        analysis = target.analysis.as_dict() if target.analysis else {}
         if analysis.get("attack"):
             budgets.append(ran.budget_phrase(demo, analysis["attack"], runs))
-        if target.get("plot") == "curves" and ran.tracking_attack(demo, runs):
+        if target.plot == "curves" and ran.tracking_attack(demo, runs):
             budgets.append(ran.budget_phrase(demo, ran.tracking_attack(demo, runs), runs))
         problems += [f"{name}: budget {b!r} not shown" for b in budgets if b and _flat(b) not in text]
-        if "analysis" not in target and target.get("rows"):
+        if target.analysis is None and target.rows:
             labels = tables.figure_labels(demo, name)
             for key in tables.early_rows(demo, name):
                 if _flat(tables.early_text(labels[key].removesuffix(f" {tables.EARLY}"), [6], EARLY["mechanism"]))\
                         not in text:
                     problems.append(f"{name}: no ‡ note for {key}")
-            if target["plot"] in ("bars", "scatter", "per_class", "curves"):
+            if target.plot in ("bars", "scatter", "per_class", "curves"):
                 problems += [f"{name}: label {lab!r} not shown" for lab in labels.values() if _flat(lab) not in text]
             if any(re.search(" — .*here ", lab) for lab in labels.values()) and _flat(tables.HERE_NOTE) not in text:
                 problems.append(f"{name}: '— here' not explained")
     assert not problems, "\n".join(problems)
-    assert any("‡" in lab for name in _figures(demo) if "analysis" not in demo.targets[name]
+    assert any("‡" in lab for name in _figures(demo) if demo.targets[name].analysis is None
                for lab in tables.figure_labels(demo, name).values())
 
 

@@ -52,9 +52,9 @@ def test_a_row_studying_a_setting_says_what_this_scale_ran(demo):
     assert note == ("the rows study the ratio of the NT to the AT learning rate, which the demo scale does not keep: "
                     "NT=0.1, AT=0.01: 10:1 → 1:1; NT=0.1, AT=0.001: 100:1 → 10:1; NT=0.01, AT=0.01: 1:1 → 1:10")
     # a training budget studied by a sweep (CA-AT Figure 8) and Generalist's c (Figure 3(b)), rescaled
-    sweep = demo.targets["caat_figure8"]["rows"][1]
-    assert ran.here_clause(demo, "caat_figure8", sweep, sweep["series"]) == " — here δ 0.45"
-    assert (tables.figure_labels(demo, "caat_figure8", early={})[sweep["key"]]
+    sweep = demo.targets["caat_figure8"].rows[1]
+    assert ran.here_clause(demo, "caat_figure8", sweep, sweep.series) == " — here δ 0.45"
+    assert (tables.figure_labels(demo, "caat_figure8", early={})[sweep.key]
             == "vanilla λ=0.5, δ=12/255 — here δ 0.45")
     assert tables.figure_labels(demo, "figure3b", early={})["c5"] == "c = 5 — here c 0.417"
     # a label that does not give the paper's value (Figure 4(b)'s optimizers) gets both
@@ -67,7 +67,7 @@ def test_at_the_paper_scale_a_label_is_what_ran(tmp_path):
     paper = _catalog(tmp_path, PAPER)
     assert tables.row_labels(paper, "table5")["generalist_lr_nt0.1_at0.01"] == "NT=0.1, AT=0.01"
     assert ran.ratio_note(paper, "table5") is None
-    assert not any(ran.here_clause(paper, n, row) for n, t in paper.targets.items() for row in t.get("rows", []))
+    assert not any(ran.here_clause(paper, n, row) for n, t in paper.targets.items() for row in t.rows)
 
 
 def test_the_rehearsal_scale_says_its_data_are_generated_and_shows_no_bold_or_dagger(tmp_path, monkeypatch):

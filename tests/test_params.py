@@ -221,9 +221,9 @@ def test_the_runtime_settings_are_one_frozen_object_with_one_default_each():
     import dataclasses
 
     catalog = cfg.load_catalog(PAPER + [cfg.ROOT / "config" / "demo.yaml"])
-    assert catalog.runtime.eval_batch_size == 360 and catalog.runtime.eval_unit == "run"
+    assert catalog.runtime_settings.eval_batch_size == 360 and catalog.runtime_settings.eval_unit == "run"
     with pytest.raises(dataclasses.FrozenInstanceError):
-        catalog.runtime.eval_batch_size = 1
+        catalog.runtime_settings.eval_batch_size = 1
     from tradeoff.core.settings import runtime_settings
 
     assert runtime_settings({}).eval_batch_size == RUNTIME["eval_batch_size"].default == 500

@@ -108,8 +108,8 @@ def test_paper_scale_dry_run_through_slurm_profile(tmp_path):
     # (row, column), and per (row, column) that the authors' evaluation runs differently (generalist-code: PGD20,
     # PGD100 and CW; its MIM is the column's); the paper's Table 1 has 9 rows and 11 columns in each half
     catalog = load_catalog([work / "config" / "config.yaml"])
-    rows = [r["run"] for t in ("table1a", "table1b") for r in catalog.targets[t]["rows"]]
-    columns = catalog.targets["table1a"]["columns"]
+    rows = [r.run for t in ("table1a", "table1b") for r in catalog.targets[t].rows]
+    columns = catalog.targets["table1a"].columns
     assert len(rows) == 18 and len(columns) == 11
     assert counts["download"] == 1
     assert counts["train"] == len(set(rows))

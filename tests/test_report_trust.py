@@ -155,10 +155,10 @@ def test_compare_must_name_a_row(tmp_path):
 def test_tables_compare_rows_only_on_the_same_test_set(tmp_path):
     """Table 2's MNIST and SVHN rows: bold and McNemar within each half, against that half's Generalist."""
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml"])
-    runs = {r["key"]: r["run"] for r in catalog.targets["table2"]["rows"]}
+    runs = {r.key: r.run for r in catalog.targets["table2"].rows}
     groups = {key: catalog.runs[run].paper_dataset for key, run in runs.items()}
     assert set(groups.values()) == {"mnist", "svhn"}
-    assert catalog.targets["table2"]["compare"] == ["mnist/generalist", "svhn/generalist"]
+    assert catalog.targets["table2"].compared == ["mnist/generalist", "svhn/generalist"]
 
 
 # --------------------------------------------------------------------------------------------- refusals
@@ -345,9 +345,9 @@ def test_a_targets_note_is_said_under_its_table_and_its_figure(tmp_path):
     for scale in ("demo", "smoke"):
         small = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / f"{scale}.yaml"],
                                  write_cache=False)
-        thinned = [t for t, spec in small.targets.items() if spec.get("rows") and paper.targets[t].get("rows")
-                   and len(spec["rows"]) < len(paper.targets[t]["rows"])]
-        assert thinned and [t for t in thinned if not small.targets[t].get("note")] == [], scale
+        thinned = [t for t, spec in small.targets.items() if spec.rows and paper.targets[t].rows
+                   and len(spec.rows) < len(paper.targets[t].rows)]
+        assert thinned and [t for t in thinned if not small.targets[t].note] == [], scale
 
 
 def test_a_runs_suite_file_is_read_and_vouched_for_like_its_own_files(tmp_path, capsys):

@@ -48,7 +48,7 @@ def test_an_attack_shows_every_parameter_with_its_default_and_its_resolution(cap
 def test_a_target_shows_its_rows_columns_and_evaluations(capsys):
     status, shown, _ = _show(capsys, PAPER, name="table1a")
     catalog = cfg.load_catalog([PAPER])
-    assert status == 0 and shown["settings"] == catalog.targets["table1a"]
+    assert status == 0 and shown["settings"] == catalog.targets["table1a"].as_dict()
     assert shown["sources"]["columns"] == "targets.table1a (config/config.yaml)"
     assert shown["training_jobs"]["cifar10-resnet18-nt"] == {"cifar10-resnet18-nt": "cifar10-resnet18-nt"}
     assert len(shown["evaluations"]) == len(catalog.evaluations("table1a"))

@@ -241,7 +241,7 @@ def cluster_run(cluster, tmp_path_factory):
     base = tmp_path_factory.mktemp("slurm")
     work = cluster_workflow(base / "cluster", cluster)
     catalog = tcfg.load_catalog([work / f for f in CONFIGS])
-    killed = catalog.train_id[next(r["run"] for r in catalog.targets["table1a"]["rows"] if r["key"] == "at_beta1")]
+    killed = catalog.train_id[next(r.run for r in catalog.targets["table1a"].rows if r.key == "at_beta1")]
     comment = f"rule_train_wildcards_{killed}"
     state_dir = results_of(work).states(killed)
     train_log = results_of(work).log("train", killed)
@@ -345,7 +345,7 @@ def test_table1_through_sbatch_with_profile_resources(cluster, cluster_run):
     for rec in records:
         rules.setdefault(rec["Comment"].split("_wildcards_")[0], []).append(rec)
     catalog = cluster_run["catalog"]
-    trained = {catalog.train_id[r["run"]] for t in ("table1a", "table1b") for r in catalog.targets[t]["rows"]}
+    trained = {catalog.train_id[r.run] for t in ("table1a", "table1b") for r in catalog.targets[t].rows}
     assert {rec["Comment"] for rec in rules["rule_train"]} == {f"rule_train_wildcards_{r}" for r in trained}
     # a run's evaluations (all cheap) went as one group job (Snakemake names it <group>_<rules>) on one GPU, asking
     # for the sum of its members' runtimes

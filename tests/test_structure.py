@@ -255,9 +255,9 @@ def test_every_registry_is_one_kind_of_registry_and_refuses_a_name_twice():
     from tradeoff.methods import METHODS
     from tradeoff.models import MODELS, PRETRAINED_MODELS
     from tradeoff.core.registry import Registry
-    from tradeoff.report.figures import KINDS  # the layout imports every module that registers a kind
+    from tradeoff.core.targets import PLOTS  # figure kinds: declared once, drawn by tradeoff.report (no second registry)
 
-    for registry in (ATTACKS, DATASETS, METHODS, MODELS, PRETRAINED_MODELS, KINDS):
+    for registry in (ATTACKS, DATASETS, METHODS, MODELS, PRETRAINED_MODELS, PLOTS):
         assert isinstance(registry, Registry) and registry
     with pytest.raises(ValueError, match="method 'trades' registered twice"):
         METHODS.register(METHODS["trades"])

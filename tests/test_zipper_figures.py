@@ -77,7 +77,7 @@ def test_catalog_turns_both_on_for_the_table1a_run_only():
         method = catalog.runs[RUN].method
         assert method.get("track_learners")["attack"] == catalog.attack_for("pgd20", RUN).as_dict()
         assert snapshot_epochs(method.get("snapshot_epochs")) == epochs  # epoch-valued: rescaled, then rounded
-        assert catalog.targets["zipper_figure5"]["curve_columns"] == COLUMNS
+        assert list(catalog.targets["zipper_figure5"].curve_columns) == COLUMNS
         assert catalog.analysis_targets("zipper_figure6") == ["zipper_figure6"]
         assert catalog.analysis_train_ids("zipper_figure6") == [catalog.train_id[RUN]]
     # the options are optional parameters: a Generalist run that does not set them has no such keys, so

@@ -53,7 +53,7 @@ MODEL_IDS = CATALOG.evaluated_models()  # the training jobs and the external mod
 EVALUATED = {run: CATALOG.eval_units(run) for run in MODEL_IDS}
 SHARDED = sorted({u for units in EVALUATED.values() for u in units if CATALOG.shards_for(u) > 1})
 UNSHARDED = sorted({u for units in EVALUATED.values() for u in units if CATALOG.shards_for(u) == 1})
-TARGETS = {kind: [t for t, spec in CATALOG.targets.items() if spec["kind"] == kind] for kind in
+TARGETS = {kind: [t for t, spec in CATALOG.targets.items() if spec.kind == kind] for kind in
            ("table", "figure", "group")}
 # tables, and groups that hold a table, write a table's four files; groups of figures only a list (md, html)
 TABLE_FILES = TARGETS["table"] + [g for g in TARGETS["group"] if CATALOG.table_targets(g)]
@@ -189,7 +189,7 @@ def analysis_inputs(wildcards):
 
 
 def analysis_settings(wildcards):
-    return json.dumps(CATALOG.targets[wildcards.target]["analysis"], sort_keys=True)
+    return json.dumps(CATALOG.targets[wildcards.target].analysis.as_dict(), sort_keys=True)
 
 
 def report_inputs(wildcards):

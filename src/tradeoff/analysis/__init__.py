@@ -28,7 +28,7 @@ def run_analysis(catalog, target: str) -> Path:
     from tradeoff.storage.atomic import atomic_write_text
     from tradeoff.storage.provenance import write_sidecar
 
-    spec = dict(catalog.targets[target]["analysis"])
+    spec = catalog.targets[target].analysis.as_dict()
     name = spec.pop("name")
     t0 = time.perf_counter()
     result: dict[str, Any] = ANALYSES[name].run(catalog, target, spec)

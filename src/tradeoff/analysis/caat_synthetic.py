@@ -215,7 +215,7 @@ def caat_synthetic(catalog, target: str, params: dict) -> dict:
     at this size more threads than cores only cost time."""
     from threadpoolctl import threadpool_limits
 
-    threads = catalog.runtime.threads
+    threads = catalog.runtime_settings.threads
     if not threads:
         return _caat_synthetic(catalog, params)
     previous = torch.get_num_threads()
@@ -232,10 +232,9 @@ def _caat_synthetic(catalog, params: dict) -> dict:
 
     p = {**DEFAULTS, **params}
     paper_dataset = p["dataset"]
-    dataset = catalog.config["scale_map"].get("dataset") or paper_dataset
-    budgets = catalog.config["datasets"]
-    factor = (parse_budget(budgets[dataset]["linf"], f"datasets.{dataset}.linf")
-              / parse_budget(budgets[paper_dataset]["linf"], f"datasets.{paper_dataset}.linf"))
+    dataset = catalog.scaled_dataset(paper_dataset)
+    factor = (parse_budget(catalog.standard_budget(dataset, "linf"), f"datasets.{dataset}.linf")
+              / parse_budget(catalog.standard_budget(paper_dataset, "linf"), f"datasets.{paper_dataset}.linf"))
     image_size = p["image_size"] if dataset == paper_dataset else None
     x, y, x_test, y_test = _binary(catalog, dataset, list(p["classes"]), image_size, p["resize"])
 

@@ -145,10 +145,10 @@ def disagreement_grid(catalog, target: str, params: dict) -> dict:
     from tradeoff.data import load_run_data
     from tradeoff.evaluation.trained import load_model
 
-    rows = catalog.targets[target]["rows"]
-    runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
+    rows = catalog.targets[target].rows
+    runtime = Runtime.from_config(catalog.runtime_settings, catalog.scale)
     device = runtime.device
-    specs = {r["key"]: catalog.runs[r["run"]] for r in rows}
+    specs = {r.key: catalog.runs[r.run] for r in rows}
     tests = {(s.dataset, s.test_examples) for s in specs.values()}
     if len(tests) != 1:
         raise ConfigError(f"targets.{target}.rows: a disagreement grid compares models on one test set; "
@@ -157,16 +157,16 @@ def disagreement_grid(catalog, target: str, params: dict) -> dict:
     x, y = ds.x_test.to(device), ds.y_test.to(device)
     models = {}
     for r in rows:
-        model, _ = load_model(catalog.layout.model(catalog.train_id[r["run"]]), device)
-        models[r["key"]] = model.float().eval()
-    attack_specs = {r["key"]: catalog.attack_for(params["attack"], r["run"]) for r in rows}
+        model, _ = load_model(catalog.layout.model(catalog.train_id[r.run]), device)
+        models[r.key] = model.float().eval()
+    attack_specs = {r.key: catalog.attack_for(params["attack"], r.run) for r in rows}
 
     def make_attack(key, model, seed):
         return from_spec(attack_specs[key], model, seed=seed)
 
     out = grid(models, x, y, ds.classes, params, make_attack,
-               batch_size=catalog.runtime.eval_batch_size)
+               batch_size=catalog.runtime_settings.eval_batch_size)
     show = out["condition"]["show"]
     return {"dataset": ds.name, "classes": list(ds.classes), "image_shape": list(ds.x_test.shape[1:]),
-            "models": [{"key": r["key"], "label": r.get("label", r["key"]), "run": r["run"]} for r in rows],
+            "models": [{"key": r.key, "label": r.key if r.label is None else r.label, "run": r.run} for r in rows],
             "attack": params["attack"], "attack_spec": attack_specs[show].as_dict(), **out}

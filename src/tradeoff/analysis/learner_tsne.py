@@ -85,29 +85,29 @@ def learner_tsne(catalog, target: str, params: dict) -> dict:
     from tradeoff.evaluation.trained import load_model
 
     p = {**TSNE_DEFAULTS, **params}
-    runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
+    runtime = Runtime.from_config(catalog.runtime_settings, catalog.scale)
     device = runtime.device
-    batch_size = catalog.runtime.eval_batch_size
+    batch_size = catalog.runtime_settings.eval_batch_size
     panels = []
-    for row in catalog.targets[target]["rows"]:
-        run = catalog.train_id[row["run"]]
+    for row in catalog.targets[target].rows:
+        run = catalog.train_id[row.run]
         path = catalog.layout.model(run)
         snapshots = checkpoint.load(path).get("learner_snapshots") or {}
         if not snapshots:
             raise ValueError(f"{target}: the checkpoint of run {run} ({path}) has no learner snapshots; set "
                              "`snapshot_epochs` in the run's method (Generalist) and train it again")
         model, _ = load_model(path, device)
-        ds = load_run_data(catalog.runs[row["run"]], catalog.data_root)
+        ds = load_run_data(catalog.runs[row.run], catalog.data_root)
         x, y = subset(ds.x_test, ds.y_test, int(p["examples"]))
         x, y = x.to(device), y.to(device)
-        spec = catalog.attack_for(p["attack"], row["run"])
+        spec = catalog.attack_for(p["attack"], row.run)
         for epoch in sorted(snapshots):
             learners = {}
             for name, state in snapshots[epoch].items():
                 learners[name] = copy.deepcopy(model)
                 learners[name].load_state_dict(state)
                 learners[name].float().eval()
-            panels.append({"key": row["key"], "run": row["run"], "epoch": int(epoch),
+            panels.append({"key": row.key, "run": row.run, "epoch": int(epoch),
                            **panel(learners, x, y, spec, p, batch_size=batch_size)})
     return {"examples": len(y) if panels else 0, "attack": p["attack"], "embed": p["embed"],
             "perplexity": float(p["perplexity"]), "seed": int(p["seed"]), "panels": panels}

@@ -15,7 +15,7 @@ NOT_PROTOCOL_TYPES = (*AUTOATTACK_FAMILY, CORRUPTIONS_TYPE, "clean")  # AutoAtta
 
 def audit_targets(catalog: Catalog) -> dict[str, str]:
     """Audit target name -> the table or group of tables whose rows' models it audits (a catalog with an `audit:`)."""
-    if catalog.config.get("audit") is None:
+    if catalog.audit is None:
         return {}
     return {f"{PREFIX}{name}": name for name in catalog.targets if catalog.table_targets(name)}
 
@@ -24,8 +24,8 @@ def audited_models(catalog: Catalog, target: str) -> list[str]:
     """The models (training jobs and external models) of every row of a table or group's tables, in row order."""
     found: dict[str, None] = {}
     for leaf in catalog.table_targets(target):
-        for row in catalog.targets[leaf]["rows"]:
-            for run in catalog.row_runs(row["run"]):
+        for row in catalog.targets[leaf].rows:
+            for run in catalog.row_runs(row.run):
                 found[catalog.train_id.get(run, run)] = None
     return list(found)
 
@@ -34,7 +34,7 @@ def surrogate_for(catalog: Catalog, model_id: str) -> str | None:
     """The model whose adversarial examples the transfer check uses: the first of the dataset's `audit.surrogates`
     that is a model of this catalog trained by another job; None when there is none."""
     own = catalog.train_id.get(model_id, model_id)
-    named = catalog.config["audit"]["surrogates"].get(catalog.model_spec(model_id).dataset) or []
+    named = catalog.audit["surrogates"].get(catalog.model_spec(model_id).dataset) or []
     return next((catalog.train_id.get(r, r) for r in named if (r in catalog.runs or catalog.is_external(r))
                  and catalog.train_id.get(r, r) != own), None)
 
@@ -44,10 +44,10 @@ def protocol_pairs(catalog: Catalog, model_id: str) -> list[tuple[str, str]]:
     for the PGD-family attacks (AutoAttack's pairs are in the tables themselves)."""
     pairs: dict[tuple[str, str], None] = {}
     for name, target in catalog.targets.items():
-        if target["kind"] != "table" or not target.get("protocol"):
+        if target.kind != "table" or not target.protocol:
             continue
-        if not any(model_id in (catalog.train_id.get(r, r) for r in catalog.row_runs(row["run"]))
-                   for row in target["rows"]):
+        if not any(model_id in (catalog.train_id.get(r, r) for r in catalog.row_runs(row.run))
+                   for row in target.rows):
             continue
         for attack in catalog.target_attacks(name, model_id):
             mapped = catalog.protocol_attack(name, attack, model_id)
@@ -64,7 +64,7 @@ def job_inputs(catalog: Catalog, model_id: str) -> list[str]:
 
 def job_settings(catalog: Catalog, model_id: str) -> str:
     """Everything an audit job computes from besides its files, resolved: a change re-runs it."""
-    block = catalog.config["audit"]
+    block = catalog.audit
     resolved = lambda name: catalog.attack_for(name, model_id).as_dict()  # noqa: E731
     return json.dumps({"audit": block, "attack": resolved(block["attack"]),
                        "black_box": resolved(block["black_box"]) if block["black_box"] else None,

@@ -16,7 +16,7 @@ import torch
 
 from tradeoff.config import Catalog, ConfigError
 from tradeoff.core.errors import UserError
-from tradeoff.core.spec import AttackSpec, Norm
+from tradeoff.core.spec import AttackSpec, Norm, thaw
 from tradeoff.audit.checks import Auditor, Settings, group_verdicts, overall_line
 from tradeoff.audit.jobs import protocol_pairs, surrogate_for
 from tradeoff.audit.page import write_page
@@ -57,10 +57,10 @@ def reported_columns(catalog: Catalog, model_id: str, y: torch.Tensor, examples:
 
     wanted: dict[str, None] = {}
     for name, target in catalog.targets.items():
-        if target["kind"] != "table":
+        if target.kind != "table":
             continue
-        if any(model_id in (catalog.train_id.get(r, r) for r in catalog.row_runs(row["run"]))
-               for row in target["rows"]):
+        if any(model_id in (catalog.train_id.get(r, r) for r in catalog.row_runs(row.run))
+               for row in target.rows):
             wanted.update(dict.fromkeys(catalog.target_attacks(name, model_id)))
     train_id = catalog.train_id.get(model_id, model_id)
     if not wanted:  # a model no table shows (a checkpoint or a Python file evaluated under --name): what it measured
@@ -106,7 +106,7 @@ def reported_columns(catalog: Catalog, model_id: str, y: torch.Tensor, examples:
 def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0, surrogate: str | None = None,
           batch_size: int | None = None) -> tuple[dict, dict[str, Path]]:
     """Audit a run or an external model of the catalog; (its record, the files written: Layout.audit)."""
-    block = catalog.config["audit"]
+    block = catalog.audit
     t0 = time.perf_counter()
     model_id = catalog.train_id.get(model_id, model_id)  # runs trained by one job are one model: one audit
     spec = catalog.model_spec(model_id)
@@ -131,12 +131,12 @@ def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0
     columns, notes = reported_columns(catalog, model_id, y, examples, loaded.test_size,
                                       (meta.get("external") or {}).get("sha256"))
     auditor = Auditor(model, x, y, attack=attack, black_box=black_box, settings=Settings.from_config(block),
-                      seed=seed, batch_size=batch_size or catalog.runtime.eval_batch_size,
+                      seed=seed, batch_size=batch_size or catalog.runtime_settings.eval_batch_size,
                       surrogate=surrogate_model, no_surrogate=missing, protocol=pairs, reported=columns,
                       l2=catalog.attack_in_norm(block["attack"], model_id, Norm.L2), log=lambda text: log.info("%s: %s", model_id, text))
     checks = auditor.run()
     extra = {"model": model_id, "scale": catalog.scale, "arch": spec.arch, "dataset": spec.dataset,
-             "external": meta.get("external"), "surrogate": surrogate_id, "settings": dict(block),
+             "external": meta.get("external"), "surrogate": surrogate_id, "settings": thaw(block),
              "columns_left_out": notes}
     record = make_record(auditor, checks, extra, seconds=time.perf_counter() - t0, device=str(loaded.device))
     return record, write_page(record, catalog.layout.audit(model_id))

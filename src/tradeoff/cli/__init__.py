@@ -97,7 +97,7 @@ def _device_wanted(args, catalog: cfg.Catalog) -> str:
     """The device a GPU command asked for: its --device, else the config's runtime.device."""
     if getattr(args, "cpu_only", False):
         return "cpu"
-    return getattr(args, "device", None) or catalog.runtime.device
+    return getattr(args, "device", None) or catalog.runtime_settings.device
 
 
 # ------------------------------------------------------------------------------------------ the job's log

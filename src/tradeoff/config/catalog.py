@@ -15,6 +15,7 @@ The ids, one vocabulary (README "Ids"); every method takes the id its parameter 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -26,8 +27,10 @@ from tradeoff.storage.atomic import json_digest
 from tradeoff.core.errors import ConfigError
 from tradeoff.data.generated import GeneratedDataRoot
 from tradeoff.core.settings import runtime_settings
-from tradeoff.core.spec import AttackSpec, ExternalSpec, RunSpec, _Spec
+from tradeoff.core.spec import AttackSpec, ExternalSpec, FrozenDict, RunSpec, _Spec, freeze
+from tradeoff.core.targets import TargetSpec
 from tradeoff.storage.layout import Layout, ready_marker
+from tradeoff.config.design import merge
 from tradeoff.config.budgets import parse_budget, rel_step, split_budget, sweep_labels
 from tradeoff.core.errors import unknown
 from tradeoff.config.load import ALL_ATTACKS, PSEUDO_COLUMNS, REFERENCE_DIR
@@ -38,7 +41,7 @@ class Catalog:
     config: dict
     runs: dict[str, RunSpec]                    # run id -> its resolved settings (tradeoff.core.spec)
     attacks: dict[str, AttackSpec]              # attack name -> its settings as written (budgets still per dataset)
-    targets: dict[str, dict]
+    targets: dict[str, TargetSpec]              # target name -> its resolved settings (tradeoff.core.targets)
     train_id: dict[str, str] = field(default_factory=dict)  # run id (or external id) -> its train id
     seed_runs: dict[str, list[str]] = field(default_factory=dict)  # run with `seeds` -> its run per seed
     # external model id -> its resolved settings (`external:`): a model this pipeline did not train, evaluated (and
@@ -55,17 +58,80 @@ class Catalog:
         self.externals = {eid: spec if isinstance(spec, ExternalSpec) else ExternalSpec.from_dict(spec)
                           for eid, spec in self.externals.items()}
         self.attacks = {name: AttackSpec.from_dict(spec) for name, spec in self.attacks.items()}
+        self.targets = {name: target if isinstance(target, TargetSpec) else TargetSpec.from_dict(target)
+                        for name, target in self.targets.items()}
 
     def row_runs(self, run_id: str) -> list[str]:
         """The runs a table row or figure point averages: one per seed of a run with `seeds`, else the run."""
         return self.seed_runs.get(run_id, [run_id])
 
     @property
-    def runtime(self) -> Any:
+    def runtime_settings(self) -> Any:
         """The ``runtime:`` settings as a frozen object, every one at its declared default unless set
         (tradeoff.core.settings.RUNTIME); read from the config at each call (not cached: a copy of a catalog given another
-        config must not answer with the original's)."""
+        config must not answer with the original's). The device they name is tradeoff.core.runtime.Runtime's."""
         return runtime_settings(self.config["runtime"])
+
+    def with_runtime(self, **changes: Any) -> "Catalog":
+        """A copy of the catalog whose ``runtime:`` settings have these changed (e.g. ``eval_unit="attack"``)."""
+        return dataclasses.replace(self, config={**self.config, "runtime": {**self.config["runtime"], **changes}})
+
+    @property
+    def generated_data(self) -> bool:
+        """``scale_map.generated_data``: this scale's data are generated files (the rehearsal scale), whose numbers
+        measure nothing about the methods."""
+        return bool(self.config["scale_map"].get("generated_data"))
+
+    @property
+    def test_examples(self) -> int | None:
+        """``scale_map.test_examples``: the test images an evaluation reads at this scale (None: all)."""
+        return self.config["scale_map"].get("test_examples")
+
+    def scaled_dataset(self, dataset: str) -> str:
+        """The dataset that stands for a paper dataset at this scale (``scale_map.dataset``, else itself)."""
+        return self.config["scale_map"].get("dataset") or dataset
+
+    def standard_budget(self, dataset: str, norm: str) -> Any:
+        """A dataset's standard budget for a norm as written (``datasets.<dataset>.<norm>``: '8/255', 0.3), or None."""
+        return (self.config["datasets"].get(dataset) or {}).get(norm)
+
+    @property
+    def standard_budgets(self) -> FrozenDict:
+        """``datasets:``, every dataset's standard budget per norm as written, frozen."""
+        return freeze(self.config["datasets"])
+
+    def written_attack(self, name: str) -> FrozenDict:
+        """An attack (``attacks.<name>``, or ``train_attacks.<name>``) as written, before any run resolves it; empty
+        for a name that is neither."""
+        return freeze({**self.config.get("attacks", {}), **self.config.get("train_attacks", {})}.get(name, {}))
+
+    def written_run(self, run_id: str) -> dict | None:
+        """A run's settings as the catalog writes them (its preset under its own), before any scale maps them; None
+        for a run that is not written under ``runs:`` (an external model, a seed's copy)."""
+        raw = (self.config.get("runs") or {}).get(run_id)
+        if raw is None:
+            return None
+        preset = (self.config.get("train_presets") or {}).get(raw.get("preset") or "", {})
+        return merge(preset, {k: v for k, v in raw.items() if k != "preset"})
+
+    def pretrained_file(self, arch: str) -> str | None:
+        """``pretrained.<arch>`` as written: the backbone file an architecture starts from, None when unset."""
+        return (self.config.get("pretrained") or {}).get(arch)
+
+    def protocol_title(self, name: str) -> str:
+        """What an evaluation protocol (``protocols.<name>``) is, in its title's words."""
+        return self.config["protocols"][name]["title"]
+
+    @property
+    def resources(self) -> FrozenDict:
+        """``resources:``, what the cost plan asks a scheduler for (empty when unset), frozen."""
+        return freeze(self.config.get("resources") or {})
+
+    @property
+    def audit(self) -> FrozenDict | None:
+        """The ``audit:`` block (every key the schema requires), frozen; None without one."""
+        block = self.config.get("audit")
+        return None if block is None else freeze(block)
 
     @property
     def scale(self) -> str:
@@ -85,7 +151,7 @@ class Catalog:
     def data_root(self) -> Path:
         """``paths.data``; a GeneratedDataRoot (whose generated datasets are read) only where the scale says
         ``scale_map.generated_data`` (the rehearsal scale: tradeoff.data.generated)."""
-        if self.config["scale_map"].get("generated_data"):
+        if self.generated_data:
             return GeneratedDataRoot(self.config["paths"]["data"])
         return Path(self.config["paths"]["data"])
 
@@ -198,7 +264,7 @@ class Catalog:
     @property
     def eval_unit(self) -> str:
         """runtime.eval_unit: what one evaluation job evaluates, one attack of a run or all of them (ALL_ATTACKS)."""
-        return self.runtime.eval_unit
+        return self.runtime_settings.eval_unit
 
     def eval_units(self, model_id: str) -> list[str]:
         """The units of a model's evaluation jobs: its evaluation names, or ALL_ATTACKS (runtime.eval_unit: run)."""
@@ -245,30 +311,30 @@ class Catalog:
         spec = self.attacks[split_budget(name)[0]]
         if spec.corruptions:
             return 1
-        return int(spec.shards or self.runtime.eval_shards or 1)
+        return int(spec.shards or self.runtime_settings.eval_shards or 1)
 
     def leaf_targets(self, name: str) -> list[str]:
         """The tables and figures that a target builds (itself, or a group's members, recursively)."""
         target = self.targets[name]
-        if target["kind"] != "group":
+        if target.kind != "group":
             return [name]
-        return list(dict.fromkeys(t for member in target["targets"] for t in self.leaf_targets(member)))
+        return list(dict.fromkeys(t for member in target.targets for t in self.leaf_targets(member)))
 
     def _signature(self, name: str) -> str | None:
         """What a target computes at this scale: its kind, its rows' training jobs and its columns' evaluations (and
         any analysis or curves it draws); None for a group or a target without rows."""
         target = self.targets[name]
-        if target["kind"] == "group" or not target.get("rows"):
+        if target.kind == "group" or not target.rows:
             return None
-        rows = [[self.train_id[r] for r in self.row_runs(row["run"])] for row in target["rows"]]
-        columns = {k: self.column_jobs(a) if a not in PSEUDO_COLUMNS else [a]
-                   for k, a in (target.get("columns") or {}).items()}
-        protocol = target.get("protocol")
+        rows = [[self.train_id[r] for r in self.row_runs(row.run)] for row in target.rows]
+        columns = {k: self.column_jobs(a) if a not in PSEUDO_COLUMNS else [a] for k, a in target.columns.items()}
+        protocol = target.protocol
         protocol_jobs = sorted({str(self.protocol_attack(name, j, r[0])) for js in columns.values() for j in js
                                 for r in rows if j not in PSEUDO_COLUMNS}) if protocol else []
-        what = {"kind": target["kind"], "plot": target.get("plot"), "rows": sorted(rows),
+        what = {"kind": target.kind, "plot": target.plot, "rows": sorted(rows),
                 "columns": sorted(columns.values()), "protocol": protocol_jobs,
-                "curves": target.get("curve_columns"), "analysis": target.get("analysis")}
+                "curves": list(target.curve_columns) or None,
+                "analysis": target.analysis.as_dict() if target.analysis else None}
         return json.dumps(what, sort_keys=True, default=str)
 
     @functools.cached_property
@@ -295,17 +361,17 @@ class Catalog:
         settings digest, the same): its settings (a group's with its members'), and the target each of them repeats
         at this scale, which its title names ("= table5 at this scale") and which another target's rows can change."""
         names = list(dict.fromkeys([name, *self.leaf_targets(name)]))
-        return {**{t: self.targets[t] for t in names}, "twins": {t: self.twin(t) for t in names}}
+        return {**{t: self.targets[t].as_dict() for t in names}, "twins": {t: self.twin(t) for t in names}}
 
     def table_targets(self, name: str) -> list[str]:
-        return [t for t in self.leaf_targets(name) if self.targets[t]["kind"] == "table"]
+        return [t for t in self.leaf_targets(name) if self.targets[t].kind == "table"]
 
     def evaluations(self, target: str) -> list[tuple[str, str]]:
         """(model id, evaluation name) pairs that a target needs, without repeats."""
         pairs: dict[tuple[str, str], None] = {}
         for leaf in self.leaf_targets(target):
-            for row in self.targets[leaf]["rows"]:
-                for run in self.row_runs(row["run"]):
+            for row in self.targets[leaf].rows:
+                for run in self.row_runs(row.run):
                     for attack in self.target_attacks(leaf, run):
                         pairs[(self.train_id[run], attack)] = None
         return list(pairs)
@@ -315,7 +381,7 @@ class Catalog:
         protocol runs in their place), in the columns' order: a table's suite."""
         jobs: dict[str, None] = {}
         for leaf in self.leaf_targets(target):
-            for column in self.targets[leaf].get("columns", {}).values():
+            for column in self.targets[leaf].columns.values():
                 if column in PSEUDO_COLUMNS:
                     continue
                 own = self.column_jobs(column)
@@ -327,7 +393,7 @@ class Catalog:
         """The evaluation that the authors' protocol of a table (its ``protocol:``) runs in place of ``attack`` for a
         run (a budget sweep's budget kept: ``caat_pgd@16_255`` -> ``caatcode_pgd@16_255``), or None when the table
         has no protocol or the protocol runs the column's own attack (mapped to the same resolved settings)."""
-        name = self.targets[target].get("protocol")
+        name = self.targets[target].protocol
         if name is None:
             return None
         base, label = split_budget(attack)
@@ -355,15 +421,15 @@ class Catalog:
 
     def analysis_train_ids(self, target: str) -> list[str]:
         """Train ids whose checkpoints a target's analysis jobs read."""
-        runs = [self.train_id[r["run"]] for leaf in self.leaf_targets(target)
-                if "analysis" in self.targets[leaf] for r in self.targets[leaf]["rows"]]
+        runs = [self.train_id[r.run] for leaf in self.leaf_targets(target)
+                if self.targets[leaf].analysis for r in self.targets[leaf].rows]
         return list(dict.fromkeys(runs))
 
     def analysis_datasets(self, target: str) -> list[str]:
         """Datasets an analysis reads: its runs' and its own ``dataset`` (remapped like a run's at smaller
         scales)."""
-        spec = self.targets[target]["analysis"]
-        own = [self.config["scale_map"].get("dataset") or spec["dataset"]] if "dataset" in spec else []
+        params = self.targets[target].analysis.params
+        own = [self.config["scale_map"].get("dataset") or params["dataset"]] if "dataset" in params else []
         return sorted({*(self.runs[r].dataset for r in self.analysis_train_ids(target)), *own})
 
     def evaluation_datasets(self, model_id: str, attack: str) -> list[str]:
@@ -390,16 +456,16 @@ class Catalog:
     def analysis_targets(self, target: str | None = None) -> list[str]:
         """Figure targets with an analysis job (of one target, or of the whole catalog)."""
         leaves = self.targets if target is None else self.leaf_targets(target)
-        return [t for t in leaves if "analysis" in self.targets[t]]
+        return [t for t in leaves if self.targets[t].analysis]
 
     def curve_train_ids(self, target: str) -> list[str]:
         """Train ids whose per-epoch curves a target plots (an external model has none: its training time is
         not known)."""
-        runs = [self.train_id[r["run"]] for leaf in self.leaf_targets(target)
-                if self.targets[leaf].get("plot") == "curves" for r in self.targets[leaf]["rows"]]
+        runs = [self.train_id[r.run] for leaf in self.leaf_targets(target)
+                if self.targets[leaf].plot == "curves" for r in self.targets[leaf].rows]
         runs += [self.train_id[run] for leaf in self.leaf_targets(target)
-                 if "train:minutes" in self.targets[leaf].get("columns", {}).values()
-                 for r in self.targets[leaf]["rows"] for run in self.row_runs(r["run"])]
+                 if "train:minutes" in self.targets[leaf].columns.values()
+                 for r in self.targets[leaf].rows for run in self.row_runs(r.run)]
         return [run for run in dict.fromkeys(runs) if run not in self.externals]
 
 

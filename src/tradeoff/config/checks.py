@@ -12,7 +12,7 @@ from tradeoff.core.errors import ConfigError
 from tradeoff.core.params import TEXT, Param
 from tradeoff.core.settings import runtime_settings
 from tradeoff.core.spec import AttackSpec
-from tradeoff.core.targets import PLOTS, Attacks, check_analysis
+from tradeoff.core.targets import PLOTS, Attacks, TargetSpec, check_analysis
 from tradeoff.config.budgets import MAX_EPS, parse_budget, split_budget, sweep_labels
 from tradeoff.core.errors import unknown
 from tradeoff.config.load import ALL_ATTACKS, CORRUPTIONS_TYPE, PSEUDO_COLUMNS
@@ -156,21 +156,22 @@ def _check_target(name: str, target: dict, targets: dict, runs: dict, attacks: d
             if member not in targets:
                 raise ConfigError(f"{key}.targets: " + unknown("target", member, targets))
         return
+    spec = TargetSpec.from_dict(target)  # what the kinds' checks read (tradeoff.core.targets)
     plot = None
     if target["kind"] == "figure" and "plot" in target:
         if target["plot"] not in PLOTS:  # the schema's enum refuses it first
             raise ConfigError(f"{key}.plot: " + unknown("figure kind", target["plot"], PLOTS))
         plot = PLOTS[target["plot"]]
     needed = {"table": ("rows", "columns"),
-              "figure": ("rows", "plot") + (plot.fields(target, key) if plot is not None else ())}
+              "figure": ("rows", "plot") + (plot.fields(spec, key) if plot is not None else ())}
     for field_name in needed[target["kind"]]:
         if field_name not in target:
             raise ConfigError(f"{key}: a {target['kind']} needs `{field_name}`")
     view = Attacks({n: AttackSpec.from_dict(a) for n, a in attacks.items()}, split_budget, lambda a: sweep_labels(attacks[a], f"attacks.{a}"), CORRUPTIONS_TYPE)
     if "analysis" in target:
-        check_analysis(target, key, view)
+        check_analysis(spec, key, view)
     if plot is not None and plot.check is not None:
-        plot.check(name, target, key, view)
+        plot.check(name, spec, key, view)
     # a column may name a budget sweep whole where the kind draws over its budgets
     sweeps = [a for a in target.get("columns", {}).values()
               if plot is not None and plot.sweeps and a in attacks and view.sweep(a) is not None]

@@ -5,6 +5,7 @@ cache of resolutions that the pipeline's jobs keep (one resolution per set of co
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import hashlib
 import json
@@ -15,6 +16,7 @@ from tradeoff.core import ranges
 from tradeoff.core.errors import ConfigError
 from tradeoff.storage.layout import Layout
 from tradeoff.core.spec import AttackSpec, ExternalSpec, RunSpec
+from tradeoff.core.targets import TargetSpec
 from tradeoff.config.catalog import Catalog, spec_digest
 from tradeoff.config.checks import (
     _check_arch_map,
@@ -77,8 +79,9 @@ def _save_catalog_cache(paths: list[Path], catalog: Catalog) -> None:
     from tradeoff.storage.atomic import WriteError, atomic_write_text
 
     cache = _catalog_cache(paths, catalog.config)
-    fields = {name: getattr(catalog, name) for name in ("config", "targets", "train_id", "seed_runs")}
+    fields = {name: getattr(catalog, name) for name in ("config", "train_id", "seed_runs")}
     fields["attacks"] = {name: spec.as_dict() for name, spec in catalog.attacks.items()}
+    fields["targets"] = {name: target.as_dict() for name, target in catalog.targets.items()}
     fields["runs"] = {rid: spec.as_dict() for rid, spec in catalog.runs.items()}
     fields["externals"] = {eid: spec.as_dict() for eid, spec in catalog.externals.items()}
     text = json.dumps(fields)  # key order kept: it is the order of a table's columns and rows
@@ -188,13 +191,14 @@ def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
                                        spec, config, f"runs.{rid}.selection.attack")
 
     targets = config["targets"]
+    specs = {name: target_spec(name, target) for name, target in targets.items()}
     for name, target in targets.items():
         _check_target(name, target, targets, runs, config["attacks"], externals)
         _check_comparison(name, target, config, references)
     _check_eval_unit(config)
     _check_audit(config)
     catalog = Catalog(config=config, runs={rid: RunSpec.from_dict(spec) for rid, spec in runs.items()},
-                      attacks=config["attacks"], targets=targets, train_id=train_id, seed_runs=seed_runs,
+                      attacks=config["attacks"], targets=specs, train_id=train_id, seed_runs=seed_runs,
                       reference_dir=str(references), externals=externals)
     # every evaluation the targets need, resolved for its run now: a budget that a scale maps out of range (a
     # sweep's largest on a dataset with a larger standard budget) stops the config, not an evaluation job
@@ -204,13 +208,25 @@ def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
     return catalog
 
 
+def target_spec(name: str, target: dict) -> TargetSpec:
+    """A target's settings, checked, as its frozen spec (tradeoff.core.targets.TargetSpec); ConfigError naming a key
+    that a target does not have."""
+    try:
+        return TargetSpec.from_dict(target)
+    except ValueError as exc:
+        extra = sorted(set(target) - set(TargetSpec.KEYS))
+        if not extra:
+            raise ConfigError(f"targets.{name}: {exc}") from None
+        raise ConfigError(f"targets.{name}.{extra[0]}: unknown setting; allowed: {list(TargetSpec.KEYS)}") from None
+
+
 def _check_strong_columns(catalog: Catalog, registry: dict) -> None:
     """Every attack that a table or figure shows as its own column (not a protocol's, which runs the authors' weak
     settings on purpose) must be able to reach its whole budget at this scale: a fixed-step attack's steps x step
     at least eps from a start at x and 2 eps from a random start in the ball, and no absolute step under a budget
     sweep (a step right for one budget is wrong for the others)."""
     for name, target in catalog.targets.items():
-        for column, attack in (target.get("columns") or {}).items():
+        for column, attack in target.columns.items():
             base = split_budget(attack)[0]
             written = catalog.attacks.get(base)
             if written is None or attack in PSEUDO_COLUMNS or registry.get(written.type) is None:
@@ -222,8 +238,8 @@ def _check_strong_columns(catalog: Catalog, registry: dict) -> None:
                                   f"{step!r}: write the step relative to the budget (e.g. 'eps/4') so that every "
                                   "budget of the sweep gets its own")
             for job in catalog.column_jobs(attack):
-                for run in dict.fromkeys(catalog.train_id[r] for row in target["rows"]
-                                         for r in catalog.row_runs(row["run"])):
+                for run in dict.fromkeys(catalog.train_id[r] for row in target.rows
+                                         for r in catalog.row_runs(row.run)):
                     spec = catalog.attack_for(job, run)
                     reach = registry[spec.type].reach(spec)
                     if reach is not None and reach[0] < reach[1] * (1 - 1e-9):
@@ -317,8 +333,6 @@ def resolve_external(raw: dict, config: dict, key: Callable[[str], str]) -> Exte
 
 def with_external(catalog: Catalog, model_id: str, raw: dict, key: Callable[[str], str]) -> Catalog:
     """The catalog with one more external model (``tradeoff evaluate --checkpoint``), to resolve its evaluations."""
-    import dataclasses
-
     spec = resolve_external(raw, catalog.config, key)
     return dataclasses.replace(catalog, externals={**catalog.externals, model_id: spec},
                                train_id={**catalog.train_id, model_id: model_id})

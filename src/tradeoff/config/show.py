@@ -211,7 +211,7 @@ def _attack(catalog: Catalog, files: list[tuple[str, dict]], name: str) -> dict:
 
 
 def _target(catalog: Catalog, files: list[tuple[str, dict]], name: str) -> dict:
-    target = catalog.targets[name]
+    target = catalog.targets[name].as_dict()
     sources = {key: f"targets.{name} ({_file(files, 'targets', name, key)})" for key in target}
     raw = next((r for _, r in reversed(files) if name in (r.get("targets") or {})), {})
     family = ((raw.get("targets") or {}).get(name) or {}).get("family")

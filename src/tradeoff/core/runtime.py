@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -35,14 +37,15 @@ class Runtime:
     compile: str | None = None
 
     @classmethod
-    def from_config(cls, runtime: dict, scale: str | None = None) -> "Runtime":
-        """The runtime of a config's ``runtime:`` section. ``device: auto`` is CUDA when a device is visible. Without
+    def from_config(cls, runtime: Any, scale: str | None = None) -> "Runtime":
+        """The runtime of a config's ``runtime:`` section (a dict, or its settings as Catalog.runtime_settings gives
+        them). ``device: auto`` is CUDA when a device is visible. Without
         one it is an error on a node that has NVIDIA GPUs, unless CUDA_VISIBLE_DEVICES hides them on purpose (empty
         or -1): a job given no GPU there (or a PyTorch without CUDA) is a misconfiguration, whatever the scale.
         Elsewhere it is the CPU at the small scales (``CPU_SCALES``: digits, minutes) and an error at the paper
         scale, where the CPU would take weeks (ResNet-18's 120 epochs of PGD-AT: ~15 days): a job that lands on a
         node without a GPU stops at once. ``device: cpu`` always uses the CPU."""
-        settings = runtime_settings(runtime)
+        settings = runtime_settings(runtime) if runtime is None or isinstance(runtime, Mapping) else runtime
         name = settings.device
         if name == "auto":
             if torch.cuda.is_available():

@@ -96,8 +96,8 @@ def with_checkpoint(catalog: cfg.Catalog, file: CheckpointFile, *, suite: str | 
     name = checkpoint_name(catalog, file)
     raw = file.settings()
     if suite in catalog.targets and file.paper_dataset is None:
-        row = next((r["run"] for t in catalog.leaf_targets(suite) for r in catalog.targets[t]["rows"]
-                    if catalog.model_spec(r["run"]).dataset == file.dataset), None)
+        row = next((r.run for t in catalog.leaf_targets(suite) for r in catalog.targets[t].rows
+                    if catalog.model_spec(r.run).dataset == file.dataset), None)
         if row is not None:
             raw["paper_dataset"] = catalog.model_spec(row).paper_dataset or file.dataset
     return cfg.with_external(catalog, name, raw, named), name
@@ -165,10 +165,10 @@ def evaluation(catalog: cfg.Catalog, model_id: str, jobs=(), *, seed: int = 0, *
     from tradeoff.core.runtime import Runtime
 
     train_id = catalog.train_id[model_id]
-    runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)  # device, CPU threads
+    runtime = Runtime.from_config(catalog.runtime_settings, catalog.scale)  # device, CPU threads
     return Evaluation(catalog.model_file(train_id), catalog.data_root, tuple(jobs), model_id=train_id,
                       external=catalog.externals.get(train_id), device=runtime.device.type,
-                      batch_size=catalog.runtime.eval_batch_size, seed=seed,
+                      batch_size=catalog.runtime_settings.eval_batch_size, seed=seed,
                       test_examples=catalog.model_spec(model_id).test_examples, scale=catalog.scale, **mode)
 
 

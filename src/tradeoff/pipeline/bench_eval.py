@@ -66,7 +66,7 @@ def bench_eval(catalog: cfg.Catalog, run_id: str, *, checkpoint: str | Path | No
         raise cfg.ConfigError(f"bench-eval: no checkpoint {checkpoint}; train the run first or pass --checkpoint")
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    names = attacks or list(dict.fromkeys(catalog.targets[target].get("columns", {}).values()))
+    names = attacks or list(dict.fromkeys(catalog.targets[target].columns.values()))
     # only attacks are timed here; NROB (an evaluation on corrupted images) is not one
     names = [name for name in names
              if not (cfg.split_budget(name)[0] in catalog.attacks and catalog.attacks[cfg.split_budget(name)[0]].corruptions)]
@@ -75,7 +75,7 @@ def bench_eval(catalog: cfg.Catalog, run_id: str, *, checkpoint: str | Path | No
     specs = {name: catalog.attack_for(name, run_id) for name in names}
     base = {"checkpoint": str(checkpoint), "device": device, "threads": threads,
             "test_examples": catalog.runs[run_id].test_examples, "data_root": str(catalog.data_root),
-            "batch_size": catalog.runtime.eval_batch_size}
+            "batch_size": catalog.runtime_settings.eval_batch_size}
     rank = {kind: i for i, kind in enumerate(COST_ORDER)}
     jobs = sorted(({**base, "attack": n, "spec": specs[n]} for n in names),
                   key=lambda j: rank.get(j["spec"].type, 0))

@@ -432,7 +432,7 @@ class JobSizes:
     _eval: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self):
-        resources = self.catalog.config.get("resources") or {}
+        resources = self.catalog.resources
         given = resources.get("plan")
         self.planned = given is not None  # without resources.plan: the stages' fixed runtimes, no groups
         self.settings = {**PLAN_DEFAULTS, **(given or {})}
@@ -442,7 +442,7 @@ class JobSizes:
         self.benches = node_benches(self.device, self.node_reports)
         self.fraction, self.basis = calibrated_fraction(self.device, self.bench_folder, self.benches)
         self.rate = PEAK_TFLOPS[self.device] * self.fraction * 1e12 * 60  # FLOP per GPU-minute
-        self.precision = self.catalog.runtime.precision
+        self.precision = self.catalog.runtime_settings.precision
         self.fixed = {stage: int((resources.get(stage) or {}).get("runtime", default))
                       for stage, default in FIXED_RUNTIME.items()}
 
@@ -484,7 +484,7 @@ class JobSizes:
         """An audit job of a model (tradeoff.audit: `tradeoff audit --run`)."""
         from tradeoff.audit.jobs import protocol_pairs, surrogate_for
 
-        block, catalog = self.catalog.config["audit"], self.catalog
+        block, catalog = self.catalog.audit, self.catalog
         try:
             attack = catalog.attack_for(block["attack"], run)
             black_box = catalog.attack_for(block["black_box"], run) if block["black_box"] else None
@@ -572,8 +572,8 @@ def plan(catalog, target: str, gpus: int, device: str | None = None, bench_folde
                             sizes.audit_minutes(run)))
     runs = dict.fromkeys(model(run) for run, _ in catalog.evaluations(target)) if not audit else {}
     for leaf in catalog.leaf_targets(target) if not audit else []:  # training-only rows (a table of training times)
-        for row in catalog.targets[leaf]["rows"]:
-            for run in catalog.row_runs(row["run"]):
+        for row in catalog.targets[leaf].rows:
+            for run in catalog.row_runs(row.run):
                 runs.setdefault(catalog.train_id[run])
     needed = {}
     for run, attack in catalog.evaluations(target) if not audit else []:

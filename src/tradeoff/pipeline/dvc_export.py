@@ -240,13 +240,13 @@ def report_targets(catalog: Catalog, targets: list[str] | None = None) -> list[s
         name = todo.pop()
         if name not in want:
             want.add(name)
-            todo += catalog.targets[name].get("targets", []) if catalog.targets[name]["kind"] == "group" else []
+            todo += list(catalog.targets[name].targets)
     return [t for t in catalog.targets if t in want]
 
 
 def report_kind(catalog: Catalog, name: str) -> str:
     """The Snakemake rule that builds a target: table (tables, and groups that hold one), figure, figure_list."""
-    kind = catalog.targets[name]["kind"]
+    kind = catalog.targets[name].kind
     if kind == "group":
         return "table" if catalog.table_targets(name) else "figure_list"
     return kind
@@ -294,7 +294,7 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
     runs = [r for r in order if r in needed]
     models = order + sorted(catalog.externals)
     units.sort(key=lambda u: (models.index(u[0]), catalog.eval_units(u[0]).index(u[1])))
-    analyses = [t for t in reports if "analysis" in catalog.targets[t]]
+    analyses = [t for t in reports if catalog.targets[t].analysis]
 
     datasets = {catalog.runs[r].dataset for r in runs} | {d for t in analyses for d in catalog.analysis_datasets(t)}
     out: dict = {"download": [], "train": {}, "finetune": {}, "evaluate": {}, "analyze": {},
@@ -328,7 +328,7 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
         out["analyze"][name] = {
             "models": (str(layout.model(models[0])) if len(models) == 1 else str(layout.folder("checkpoints"))
                        if models else marker),
-            "data": marker, "settings": digest(catalog.targets[name]["analysis"])}
+            "data": marker, "settings": digest(catalog.targets[name].analysis.as_dict())}
     for name in reports:
         # a target's settings as its report sees them (a group's with its members'): Snakemake's report_settings
         out[report_kind(catalog, name)][name] = {"settings": digest(catalog.report_settings(name))}

@@ -237,7 +237,7 @@ def representative_runs(catalog) -> dict[str, str]:
 
 def configured(catalog, device: torch.device) -> Runtime:
     """The config's training runtime (precision, channels_last) on ``device``: what its training jobs run."""
-    runtime = catalog.runtime
+    runtime = catalog.runtime_settings
     return Runtime(device, bf16=runtime.precision == "bf16" and device.type == "cuda",
                    channels_last=runtime.channels_last)
 
@@ -345,7 +345,8 @@ def run_bench_eval(catalog, device: torch.device, *, images: int, run: str = BEN
             if device.type == "cuda":
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
-            result = run_attack(model, x[:n], y[:n], attack, seed=0, batch_size=catalog.runtime.eval_batch_size)
+            result = run_attack(model, x[:n], y[:n], attack, seed=0,
+                                batch_size=catalog.runtime_settings.eval_batch_size)
             if device.type == "cuda":
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - t0
@@ -412,7 +413,7 @@ def rehearse(root: Path, device: str, *, images: int = 1000, target: str = REHEA
     base = load_catalog([root / "config" / "config.yaml", rehearsal], write_cache=False)
     overlay = base.layout.gpu_check_work / "rehearsal-uncapped.yaml"
     overlay.parent.mkdir(parents=True, exist_ok=True)
-    test_examples = max(images, int(base.config["scale_map"].get("test_examples") or images))
+    test_examples = max(images, int(base.test_examples or images))
     overlay.write_text(json.dumps({"runtime": {"device": "cuda"},  # JSON is YAML: Snakemake reads it as a config
                                    "scale_map": {**REHEARSAL_UNCAPPED, "test_examples": test_examples}}) + "\n")
     catalog = load_catalog([root / "config" / "config.yaml", rehearsal, overlay], write_cache=False)
@@ -426,8 +427,8 @@ def rehearse(root: Path, device: str, *, images: int = 1000, target: str = REHEA
     key = device_key(device)
     sizes = JobSizes(catalog, bench_folder=catalog.layout.bench, device=key if key in PEAK_TFLOPS else None)
     rows = []
-    for row in catalog.targets[target]["rows"]:
-        run = row["run"]
+    for row in catalog.targets[target].rows:
+        run = row.run
         spec, planned = catalog.runs[run], sizes.planned_train(run)
         measured = epoch_seconds(catalog.layout.model(catalog.train_id[run]))
         per_epoch = None if planned is None else planned * 60 / int(spec.epochs)
@@ -452,8 +453,8 @@ def bf16_against_fp32(catalog, device: torch.device, *, run: str = PRECISION_RUN
     from tradeoff.evaluation.trained import load_model
 
     spec = catalog.runs[run]
-    channels_last = catalog.runtime.channels_last
-    batch = catalog.runtime.eval_batch_size
+    channels_last = catalog.runtime_settings.channels_last
+    batch = catalog.runtime_settings.eval_batch_size
     ds = load_run_data(spec, catalog.data_root)
     x, y = ds.x_test.to(device), ds.y_test.to(device)
     outcomes: dict[str, dict[str, str]] = {}

@@ -17,16 +17,16 @@ def target_inputs(catalog: Catalog, name: str) -> list[Path]:
     evaluations (and their predictions, for a table's intervals and tests and a per-class figure), the curves and
     analyses it draws, its paper numbers, or a group's members' outputs."""
     target = catalog.targets[name]
-    if target["kind"] == "group":
-        return [p for member in target["targets"] for p in target_outputs(catalog, member)]
+    if target.kind == "group":
+        return [p for member in target.targets for p in target_outputs(catalog, member)]
     pairs = catalog.evaluations(name)
     files = [catalog.metrics_file(run, attack) for run, attack in pairs]
-    if target["kind"] == "table" or target.get("plot") == "per_class":
+    if target.kind == "table" or target.plot == "per_class":
         files += [catalog.predictions_file(run, attack) for run, attack in pairs]
     files += [catalog.layout.curves(run) for run in catalog.curve_train_ids(name)]
     files += [catalog.layout.analysis(t) for t in catalog.analysis_targets(name)]
-    if target.get("reference"):
-        files.append(Path(catalog.reference_dir) / f"{target['reference']}.csv")
+    if target.reference:
+        files.append(Path(catalog.reference_dir) / f"{target.reference}.csv")
     return list(dict.fromkeys(files))
 
 
@@ -35,7 +35,7 @@ def target_caption(catalog: Catalog, name: str) -> str:
     how to read it."""
     target = catalog.targets[name]
     title = ran.title(catalog, name)
-    if target["kind"] == "figure":
+    if target.kind == "figure":
         return (f"{title}. Built from the metrics, curves or analysis files of its runs at the {catalog.scale} scale; "
                 "the footer says what its points cannot show at this scale (points of one training job, columns "
                 "under which no two points differ significantly) and every point marked ‡ (selected before its "
@@ -53,7 +53,7 @@ def target_caption(catalog: Catalog, name: str) -> str:
 
 
 def target_outputs(catalog: Catalog, name: str) -> list[Path]:
-    kind = catalog.targets[name]["kind"]
+    kind = catalog.targets[name].kind
     if kind == "figure":
         return list(catalog.layout.figures(name).values())
     paths = catalog.layout.tables(name)
@@ -66,12 +66,12 @@ def build_target(catalog: Catalog, name: str) -> list[Path]:
     """Write a target's files. A group's files hold its member tables one after the other, and list its figures.
     Every table is read and checked before any file is written (tradeoff.report.records.ReportError otherwise)."""
     target = catalog.targets[name]
-    if target["kind"] == "figure":
+    if target.kind == "figure":
         from tradeoff.report.figures import build_figure
 
         return list(build_figure(catalog, name).values())
     rendered = [tables.render(catalog, member) for member in catalog.table_targets(name)]
-    figures = [t for t in catalog.leaf_targets(name) if catalog.targets[t]["kind"] == "figure"]
+    figures = [t for t in catalog.leaf_targets(name) if catalog.targets[t].kind == "figure"]
     paths = catalog.layout.tables(name)
     for kind in ("md", "csv", "tex", "html"):
         if kind not in ("md", "html") and not rendered:

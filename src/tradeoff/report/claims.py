@@ -132,13 +132,13 @@ def missing(catalog: Catalog, test: dict) -> str | None:
     or columns), or None: such a claim cannot be tested here, and its verdict says why (a typo shows there too)."""
     for name in _names(test["target"]):
         target = catalog.targets.get(name)
-        if target is None or target["kind"] == "group" or "columns" not in target:
+        if target is None or target.kind == "group" or not target.columns:
             return f"no table or figure {name!r} with columns in this configuration"
-        absent = [c for c in test["columns"] if c not in target["columns"]]
+        absent = [c for c in test["columns"] if c not in target.columns]
         if absent:
-            return f"{name} has no column {', '.join(map(repr, absent))} here; its columns: {list(target['columns'])}"
+            return f"{name} has no column {', '.join(map(repr, absent))} here; its columns: {list(target.columns)}"
         front = test.get("kind") == "front"
-        names = {row.get("series") for row in target["rows"]} if front else {row["key"] for row in target["rows"]}
+        names = {row.series for row in target.rows} if front else {row.key for row in target.rows}
         for key in ("row", "than"):
             if test.get("kind") == "trend" and key == "than":
                 continue
@@ -154,7 +154,7 @@ class _Untestable(Exception):
 
 
 def _runs(catalog: Catalog, test: dict) -> dict[str, str]:
-    return {row["key"]: row["run"] for row in catalog.targets[test["target"]]["rows"]}
+    return {row.key: row.run for row in catalog.targets[test["target"]].rows}
 
 
 def _measure(catalog: Catalog, run: str, job: str, what: str) -> tuple[tables.Ours, np.ndarray]:
@@ -193,7 +193,7 @@ def _nrob_scores(catalog: Catalog, run: str, job: str) -> np.ndarray:
 
 def _jobs(catalog: Catalog, test: dict) -> list[str]:
     target = catalog.targets[test["target"]]
-    return [job for column in test["columns"] for job in catalog.column_jobs(target["columns"][column])]
+    return [job for column in test["columns"] for job in catalog.column_jobs(target.columns[column])]
 
 
 def _same_job(catalog: Catalog, a: str, b: str) -> bool:
@@ -310,21 +310,21 @@ def _one(catalog: Catalog, test: dict, margin: float | None) -> tuple[stats.Test
         return stats.trend(outs), f"{row}: " + ", ".join(texts), _split(catalog, runs[row], _jobs(catalog, test)[0])
     # front: one clean-robust plane per robust column, every plane must hold
     target = catalog.targets[test["target"]]
-    clean = target["columns"][test["columns"][0]]
+    clean = target.columns[test["columns"][0]]
     planes, texts, split = [], [], None
     for robust_column in test["columns"][1:]:
-        robust = target["columns"][robust_column]
+        robust = target.columns[robust_column]
         series: dict[str, list] = {test["row"]: [], test["than"]: []}
         jobs: dict[str, set] = {test["row"]: set(), test["than"]: set()}
-        for row in target["rows"]:
-            if row.get("series") not in series:
+        for row in target.rows:
+            if row.series not in series:
                 continue
-            (x, xo), (y, yo) = (_measure(catalog, row["run"], clean, row["key"]),
-                                _measure(catalog, row["run"], robust, row["key"]))
-            series[row["series"]].append((xo, yo))
-            jobs[row["series"]].add(tuple(catalog.train_id[r] for r in catalog.row_runs(row["run"])))
-            texts.append(f"{row['key']} ({x.value:.1f}, {y.value:.1f} {robust_column})")
-            split = split or _split(catalog, row["run"], clean)
+            (x, xo), (y, yo) = (_measure(catalog, row.run, clean, row.key),
+                                _measure(catalog, row.run, robust, row.key))
+            series[row.series].append((xo, yo))
+            jobs[row.series].add(tuple(catalog.train_id[r] for r in catalog.row_runs(row.run)))
+            texts.append(f"{row.key} ({x.value:.1f}, {y.value:.1f} {robust_column})")
+            split = split or _split(catalog, row.run, clean)
         if jobs[test["row"]] == jobs[test["than"]]:
             raise _Untestable("both series are the same training jobs at this scale")
         planes.append(stats.front(series[test["row"]], series[test["than"]]))

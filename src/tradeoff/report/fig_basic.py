@@ -21,6 +21,7 @@ from tradeoff.report.labels import (
 )
 from tradeoff.report.style import FOOTNOTE, LINESTYLES, MARKERS, figure_legend, palette, percent_limits, plt
 from tradeoff.report.tables import load_reference, read_metric
+from tradeoff.core.targets import TargetSpec
 
 def read_predictions(catalog: Catalog, run: str, attack: str) -> dict | None:
     """A run's per-example predictions under an attack (labels, robust_correct bits), or None if not yet made;
@@ -33,33 +34,33 @@ def _labels(catalog: Catalog, name: str) -> dict[str, str]:
     return tables.figure_labels(catalog, name)
 
 
-def _title(catalog: Catalog, target: dict, column: str) -> str:
+def _title(catalog: Catalog, target: TargetSpec, column: str) -> str:
     """A column as its axis, panel or legend names it: its measurement and the budget that ran (report.ran)."""
-    return ran.column_title(catalog, target, column, target["columns"][column])
+    return ran.column_title(catalog, target, column, target.columns[column])
 
 
 @figure_kind("scatter")
-def plot_scatter(catalog: Catalog, name: str, target: dict, axes) -> None:
+def plot_scatter(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
     names = _labels(catalog, name)
     ax = axes[0]
-    (xcol, xattack), (ycol, yattack) = list(target["columns"].items())[:2]
-    reference = load_reference(catalog, target["reference"]) if target.get("reference") else {}
+    (xcol, xattack), (ycol, yattack) = list(target.columns.items())[:2]
+    reference = load_reference(catalog, target.reference) if target.reference else {}
     if reference and ran.ran_phrase(catalog, name):  # another dataset and model: not points of one plane
         ax.figure.text(0, 0, "the paper's points are not drawn: at this scale ours are of another dataset and model",
                        gid=FOOTNOTE)
         labels = {r: lab for (r, _), (_, _, lab) in reference.items()}
         reference = {(r, "_label"): (0.0, None, lab) for r, lab in labels.items()}  # the paper's row labels only
-    colours = palette(len(target["rows"]))
+    colours = palette(len(target.rows))
     xs, ys = [], []
-    for row, color in zip(target["rows"], colours):
-        ours = read_metric(catalog, row["run"], xattack), read_metric(catalog, row["run"], yattack)
-        paper = reference.get((row["key"], xcol)), reference.get((row["key"], ycol))
+    for row, color in zip(target.rows, colours):
+        ours = read_metric(catalog, row.run, xattack), read_metric(catalog, row.run, yattack)
+        paper = reference.get((row.key, xcol)), reference.get((row.key, ycol))
         paper = (paper[0][0], paper[1][0]) if None not in paper else (None, None)
         if None not in ours:
-            ax.scatter(*ours, color=color, s=42, label=names[row['key']], zorder=3)
+            ax.scatter(*ours, color=color, s=42, label=names[row.key], zorder=3)
             xs.append(ours[0]), ys.append(ours[1])
         else:
-            ax.scatter([], [], color=color, s=42, label=f"{names[row['key']]} (no metrics)")
+            ax.scatter([], [], color=color, s=42, label=f"{names[row.key]} (no metrics)")
         if None not in paper:
             ax.scatter(*paper, facecolors="none", edgecolors=color, s=42, linewidths=1.3, zorder=2)
             xs.append(paper[0]), ys.append(paper[1])
@@ -77,22 +78,22 @@ def plot_scatter(catalog: Catalog, name: str, target: dict, axes) -> None:
 
 
 @figure_kind("bars")
-def plot_bars(catalog: Catalog, name: str, target: dict, axes) -> None:
+def plot_bars(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
     names = _labels(catalog, name)
     ax = axes[0]
-    reference = load_reference(catalog, target["reference"]) if target.get("reference") else {}
-    rows, columns = target["rows"], list(target["columns"].items())
+    reference = load_reference(catalog, target.reference) if target.reference else {}
+    rows, columns = target.rows, list(target.columns.items())
     width = 0.8 / max(len(columns), 1)
     xs = np.arange(len(rows))
     for j, ((column, attack), color) in enumerate(zip(columns, palette(len(columns)))):
-        values = [read_metric(catalog, r["run"], attack) for r in rows]
+        values = [read_metric(catalog, r.run, attack) for r in rows]
         ax.bar(xs + j * width, [np.nan if v is None else v for v in values], width, label=_title(catalog, target, column),
                color=color)
         for x, v in zip(xs + j * width, values):  # a bar too low to see says what it is: 0, or not measured
             if v is None or v < 0.5:
                 ax.text(x, 1.0, "n/a" if v is None else f"{v:.0f}", rotation=90 if v is None else 0, ha="center",
                         va="bottom", fontsize=7, color="0.35")
-    ax.set_xticks(xs + width * (len(columns) - 1) / 2, [names[r['key']] for r in rows])
+    ax.set_xticks(xs + width * (len(columns) - 1) / 2, [names[r.key] for r in rows])
     ax.tick_params(axis="x", length=0)
     ax.grid(axis="x", visible=False)
     ax.set_ylabel("accuracy (%)")
@@ -100,36 +101,36 @@ def plot_bars(catalog: Catalog, name: str, target: dict, axes) -> None:
     figure_legend(ax.figure)
 
 
-def _budget_sweeps(catalog: Catalog, target: dict) -> list[str]:
+def _budget_sweeps(catalog: Catalog, target: TargetSpec) -> list[str]:
     """The columns of a `lines` figure that name a budget sweep without a budget (x = the sweep's budgets)."""
-    return [a for a in target["columns"].values()
+    return [a for a in target.columns.values()
             if "@" not in a and a in catalog.attacks and catalog.attacks[a].sweep]
 
 
-def lines_panels(catalog: Catalog, name: str, target: dict) -> int:
+def lines_panels(catalog: Catalog, name: str, target: TargetSpec) -> int:
     """One panel, or one per budget-sweep column of a `lines` figure over attack budgets."""
     return max(len(_budget_sweeps(catalog, target)), 1)
 
 
 @figure_kind("lines", lambda catalog, name, target: lines_panels(catalog, name, target))
-def plot_lines(catalog: Catalog, name: str, target: dict, axes) -> None:
+def plot_lines(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
     if _budget_sweeps(catalog, target):
         return plot_budget_lines(catalog, name, target, axes)
     ax = axes[0]
     groups: dict[str, list[dict]] = {}
-    for row in target["rows"]:
-        groups.setdefault(row.get("series", ""), []).append(row)
-    pairs = [(c, s) for c in target["columns"].items() for s in groups]
+    for row in target.rows:
+        groups.setdefault((row.series or ""), []).append(row)
+    pairs = [(c, s) for c in target.columns.items() for s in groups]
     ys = []
     for ((column, attack), series), color in zip(pairs, palette(len(pairs))):
-        pts = [(r["x"], read_metric(catalog, r["run"], attack)) for r in groups[series]]
+        pts = [(r.x, read_metric(catalog, r.run, attack)) for r in groups[series]]
         pts = [(x, y) for x, y in pts if y is not None]
         label = f"{_title(catalog, target, column)}, {series}" if series else _title(catalog, target, column)
         style = LINESTYLES[list(groups).index(series) % len(LINESTYLES)]
         ax.plot(*(zip(*pts) if pts else ([], [])), marker="o", markersize=5, color=color, linestyle=style,
                 label=label if pts else f"{label} (no metrics)")
         ys += [y for _, y in pts]
-    ax.set_xlabel(target.get("x_label", "parameter") + _ran_ticks(catalog, name, ax))
+    ax.set_xlabel((target.x_label or "parameter") + _ran_ticks(catalog, name, ax))
     ax.set_ylabel("accuracy (%)")
     percent_limits(ax, ys)
     figure_legend(ax.figure)
@@ -140,43 +141,44 @@ def _ran_ticks(catalog: Catalog, name: str, ax) -> str:
     epochs, run in epochs of the demo's 10): a tick per row with the value that ran below it in brackets, and the
     axis' second line saying so; "" where every value ran as written."""
     studied = ran.studied_settings(catalog, name)
-    rows = [r for r in catalog.targets[name]["rows"] if "x" in r and len(studied.get(r["key"]) or {}) == 1]
+    rows = [r for r in catalog.targets[name].rows if r.x is not None and len(studied.get(r.key) or {}) == 1]
     ticks = {}
     for row in rows:
-        (key, (written, here)), = studied[row["key"]].items()
-        ticks[float(row["x"])] = f"{row['x']:g}" + (f"\n({here:.3g})" if abs(written - here) > 1e-9 else "")
+        (key, (written, here)), = studied[row.key].items()
+        ticks[float(row.x)] = f"{row.x:g}" + (f"\n({here:.3g})" if abs(written - here) > 1e-9 else "")
     if not rows or not any("\n" in t for t in ticks.values()):
         return ""
     ax.set_xticks(list(ticks), list(ticks.values()))
-    return f"\n(in brackets: {ran.setting_name(catalog, rows[0]['run'], key)} as run at this scale)"
+    return f"\n(in brackets: {ran.setting_name(catalog, rows[0].run, key)} as run at this scale)"
 
 
-def plot_budget_lines(catalog: Catalog, name: str, target: dict, axes) -> None:
+def plot_budget_lines(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
     """Accuracy over attack budgets (CA-AT Figure 8): a panel per sweep column, a line per row (colour per row,
     the same in every panel), x = the sweep's budgets as the paper-scale catalog writes them (the tick labels; a
     smaller scale rescales the budgets it runs). A clean column is each line's point at budget 0."""
     names = _labels(catalog, name)
     sweeps = _budget_sweeps(catalog, target)
-    clean = [a for a in target["columns"].values() if a not in sweeps]
-    colours = palette(len(target["rows"]))
+    clean = [a for a in target.columns.values() if a not in sweeps]
+    colours = palette(len(target.rows))
     values = []
-    for ax, (column, attack) in zip(axes, [(c, a) for c, a in target["columns"].items() if a in sweeps]):
+    for ax, (column, attack) in zip(axes, [(c, a) for c, a in target.columns.items() if a in sweeps]):
         points = catalog.budget_sweep_points(attack)
         ticks = {0.0: "0"} if clean else {}
         # as the paper writes the budget, and below it the budget that ran where this scale maps it to another
-        ran = {job: catalog.attack_for(job, target["rows"][0]["run"]).eps for _, _, job in points}
+        ran = {job: catalog.attack_for(job, target.rows[0].run).eps for _, _, job in points}
         ticks.update({x: text if abs(ran[job] - x) < 1e-9 else f"{text}\n({ran[job]:.3g})" for x, text, job in points})
-        for i, (row, color) in enumerate(zip(target["rows"], colours)):
-            pts = [(0.0, read_metric(catalog, row["run"], clean[0]))] if clean else []
-            pts += [(x, read_metric(catalog, row["run"], job)) for x, _, job in points]
+        for i, (row, color) in enumerate(zip(target.rows, colours)):
+            pts = [(0.0, read_metric(catalog, row.run, clean[0]))] if clean else []
+            pts += [(x, read_metric(catalog, row.run, job)) for x, _, job in points]
             pts = [(x, y) for x, y in pts if y is not None]
-            label = names[row['key']]
+            label = names[row.key]
             ax.plot(*(zip(*pts) if pts else ([], [])), marker=MARKERS[i % len(MARKERS)], markersize=4.5,
                     color=color, label=label if pts else f"{label} (no metrics)")
             values += [y for _, y in pts]
         ax.set_xticks(list(ticks), list(ticks.values()), rotation=30 if len(ticks) > 5 else 0)
         rescaled = any(abs(ran[job] - x) > 1e-9 for x, _, job in points)
-        ax.set_xlabel(target.get("x_label", "attack budget") + ("\n(in brackets: the budget run at this scale)" if rescaled else ""))
+        ax.set_xlabel((target.x_label or "attack budget")
+                      + ("\n(in brackets: the budget run at this scale)" if rescaled else ""))
         ax.set_ylabel("accuracy (%)")
         ax.set_title(_title(catalog, target, column))
     for ax in axes:
@@ -184,25 +186,25 @@ def plot_budget_lines(catalog: Catalog, name: str, target: dict, axes) -> None:
     figure_legend(axes[0].figure)
 
 
-@figure_kind("per_class", lambda catalog, name, target: len(target["columns"]))
-def plot_per_class(catalog: Catalog, name: str, target: dict, axes) -> None:
+@figure_kind("per_class", lambda catalog, name, target: len(target.columns))
+def plot_per_class(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
     names = _labels(catalog, name)
-    rows = target["rows"]
+    rows = target.rows
     colours = palette(len(rows))
-    for ax, (column, attack) in zip(axes, target["columns"].items()):
+    for ax, (column, attack) in zip(axes, target.columns.items()):
         width = 0.8 / max(len(rows), 1)
         num_classes = None
         for i, (row, color) in enumerate(zip(rows, colours)):
-            preds = read_predictions(catalog, row["run"], attack)
+            preds = read_predictions(catalog, row.run, attack)
             if preds is None:
-                ax.bar([], [], width, label=f"{names[row['key']]} (no predictions)", color=color)
+                ax.bar([], [], width, label=f"{names[row.key]} (no predictions)", color=color)
                 continue
             labels = np.array(preds["labels"])
             correct = np.array([c == "1" for c in preds["robust_correct"]])
             num_classes = int(labels.max()) + 1
             per_class = [100 * correct[labels == k].mean() if (labels == k).any() else np.nan
                          for k in range(num_classes)]
-            ax.bar(np.arange(num_classes) + i * width, per_class, width, label=names[row['key']], color=color)
+            ax.bar(np.arange(num_classes) + i * width, per_class, width, label=names[row.key], color=color)
         if num_classes:
             ax.set_xticks(np.arange(num_classes) + width * (len(rows) - 1) / 2, [str(k) for k in range(num_classes)])
         ax.tick_params(axis="x", length=0)
@@ -214,15 +216,15 @@ def plot_per_class(catalog: Catalog, name: str, target: dict, axes) -> None:
     figure_legend(axes[0].figure)
 
 
-def _curve_series(target: dict) -> list[str]:
+def _curve_series(target: TargetSpec) -> list[str]:
     """The rows' series in order of appearance ([""] when no row has one)."""
-    return list(dict.fromkeys(row.get("series", "") for row in target["rows"])) or [""]
+    return list(dict.fromkeys((row.series or "") for row in target.rows)) or [""]
 
 
-def curve_panels(target: dict) -> int:
+def curve_panels(target: TargetSpec) -> int:
     """One panel per curve column, times one per series when the rows carry `series` (CA-AT Figure 3: a panel
     per dataset and architecture, a line per λ/γ)."""
-    return len(target["curve_columns"]) * len(_curve_series(target))
+    return len(target.curve_columns) * len(_curve_series(target))
 
 
 def read_curves(catalog: Catalog, run: str) -> list[dict] | None:
@@ -238,20 +240,20 @@ def read_curves(catalog: Catalog, run: str) -> list[dict] | None:
 
 
 @figure_kind("curves", lambda catalog, name, target: curve_panels(target))
-def plot_curves(catalog: Catalog, name: str, target: dict, axes) -> None:
+def plot_curves(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
     """A line per row and panel; accuracies (stored as fractions) drawn in %, each curve under its human name
     (labels.curve_label), a row's colour the same in every panel."""
     names = _labels(catalog, name)
     series = _curve_series(target)
-    panels = [(column, s) for column in target["curve_columns"] for s in series]
-    row_labels = list(dict.fromkeys(names[row['key']] for row in target["rows"]))
+    panels = [(column, s) for column in target.curve_columns for s in series]
+    row_labels = list(dict.fromkeys(names[row.key] for row in target.rows))
     colours = dict(zip(row_labels, palette(len(row_labels))))
     percent_values: list[float] = []
     for ax, (column, panel_series) in zip(axes, panels):
         scale = curve_scale(column)
-        for row in (r for r in target["rows"] if r.get("series", "") == panel_series):
-            data = read_curves(catalog, row["run"])
-            label = names[row['key']]
+        for row in (r for r in target.rows if (r.series or "") == panel_series):
+            data = read_curves(catalog, row.run)
+            label = names[row.key]
             if data and column in data[0]:
                 pts = [(d["epoch"], scale * d[column]) for d in data if d[column] is not None]
                 ax.plot(*(zip(*pts) if pts else ([], [])), label=label, color=colours[label])
@@ -261,18 +263,18 @@ def plot_curves(catalog: Catalog, name: str, target: dict, axes) -> None:
                 ax.plot([], [], label=f"{label} (no curves)", color=colours[label])
         title = curve_title(column)
         if panel_series:
-            title = panel_series if len(target["curve_columns"]) == 1 else f"{title}\n{panel_series}"
+            title = panel_series if len(target.curve_columns) == 1 else f"{title}\n{panel_series}"
         ax.set_title(title)
         ax.set_xlabel("epoch")
         # a panel per series of one curve: the curve's name on the axis; else the panel title names it
-        ax.set_ylabel(curve_label(column) if panel_series and len(target["curve_columns"]) == 1
+        ax.set_ylabel(curve_label(column) if panel_series and len(target.curve_columns) == 1
                       else curve_axis_label(column))
     for ax, (column, _) in zip(axes, panels):
         if curve_unit(column) == "%":  # accuracy panels on one scale
             percent_limits(ax, percent_values)
-    runs = [row["run"] for row in target["rows"]]
+    runs = [row.run for row in target.rows]
     attack = ran.tracking_attack(catalog, runs)
-    if attack and any(LEARNER_CURVE.match(c) and not c.endswith("_clean") for c in target["curve_columns"]):
+    if attack and any(LEARNER_CURVE.match(c) and not c.endswith("_clean") for c in target.curve_columns):
         axes[0].figure.text(0, 0, f"the learners' robust curves: {ran.attack_phrase(catalog, attack, runs)}",
                             gid=FOOTNOTE)
     figure_legend(axes[0].figure)

@@ -17,19 +17,20 @@ from tradeoff.storage.layout import read_analysis
 from tradeoff.config import Catalog
 from tradeoff.report.kinds import figure_kind
 from tradeoff.report.style import FOOTNOTE, axes_legend
+from tradeoff.core.targets import TargetSpec
 
 CLEAN, ADV, BOUND, BOUND_EPS, COS = "tab:blue", "tab:orange", "tab:red", "tab:purple", "tab:green"
 PANELS = 4
 
 
-def caat_panels(catalog: Catalog, name: str, target: dict) -> int:
+def caat_panels(catalog: Catalog, name: str, target: TargetSpec) -> int:
     """Four panels, or one for the note that the analysis has not run."""
     data = read_analysis(catalog, name)
     return PANELS if data and data.get("per_delta") else 1
 
 
 @figure_kind("caat_synthetic", caat_panels)
-def plot_caat_synthetic(catalog: Catalog, name: str, target: dict, axes) -> None:
+def plot_caat_synthetic(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
     """Draw the four panels into ``axes`` (two by two, each with its legend on its right; or a note when the
     analysis has not run)."""
 

@@ -15,39 +15,41 @@ from tradeoff.report import what_ran as ran
 from tradeoff.report.kinds import figure_kind
 from tradeoff.report.style import POINT_LABEL, figure_legend, palette, percent_limits
 from tradeoff.report.tables import read_metric
+from tradeoff.core.targets import TargetSpec
 
 MARKERS = "osD^v<>pXh*"
 
 
-def front_panels(target: dict) -> int:
+def front_panels(target: TargetSpec) -> int:
     """One panel per robust column (every column after the first, clean, one)."""
-    return max(len(target["columns"]) - 1, 1)
+    return max(len(target.columns) - 1, 1)
 
 
-def front_points(catalog: Catalog, target: dict, robust_attack: str) -> dict[str, list[tuple[float, float, str | None]]]:
+def front_points(catalog: Catalog, target: TargetSpec,
+                 robust_attack: str) -> dict[str, list[tuple[float, float, str | None]]]:
     """series -> [(SA %, robust %, point label)] in the order of the rows; rows whose metrics are missing are
     left out (the rest of the series stays connected)."""
-    clean_attack = next(iter(target["columns"].values()))
+    clean_attack = next(iter(target.columns.values()))
     series: dict[str, list[tuple[float, float, str | None]]] = {}
-    for row in target["rows"]:
-        points = series.setdefault(row.get("series", ""), [])
-        x, y = read_metric(catalog, row["run"], clean_attack), read_metric(catalog, row["run"], robust_attack)
+    for row in target.rows:
+        points = series.setdefault((row.series or ""), [])
+        x, y = read_metric(catalog, row.run, clean_attack), read_metric(catalog, row.run, robust_attack)
         if x is not None and y is not None:
-            points.append((x, y, row.get("label")))
+            points.append((x, y, row.label))
     return series
 
 
-def _title(catalog: Catalog, target: dict, column: str) -> str:
+def _title(catalog: Catalog, target: TargetSpec, column: str) -> str:
     """A column as its axis, panel or legend names it: its measurement and the budget that ran (report.ran)."""
-    return ran.column_title(catalog, target, column, target["columns"][column])
+    return ran.column_title(catalog, target, column, target.columns[column])
 
 
 @figure_kind("front", lambda catalog, name, target: front_panels(target))
-def plot_front(catalog: Catalog, name: str, target: dict, axes) -> None:
+def plot_front(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
 
-    clean_column = next(iter(target["columns"]))
-    robust = list(target["columns"].items())[1:]
-    names = list(dict.fromkeys(row.get("series", "") for row in target["rows"]))
+    clean_column = next(iter(target.columns))
+    robust = list(target.columns.items())[1:]
+    names = list(dict.fromkeys((row.series or "") for row in target.rows))
     colours = dict(zip(names, palette(len(names))))
     for ax, (column, attack) in zip(axes, robust):
         xs, ys = [], []

@@ -16,6 +16,7 @@ from tradeoff.config import Catalog
 from tradeoff.report.kinds import figure_kind
 from tradeoff.report import what_ran as ran
 from tradeoff.report.style import FOOTNOTE, plt
+from tradeoff.core.targets import TargetSpec
 
 def _rule(data: dict, labels: dict[str, str]) -> str:
     cond = data["condition"]
@@ -39,7 +40,7 @@ def _show(ax, image: list) -> None:
 
 
 @figure_kind("grid", own=True)
-def make_grid(catalog: Catalog, name: str, target: dict):
+def make_grid(catalog: Catalog, name: str, target: TargetSpec):
     """The figure (not yet saved, laid out by figures._finish): one row per panel of the analysis, or a note when
     there is nothing."""
 
@@ -51,7 +52,7 @@ def make_grid(catalog: Catalog, name: str, target: dict):
                 transform=ax.transAxes)
         return fig
     labels = {m["key"]: m["label"] for m in data.get("models", [])}
-    labels.update({r["key"]: r["label"] for r in target.get("rows", []) if "label" in r})
+    labels.update({r.key: r.label for r in target.rows if r.label is not None})
     classes = data.get("classes") or []
     panels = [(p, data["panels"][p]) for p in ("natural", "adversarial") if p in data["panels"]]
     ncols = max([len(panel["shown"]) for _, panel in panels] + [1])
@@ -82,7 +83,7 @@ def make_grid(catalog: Catalog, name: str, target: dict):
                           fontsize=9)
     note = f"shown: {_rule(data, labels)}"
     if "adversarial" in data["panels"]:
-        runs = [r["run"] for r in target.get("rows", [])]
+        runs = [r.run for r in target.rows]
         attack = data.get("attack", "?")
         note += (f"; adversarial: {ran.attack_phrase(catalog, attack, runs)} against each model, image against "
                  f"{labels.get(data['condition']['show'], data['condition']['show'])}")

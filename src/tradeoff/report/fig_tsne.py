@@ -17,12 +17,13 @@ from tradeoff.config import Catalog
 from tradeoff.report.kinds import figure_kind
 from tradeoff.report import what_ran as ran
 from tradeoff.report.style import FOOTNOTE, figure_legend, plt
+from tradeoff.core.targets import TargetSpec
 
 SOURCES = {"nt": ("made against the NT learner", "tab:orange"), "at": ("made against the AT learner", "tab:blue")}
 
 
 @figure_kind("tsne", own=True)
-def make_tsne(catalog: Catalog, name: str, target: dict):
+def make_tsne(catalog: Catalog, name: str, target: TargetSpec):
     """The figure (not yet saved, laid out by figures._finish): rows x epochs panels, one legend right of them,
     or a note when the analysis has not run."""
 
@@ -37,7 +38,7 @@ def make_tsne(catalog: Catalog, name: str, target: dict):
         return fig
     keys = list(dict.fromkeys(p["key"] for p in panels))
     epochs = sorted({p["epoch"] for p in panels})
-    labels = {r["key"]: r.get("label", r["key"]) for r in target.get("rows", [])}
+    labels = {r.key: r.key if r.label is None else r.label for r in target.rows}
     fig, axes = plt.subplots(len(keys), len(epochs), figsize=(max(2.9 * len(epochs), 6.0), 2.9 * len(keys) + 0.4),
                              squeeze=False, layout="constrained")
     for ax in axes.flat:
@@ -63,7 +64,7 @@ def make_tsne(catalog: Catalog, name: str, target: dict):
         ax.set_xticks([])
         ax.set_yticks([])
     figure_legend(fig, markerscale=3)
-    runs = [r["run"] for r in target.get("rows", [])]
+    runs = [r.run for r in target.rows]
     fig.text(0, 0, f"{ran.attack_phrase(catalog, data.get('attack', ''), runs)} adversarial "
              f"{data.get('embed', 'images')} of {data.get('examples', '?')} test images per learner; same-learner "
              "nearest neighbour: the share of points whose nearest neighbour in the embedding was made against the "

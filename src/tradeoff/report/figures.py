@@ -31,7 +31,7 @@ from matplotlib.text import Annotation, Text
 from tradeoff.config import Catalog
 from tradeoff.report import fig_basic, fig_caat_synthetic, fig_front, fig_grid, fig_tsne  # noqa: F401  (they register the kinds)
 from tradeoff.report import what_ran as ran
-from tradeoff.report.kinds import KINDS
+from tradeoff.report.kinds import drawing, drawn
 from tradeoff.report.style import (
     FOOTNOTE,
     MAX_COLUMNS,
@@ -46,6 +46,7 @@ from tradeoff.report.style import (
 )
 from tradeoff.report.tables import degenerate_notes, figure_notes
 from tradeoff.storage.atomic import atomic_path
+from tradeoff.core.targets import TargetSpec
 
 def _grid_shape(n: int) -> tuple[int, int]:
     """(rows, columns) of ``n`` panels: one row up to three, two by two for four, else rows of three."""
@@ -119,7 +120,7 @@ def _footer(fig, scale: str) -> None:
     fig.text(0.995, 0.004, f"scale: {scale}", ha="right", va="bottom", fontsize=7, color="0.35", gid="scale")
 
 
-def _finish(fig, catalog: Catalog, name: str, target: dict) -> None:
+def _finish(fig, catalog: Catalog, name: str, target: TargetSpec) -> None:
     """The common layout of every figure: title, footer, legend room, wrapped titles, placed point labels; then
     frozen (layout engine off), so that saving draws exactly this."""
     renderer = fig.canvas.get_renderer()
@@ -152,18 +153,18 @@ def _finish(fig, catalog: Catalog, name: str, target: dict) -> None:
 def make_figure(catalog: Catalog, name: str):
     """The figure of a target, laid out and ready to save (not saved): for tests and for build_figure."""
     target = catalog.targets[name]
-    kind = KINDS[target["plot"]]
+    kind = drawing(target.plot)
     with plt.rc_context(STYLE):
         if kind.panels is None:  # a kind that lays out its own figure
             fig = kind.draw(catalog, name, target)
         else:
             fig, axes = panel_figure(kind.panels(catalog, name, target))
             kind.draw(catalog, name, target, axes)
-        if target.get("note"):
-            fig.text(0, 0, f"at this scale: {target['note']}", gid=FOOTNOTE)
+        if target.note:
+            fig.text(0, 0, f"at this scale: {target.note}", gid=FOOTNOTE)
         for note in filter(None, [ran.twin_note(catalog, name), *ran.shared_job_notes(catalog, name)]):
             fig.text(0, 0, note, gid=FOOTNOTE)  # (a point of another paper setting's job: its label says which run)
-        if "rows" in target and "analysis" not in target:
+        if target.analysis is None:
             for note in figure_notes(catalog, name) + degenerate_notes(catalog, name):
                 fig.text(0, 0, note, gid=FOOTNOTE)
         _finish(fig, catalog, name, target)
@@ -252,4 +253,4 @@ def _place_point_labels(fig, renderer) -> None:
             placed.append(_text_box(label, renderer))
 
 
-FIGURE_KINDS = sorted(KINDS)
+FIGURE_KINDS = drawn()

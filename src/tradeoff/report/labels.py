@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 from tradeoff.config.budgets import split_budget
+from tradeoff.core.targets import Row, TargetSpec
 
 # the catalog's measurement (column and attack) names, lower case, without a budget
 MEASUREMENTS = {
@@ -53,11 +54,11 @@ def budget_text(label: str) -> str:
     return label.replace("_", "/") if re.fullmatch(r"\d+(\.\d+)?_\d+(\.\d+)?", label) else label
 
 
-def column_label(target: dict | None, column: str) -> str:
+def column_label(target: TargetSpec | None, column: str) -> str:
     """A target's column (or an attack, with ``target`` None) as a reader names it: ``pgd20`` -> "PGD-20",
     ``apgd_ce`` -> "APGD-CE", ``nat`` -> "Natural", ``aa`` -> "AutoAttack", ``pgd@16/255`` -> "PGD, ε = 16/255".
     The target's ``column_labels`` win; a name that is no measurement name is already a label (kept)."""
-    own = (target or {}).get("column_labels") or {}
+    own = target.column_labels if target is not None else {}
     if column in own:
         return own[column]
     base, budget = split_budget(column)
@@ -72,9 +73,9 @@ def attack_label(attack: str) -> str:
     return column_label(None, attack)
 
 
-def row_label(row: dict, reference_label: str | None = None) -> str:
+def row_label(row: Row, reference_label: str | None = None) -> str:
     """A target row's label: its own ``label``, else the reference table's label of its key, else its key."""
-    return row.get("label") or reference_label or row["key"]
+    return row.label or reference_label or row.key
 
 
 # ------------------------------------------------------------------------------------------ training curves

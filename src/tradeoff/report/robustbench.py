@@ -19,7 +19,6 @@ file stops it in one line. No checkpoint is read and PyTorch is not imported.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -62,8 +61,7 @@ def _attack_of(catalog: Catalog, given: str | None, kind: str, norm: str | None,
 def _per_attack(catalog: Catalog) -> Catalog:
     """The catalog whose evaluation jobs are one attack each: where `tradeoff evaluate --run R --attack A` writes an
     evaluation that no target asks of the run (runtime.eval_unit: run keeps the targets' in one file per run)."""
-    runtime = {**catalog.config["runtime"], "eval_unit": "attack"}
-    return dataclasses.replace(catalog, config={**catalog.config, "runtime": runtime})
+    return catalog.with_runtime(eval_unit="attack")
 
 
 def measured(catalog: Catalog, model_id: str, attack: str) -> records.Measurement:

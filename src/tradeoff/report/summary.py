@@ -36,7 +36,7 @@ def _outside(catalog: Catalog, table: tables.Table) -> tuple[list[tuple[float, s
             for c in table.columns:
                 for proto, _ in table.protocols:
                     o = table.ours[(proto, row.key, c.key)]
-                    paper = table.paper.get((member["key"], c.key))
+                    paper = table.paper.get((member.key, c.key))
                     if paper is None or o.lo is None or o.same_as_strong:
                         continue
                     compared += 1
@@ -44,7 +44,7 @@ def _outside(catalog: Catalog, table: tables.Table) -> tuple[list[tuple[float, s
                         continue
                     gap = paper[0] - o.hi if paper[0] > o.hi else o.lo - paper[0]
                     where = "" if proto == tables.STRONG else f", {proto}"
-                    found.append((gap, f"{member['label']} {c.label}{where}: paper {paper[0]:.2f} outside "
+                    found.append((gap, f"{member.label} {c.label}{where}: paper {paper[0]:.2f} outside "
                                        f"[{o.lo:.1f}, {o.hi:.1f}]"))
     return sorted(found, key=lambda f: -f[0]), compared
 
@@ -60,7 +60,7 @@ def _overstated(catalog: Catalog, table: tables.Table) -> list[tuple[float, tupl
                 code, strong = table.ours[(proto, row.key, c.key)], table.ours[(tables.STRONG, row.key, c.key)]
                 if code.same_as_strong or code.value is None or strong.value is None or code.value <= strong.value:
                     continue
-                key = (tuple(row.runs), c.attack, catalog.protocol_attack(table.name, c.attack, row.members[0]["run"]))
+                key = (tuple(row.runs), c.attack, catalog.protocol_attack(table.name, c.attack, row.members[0].run))
                 found.append((code.value - strong.value, key,
                               f"{row.label} (`{', '.join(row.runs)}`) {c.label}: {code.value:.1f} under {proto} vs "
                               f"{strong.value:.1f} strong (+{code.value - strong.value:.1f})"))
@@ -89,7 +89,7 @@ def target_status(catalog: Catalog, name: str) -> dict:
     missing_analyses = [t for t in catalog.analysis_targets(name) if not catalog.layout.analysis(t).exists()]
     built = all(p.exists() for p in target_outputs(catalog, name)) and not missing_metrics and not missing_analyses
     outside, overstated, refused, cells = [], [], None, 0
-    if catalog.targets[name]["kind"] == "table" and len(missing_metrics) < len(pairs):
+    if catalog.targets[name].kind == "table" and len(missing_metrics) < len(pairs):
         try:
             table = tables.build(catalog, name)
         except ReportError as exc:
@@ -149,8 +149,7 @@ def caveats(catalog: Catalog, found: list[claims.Verdict]) -> list[str]:
                      if (s.paper_dataset, s.paper_arch) != (s.dataset, s.arch)})
     text = (SCALE_CHANGES.format(scale=catalog.scale, what="; ".join(mapped)) if mapped else
             SAME_SETTING.format(scale=catalog.scale))
-    seeds = sorted({len(catalog.row_runs(row["run"])) for t in catalog.targets.values() for row in t.get("rows", [])
-                    if "run" in row})
+    seeds = sorted({len(catalog.row_runs(row.run)) for t in catalog.targets.values() for row in t.rows})
     most = seeds[-1] if seeds else 1
     text += (f" Seeds: each row is {'one training run (one seed)' if most == 1 else f'up to {most} seeds'}, so a "
              f"verdict speaks for {'that run' if most == 1 else 'those runs'}"
@@ -226,7 +225,7 @@ def build_summary(catalog: Catalog) -> dict[str, Path]:
                                     "; ".join(text for _, text in st["outside"][:SHOWN])) if st["outside"] else "—"
         missing = ", ".join(st["missing_runs"]) or "—"
         measured = f"{st['measured']}/{st['measurements']}" if st["measurements"] else "— (no evaluation)"
-        values = (name, target["kind"], status, measured, missing, outside)
+        values = (name, target.kind, status, measured, missing, outside)
         md.append("| " + " | ".join(values) + " |")
         if not same:
             shown[name] = st

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from tradeoff.config import PSEUDO_COLUMNS, Catalog, split_budget
 from tradeoff.core.spec import thaw
+from tradeoff.core.targets import Row as TargetRow
 from tradeoff.report import what_ran as ran, stats
 from tradeoff.report.labels import column_label
 from tradeoff.report.records import (
@@ -70,7 +71,7 @@ class Row:
     key: str
     label: str
     runs: list[str]                    # training job per seed
-    members: list[dict]                # the catalog rows merged into this one (one unless degenerate)
+    members: list[TargetRow]           # the catalog rows merged into this one (one unless degenerate), as labelled
     group: str                         # the paper's dataset and architecture: rows are compared within a group
 
 
@@ -99,9 +100,9 @@ class Table:
     generated: bool = False            # generated data (the rehearsal scale): no bold, no dagger (ran.generated)
     legend: list[str] = field(default_factory=list)  # the notes that define what it shows (a LaTeX caption)
 
-    def paper_rows(self, row: Row) -> list[dict]:
+    def paper_rows(self, row: Row) -> list[TargetRow]:
         """The members of a row that have paper numbers (each gets its own paper line)."""
-        return [m for m in row.members if any((m["key"], c.key) in self.paper for c in self.columns)]
+        return [m for m in row.members if any((m.key, c.key) in self.paper for c in self.columns)]
 
 
 # ------------------------------------------------------------------------------------------------- reading
@@ -182,12 +183,12 @@ def row_labels(catalog: Catalog, name: str, reference: dict | None = None) -> di
     AT 0.1", tradeoff.report.what_ran.here_clause)."""
     target = catalog.targets[name]
     if reference is None:
-        reference = load_reference(catalog, target["reference"]) if target.get("reference") else {}
+        reference = load_reference(catalog, target.reference) if target.reference else {}
     out = {}
-    for row in target["rows"]:
-        label = row.get("label") or next((lab for (r, _), (_, _, lab) in reference.items() if r == row["key"]),
-                                         row["key"])
-        out[row["key"]] = label + ran.here_clause(catalog, name, row, label)
+    for row in target.rows:
+        label = row.label or next((lab for (r, _), (_, _, lab) in reference.items() if r == row.key),
+                                         row.key)
+        out[row.key] = label + ran.here_clause(catalog, name, row, label)
     return out
 
 
@@ -196,15 +197,15 @@ def _merged_rows(catalog: Catalog, name: str, reference: dict) -> list[Row]:
     target = catalog.targets[name]
     labels = row_labels(catalog, name, reference)
     rows: dict[tuple[str, ...], Row] = {}
-    for row in target["rows"]:
-        label = labels[row["key"]]
-        jobs = tuple(catalog.train_id[r] for r in catalog.row_runs(row["run"]))
+    for row in target.rows:
+        label = labels[row.key]
+        jobs = tuple(catalog.train_id[r] for r in catalog.row_runs(row.run))
         if jobs in rows:
-            rows[jobs].members.append({**row, "label": label})
+            rows[jobs].members.append(row.replace(label=label))
             rows[jobs].label += f" = {label}"
         else:
-            spec = catalog.model_spec(row["run"])
-            rows[jobs] = Row(row["key"], label, list(jobs), [{**row, "label": label}],
+            spec = catalog.model_spec(row.run)
+            rows[jobs] = Row(row.key, label, list(jobs), [row.replace(label=label)],
                              f"{spec.paper_dataset}/{spec.paper_arch}")
     return list(rows.values())
 
@@ -232,17 +233,17 @@ def build(catalog: Catalog, name: str) -> Table:
     """Read, check and compare everything a table shows. ReportError (naming the file) for a file that cannot be
     vouched for, or when nothing of the table is measured yet."""
     target = catalog.targets[name]
-    reference = load_reference(catalog, target["reference"]) if target.get("reference") else {}
+    reference = load_reference(catalog, target.reference) if target.reference else {}
     rows = _merged_rows(catalog, name, reference)
     columns = [Column(key, attack, ran.column_title(catalog, target, key, attack)) for key, attack in
-               target["columns"].items()]
+               target.columns.items()]
     protocols = [(STRONG, "the strong attacks named by the columns")]
-    if target.get("protocol"):
-        protocols.append((target["protocol"], catalog.config["protocols"][target["protocol"]]["title"]))
+    if target.protocol:
+        protocols.append((target.protocol, catalog.protocol_title(target.protocol)))
     ours: dict[tuple[str, str, str], Ours] = {}
     for proto, _ in protocols:
         for row in rows:
-            run = row.members[0]["run"]
+            run = row.members[0].run
             for c in columns:
                 if c.attack == "mean":
                     continue
@@ -258,9 +259,8 @@ def build(catalog: Catalog, name: str) -> Table:
         raise ReportError(f"{name}: nothing measured yet under {catalog.layout.root} (scale "
                           f"{catalog.scale}); build it first: snakemake {name} (with this scale's --configfile)")
     paper = {(r, c): (v, s) for (r, c), (v, s, _) in reference.items()}
-    wanted = target.get("compare") or []
-    wanted = [wanted] if isinstance(wanted, str) else wanted
-    compare = {row.group: row.key for row in rows if any(m["key"] in wanted for m in row.members)}
+    wanted = target.compared
+    compare = {row.group: row.key for row in rows if any(m.key in wanted for m in row.members)}
     table = Table(name, ran.title(catalog, name), catalog.scale, rows, columns, protocols, ours, paper, compare,
                   {}, set(), [], generated=ran.generated(catalog))
     _compare(table)
@@ -393,8 +393,8 @@ def _scale_note(catalog: Catalog, table: Table) -> list[str]:
 
 def _target_note(catalog: Catalog, table: Table) -> list[str]:
     target = catalog.targets[table.name]
-    out = [f"At this scale: {target['note']}"] if target.get("note") else []
-    return out + [f"The paper's own numbers: {flag}." for flag in paper_flags(catalog, target.get("reference") or "")]
+    out = [f"At this scale: {target.note}"] if target.note else []
+    return out + [f"The paper's own numbers: {flag}." for flag in paper_flags(catalog, target.reference or "")]
 
 
 def _twin_note(catalog: Catalog, table: Table) -> list[str]:
@@ -405,10 +405,10 @@ def _twin_note(catalog: Catalog, table: Table) -> list[str]:
 def _seeds_note(catalog: Catalog, table: Table) -> list[str]:
     target = catalog.targets[table.name]
     counts = sorted({len(row.runs) for row in table.rows if not catalog.is_external(row.runs[0])})
-    if target.get("paper_note"):
+    if target.paper_note:
         ours = ("one seed per row" if counts == [1] else
                 f"the mean of {'/'.join(map(str, counts))} seeds per row")
-        return [f"The paper's numbers: {' '.join(target['paper_note'])} Ours: {ours}."]
+        return [f"The paper's numbers: {' '.join(target.paper_note)} Ours: {ours}."]
     if counts:
         return [f"Seeds per row: {'/'.join(map(str, counts))} (each a training job of its own"
                 + ("; a cell is their mean ± standard deviation" if counts[-1] > 1 else "") + ")."]
@@ -444,7 +444,7 @@ def _merged_note(catalog: Catalog, table: Table) -> list[str]:
     out = []
     for row in table.rows:
         if len(row.members) > 1:
-            labels = " and ".join(m["label"] for m in row.members)
+            labels = " and ".join(m.label for m in row.members)
             out.append(f"{labels} are one training job at this scale (identical resolved settings, job "
                        f"`{row.runs[0]}`): one model, one row, not a comparison.")
     for rows in _same_predictions(table):
@@ -455,7 +455,7 @@ def _merged_note(catalog: Catalog, table: Table) -> list[str]:
 
 
 def _labels(table: Table) -> dict[str, str]:
-    return {m["key"]: m["label"] for row in table.rows for m in row.members}
+    return {m.key: m.label for row in table.rows for m in row.members}
 
 
 def _shared_note(catalog: Catalog, table: Table) -> list[str]:
@@ -511,15 +511,15 @@ def early_rows(catalog: Catalog, name: str) -> dict[str, tuple[list[int | None],
     mechanism acts (read from the records of the first measured evaluation the target draws of each row)."""
     out = {}
     target = catalog.targets[name]
-    jobs = [job for attack in (target.get("columns") or {}).values() if attack not in PSEUDO_COLUMNS
+    jobs = [job for attack in target.columns.values() if attack not in PSEUDO_COLUMNS
             for job in catalog.column_jobs(attack)]
-    for row in target.get("rows", []):
-        if catalog.is_external(row["run"]):
+    for row in target.rows:
+        if catalog.is_external(row.run):
             continue
-        cell = next((o for o in (measure(catalog, row["run"], job) for job in jobs) if o.value is not None), None)
+        cell = next((o for o in (measure(catalog, row.run, job) for job in jobs) if o.value is not None), None)
         mech = cell.mechanism if cell else None
         if mech and mech.get("epoch") is not None and any(e is not None and e < mech["epoch"] for e in cell.selected):
-            out[row["key"]] = (cell.selected, mech)
+            out[row.key] = (cell.selected, mech)
     return out
 
 
@@ -561,17 +561,17 @@ def figure_labels(catalog: Catalog, name: str, early: dict | None = None) -> dic
     early = early_rows(catalog, name) if early is None else early
     rows = row_labels(catalog, name)
     out = {}
-    for row in catalog.targets[name]["rows"]:
-        if row.get("series") and not row.get("label"):  # a line of a budget sweep, named by its series
-            label = row["series"] + ran.here_clause(catalog, name, row, row["series"])
-        elif not row.get("label") and "x" in row and rows[row["key"]].startswith(row["key"]):
-            studied = list(ran.studied_settings(catalog, name).get(row["key"]) or {})
-            what = ran.setting_name(catalog, row["run"], studied[0]) if len(studied) == 1 else "x"
-            label = f"{what} = {row['x']:g}"
+    for row in catalog.targets[name].rows:
+        if row.series and not row.label:  # a line of a budget sweep, named by its series
+            label = row.series + ran.here_clause(catalog, name, row, row.series)
+        elif not row.label and row.x is not None and rows[row.key].startswith(row.key):
+            studied = list(ran.studied_settings(catalog, name).get(row.key) or {})
+            what = ran.setting_name(catalog, row.run, studied[0]) if len(studied) == 1 else "x"
+            label = f"{what} = {row.x:g}"
             label += ran.here_clause(catalog, name, row, label)
         else:
-            label = rows[row["key"]]
-        out[row["key"]] = label + (f" {EARLY}" if row["key"] in early else "")
+            label = rows[row.key]
+        out[row.key] = label + (f" {EARLY}" if row.key in early else "")
     return out
 
 
@@ -586,7 +586,7 @@ def figure_notes(catalog: Catalog, name: str) -> list[str]:
 
 def _columns_note(catalog: Catalog, table: Table) -> list[str]:
     out = []
-    first_run = catalog.targets[table.name]["rows"][0]["run"]
+    first_run = catalog.targets[table.name].rows[0].run
     for c in table.columns:
         out.append(f"- {c.label}: {_describe(catalog, c.attack, first_run)}")
         if c.attack == "train:minutes":
@@ -639,16 +639,16 @@ def degenerate_notes(catalog: Catalog, name: str) -> list[str]:
     highest and the lowest point; every row at 0% included)."""
     target = catalog.targets[name]
     notes, jobs = [], {}
-    for row in target["rows"]:
-        label = row.get("label") or row["key"]
-        jobs.setdefault(tuple(catalog.train_id[r] for r in catalog.row_runs(row["run"])), []).append(label)
+    for row in target.rows:
+        label = row.label or row.key
+        jobs.setdefault(tuple(catalog.train_id[r] for r in catalog.row_runs(row.run)), []).append(label)
     notes += [f"{' = '.join(labels)}: one training job at this scale" for labels in jobs.values() if len(labels) > 1]
-    for column, attack in (target.get("columns") or {}).items():
+    for column, attack in target.columns.items():
         if attack in PSEUDO_COLUMNS or _is_clean(catalog, attack) or _kind(catalog, attack) != "accuracy":
             continue
         for job in catalog.column_jobs(attack):
             cells = [measure(catalog, rows[0], job) for rows in
-                     ([row["run"] for row in target["rows"] if (row.get("label") or row["key"]) == labels[0]]
+                     ([row.run for row in target.rows if (row.label or row.key) == labels[0]]
                       for labels in jobs.values())]
             cells = [c for c in cells if c.value is not None and c.bits]
             if len(cells) < 2:
@@ -688,14 +688,14 @@ def ours_text(table: Table, proto: str, row: Row, c: Column, *, bold: str = "**{
     return text
 
 
-def paper_text(table: Table, member: dict, c: Column, pm: str = "±") -> str:
-    value = table.paper.get((member["key"], c.key))
+def paper_text(table: Table, member: TargetRow, c: Column, pm: str = "±") -> str:
+    value = table.paper.get((member.key, c.key))
     if value is None:
         return "—"
     return _num(value[0], 2) + (f"{pm}{_num(value[1], 2)}" if value[1] is not None else "")
 
 
-def _lines(table: Table, row: Row) -> list[tuple[str, str, list[str] | None, dict | None]]:
+def _lines(table: Table, row: Row) -> list[tuple[str, str, list[str] | None, TargetRow | None]]:
     """The lines of a row: (row label or '', line label, protocol, member): ours per protocol, then the paper's."""
     lines = []
     label = row.label + (f" {EARLY}" if before_mechanism(table, row) else "")
@@ -703,7 +703,7 @@ def _lines(table: Table, row: Row) -> list[tuple[str, str, list[str] | None, dic
         what = "ours" if len(table.protocols) == 1 else ("ours, strong" if proto == STRONG else f"ours, {proto}")
         lines.append((label if i == 0 else "", what, proto, None))
     for member in table.paper_rows(row):
-        what = "paper" if len(row.members) == 1 else f"paper ({member['label']})"
+        what = "paper" if len(row.members) == 1 else f"paper ({member.label})"
         lines.append(("", what, None, member))
     return lines
 
@@ -737,16 +737,16 @@ def render_csv(table: Table, catalog: Catalog) -> str:
                 if o.same_as_strong:
                     continue
                 attack = (c.attack if proto == STRONG
-                          else catalog.protocol_attack(table.name, c.attack, row.members[0]["run"]))
+                          else catalog.protocol_attack(table.name, c.attack, row.members[0].run))
                 cell = row_cell(table, row)
                 mech = (cell.mechanism or {}) if cell else {}
                 early = before_mechanism(table, row)
                 for member in row.members:
-                    paper = table.paper.get((member["key"], c.key), (None, None))
+                    paper = table.paper.get((member.key, c.key), (None, None))
                     p = table.pvalues.get((proto, row.key, c.key))
                     adjusted = table.adjusted.get((proto, row.key, c.key))
                     diff = None if o.value is None or paper[0] is None else o.value - paper[0]
-                    writer.writerow([table.name, member["key"], member["label"], c.key, c.label, proto, attack,
+                    writer.writerow([table.name, member.key, member.label, c.key, c.label, proto, attack,
                                      fmt(o.value), fmt(o.lo), fmt(o.hi), fmt(o.std), len(row.runs),
                                      o.examples or "", fmt(paper[0]), fmt(paper[1]), fmt(diff),
                                      "" if p is None else f"{p:.4g}",

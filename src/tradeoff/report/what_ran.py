@@ -15,6 +15,7 @@ import re
 from tradeoff.config import PSEUDO_COLUMNS, Catalog, parse_budget, split_budget
 from tradeoff.core.spec import AttackSpec
 from tradeoff.report.labels import budget_text, column_label
+from tradeoff.core.targets import Row, TargetSpec
 
 #: readers' names of the datasets and architectures that a scale maps to (the others are named by their id)
 DATASET_NAMES = {"digits": "8×8 digits", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "svhn": "SVHN",
@@ -26,8 +27,8 @@ ARCH_NAMES = {"small_cnn": "small CNN", "vit_tiny": "tiny ViT", "vit_tiny_adapte
               "vit_b16_adapter": "ViT-B/16 with adapters"}
 
 
-def _runs(catalog: Catalog, target: dict) -> list[str]:
-    return [r for row in target.get("rows", []) for r in catalog.row_runs(row["run"])]
+def _runs(catalog: Catalog, target: TargetSpec) -> list[str]:
+    return [r for row in target.rows for r in catalog.row_runs(row.run)]
 
 
 def _written_budget(catalog: Catalog, attack: str, run_id: str) -> str | None:
@@ -41,7 +42,7 @@ def _written_budget(catalog: Catalog, attack: str, run_id: str) -> str | None:
         return str(spec.eps)
     model = catalog.model_spec(run_id)
     dataset = model.paper_dataset or model.dataset
-    budget = (catalog.config["datasets"].get(dataset) or {}).get(str(spec.norm))
+    budget = catalog.standard_budget(dataset, str(spec.norm))
     return None if budget is None else str(budget)
 
 
@@ -65,7 +66,7 @@ def budget_phrase(catalog: Catalog, attack: str, run_ids: list[str]) -> str | No
     return "ε = " + " / ".join(parts) if parts else None
 
 
-def column_title(catalog: Catalog, target: dict, key: str, attack: str) -> str:
+def column_title(catalog: Catalog, target: TargetSpec, key: str, attack: str) -> str:
     """A column's header: its measurement and its budget (see budget_phrase)."""
     label = column_label(target, key)
     if "ε =" in label:  # a sweep's column label names the budget already: replace it by the full phrase
@@ -84,7 +85,7 @@ def tracking_attack(catalog: Catalog, run_ids: list[str]) -> str | None:
     """The attack (as the catalog names it) that a Generalist run's learner tracking (its ``learner_*`` curves)
     runs, or None."""
     for run in run_ids:
-        written = _written(catalog, run) or {}
+        written = catalog.written_run(run) or {}
         attack = ((written.get("method") or {}).get("track_learners") or {}).get("attack")
         if isinstance(attack, str):
             return attack
@@ -100,7 +101,7 @@ def ran_phrase(catalog: Catalog, name: str) -> str | None:
     every run is the paper's setting."""
     target = catalog.targets[name]
     runs = [r for r in _runs(catalog, target) if not catalog.is_external(r)]
-    own = (target.get("analysis") or {}).get("dataset")
+    own = target.analysis.params.get("dataset") if target.analysis else None
     if not runs and own:  # an analysis of its own dataset (CA-AT Figure 2): the dataset it reads at this scale
         ran = catalog.analysis_datasets(name)
         return None if ran == [own] else _names(ran, DATASET_NAMES) + " (at its own image size)"
@@ -111,7 +112,7 @@ def ran_phrase(catalog: Catalog, name: str) -> str | None:
             f"{_names((catalog.runs[r].arch for r in runs), ARCH_NAMES)}")
     first = runs[0]
     budgets = {round(float(catalog.attack_for(job, first).eps), 6)
-               for a in (target.get("columns") or {}).values() if budget_phrase(catalog, a, [first])
+               for a in target.columns.values() if budget_phrase(catalog, a, [first])
                for job in catalog.column_jobs(a)}
     if len(budgets) == 1:
         text += f", ε = {next(iter(budgets)):.3g}"
@@ -122,7 +123,7 @@ def title(catalog: Catalog, name: str) -> str:
     """A target's title: the catalog's (the paper's setting), what ran at a smaller scale, and the target it
     repeats at this scale, if any."""
     target = catalog.targets[name]
-    out = target.get("title", name)
+    out = target.title if target.title is not None else name
     ran = ran_phrase(catalog, name)
     if ran:
         out += f" — {catalog.scale} scale ran: {ran}"
@@ -144,9 +145,9 @@ def twin_note(catalog: Catalog, name: str) -> str | None:
     same = twin(catalog, name)
     if same is None:
         return None
-    own = catalog.targets[name].get("reference")
-    papers = ("; only the paper's numbers beside them are its own" if own and own != catalog.targets[same].get(
-        "reference") else "")
+    own = catalog.targets[name].reference
+    papers = ("; only the paper's numbers beside them are its own"
+              if own and own != catalog.targets[same].reference else "")
     return (f"at the {catalog.scale} scale every row of this target is the same training job as in {same}, under the "
             f"same evaluations: our numbers are {same}'s, not a second measurement{papers}")
 
@@ -162,13 +163,13 @@ def shared_job_notes(catalog: Catalog, name: str, labels: dict[str, str] | None 
         return catalog.runs[run].paper_dataset, catalog.runs[run].paper_arch
 
     shared = []
-    for row in catalog.targets[name].get("rows", []):
-        run = row["run"]
+    for row in catalog.targets[name].rows:
+        run = row.run
         if catalog.is_external(run):
             continue
         job = catalog.train_id[run]
         if job != run and setting(job) != setting(run):
-            shared.append(f"{(labels or {}).get(row['key']) or row.get('label') or row['key']} (`{job}`)")
+            shared.append(f"{(labels or {}).get(row.key) or row.label or row.key} (`{job}`)")
     if not shared:
         return []
     return [f"at this scale these rows are also the training jobs of other paper datasets or architectures (mapped "
@@ -185,7 +186,7 @@ SETTING_NAMES = {("generalist", "nt_lr"): "NT", ("generalist", "lr"): "AT", (Non
 def generated(catalog: Catalog) -> bool:
     """True where this scale's data are generated files (the rehearsal scale): its numbers measure nothing about the
     methods, so its tables show no bold, no dagger and no verdict."""
-    return bool((catalog.config.get("scale_map") or {}).get("generated_data"))
+    return catalog.generated_data
 
 
 def _numbers(spec: dict, catalog: Catalog | None = None) -> dict[str, float]:
@@ -203,26 +204,13 @@ def _numbers(spec: dict, catalog: Catalog | None = None) -> dict[str, float]:
         elif key == "attack" and isinstance(value, dict) and AttackSpec.from_dict(value).eps is not None:
             out["attack.eps"] = float(AttackSpec.from_dict(value).eps)
         elif key == "attack" and isinstance(value, str) and catalog is not None:
-            written = {**catalog.config.get("attacks", {}), **catalog.config.get("train_attacks", {})}.get(value, {})
-            attack = AttackSpec.from_dict({"type": None, **written})  # an unknown name: the standard L-inf budget
+            attack = AttackSpec.from_dict({"type": None, **catalog.written_attack(value)})  # unknown: the standard L-inf budget
             eps = attack.eps
             if eps is None:
-                eps = (catalog.config["datasets"].get(spec.get("dataset")) or {}).get(str(attack.norm))
+                eps = catalog.standard_budget(spec.get("dataset"), str(attack.norm))
             if eps is not None and not attack.sweep:
                 out["attack.eps"] = parse_budget(eps, f"{key}.eps")
     return out
-
-
-def _written(catalog: Catalog, run: str) -> dict | None:
-    """A run's settings as the catalog writes them (its preset under its own), before any scale maps them; None
-    for a run that is not written under ``runs:`` (an external model, a seed's copy)."""
-    from tradeoff.config.design import merge
-
-    raw = (catalog.config.get("runs") or {}).get(run)
-    if raw is None:
-        return None
-    preset = (catalog.config.get("train_presets") or {}).get(raw.get("preset") or "", {})
-    return merge(preset, {k: v for k, v in raw.items() if k != "preset"})
 
 
 def _fmt(value: float) -> str:
@@ -232,8 +220,8 @@ def _fmt(value: float) -> str:
 def studied_settings(catalog: Catalog, name: str) -> dict[str, dict[str, tuple[float, float]]]:
     """Per row key of a target: {setting: (as the catalog writes it, as this scale runs it)} for each setting that
     its rows study (written differently among them); empty when the rows study no such setting."""
-    rows = [row for row in catalog.targets[name].get("rows", []) if not catalog.is_external(row["run"])]
-    written = {row["key"]: _written(catalog, row["run"]) for row in rows}
+    rows = [row for row in catalog.targets[name].rows if not catalog.is_external(row.run)]
+    written = {row.key: catalog.written_run(row.run) for row in rows}
     if len(rows) < 2 or any(w is None for w in written.values()):
         return {}
     numbers = {key: _numbers(w, catalog) for key, w in written.items()}
@@ -242,8 +230,8 @@ def studied_settings(catalog: Catalog, name: str) -> dict[str, dict[str, tuple[f
     keys.sort(key=lambda k: k == "lr")  # the method's own settings first, the run's schedule last
     out = {}
     for row in rows:
-        ran = _numbers(catalog.runs[row["run"]].as_dict())
-        out[row["key"]] = {k: (numbers[row["key"]][k], ran[k]) for k in keys if k in ran}
+        ran = _numbers(catalog.runs[row.run].as_dict())
+        out[row.key] = {k: (numbers[row.key][k], ran[k]) for k in keys if k in ran}
     return out
 
 
@@ -256,16 +244,16 @@ def setting_name(catalog: Catalog, run: str, key: str) -> str:
     return SETTING_NAMES.get((method, key)) or SETTING_NAMES.get((None, key), key)
 
 
-def here_clause(catalog: Catalog, name: str, row: dict, label: str | None = None) -> str:
+def here_clause(catalog: Catalog, name: str, row: Row, label: str | None = None) -> str:
     """" — here NT 0.1, AT 0.1" for a row whose studied settings (studied_settings) this scale runs otherwise than
     its label (the paper's setting) says; where the label does not give the paper's values (``label``: "Baseline
     (SGD)"), both: " — lr 0.01, here 0.1". "" when they ran as written."""
-    settings = studied_settings(catalog, name).get(row["key"]) or {}
+    settings = studied_settings(catalog, name).get(row.key) or {}
     if not any(_differs(w, r) for w, r in settings.values()):
         return ""
-    names = {k: setting_name(catalog, row["run"], k) for k in settings}
+    names = {k: setting_name(catalog, row.run, k) for k in settings}
     here = ", ".join(f"{names[k]} {_fmt(r)}" for k, (_, r) in settings.items())
-    text = label if label is not None else (row.get("label") or "")
+    text = label if label is not None else (row.label or "")
     written = {k: _written_value(k, w) for k, (w, _) in settings.items()}
     if all(re.search(rf"(?<![\d./]){re.escape(v)}(?![\d./])", text) for v in written.values()):
         return f" — here {here}"
@@ -288,18 +276,18 @@ def ratio_note(catalog: Catalog, name: str, labels: dict[str, str] | None = None
         return None
     a, b = rates[:2]
     changed = []
-    for row in catalog.targets[name]["rows"]:
-        settings = studied.get(row["key"])
+    for row in catalog.targets[name].rows:
+        settings = studied.get(row.key)
         if not settings or a not in settings or b not in settings or not settings[b][0] or not settings[b][1]:
             continue
         paper, here = settings[a][0] / settings[b][0], settings[a][1] / settings[b][1]
         if _differs(paper, here):
-            label = ((labels or {}).get(row["key"]) or row.get("label") or row["key"]).split(" — here ")[0]
+            label = ((labels or {}).get(row.key) or row.label or row.key).split(" — here ")[0]
             changed.append(f"{label}: "
                            f"{_ratio(paper)} → {_ratio(here)}")
     if not changed:
         return None
-    run = catalog.targets[name]["rows"][0]["run"]
+    run = catalog.targets[name].rows[0].run
     return (f"the rows study the ratio of the {setting_name(catalog, run, a)} to the {setting_name(catalog, run, b)} "
             f"learning rate, which the {catalog.scale} scale does not keep: " + "; ".join(changed))
 

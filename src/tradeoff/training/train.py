@@ -256,9 +256,9 @@ def train_run(catalog, run_id: str) -> RunPaths:
         raise ConfigError(f"run {run_id!r} has the same settings as {catalog.train_id[run_id]!r} and is "
                           f"trained as that run; train {catalog.train_id[run_id]!r}")
     catalog.pretrained_checkpoint(run_id, must_exist=True)
-    runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
+    runtime = Runtime.from_config(catalog.runtime_settings, catalog.scale)
     return train(run_id, catalog.runs[run_id], results=catalog.results, data_root=catalog.data_root,
-                 runtime=runtime, eval_batch_size=catalog.runtime.eval_batch_size)
+                 runtime=runtime, eval_batch_size=catalog.runtime_settings.eval_batch_size)
 
 
 @_one_trainer_per_run

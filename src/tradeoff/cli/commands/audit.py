@@ -31,7 +31,7 @@ def add_parser(sub) -> None:
 def run(args, catalog: cfg.Catalog) -> int:
     """`audit --run R` or `audit --checkpoint FILE --arch A --dataset D`: the audit's checks of a model (tradeoff.audit)
     and its page, results/<scale>/audit/<model>.{md,html,json,png,pdf}."""
-    if catalog.config.get("audit") is None:
+    if catalog.audit is None:
         raise cfg.ConfigError("audit: the configuration has no `audit:` section (config/config.yaml's sets it)")
     if sum(v is not None for v in (args.run, args.checkpoint, args.model)) != 1:
         raise cfg.ConfigError("audit: give --run R (a run or an external model of the catalog), --checkpoint FILE "
@@ -45,7 +45,7 @@ def run(args, catalog: cfg.Catalog) -> int:
         if given:
             raise cfg.ConfigError(f"audit --run: {', '.join(given)} go with --checkpoint")
         model_id = model_of(catalog, args.run)
-    runtime = Runtime.from_config(catalog.config["runtime"], catalog.scale)
+    runtime = Runtime.from_config(catalog.runtime_settings, catalog.scale)
     record, paths = audit(catalog, model_id, device=runtime.device.type, seed=args.seed, surrogate=args.surrogate)
     for check in record["checks"]:
         print(f"{model_id} / {check['name']}: {check['verdict']}: {check['summary']}"

@@ -28,12 +28,13 @@ def add_parser(sub) -> None:
 
 def run(args, catalog: cfg.Catalog) -> int:
     run_id = known_run(catalog, args.run)
-    settings = {**catalog.config["runtime"], "channels_last": args.channels_last}
+    changes = {"channels_last": args.channels_last}
     if args.precision:
-        settings["precision"] = args.precision
+        changes["precision"] = args.precision
     if args.device:
-        settings["device"] = args.device
-    result = bench_train(run_id, catalog.runs[run_id], runtime=Runtime.from_config(settings),
+        changes["device"] = args.device
+    runtime = Runtime.from_config(catalog.with_runtime(**changes).runtime_settings)
+    result = bench_train(run_id, catalog.runs[run_id], runtime=runtime,
                          batch_size=args.batch_size, steps=args.steps, warmup=args.warmup, compile_model=args.compile)
     path = write_bench(result, catalog.layout.bench)
     peak = f", {result['fraction_of_peak']:.1%} of peak" if result["fraction_of_peak"] else ""

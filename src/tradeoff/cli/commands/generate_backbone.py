@@ -14,10 +14,10 @@ def add_parser(sub) -> None:
 
 
 def run(args, catalog: cfg.Catalog) -> int:
-    if not catalog.config["scale_map"].get("generated_data"):
+    if not catalog.generated_data:
         raise cfg.ConfigError(f"generate-backbone: scale {catalog.scale!r} reads real backbones only; generated "
                               "ones are for a scale with scale_map.generated_data (config/rehearsal.yaml)")
-    target = (catalog.config.get("pretrained") or {}).get(args.arch)
+    target = catalog.pretrained_file(args.arch)
     if not target:
         raise cfg.ConfigError(f"pretrained.{args.arch}: not set, so there is nowhere to write its generated backbone")
     print(f"{args.arch}: generated backbone (random weights) in {adapters.write_backbone(args.arch, target)}")

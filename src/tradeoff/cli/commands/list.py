@@ -18,7 +18,7 @@ def run(args, catalog: cfg.Catalog) -> int:
             print(f"{rid}: {spec.method.name} {spec.dataset} {spec.arch} seed {spec.seed}{shared}")
     elif args.what == "targets":
         for name, target in catalog.targets.items():
-            print(f"{name} ({target['kind']}): {target.get('title', ', '.join(target.get('targets', [])))}")
+            print(f"{name} ({target.kind}): {target.title if target.title is not None else ', '.join(target.targets)}")
     elif args.what == "externals":
         for eid, spec in catalog.externals.items():
             print(f"{eid}: external {spec.arch} {spec.dataset} {spec.checkpoint} ({spec.format} layout)")
