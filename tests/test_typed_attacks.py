@@ -34,7 +34,7 @@ def _is_source(node: ast.AST) -> bool:
     if isinstance(node, ast.Dict):  # {**spec, ...}
         return any(k is None and _is_source(v) for k, v in zip(node.keys, node.values))
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-        if node.func.attr in ("attack_for", "as_dict"):
+        if node.func.attr in ("attack_for", "as_dict") and not _is_method(node.func.value):
             return True
         if node.func.attr in ("get", "values", "items") and _holds_attacks(node.func.value):
             return True
@@ -49,9 +49,10 @@ def _is_source(node: ast.AST) -> bool:
 
 
 def _is_method(node: ast.AST) -> bool:
-    """``spec.method.params``: a method's parameters, not an attack's."""
-    return isinstance(node, ast.Attribute) and node.attr == "method" or \
-        isinstance(node, ast.Name) and node.id == "method"
+    """``spec.method.params`` (a method's parameters) or ``target.analysis.params`` (an analysis's, typed by
+    tradeoff.core.targets.Analysis): not an attack's."""
+    return isinstance(node, ast.Attribute) and node.attr in ("method", "analysis") or \
+        isinstance(node, ast.Name) and node.id in ("method", "analysis")
 
 
 def _holds_attacks(node: ast.AST) -> bool:

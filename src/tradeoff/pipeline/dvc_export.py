@@ -350,9 +350,9 @@ def uses(catalog: Catalog, kind: str, key: str) -> frozenset:
     if kind in ("train", "finetune"):
         return frozenset({("method", catalog.runs[key].method.name)})
     if kind == "figure":
-        return frozenset({("figure", catalog.targets[key]["plot"])})
+        return frozenset({("figure", catalog.targets[key].plot)})
     if kind == "analyze":
-        return frozenset({("analysis", catalog.targets[key]["analysis"]["name"])})
+        return frozenset({("analysis", catalog.targets[key].analysis.name)})
     return frozenset()
 
 
