@@ -48,7 +48,7 @@ def _cli(work: Path, configs: list[str], monkeypatch, *args: str) -> int:
 
 def _model(arch: str, seed: int, channels: int = 1, size: int = 8, classes: int = 10):
     torch.manual_seed(seed)
-    model = models.build_architecture(arch, classes, in_channels=channels, image_size=size)
+    model = models.create_model(arch, classes, in_channels=channels, image_size=size)
     with torch.no_grad():  # BatchNorm statistics that are not the initial ones, so that they must be loaded
         for module in model.modules():
             if isinstance(module, torch.nn.BatchNorm2d):

@@ -1,7 +1,7 @@
 """Models this pipeline did not train: a checkpoint file of a registered architecture, loaded weights-only into it.
 
 An external model (the config's ``external:`` section, or ``tradeoff evaluate --checkpoint FILE --arch A --dataset
-D``) is evaluated exactly as a trained run's model.pt is: rebuilt bare (``tradeoff.models.build_architecture``, every
+D``) is evaluated exactly as a trained run's model.pt is: rebuilt bare (``tradeoff.models.create_model``, every
 BatchNorm with running statistics), its state loaded strictly, in eval mode and fp32, on [0, 1] images. What it
 measured is the file's SHA-256, which its metrics record and a report checks.
 
@@ -164,7 +164,7 @@ def load_external(path: str | Path, spec: ExternalSpec, device: torch.device | s
                               "file, or a changed one): refused")
     raw = _tensors(checkpoint.load(path), path)
     shape, num_classes = DATASETS[spec.dataset].image_shape, DATASETS[spec.dataset].num_classes
-    model = models.build_architecture(arch, num_classes, in_channels=shape[0], image_size=shape[1])
+    model = models.create_model(arch, num_classes, in_channels=shape[0], image_size=shape[1])
     expected = model.state_dict()
     accepted = zoo.layouts(arch)
     if fmt != "auto" and fmt not in accepted:

@@ -29,8 +29,8 @@ def load_model(path: str | Path, device: torch.device | str = "cpu") -> tuple[nn
         # the run's settings as model.pt records them (RunSpec.as_dict(): JSON), read as the record they are: a file
         # of an older trainer, or one whose settings have since gained a field, still loads
         spec = meta["spec"]
-        model = models.build_architecture(spec["arch"], meta["num_classes"], in_channels=meta["in_channels"],
-                                          image_size=meta["image_size"], bn_running_stats=spec["bn_running_stats"])
+        model = models.create_model(spec["arch"], meta["num_classes"], in_channels=meta["in_channels"],
+                                    image_size=meta["image_size"], bn_running_stats=spec["bn_running_stats"])
     except (TypeError, ValueError, KeyError) as exc:
         raise checkpoint.CheckpointError(f"{path}: its metadata ('meta') is not that of a model written by "
                                          f"`tradeoff train` ({type(exc).__name__}: {exc})") from None

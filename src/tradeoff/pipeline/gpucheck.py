@@ -164,8 +164,8 @@ def one_step(spec: RunSpec, runtime: Runtime, *, batch: int = 16, seed: int = 0,
     """One training step of a run's method from seeded weights on a seeded synthetic batch: its loss and the change
     of every weight (flat, float64, on the CPU)."""
     c, h, _, k = SHAPES[spec.dataset]
-    build = build or (lambda: models.build_architecture(spec.arch, k, in_channels=c, image_size=h,
-                                                        bn_running_stats=spec.bn_running_stats))
+    build = build or (lambda: models.create_model(spec.arch, k, in_channels=c, image_size=h,
+                                                  bn_running_stats=spec.bn_running_stats))
     torch.manual_seed(seed)
     method = METHODS[spec.method.name](spec, build, runtime)
     method.set_epoch(1.0)
@@ -328,7 +328,7 @@ def run_bench_eval(catalog, device: torch.device, *, images: int, run: str = BEN
         model, _ = load_model(checkpoint, device.type)
         kind = f"trained model {checkpoint}"
     else:
-        model = models.build_architecture(spec.arch, k, in_channels=c, image_size=h).to(device)
+        model = models.create_model(spec.arch, k, in_channels=c, image_size=h).to(device)
         kind = "random weights (worst case: nothing is broken, every attack runs on every image)"
     model.eval()
     x, _ = synthetic_batch(spec.dataset, images, device, seed=7)
