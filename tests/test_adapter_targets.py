@@ -30,7 +30,7 @@ from tradeoff.models import create_model
 from tradeoff.models.adapters import TINY_VIT, AdaptedTransformer, PretrainedError, _vision_transformer, vit_tiny
 from tradeoff.training.train import model_factory, train
 from tradeoff.data import load_run_data
-from tradeoff.evaluation.trained import load_model
+from tradeoff.evaluation.load import RunModel, load_model
 
 ROOT = cfg.ROOT
 PAPER = [ROOT / "config" / "config.yaml"]
@@ -280,7 +280,7 @@ def test_model_pt_loads_without_the_pretrained_file_and_strictly(smoke_with_chec
     spec = catalog.runs[run]
     paths = train(run, spec, results=catalog.results, data_root=catalog.data_root, runtime=CPU, progress=False)
     x = load_run_data(spec, catalog.data_root).x_test[:50]
-    model, meta = load_model(paths.model)
+    model, meta = load_model(RunModel(paths.model))
     with torch.no_grad():
         logits = model(x)
     # the same state in a model built from the pretrained file: the same function
@@ -291,7 +291,7 @@ def test_model_pt_loads_without_the_pretrained_file_and_strictly(smoke_with_chec
         assert torch.equal(rebuilt.eval()(x), logits)
     # without the pretrained file, model.pt alone: identical logits, the backbone the checkpoint's
     os.remove(ckpt)
-    again, _ = load_model(paths.model)
+    again, _ = load_model(RunModel(paths.model))
     with torch.no_grad():
         assert torch.equal(again(x), logits)
     loaded = backbone_of(again)
@@ -303,7 +303,7 @@ def test_model_pt_loads_without_the_pretrained_file_and_strictly(smoke_with_chec
     torch.save({**torch.load(paths.model, weights_only=True), "model": state}, broken)
     with pytest.raises(RuntimeError, match=re.escape("its weights do not fit its architecture 'vit_tiny_adapter': "
                                                       "missing ['net.encoder.layers.encoder_layer_0.mlp.0.weight']")):
-        load_model(broken)
+        load_model(RunModel(broken))
 
 
 def test_the_pretraining_runs_model_pt_is_a_backbone_checkpoint(tmp_path):

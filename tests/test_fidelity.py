@@ -22,7 +22,7 @@ from tradeoff.models import create_model
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import Schedule
 from tradeoff.training.train import train
-from tradeoff.evaluation.trained import load_model
+from tradeoff.evaluation.load import RunModel, load_model
 
 PAPER = [cfg.ROOT / "config" / "config.yaml"]
 DEMO = PAPER + [cfg.ROOT / "config" / "demo.yaml"]
@@ -335,7 +335,7 @@ def _smoke_spec(run=NT, **selection):
 def _train(spec, data_root, results, run_id="sel"):
     paths = train(run_id, spec, results=results, data_root=data_root, runtime=Runtime(torch.device("cpu")),
                   progress=False)
-    return read_curves(paths.curves), load_model(paths.model)[1]["selected_epoch"]
+    return read_curves(paths.curves), load_model(RunModel(paths.model))[1]["selected_epoch"]
 
 
 def test_generalist_code_min_clean_floor(tmp_path):

@@ -1,4 +1,5 @@
-"""Loading a trained run: its selected model, rebuilt from model.pt alone, in eval mode and fp32."""
+"""Reading a trained run's model: its selected model, rebuilt from model.pt alone, in eval mode and fp32 (callers load
+it through tradeoff.evaluation.load.load_model)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tradeoff.storage import checkpoint
 from tradeoff import models
 
 
-def load_model(path: str | Path, device: torch.device | str = "cpu") -> tuple[nn.Module, dict]:
+def load(path: str | Path, device: torch.device | str = "cpu") -> tuple[nn.Module, dict]:
     """A trained run's selected model, in eval mode and fp32, with its metadata.
 
     model.pt holds every tensor of the model, so the architecture is rebuilt bare and the state loaded strictly: an

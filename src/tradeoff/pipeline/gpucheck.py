@@ -318,14 +318,15 @@ def run_bench_eval(catalog, device: torch.device, *, images: int, run: str = BEN
     on a tenth of the images, then on all of them, so that a section stopped by its budget keeps a measurement (of
     the images it timed: ``images`` in each row)."""
     from tradeoff.evaluation.evaluate import run_attack
-    from tradeoff.evaluation.trained import load_model
+    from tradeoff.evaluation.load import catalog_source, load_model
 
     spec = catalog.runs[run]
     c, h, _, k = SHAPES[spec.dataset]
-    checkpoint = catalog.layout.model(catalog.train_id[run])
+    source = catalog_source(catalog, run)
+    checkpoint = source.path
     torch.manual_seed(0)
     if checkpoint.exists():
-        model, _ = load_model(checkpoint, device.type)
+        model, _ = load_model(source, device.type)
         kind = f"trained model {checkpoint}"
     else:
         model = models.create_model(spec.arch, k, in_channels=c, image_size=h).to(device)
@@ -450,7 +451,7 @@ def bf16_against_fp32(catalog, device: torch.device, *, run: str = PRECISION_RUN
     from tradeoff.report.stats import mcnemar
     from tradeoff.storage.layout import bits
     from tradeoff.training.train import train
-    from tradeoff.evaluation.trained import load_model
+    from tradeoff.evaluation.load import RunModel, load_model
 
     spec = catalog.runs[run]
     channels_last = catalog.runtime.channels_last
@@ -465,7 +466,7 @@ def bf16_against_fp32(catalog, device: torch.device, *, run: str = PRECISION_RUN
         paths = train(f"{run}-{precision}", spec, results=catalog.layout.gpu_check_work / precision,
                       data_root=catalog.data_root, progress=False, eval_batch_size=batch,
                       runtime=Runtime(device, bf16=precision == "bf16", channels_last=channels_last))
-        model, _ = load_model(paths.model, device.type)
+        model, _ = load_model(RunModel(paths.model), device.type)
         out[f"{precision}_train_seconds"] = time.perf_counter() - t0
         outcomes[precision] = {}
         for name in attacks:
