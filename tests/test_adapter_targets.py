@@ -26,11 +26,11 @@ from tradeoff import config as cfg
 from tradeoff.cli import main as cli_main
 from tradeoff.methods import METHODS
 from tradeoff.methods.caat import project_gradient
-from tradeoff.models import build_architecture, build_model
+from tradeoff.models import create_model
 from tradeoff.models.adapters import TINY_VIT, AdaptedTransformer, PretrainedError, _vision_transformer, vit_tiny
 from tradeoff.training.train import model_factory, train
 from tradeoff.data import load_run_data
-from tradeoff.evaluation.trained import load_model
+from tradeoff.evaluation.load import RunModel, load_model
 
 ROOT = cfg.ROOT
 PAPER = [ROOT / "config" / "config.yaml"]
@@ -201,7 +201,7 @@ def adapter_method(name: str, ckpt, **params):
         arch="vit_tiny_adapter")
 
     def build():
-        return build_model("vit_tiny_adapter", 10, in_channels=1, image_size=8, pretrained=str(ckpt))
+        return create_model("vit_tiny_adapter", 10, in_channels=1, image_size=8, pretrained=str(ckpt))
 
     torch.manual_seed(0)
     return METHODS[name](spec, build, CPU)
@@ -280,18 +280,18 @@ def test_model_pt_loads_without_the_pretrained_file_and_strictly(smoke_with_chec
     spec = catalog.runs[run]
     paths = train(run, spec, results=catalog.results, data_root=catalog.data_root, runtime=CPU, progress=False)
     x = load_run_data(spec, catalog.data_root).x_test[:50]
-    model, meta = load_model(paths.model)
+    model, meta = load_model(RunModel(paths.model))
     with torch.no_grad():
         logits = model(x)
     # the same state in a model built from the pretrained file: the same function
     state = torch.load(paths.model, weights_only=True)["model"]
-    rebuilt = build_model("vit_tiny_adapter", 10, in_channels=1, image_size=8, pretrained=str(ckpt))
+    rebuilt = create_model("vit_tiny_adapter", 10, in_channels=1, image_size=8, pretrained=str(ckpt))
     rebuilt.load_state_dict(state)
     with torch.no_grad():
         assert torch.equal(rebuilt.eval()(x), logits)
     # without the pretrained file, model.pt alone: identical logits, the backbone the checkpoint's
     os.remove(ckpt)
-    again, _ = load_model(paths.model)
+    again, _ = load_model(RunModel(paths.model))
     with torch.no_grad():
         assert torch.equal(again(x), logits)
     loaded = backbone_of(again)
@@ -303,7 +303,7 @@ def test_model_pt_loads_without_the_pretrained_file_and_strictly(smoke_with_chec
     torch.save({**torch.load(paths.model, weights_only=True), "model": state}, broken)
     with pytest.raises(RuntimeError, match=re.escape("its weights do not fit its architecture 'vit_tiny_adapter': "
                                                       "missing ['net.encoder.layers.encoder_layer_0.mlp.0.weight']")):
-        load_model(broken)
+        load_model(RunModel(broken))
 
 
 def test_the_pretraining_runs_model_pt_is_a_backbone_checkpoint(tmp_path):
@@ -316,7 +316,7 @@ def test_the_pretraining_runs_model_pt_is_a_backbone_checkpoint(tmp_path):
             p.add_(torch.randn_like(p) * 0.1)
     path = tmp_path / "model.pt"
     torch.save({"model": source.state_dict(), "learners": {}, "learner_snapshots": {}, "meta": "{}"}, path)
-    adapted = build_model("vit_tiny_adapter", 10, in_channels=1, image_size=8, pretrained=str(path))
+    adapted = create_model("vit_tiny_adapter", 10, in_channels=1, image_size=8, pretrained=str(path))
     own = source.net.state_dict()
     assert all(torch.equal(v, own[k]) for k, v in backbone_of(adapted).items())
     assert adapted.head.weight.abs().sum() == 0  # torchvision's zero-initialised head, not the checkpoint's
@@ -326,7 +326,7 @@ def test_the_pretraining_runs_model_pt_is_a_backbone_checkpoint(tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(adapted(x), source(x))
     # the bare architecture (for loading a saved state) builds without any file and with random weights
-    bare = build_architecture("vit_tiny_adapter", 10, in_channels=1, image_size=8)
+    bare = create_model("vit_tiny_adapter", 10, in_channels=1, image_size=8)
     assert not all(torch.equal(v, own[k]) for k, v in backbone_of(bare).items())
 
 
@@ -343,7 +343,7 @@ def test_a_backbone_carrying_pickled_code_is_refused_in_one_line_naming_the_file
     evil = tmp_path / "backbone.pth"
     torch.save({"state_dict": {"w": torch.zeros(2)}, "args": Payload()}, evil)
     with pytest.raises(PretrainedError) as info:
-        build_model("vit_tiny_adapter", 10, in_channels=1, image_size=8, pretrained=str(evil))
+        create_model("vit_tiny_adapter", 10, in_channels=1, image_size=8, pretrained=str(evil))
     assert str(info.value) == (f"cannot load checkpoint {evil}: it carries pickled Python objects (posix.system), not "
                                "only tensors: refused, nothing in it was run (a checkpoint of this pipeline holds "
                                "tensors and plain containers only)")

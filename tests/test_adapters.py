@@ -8,12 +8,14 @@ also checked once against timm 0.6.13 and 1.0.31 themselves: identical logits fo
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
 from torch import nn
 
-from tradeoff.models import MODELS, PRETRAINED_MODELS, build_model, model_names
+from tradeoff.models import MODELS, PRETRAINED_MODELS, create_model, model_names
+from tradeoff.training.train import model_factory
 from tradeoff.models.adapters import (
     _ARCHITECTURES,
     AdaptedTransformer,
@@ -259,7 +261,7 @@ def test_registry_names_and_pretrained_keyword():
                                        "vit_tiny_adapter"]
     assert model_names() == [*MODELS, *PRETRAINED_MODELS]
     with pytest.raises(ValueError, match="takes no pretrained checkpoint"):
-        build_model("resnet18", 10, pretrained="x.pth")
+        create_model("resnet18", 10, pretrained="x.pth")
 
 
 @pytest.mark.parametrize(("name", "expected_file"), [
@@ -268,14 +270,19 @@ def test_registry_names_and_pretrained_keyword():
     ("vit_b16_adapter", "ARES_ViT_base_patch16_224_AT.pth"),
 ])
 def test_missing_checkpoint_names_the_config_key_and_the_file(name, expected_file, tmp_path):
-    for pretrained in (None, ""):
+    # training's builder (no checkpoint configured: the spec's backbone_file None or empty), and create_model given
+    # an empty path; create_model without ``pretrained`` builds the bare network a saved state is loaded into
+    spec = SimpleNamespace(arch=name, bn_running_stats=True)
+    data = SimpleNamespace(x_train=torch.zeros(1, 3, 224, 224), num_classes=10)
+    builds = [model_factory(SimpleNamespace(**vars(spec), backbone_file=file), data) for file in (None, "")]
+    for build in [*builds, lambda: create_model(name, 10, image_size=224, pretrained="")]:
         with pytest.raises(PretrainedError, match=re.escape(f"set `pretrained.{name}` in the config")) as info:
-            build_model(name, 10, image_size=224, pretrained=pretrained)
+            build()
         assert expected_file in str(info.value) and "never starts from random weights" in str(info.value)
     with pytest.raises(PretrainedError, match=re.escape(f"`pretrained.{name}` is '{tmp_path / 'nope.pth'}'")):
-        build_model(name, 10, pretrained=str(tmp_path / "nope.pth"))
+        create_model(name, 10, pretrained=str(tmp_path / "nope.pth"))
     with pytest.raises(ValueError, match="RGB"):
-        build_model(name, 10, in_channels=1, pretrained=str(tmp_path / "nope.pth"))
+        create_model(name, 10, in_channels=1, pretrained=str(tmp_path / "nope.pth"))
 
 
 def adapter_params(dim: int) -> int:
@@ -293,7 +300,7 @@ def test_registered_architectures_from_a_checkpoint(name, blocks, trainable_para
     source = (swin_adapter if spec.family == "swin" else vit_adapter)(10, **spec.config)
     path = tmp_path / f"{name}.pth"
     torch.save(timm_checkpoint(source), path)
-    model = build_model(name, 10, in_channels=3, image_size=32, pretrained=str(path))
+    model = create_model(name, 10, in_channels=3, image_size=32, pretrained=str(path))
     assert isinstance(model, AdaptedTransformer) and len(model.adapters()) == blocks
     assert sum(p.numel() for p in model.parameters() if p.requires_grad) == trainable_params
     assert all(torch.equal(v, backbone(source)[k]) for k, v in backbone(model).items())

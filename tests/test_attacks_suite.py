@@ -282,10 +282,10 @@ def test_autoattack_components_run_on_a_channels_last_model_of_colour_images(kin
     evaluation); 1-channel digits never showed it."""
     from tradeoff.attacks.autoattack import run_component
     from tradeoff.evaluation.evaluate import channels_last
-    from tradeoff.models import build_model
+    from tradeoff.models import create_model
 
     torch.manual_seed(0)
-    model = build_model("small_cnn", 10, in_channels=3, image_size=8).eval()
+    model = create_model("small_cnn", 10, in_channels=3, image_size=8).eval()
     x, y = torch.rand(6, 3, 8, 8), torch.arange(6)
     model, x = channels_last(model, x)
     adv = run_component(kind, model, x, y, eps=8 / 255, norm="linf", seed=0, steps=2, queries=2, target_classes=2)

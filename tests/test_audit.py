@@ -518,7 +518,7 @@ def test_audit_of_a_checkpoint_writes_its_page_and_the_summary_lists_its_failure
     work, configs = _workflow(tmp_path)
     monkeypatch.chdir(work)
     torch.manual_seed(0)
-    model = models.build_architecture("small_cnn", 10, in_channels=1, image_size=8)
+    model = models.create_model("small_cnn", 10, in_channels=1, image_size=8)
     state = model.state_dict()
     last = [k for k in state if k.endswith(".weight")][-1]
     state[last] *= 1e4
@@ -622,7 +622,7 @@ def test_a_plain_demo_scale_model_passes_masking():
 
     ds = data.load("digits", data_root())
     torch.manual_seed(0)
-    model = models.build_architecture("small_cnn", 10, in_channels=1, image_size=8)
+    model = models.create_model("small_cnn", 10, in_channels=1, image_size=8)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     model.train()
     for epoch in range(4):

@@ -67,7 +67,7 @@ def test_input_only_pgd_step_is_cheaper_than_with_weight_gradients():
     from tradeoff.pipeline.bench import count_flops, synthetic_batch
 
     torch.manual_seed(0)
-    model = models.build_architecture("small_cnn", 10, in_channels=1, image_size=8).eval()
+    model = models.create_model("small_cnn", 10, in_channels=1, image_size=8).eval()
     x, y = synthetic_batch("digits", 16, torch.device("cpu"))
     pgd = attacks.build("pgd", model, eps=0.1, steps=1, step_size=0.1, random_start=False)
     with count_flops() as attack:

@@ -84,7 +84,7 @@ def _method_cases(catalogs, cap):
 
 def _counted_step(spec: RunSpec) -> float:
     def build():
-        return models.build_architecture(spec.arch, 10, in_channels=1, image_size=8)
+        return models.create_model(spec.arch, 10, in_channels=1, image_size=8)
 
     torch.manual_seed(0)
     method = METHODS[spec.method.name](spec, build, Runtime(CPU))
@@ -139,7 +139,7 @@ def _check_attacks(catalogs, units, cap):
                     key = {k: v for k, v in spec.items() if k not in ("eps", "step_size", "seed")}
                     seen.setdefault(json.dumps(key, sort_keys=True, default=str), (name, spec))
     torch.manual_seed(0)
-    model = models.build_architecture("small_cnn", 10, in_channels=1, image_size=8).eval()
+    model = models.create_model("small_cnn", 10, in_channels=1, image_size=8).eval()
     x, _ = synthetic_batch("digits", 4, CPU)
     with torch.no_grad():
         y = model(x).argmax(1)

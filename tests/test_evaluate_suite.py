@@ -17,6 +17,7 @@ import torch
 from helpers import ROOT, env
 from tradeoff import config as cfg
 from tradeoff.evaluation.evaluate import AttackJob, Evaluation, Shard, evaluate, merge_shards
+from tradeoff.evaluation.load import RunModel
 from tradeoff.core.runtime import Runtime
 from tradeoff.storage.provenance import read_sidecar
 from tradeoff.training.train import train
@@ -48,7 +49,7 @@ def _evaluate(models, run, attack, *, spec=None, batch_size=360, examples=None, 
         warnings.simplefilter("ignore")
         files = {k: kwargs.pop(k) for k in ("metrics_out", "predictions_out", "state_path") if k in kwargs}
         shard = Shard(*kwargs.pop("shard"), out=kwargs.pop("shard_out", None)) if "shard" in kwargs else None
-        [result] = evaluate(Evaluation(results / "checkpoints" / run / "model.pt", catalog.data_root,
+        [result] = evaluate(Evaluation(RunModel(results / "checkpoints" / run / "model.pt"), catalog.data_root,
                                        (AttackJob(attack, spec, **files),), device="cpu", batch_size=batch_size,
                                        seed=0, test_examples=examples, shard=shard, **kwargs))
         return result

@@ -27,7 +27,8 @@ from tradeoff import data, models
 from tradeoff.models import zoo_names as zoo
 from tradeoff.storage.atomic import sha256_file
 from tradeoff.storage.checkpoint import CheckpointError
-from tradeoff.evaluation.external import Normalized, load_external
+from tradeoff.evaluation.external import Normalized
+from tradeoff.evaluation.load import ExternalCheckpoint, load_model
 from tradeoff.core.spec import ExternalSpec
 
 SMOKE = ("config/config.yaml", "config/smoke.yaml")
@@ -48,7 +49,7 @@ def _cli(work: Path, configs: list[str], monkeypatch, *args: str) -> int:
 
 def _model(arch: str, seed: int, channels: int = 1, size: int = 8, classes: int = 10):
     torch.manual_seed(seed)
-    model = models.build_architecture(arch, classes, in_channels=channels, image_size=size)
+    model = models.create_model(arch, classes, in_channels=channels, image_size=size)
     with torch.no_grad():  # BatchNorm statistics that are not the initial ones, so that they must be loaded
         for module in model.modules():
             if isinstance(module, torch.nn.BatchNorm2d):
@@ -66,7 +67,7 @@ def _clean_accuracy(model, n: int = 64) -> float:
 
 
 def _spec(arch: str, dataset: str = "cifar10", **settings) -> ExternalSpec:
-    """An external model's resolved settings (load_external reads arch, dataset, normalize, format and sha256)."""
+    """An external model's resolved settings (an external checkpoint's load reads arch, dataset, normalize, format and sha256)."""
     return ExternalSpec.from_dict({"checkpoint": "unread.pt", "sha256": None, "arch": arch, "dataset": dataset,
                                    "paper_dataset": dataset, "paper_arch": arch, "normalize": None, "format": "auto",
                                    **settings})
@@ -201,22 +202,22 @@ def test_resnet18_in_torchvisions_and_timms_names_and_an_imagenet_stem_refused(t
 
     torch.save({"model_state_dict": {renamed(k): v for k, v in source.state_dict().items()}, "epoch": 3},
                tmp_path / "tv.pt")
-    model, meta = load_external(tmp_path / "tv.pt", _spec("resnet18"))
+    model, meta = load_model(ExternalCheckpoint(tmp_path / "tv.pt", _spec("resnet18")))
     assert meta["external"]["layout"] == "torchvision"
     assert torch.allclose(_logits(model, x), _logits(source, x))
-    model, meta = load_external(tmp_path / "tv.pt", _spec("resnet18", format="timm"))
+    model, meta = load_model(ExternalCheckpoint(tmp_path / "tv.pt", _spec("resnet18", format="timm")))
     assert meta["external"]["layout"] == "timm"
     with pytest.raises(CheckpointError, match=r"read in the plain layout\): missing \[layer2\.0\.shortcut\.0\.weight, .*"
                                               r"\(17 in all\)\]; unexpected \[fc\.bias, fc\.weight, "
                                               r"layer2\.0\.downsample\.0\.weight, .* \(20 in all\)\]$"):
-        load_external(tmp_path / "tv.pt", _spec("resnet18", format="plain"))
+        load_model(ExternalCheckpoint(tmp_path / "tv.pt", _spec("resnet18", format="plain")))
 
     imagenet = {renamed(k): v for k, v in source.state_dict().items()}
     imagenet["module.conv1.weight"] = torch.zeros(64, 3, 7, 7)  # torchvision's ImageNet stem
     torch.save(imagenet, tmp_path / "imagenet.pt")
     with pytest.raises(CheckpointError, match=r"of another shape \[conv1\.weight \(64, 3, 7, 7\) in the file, "
                                               r"\(64, 3, 3, 3\) here\]"):
-        load_external(tmp_path / "imagenet.pt", _spec("resnet18"))
+        load_model(ExternalCheckpoint(tmp_path / "imagenet.pt", _spec("resnet18")))
 
 
 def test_a_robustbench_model_zoo_file(tmp_path):
@@ -230,25 +231,27 @@ def test_a_robustbench_model_zoo_file(tmp_path):
     state.update({f"module.sub_block1.{k[len('block1.'):]}": v.clone() for k, v in wrn.state_dict().items()
                   if k.startswith("block1.")})
     torch.save({"state_dict": state}, tmp_path / "Carmon2019Unlabeled.pt")
-    model, meta = load_external(tmp_path / "Carmon2019Unlabeled.pt", _spec("wrn-28-10"))
+    model, meta = load_model(ExternalCheckpoint(tmp_path / "Carmon2019Unlabeled.pt", _spec("wrn-28-10")))
     assert meta["external"]["layout"] == "robustbench"
     assert torch.allclose(_logits(model, x), _logits(wrn, x), atol=1e-5)
     with pytest.raises(CheckpointError, match=r"unexpected \[sub_block1\.layer\.0\.bn1\.bias"):
-        load_external(tmp_path / "Carmon2019Unlabeled.pt", _spec("wrn-28-10", format="plain"))
+        load_model(ExternalCheckpoint(tmp_path / "Carmon2019Unlabeled.pt", _spec("wrn-28-10", format="plain")))
 
     resnet = _model("resnet18", 5, channels=3, size=32)
     mu, sigma = torch.tensor([0.5, 0.5, 0.5]).view(1, 3, 1, 1), torch.tensor([0.25, 0.5, 0.5]).view(1, 3, 1, 1)
     state = {f"module.model.{k}": v for k, v in resnet.state_dict().items()} | {"module.mu": mu, "module.sigma": sigma}
     torch.save({"state_dict": state}, tmp_path / "rb18.pt")
-    model, meta = load_external(tmp_path / "rb18.pt", _spec("resnet18"))
+    model, meta = load_model(ExternalCheckpoint(tmp_path / "rb18.pt", _spec("resnet18")))
     assert meta["external"]["layout"] == "robustbench" and meta["external"]["normalize_from"] == "file"
     assert isinstance(model, Normalized) and meta["external"]["normalize"] == {"mean": [0.5] * 3,
                                                                                 "std": [0.25, 0.5, 0.5]}
     assert torch.allclose(_logits(model, x), _logits(resnet, (x - mu) / sigma), atol=1e-5)
     same = zoo.parse_normalize("0.5,0.5,0.5,0.25,0.5,0.5", 3, "--normalize")
-    assert load_external(tmp_path / "rb18.pt", _spec("resnet18", normalize=same))[1]["external"]["normalize"] == same
+    same_spec = _spec("resnet18", normalize=same)
+    assert load_model(ExternalCheckpoint(tmp_path / "rb18.pt", same_spec))[1]["external"]["normalize"] == same
+    other = zoo.parse_normalize("cifar10", 3, "n")
     with pytest.raises(CheckpointError, match=r"the file carries its model's input normalisation"):
-        load_external(tmp_path / "rb18.pt", _spec("resnet18", normalize=zoo.parse_normalize("cifar10", 3, "n")))
+        load_model(ExternalCheckpoint(tmp_path / "rb18.pt", _spec("resnet18", normalize=other)))
 
 
 def test_vit_tiny_in_timms_and_torchvisions_names(tmp_path):
@@ -260,7 +263,7 @@ def test_vit_tiny_in_timms_and_torchvisions_names(tmp_path):
     torch.save({to_timm(k, "vit"): v for k, v in backbone.items()}, tmp_path / "timm.pt")
     torch.save(backbone, tmp_path / "tv.pt")
     for name, layout in (("timm.pt", "timm"), ("tv.pt", "torchvision")):
-        model, meta = load_external(tmp_path / name, _spec("vit_tiny", "digits"))
+        model, meta = load_model(ExternalCheckpoint(tmp_path / name, _spec("vit_tiny", "digits")))
         assert meta["external"]["layout"] == layout
         assert torch.allclose(_logits(model, x), _logits(source, x), atol=1e-6)
 
@@ -277,11 +280,11 @@ def test_normalisation_is_inside_the_model_and_a_pinned_digest_is_checked(tmp_pa
     source = _model("small_cnn", 7)
     torch.save(source.state_dict(), tmp_path / "m.pt")
     normalize = zoo.parse_normalize("0.5,0.25", 1, "k")
-    model, _ = load_external(tmp_path / "m.pt", _spec("small_cnn", "digits", normalize=normalize))
+    model, _ = load_model(ExternalCheckpoint(tmp_path / "m.pt", _spec("small_cnn", "digits", normalize=normalize)))
     x = torch.rand(5, 1, 8, 8)  # attacks give [0, 1] images: the model normalises them itself
     assert torch.allclose(_logits(model, x), _logits(source, (x - 0.5) / 0.25))
     with pytest.raises(CheckpointError, match=r"its SHA-256 is [0-9a-f]{64}, not the 0{64} that its settings pin"):
-        load_external(tmp_path / "m.pt", _spec("small_cnn", "digits", sha256="0" * 64))
+        load_model(ExternalCheckpoint(tmp_path / "m.pt", _spec("small_cnn", "digits", sha256="0" * 64)))
 
 
 # --------------------------------------------------------------------------------------------- catalog

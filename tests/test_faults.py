@@ -833,8 +833,8 @@ def test_evaluation_logs_its_progress_per_batch_and_per_autoattack_component(tra
 def test_autoattack_checks_flag_a_randomised_defence_in_the_log_and_the_metrics(trained_nt, monkeypatch, caplog):
     import tradeoff.evaluation.trained as ttrained
 
-    real = ttrained.load_model
-    monkeypatch.setattr(ttrained, "load_model",
+    real = ttrained.load
+    monkeypatch.setattr(ttrained, "load",
                         lambda *a, **k: (lambda m, meta: (_Noisy(m).eval(), meta))(*real(*a, **k)))
     metrics = results_of(trained_nt).metrics(NT, "apgd_ce")
     assert _cli(trained_nt, monkeypatch, "evaluate", "--run", NT, "--attack", "apgd_ce", "--attack", "aa") == 0

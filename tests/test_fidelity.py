@@ -18,11 +18,11 @@ from tradeoff.attacks import from_spec
 from tradeoff.storage.curves import read_curves
 from tradeoff.methods import rst as rst_module
 from tradeoff.methods.generalist import communication_epoch, communication_step
-from tradeoff.models import build_model
+from tradeoff.models import create_model
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import Schedule
 from tradeoff.training.train import train
-from tradeoff.evaluation.trained import load_model
+from tradeoff.evaluation.load import RunModel, load_model
 
 PAPER = [cfg.ROOT / "config" / "config.yaml"]
 DEMO = PAPER + [cfg.ROOT / "config" / "demo.yaml"]
@@ -52,7 +52,7 @@ def _cifar_batch(n=4, seed=0):
 
 def _resnet(seed=0, bn="blocks"):
     torch.manual_seed(seed)
-    return build_model("resnet18", 10, bn_running_stats=bn).eval()
+    return create_model("resnet18", 10, bn_running_stats=bn).eval()
 
 
 # ------------------------------------------------------------------ 1. Generalist's communication epochs
@@ -318,7 +318,7 @@ def test_caat_resnet_keeps_running_statistics_in_the_stem_only(paper):
         assert torch.allclose(blocks(x), off(x), atol=1e-5)
         blocks.eval(), off.eval()
         assert not torch.allclose(blocks(x), off(x), atol=1e-3)
-    wrn = build_model("wrn-28-10", 10, bn_running_stats="blocks")
+    wrn = create_model("wrn-28-10", 10, bn_running_stats="blocks")
     kept = [name for name, m in wrn.named_modules() if isinstance(m, nn.BatchNorm2d) and m.track_running_stats]
     assert kept == ["bn1"]
 
@@ -335,7 +335,7 @@ def _smoke_spec(run=NT, **selection):
 def _train(spec, data_root, results, run_id="sel"):
     paths = train(run_id, spec, results=results, data_root=data_root, runtime=Runtime(torch.device("cpu")),
                   progress=False)
-    return read_curves(paths.curves), load_model(paths.model)[1]["selected_epoch"]
+    return read_curves(paths.curves), load_model(RunModel(paths.model))[1]["selected_epoch"]
 
 
 def test_generalist_code_min_clean_floor(tmp_path):

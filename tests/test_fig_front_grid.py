@@ -292,7 +292,7 @@ def grid_catalog(tmp_path, monkeypatch):
     catalog = _overlay_catalog(tmp_path, TARGETS)
     by_run = {r["run"]: THRESHOLDS[r["key"]] for r in TARGETS["fig_grid"]["rows"]}
     x, y, _ = toy_data()
-    monkeypatch.setattr(trained, "load_model", lambda path, device="cpu": (
+    monkeypatch.setattr(trained, "load", lambda path, device="cpu": (
         threshold_model(by_run[next(r for r in by_run if catalog.train_id[r] == path.parent.name)]), {}))
     monkeypatch.setattr(data, "load_run_data", lambda spec, root: data.Data(x, y, x, y, 2, ("zero", "one"), "toy"))
     monkeypatch.setattr(catalog, "attack_for", lambda name, run: PGD)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 from torch import nn
 
-from tradeoff.models import MODELS, PRETRAINED_MODELS, build_model, model_names
+from helpers import env
+from tradeoff.models import MODELS, PRETRAINED_MODELS, create_model, model_names
 
 WIDE = ("wrn-28-10", "wrn-32-10", "wrn-34-10")
 # wrn-32-10 is registered with the very builder of wrn-34-10 (test_wrn_32_10_is_wrn_34_10), so the
@@ -39,9 +43,29 @@ def test_registry():
                                       "vit_tiny_adapter"}
 
 
+def test_the_package_imports_no_torch_until_a_model_name_is_read():
+    """``import tradeoff.models.zoo_names`` (a report job's, torch-free) loads no PyTorch; the first name read from
+    the package (MODELS here) imports every architecture module, so the registries are complete when used."""
+    probe = ("import sys, tradeoff.models, tradeoff.models.zoo_names; assert 'torch' not in sys.modules, 'torch'; "
+             "from tradeoff.models import MODELS, PRETRAINED_MODELS; "
+             "print(sorted(MODELS), sorted(PRETRAINED_MODELS), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env(), timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [*str(sorted(MODELS)).split(), *str(sorted(PRETRAINED_MODELS)).split(), "True"]
+
+
+def test_an_adapter_model_without_its_checkpoint_is_the_bare_network():
+    """create_model(adapter) without ``pretrained``: random weights, every tensor a saved state holds, adapters
+    trainable as a fine-tuned one's (what a run's model.pt is loaded into); with one from scratch it is refused."""
+    bare = create_model("vit_tiny_adapter", 10, in_channels=1, image_size=8)
+    assert len(bare.adapters()) == 2 and not bare.net.conv_proj.weight.requires_grad
+    with pytest.raises(ValueError, match="takes no pretrained checkpoint"):
+        create_model("small_cnn", 10, pretrained="x.pth")
+
+
 def test_unknown_name_lists_the_known_ones():
     with pytest.raises(ValueError, match="resnet50") as info:
-        build_model("resnet50", 10)
+        create_model("resnet50", 10)
     assert all(name in str(info.value) for name in model_names())
 
 
@@ -57,18 +81,18 @@ def test_unknown_name_lists_the_known_ones():
     ],
 )
 def test_parameter_counts(name, params):
-    assert count(build_model(name, 10)) == params
+    assert count(create_model(name, 10)) == params
 
 
 def test_wrn_32_10_is_wrn_34_10():
     assert MODELS["wrn-32-10"] is MODELS["wrn-34-10"]
-    assert count(build_model("wrn-32-10", 10)) == 46_160_474
+    assert count(create_model("wrn-32-10", 10)) == 46_160_474
 
 
 @pytest.mark.parametrize("name", DISTINCT)
 def test_forward_shape_32x32(name):
     torch.manual_seed(0)
-    model = build_model(name, 10, in_channels=3, image_size=32).eval()
+    model = create_model(name, 10, in_channels=3, image_size=32).eval()
     with torch.no_grad():
         out = model(torch.rand(2, 3, 32, 32))
     assert out.shape == (2, 10) and out.dtype == torch.float32 and torch.isfinite(out).all()
@@ -76,12 +100,12 @@ def test_forward_shape_32x32(name):
 
 @pytest.mark.parametrize("name", ["small_cnn", "linear", "vit_tiny"])
 def test_forward_shape_digits(name):
-    model = build_model(name, 10, in_channels=1, image_size=8)
+    model = create_model(name, 10, in_channels=1, image_size=8)
     assert model(torch.rand(5, 1, 8, 8)).shape == (5, 10)
 
 
 def test_linear_is_an_affine_map_of_the_pixels():
-    model = build_model("linear", 2, in_channels=1, image_size=8)
+    model = create_model("linear", 2, in_channels=1, image_size=8)
     (layer,) = [m for m in model.modules() if isinstance(m, nn.Linear)]
     x = torch.rand(4, 1, 8, 8)
     torch.testing.assert_close(model(x), x.flatten(1) @ layer.weight.T + layer.bias)
@@ -89,19 +113,19 @@ def test_linear_is_an_affine_map_of_the_pixels():
 
 @pytest.mark.parametrize("name", BN_MODELS)
 def test_bn_without_running_stats(name):
-    model = build_model(name, 10, bn_running_stats=False)
+    model = create_model(name, 10, bn_running_stats=False)
     norms = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
     assert norms and all(not m.track_running_stats and m.running_mean is None for m in norms)
     assert not any("running" in key or "num_batches" in key for key in model.state_dict())
 
-    default = build_model(name, 10)
+    default = create_model(name, 10)
     assert all(m.track_running_stats for m in default.modules() if isinstance(m, nn.BatchNorm2d))
     assert any("running_mean" in key for key in default.state_dict())
 
 
 def test_bn_without_running_stats_normalises_with_the_batch_in_eval():
     torch.manual_seed(0)
-    model = build_model("resnet18", 10, bn_running_stats=False).eval()
+    model = create_model("resnet18", 10, bn_running_stats=False).eval()
     x = torch.rand(4, 3, 16, 16)
     with torch.no_grad():
         alone = model(x[:2])
@@ -112,7 +136,7 @@ def test_bn_without_running_stats_normalises_with_the_batch_in_eval():
 @pytest.mark.parametrize("name", ["linear", "small_cnn", "resnet18", "resnet34"])
 def test_backward(name):
     torch.manual_seed(0)
-    model = build_model(name, 10)
+    model = create_model(name, 10)
     x = torch.rand(2, 3, 32, 32, requires_grad=True)
     nn.functional.cross_entropy(model(x), torch.tensor([1, 7])).backward()
     assert x.grad is not None and torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0
@@ -123,7 +147,7 @@ def test_backward(name):
 def test_channels_last_matches_contiguous(name):
     torch.manual_seed(0)
     size = CHEAP_SIZE[name]
-    model = build_model(name, 10, image_size=size).eval()
+    model = create_model(name, 10, image_size=size).eval()
     x = torch.rand(2, 3, size, size)
     with torch.no_grad():
         reference = model(x)
@@ -136,7 +160,7 @@ def test_channels_last_matches_contiguous(name):
 def test_bf16_autocast_channels_last_training_step(name):
     torch.manual_seed(0)
     size = CHEAP_SIZE[name]
-    model = build_model(name, 10, image_size=size).to(memory_format=torch.channels_last)
+    model = create_model(name, 10, image_size=size).to(memory_format=torch.channels_last)
     x = torch.rand(2, 3, size, size).to(memory_format=torch.channels_last).requires_grad_()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = model(x)

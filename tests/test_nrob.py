@@ -23,7 +23,7 @@ from tradeoff.pipeline.dvc_export import stages, unit_key
 from tradeoff.report.tables import load_reference
 from tradeoff.storage.layout import ready_marker
 from tradeoff.data import subset
-from tradeoff.evaluation.trained import load_model
+from tradeoff.evaluation.load import RunModel, load_model
 
 from test_corruptions import CLASSES, PER_CLASS, DominantColour, expected, root  # noqa: F401  (fixture)
 
@@ -152,7 +152,7 @@ def test_metrics_file_is_the_mean_of_per_severity_means(root, tmp_path, monkeypa
     metrics_out, predictions_out = tmp_path / "nrob.json", tmp_path / "predictions.json"
     spec = AttackSpec.from_dict({"type": "corruptions", "dataset": "tinyimagenet-c"})
     job = evaluate.AttackJob("nrob", spec, metrics_out=metrics_out, predictions_out=predictions_out)
-    [result] = evaluate.evaluate(evaluate.Evaluation(tmp_path / "model.pt", data_root, (job,), batch_size=4))
+    [result] = evaluate.evaluate(evaluate.Evaluation(RunModel(tmp_path / "model.pt"), data_root, (job,), batch_size=4))
     written = json.loads(metrics_out.read_text())
     assert written["accuracy"] == pytest.approx(mean, abs=1e-12)
     assert written["accuracy"] == pytest.approx(np.mean([np.mean(list(v.values())) for v in per_severity.values()]))
@@ -172,8 +172,9 @@ def test_metrics_file_is_the_mean_of_per_severity_means(root, tmp_path, monkeypa
                                     for w in CLASSES for i in range(PER_CLASS))
             assert marks.count("1") / len(marks) == accuracy
     with pytest.raises(ValueError, match="not sharded"):
-        evaluate.evaluate(evaluate.Evaluation(tmp_path / "model.pt", data_root, (evaluate.AttackJob("nrob", spec),),
-                                              batch_size=4, shard=evaluate.Shard(0, 2)))
+        evaluate.evaluate(evaluate.Evaluation(RunModel(tmp_path / "model.pt"), data_root,
+                                              (evaluate.AttackJob("nrob", spec),), batch_size=4,
+                                              shard=evaluate.Shard(0, 2)))
 
 
 def test_cli_measures_a_smoke_run_on_digits_c(tmp_path, monkeypatch):
@@ -195,7 +196,7 @@ def test_cli_measures_a_smoke_run_on_digits_c(tmp_path, monkeypatch):
     assert metrics["examples"] == 64 and metrics["clean_accuracy"] == clean["accuracy"]
     assert list(metrics["corruptions"]) == list(digits_c.CORRUPTIONS)
 
-    model, _ = load_model(results.model(nt))
+    model, _ = load_model(RunModel(results.model(nt)))
     run_test = data.load("digits", data_root)
     _, y_run = subset(run_test.x_test, run_test.y_test, 64)
     by_hand = {}

@@ -54,10 +54,10 @@ def test_one_run_of_each_family_trains_and_evaluates_at_paper_shapes(tmp_path):
     # the data are the generated files in their real formats, read through the real readers, and say so
     for dataset in ("cifar10", "cifar100", "mnist", "svhn", "tinyimagenet", "tinyimagenet-c", "cub200", "stanford-dogs"):
         assert json.loads((work / "data" / "rehearsal" / dataset / "GENERATED.json").read_text())["generated"]
-    from tradeoff.evaluation.trained import load_model
+    from tradeoff.evaluation.load import RunModel, load_model
 
     for run_id, (_, shape, classes) in FAMILIES.items():
-        model, meta = load_model(layout.model(run_id), "cpu")
+        model, meta = load_model(RunModel(layout.model(run_id)), "cpu")
         import torch
 
         with torch.no_grad():

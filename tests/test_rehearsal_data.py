@@ -127,10 +127,10 @@ def test_a_generated_root_keeps_its_permission_along_paths(tmp_path):
 def test_a_generated_backbone_is_loaded_by_the_real_loader(tmp_path, arch):
     import torch
 
-    from tradeoff.models import build_model
+    from tradeoff.models import create_model
 
     path = adapters.write_backbone(arch, tmp_path / "pretrained" / f"{arch}.pth")
-    model = build_model(arch, 7, pretrained=str(path))
+    model = create_model(arch, 7, pretrained=str(path))
     saved = torch.load(path, weights_only=True)["model"]
     own = model.net.state_dict()
     loaded = [key for key in saved if key in own and not key.endswith("relative_position_index")]

@@ -8,7 +8,7 @@ import torch
 from tradeoff import attacks
 from tradeoff import config as cfg
 from tradeoff.methods import METHODS
-from tradeoff.models import build_model
+from tradeoff.models import create_model
 from tradeoff.core.runtime import Runtime
 
 ROOT = cfg.ROOT
@@ -41,7 +41,7 @@ def _update(run: str, rt: Runtime, x, y):
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"])
     spec = catalog.runs[run]
     torch.manual_seed(0)
-    method = METHODS[spec.method.name](spec, lambda: build_model("resnet18", 10, in_channels=1, image_size=8), rt)
+    method = METHODS[spec.method.name](spec, lambda: create_model("resnet18", 10, in_channels=1, image_size=8), rt)
     method.set_epoch(0)
     before = torch.cat([p.detach().flatten().clone() for p in method.model.parameters()])
     torch.manual_seed(1)
@@ -71,7 +71,7 @@ def test_pgd_at_step_in_bf16_keeps_fp32_weights_and_the_threat_model():
     x, y = torch.rand(8, 1, 8, 8), torch.randint(0, 10, (8,))
     loss, update = _update("cifar10-resnet18-at-beta1", Runtime(CPU, bf16=True, channels_last=True), x, y)
     assert torch.isfinite(torch.tensor(loss)) and update.abs().sum() > 0
-    model = build_model("resnet18", 10, in_channels=1, image_size=8).eval()
+    model = create_model("resnet18", 10, in_channels=1, image_size=8).eval()
     with Runtime(CPU, bf16=True).autocast():
         x_adv = attacks.build("pgd", model, eps=0.3, steps=3, seed=0).perturb(x, y)
     assert x_adv.dtype == torch.float32

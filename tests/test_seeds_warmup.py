@@ -114,7 +114,7 @@ def test_budget_scale_shrinks_every_training_maximiser(method, monkeypatch):
     torch.manual_seed(0)
     from tradeoff import models
 
-    m = METHODS[method["name"]](spec, lambda: models.build_model("small_cnn", 10, in_channels=1, image_size=8),
+    m = METHODS[method["name"]](spec, lambda: models.create_model("small_cnn", 10, in_channels=1, image_size=8),
                                 Runtime(torch.device("cpu")))
     x, y = torch.rand(16, 1, 8, 8), torch.randint(0, 10, (16,))
     seen = []

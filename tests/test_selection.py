@@ -22,7 +22,7 @@ from tradeoff.storage.curves import read_curves
 from tradeoff.report import tables
 from tradeoff.storage.layout import Layout
 from tradeoff.core.runtime import Runtime
-from tradeoff.evaluation.trained import load_model
+from tradeoff.evaluation.load import RunModel, load_model
 
 SMOKE = [cfg.ROOT / "config" / "config.yaml", cfg.ROOT / "config" / "smoke.yaml"]
 PAPER = [cfg.ROOT / "config" / "config.yaml"]
@@ -80,7 +80,7 @@ def _train_spied(monkeypatch, catalog, tmp_path, spec=None) -> tuple[set[int], s
     monkeypatch.setattr(train_module, "accuracy_under", read)
     paths = train_module.train(RUN, spec or catalog.runs[RUN], results=tmp_path, data_root=tmp_path,
                                runtime=Runtime(torch.device("cpu")), eval_batch_size=200, progress=False)
-    return trained, measured, load_model(paths.model)[1]
+    return trained, measured, load_model(RunModel(paths.model))[1]
 
 
 # ------------------------------------------------------------------------------------------------ the split

@@ -90,7 +90,7 @@ def _catalog(**scale_map):
 
 def _step_sites(spec: RunSpec) -> list[str]:
     def build():
-        return models.build_architecture("small_cnn", 10, in_channels=1, image_size=8)
+        return models.create_model("small_cnn", 10, in_channels=1, image_size=8)
 
     spec = spec.replace(arch="small_cnn", dataset="digits", pretrained=None)
     torch.manual_seed(0)
@@ -142,7 +142,7 @@ def test_a_training_step_of_every_method_reads_no_device_value():
 def test_attack_steps_read_no_device_value(kind, params):
     """The PGD family's steps (and restarts: a restart keeps the examples it broke with torch.where, not a mask)."""
     torch.manual_seed(0)
-    model = models.build_architecture("small_cnn", 10, in_channels=1, image_size=8).eval()
+    model = models.create_model("small_cnn", 10, in_channels=1, image_size=8).eval()
     x, y = synthetic_batch("digits", 8, CPU)
     norm = params.pop("norm", "linf") if "norm" in params else "linf"
     attack = attacks.build(kind, model, eps=0.3 if norm == "linf" else 1.0, norm=norm, seed=0, **params)

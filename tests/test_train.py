@@ -18,7 +18,7 @@ from tradeoff import config as cfg
 from tradeoff.core.runtime import Runtime
 from tradeoff.storage.curves import CLOCKED, CurveLog, read_curves, read_ran_on, read_summary
 from tradeoff.training.train import CURVE_FIELDS, NonFiniteLoss, augment, train
-from tradeoff.evaluation.trained import load_model
+from tradeoff.evaluation.load import RunModel, load_model
 
 SMOKE = [ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"]
 
@@ -45,7 +45,7 @@ def test_nt_and_at_learn_and_write_outputs(tmp_path):
     catalog = _catalog(digits_eps=0.1, epochs=6, train_examples=600, test_examples=200)
     for run_id in ("cifar10-resnet18-nt", "cifar10-resnet18-at-beta1"):
         paths = _train(catalog, run_id, tmp_path)
-        model, meta = load_model(paths.model)
+        model, meta = load_model(RunModel(paths.model))
         assert meta["run"] == run_id and not model.training
         rows = read_curves(paths.curves)
         assert [r["epoch"] for r in rows] == [1, 2, 3, 4, 5, 6] and set(CURVE_FIELDS) - set(CLOCKED) <= set(rows[0])
@@ -145,7 +145,7 @@ def test_best_selection_keeps_best_epoch(tmp_path):
     paths = train("sel", spec, results=tmp_path, data_root=catalog.data_root,
                   runtime=Runtime(torch.device("cpu")), progress=False)
     scores = [r["eval_clean"] + r["eval_robust"] for r in read_curves(paths.curves)]
-    _, meta = load_model(paths.model)
+    _, meta = load_model(RunModel(paths.model))
     assert meta["selected_epoch"] == 1 + scores.index(max(scores))
 
 

@@ -26,7 +26,7 @@ from tradeoff.report.build import build_target
 from tradeoff.core.spec import MethodSpec, RunSpec
 from tradeoff.training.train import train
 from tradeoff.data import load_run_data, subset
-from tradeoff.evaluation.trained import load_model
+from tradeoff.evaluation.load import RunModel, load_model
 
 RUN = "cifar10-resnet18-generalist"
 NEVER = 10**6  # a t' no run reaches
@@ -171,7 +171,7 @@ def test_tracked_numbers_equal_an_independent_evaluation_of_the_snapshots(tracke
     tracked accuracies are those of the snapshot weights under the evaluation module's own attack."""
     spec, paths = tracked
     obj = checkpoint.load(paths.model)
-    model, _ = load_model(paths.model)
+    model, _ = load_model(RunModel(paths.model))
     ds = load_run_data(spec, data_root())
     x, y = subset(ds.x_test, ds.y_test, 40)
     attack = AttackSpec.from_dict(spec.method.get("track_learners")["attack"])  # the JSON form a run holds

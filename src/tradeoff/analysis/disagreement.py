@@ -143,7 +143,7 @@ def disagreement_grid(catalog, target: str, params: dict) -> dict:
     from tradeoff.attacks import from_spec
     from tradeoff.core.runtime import Runtime
     from tradeoff.data import load_run_data
-    from tradeoff.evaluation.trained import load_model
+    from tradeoff.evaluation.load import catalog_source, load_model
 
     rows = catalog.targets[target].rows
     runtime = Runtime.from_config(catalog.runtime_settings, catalog.scale)
@@ -157,7 +157,7 @@ def disagreement_grid(catalog, target: str, params: dict) -> dict:
     x, y = ds.x_test.to(device), ds.y_test.to(device)
     models = {}
     for r in rows:
-        model, _ = load_model(catalog.layout.model(catalog.train_id[r.run]), device)
+        model, _ = load_model(catalog_source(catalog, r.run), device)
         models[r.key] = model.float().eval()
     attack_specs = {r.key: catalog.attack_for(params["attack"], r.run) for r in rows}
 

@@ -82,7 +82,7 @@ def learner_tsne(catalog, target: str, params: dict) -> dict:
     from tradeoff.storage import checkpoint
     from tradeoff.core.runtime import Runtime
     from tradeoff.data import load_run_data, subset
-    from tradeoff.evaluation.trained import load_model
+    from tradeoff.evaluation.load import catalog_source, load_model
 
     p = {**TSNE_DEFAULTS, **params}
     runtime = Runtime.from_config(catalog.runtime_settings, catalog.scale)
@@ -90,13 +90,13 @@ def learner_tsne(catalog, target: str, params: dict) -> dict:
     batch_size = catalog.runtime_settings.eval_batch_size
     panels = []
     for row in catalog.targets[target].rows:
-        run = catalog.train_id[row.run]
-        path = catalog.layout.model(run)
+        source = catalog_source(catalog, row.run)
+        run, path = source.model_id, source.path
         snapshots = checkpoint.load(path).get("learner_snapshots") or {}
         if not snapshots:
             raise ValueError(f"{target}: the checkpoint of run {run} ({path}) has no learner snapshots; set "
                              "`snapshot_epochs` in the run's method (Generalist) and train it again")
-        model, _ = load_model(path, device)
+        model, _ = load_model(source, device)
         ds = load_run_data(catalog.runs[row.run], catalog.data_root)
         x, y = subset(ds.x_test, ds.y_test, int(p["examples"]))
         x, y = x.to(device), y.to(device)

@@ -20,6 +20,7 @@ from tradeoff.core.spec import AttackSpec, Norm, thaw
 from tradeoff.audit.checks import Auditor, Settings, group_verdicts, overall_line
 from tradeoff.audit.jobs import protocol_pairs, surrogate_for
 from tradeoff.audit.page import write_page
+from tradeoff.evaluation.load import catalog_source
 
 log = logging.getLogger("tradeoff.audit")
 
@@ -30,13 +31,11 @@ NOT_COLUMNS = ("clean", "corruptions")
 def _load(catalog: Catalog, model_id: str, device: str, examples: int | None):
     from tradeoff.evaluation.evaluate import Evaluation, Loaded
 
-    train_id = catalog.train_id.get(model_id, model_id)
-    path = catalog.model_file(train_id)
-    if not path.exists():
-        raise UserError(f"{path}: no such model file (train {train_id!r} first: `tradeoff train --run {train_id}`)")
-    loaded = Loaded(Evaluation(path, catalog.data_root, model_id=train_id, external=catalog.externals.get(train_id),
-                               device=device, test_examples=examples))
-    return loaded
+    source = catalog_source(catalog, model_id)
+    if not source.path.exists():
+        raise UserError(f"{source.path}: no such model file (train {source.model_id!r} first: `tradeoff train --run "
+                        f"{source.model_id}`)")
+    return Loaded(Evaluation(source, catalog.data_root, device=device, test_examples=examples))
 
 
 def _order(n: int | None, size: int) -> torch.Tensor:

@@ -10,7 +10,8 @@ import argparse
 from tradeoff.config import ConfigError
 from tradeoff.evaluation.external import name_of
 from tradeoff.evaluation.plan import CheckpointFile
-from tradeoff.evaluation.user_model import PYTHON_FORMAT, arch_of, parse
+from tradeoff.evaluation.load import PYTHON_FORMAT
+from tradeoff.evaluation.user_model import arch_of, parse
 
 #: the options that describe a --checkpoint file, by the external-model setting each sets (as CheckpointFile's
 #: keywords): their argparse keywords

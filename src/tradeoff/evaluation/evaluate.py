@@ -11,7 +11,7 @@ is killed resumes from it and gives the same answer as an uninterrupted one; the
 job's outputs are written, and ignored (recomputed) if it belongs to another model, attack or setting.
 An entry of type ``corruptions`` is not an attack: it measures NROB on its corruption dataset (Tiny-ImageNet-C, or
 digits-c at the smaller scales) with :func:`tradeoff.data.corruptions.nrob`, and writes the same two files.
-One entry point, :func:`evaluate`, takes an :class:`Evaluation` (the model file, the attacks and their files, the
+One entry point, :func:`evaluate`, takes an :class:`Evaluation` (the model, the attacks and their files, the
 settings): several attacks of one model are evaluated in one process, the model and test set loaded once, each attack
 with its own state file and its own files, or one shard of one attack, or every attack into one file (a suite).
 """
@@ -37,6 +37,7 @@ from tradeoff.config import spec_digest
 from tradeoff.storage.layout import METRICS_FORMAT, SUITE_FORMAT, bits
 from tradeoff.storage.provenance import provenance, write_sidecar
 from tradeoff.core.spec import AttackSpec, ExternalSpec, RunSpec, model_spec
+from tradeoff.evaluation.load import ModelSource, load_model
 
 log = logging.getLogger(__name__)
 
@@ -277,20 +278,12 @@ def model_settings(meta: dict) -> RunSpec | ExternalSpec:
     return model_spec(meta["spec"])
 
 
-def _load(checkpoint_path, data_root, device: str, test_examples: int | None, external: ExternalSpec | None = None,
-          model_id: str | None = None):
+def _load(source: ModelSource, data_root, device: str, test_examples: int | None):
     from tradeoff import data
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    if external is not None:  # a model this pipeline did not train (tradeoff.evaluation.external)
-        from tradeoff.evaluation.external import load_external
-
-        model, meta = load_external(checkpoint_path, external, device, run_id=model_id or "external")
-    else:
-        from tradeoff.evaluation.trained import load_model
-
-        model, meta = load_model(checkpoint_path, device)
+    model, meta = load_model(source, device)
     ds = data.load(model_settings(meta).dataset, data_root)
     x, y = data.subset(ds.x_test, ds.y_test, test_examples)
     model, x = channels_last(model, x.to(device))
@@ -421,17 +414,15 @@ class Suite:
 
 @dataclass(frozen=True)
 class Evaluation:
-    """What one evaluation process computes: a model file's model on its test set under each attack of ``jobs``, in
-    turn, model and test set loaded once. ``model_id``: the model's id (a suite file's ``run``; an external model's
-    id in its records); ``external``: the resolved settings of an external model (tradeoff.evaluation.external), None for a run's
-    model.pt; ``scale``: the scale the metrics record. Every attack writes the same files, with the same numbers,
+    """What one evaluation process computes: a model's (``model``: a run's model.pt, an external checkpoint or a
+    user's model file, tradeoff.evaluation.load) on its test set under each attack of ``jobs``, in turn, model and
+    test set loaded once; the model's id (``model.model_id``) is a suite file's ``run`` and an external model's id in
+    its records. ``scale``: the scale the metrics record. Every attack writes the same files, with the same numbers,
     whatever else the process evaluates: batches are seeded by (seed, global batch index). ``shard`` (one job): only
     that shard, its partial result; ``suite``: every job's records into one file of each."""
-    checkpoint: Any
+    model: ModelSource
     data_root: Any
     jobs: tuple[AttackJob, ...] = ()
-    model_id: str | None = None
-    external: ExternalSpec | None = None
     device: str = "auto"
     batch_size: int = 500
     seed: int = 0
@@ -466,10 +457,10 @@ def _suite(loaded: "Loaded", ev: Evaluation) -> list[dict]:
             kept = dict(zip(("metrics", "predictions"), loaded.compute(job)))
             _write_json(job.done_path, {"key": key, **kept})
         else:
-            log.info("%s / %s: already evaluated (%s)", ev.model_id, job.attack_name, job.done_path)
+            log.info("%s / %s: already evaluated (%s)", ev.model.model_id, job.attack_name, job.done_path)
         metrics[job.attack_name], predictions[job.attack_name] = kept["metrics"], kept["predictions"]
-    _write_suite(ev.suite.metrics_out, ev.model_id, metrics)
-    _write_json(ev.suite.predictions_out, {"format": SUITE_FORMAT, "run": ev.model_id, "evaluations": predictions})
+    _write_suite(ev.suite.metrics_out, ev.model.model_id, metrics)
+    _write_json(ev.suite.predictions_out, {"format": SUITE_FORMAT, "run": ev.model.model_id, "evaluations": predictions})
     for job in ev.jobs:
         Path(job.done_path).unlink(missing_ok=True)
     return [metrics[job.attack_name] for job in ev.jobs]
@@ -491,7 +482,7 @@ class Loaded:
     def __init__(self, ev: Evaluation):
         self.ev = ev
         self.model, self.meta, self.x, self.y, self.device, self.test_size = _load(
-            ev.checkpoint, ev.data_root, ev.device, ev.test_examples, ev.external, ev.model_id)
+            ev.model, ev.data_root, ev.device, ev.test_examples)
         self._digest: str | None = None
 
     @property
@@ -503,7 +494,7 @@ class Loaded:
     @property
     def digest(self) -> str:
         if self._digest is None:
-            self._digest = sha256_file(self.ev.checkpoint)[:16]
+            self._digest = sha256_file(self.ev.model.path)[:16]
         return self._digest
 
     @property

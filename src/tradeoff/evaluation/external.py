@@ -1,7 +1,7 @@
 """Models this pipeline did not train: a checkpoint file of a registered architecture, loaded weights-only into it.
 
 An external model (the config's ``external:`` section, or ``tradeoff evaluate --checkpoint FILE --arch A --dataset
-D``) is evaluated exactly as a trained run's model.pt is: rebuilt bare (``tradeoff.models.build_architecture``, every
+D``) is evaluated exactly as a trained run's model.pt is: rebuilt bare (``tradeoff.models.create_model``, every
 BatchNorm with running statistics), its state loaded strictly, in eval mode and fp32, on [0, 1] images. What it
 measured is the file's SHA-256, which its metrics record and a report checks.
 
@@ -141,20 +141,19 @@ def _fit(state: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> t
     return missing, unexpected, misfit
 
 
-def load_external(path: str | Path, spec: ExternalSpec, device: torch.device | str = "cpu", *,
-                  run_id: str = "external") -> tuple[nn.Module, dict]:
+def load(path: str | Path, spec: ExternalSpec, device: torch.device | str = "cpu", *,
+         model_id: str = "external") -> tuple[nn.Module, dict]:
     """An external model, in eval mode and fp32, with metadata as a trained run's model.pt has it (``run``, ``spec``,
     ``num_classes``, ``in_channels``, ``image_size``) and ``external``: the file, its SHA-256, the layout that fitted
     and the normalisation applied. ``spec``: an external model's resolved settings (tradeoff.config: ``arch``,
     ``dataset``, ``normalize``, ``format``, ``sha256``), which the metadata's ``spec`` holds in their JSON form.
     CheckpointError (one line) for a file that cannot be read, carries pickled code, differs from its pinned SHA-256,
-    or fits none of the architecture's layouts."""
+    or fits none of the architecture's layouts. Callers load it through tradeoff.evaluation.load.load_model (which
+    gives a model of the user's own Python file, ``format`` python, to tradeoff.evaluation.user_model)."""
     from tradeoff.data import DATASETS
 
     path = Path(path)
     arch, fmt = spec.arch, spec.format or "auto"
-    if fmt == "python":  # a model from the user's own Python file (tradeoff.evaluation.user_model)
-        return _load_python(path, spec, device, run_id)
     if not path.is_file():
         raise CheckpointError(f"cannot load checkpoint {path}: " + ("it is a folder" if path.is_dir()
                                                                    else "no such file"))
@@ -164,7 +163,7 @@ def load_external(path: str | Path, spec: ExternalSpec, device: torch.device | s
                               "file, or a changed one): refused")
     raw = _tensors(checkpoint.load(path), path)
     shape, num_classes = DATASETS[spec.dataset].image_shape, DATASETS[spec.dataset].num_classes
-    model = models.build_architecture(arch, num_classes, in_channels=shape[0], image_size=shape[1])
+    model = models.create_model(arch, num_classes, in_channels=shape[0], image_size=shape[1])
     expected = model.state_dict()
     accepted = zoo.layouts(arch)
     if fmt != "auto" and fmt not in accepted:
@@ -207,35 +206,11 @@ def load_external(path: str | Path, spec: ExternalSpec, device: torch.device | s
     log.info("%s: %s on %s, %s layout (%d tensors%s)%s", path, arch, spec.dataset, layout, len(state),
              f", left out {_examples(ignored, 3)}" if ignored else "",
              f", normalised by mean {normalize['mean']} std {normalize['std']}" if normalize else "")
-    meta = {"run": run_id, "spec": spec.as_dict(), "selected_epoch": None, "num_classes": num_classes,
+    meta = {"run": model_id, "spec": spec.as_dict(), "selected_epoch": None, "num_classes": num_classes,
             "in_channels": shape[0], "image_size": shape[1],
             "external": {"checkpoint": str(path), "sha256": sha, "layout": layout, "normalize": normalize,
                          "normalize_from": "file" if carried else ("settings" if normalize else None)}}
     return model.to(device).float().eval(), meta
-
-
-def _load_python(path: Path, spec: ExternalSpec, device, run_id: str) -> tuple[nn.Module, dict]:
-    """A model that FUNCTION() of the user's Python file returns (``arch`` ``python:FUNCTION``), with the metadata an
-    external model's load gives; its SHA-256 is the file's."""
-    from tradeoff.evaluation import user_model
-    from tradeoff.data import DATASETS
-
-    if not path.is_file():
-        raise CheckpointError(f"cannot load model file {path}: no such file")
-    sha = sha256_file(path)
-    if spec.sha256 and spec.sha256 != sha:
-        raise CheckpointError(f"{path}: its SHA-256 is {sha}, not the {spec.sha256} that its settings pin: refused")
-    function = spec.arch.split(":", 1)[1]
-    model = user_model.load(path, function, device)
-    shape, num_classes = DATASETS[spec.dataset].image_shape, DATASETS[spec.dataset].num_classes
-    normalize = thaw(spec.normalize)
-    if normalize is not None:
-        model = Normalized(model, normalize["mean"], normalize["std"]).to(device)
-    meta = {"run": run_id, "spec": spec.as_dict(), "selected_epoch": None, "num_classes": num_classes,
-            "in_channels": shape[0], "image_size": shape[1],
-            "external": {"checkpoint": str(path), "sha256": sha, "layout": "python", "function": function,
-                         "normalize": normalize, "normalize_from": "settings" if normalize else None}}
-    return model.float().eval(), meta
 
 
 def name_of(path: str | Path) -> str:

@@ -1,4 +1,5 @@
-"""Loading a trained run: its selected model, rebuilt from model.pt alone, in eval mode and fp32."""
+"""Reading a trained run's model: its selected model, rebuilt from model.pt alone, in eval mode and fp32 (callers load
+it through tradeoff.evaluation.load.load_model)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tradeoff.storage import checkpoint
 from tradeoff import models
 
 
-def load_model(path: str | Path, device: torch.device | str = "cpu") -> tuple[nn.Module, dict]:
+def load(path: str | Path, device: torch.device | str = "cpu") -> tuple[nn.Module, dict]:
     """A trained run's selected model, in eval mode and fp32, with its metadata.
 
     model.pt holds every tensor of the model, so the architecture is rebuilt bare and the state loaded strictly: an
@@ -29,8 +30,8 @@ def load_model(path: str | Path, device: torch.device | str = "cpu") -> tuple[nn
         # the run's settings as model.pt records them (RunSpec.as_dict(): JSON), read as the record they are: a file
         # of an older trainer, or one whose settings have since gained a field, still loads
         spec = meta["spec"]
-        model = models.build_architecture(spec["arch"], meta["num_classes"], in_channels=meta["in_channels"],
-                                          image_size=meta["image_size"], bn_running_stats=spec["bn_running_stats"])
+        model = models.create_model(spec["arch"], meta["num_classes"], in_channels=meta["in_channels"],
+                                    image_size=meta["image_size"], bn_running_stats=spec["bn_running_stats"])
     except (TypeError, ValueError, KeyError) as exc:
         raise checkpoint.CheckpointError(f"{path}: its metadata ('meta') is not that of a model written by "
                                          f"`tradeoff train` ({type(exc).__name__}: {exc})") from None

@@ -18,9 +18,10 @@ import torch
 from torch import nn
 
 from tradeoff.core.errors import UserError
-
-#: the external-model format of a model from a Python file (tradeoff.evaluation.external.load_external dispatches on it)
-PYTHON_FORMAT = "python"
+from tradeoff.core.spec import ExternalSpec, thaw
+from tradeoff.evaluation.external import Normalized
+from tradeoff.storage.atomic import sha256_file
+from tradeoff.storage.checkpoint import CheckpointError
 
 
 class UserModelError(UserError, ValueError):
@@ -46,7 +47,7 @@ def arch_of(function: str) -> str:
     return f"python:{function}"
 
 
-def load(path: str | Path, function: str, device: torch.device | str = "cpu") -> nn.Module:
+def build(path: str | Path, function: str, device: torch.device | str = "cpu") -> nn.Module:
     """Import ``path`` (the user's own code, run as such) and return ``function()``: a torch.nn.Module, in eval mode,
     fp32, on ``device``."""
     path = Path(path)
@@ -73,3 +74,29 @@ def load(path: str | Path, function: str, device: torch.device | str = "cpu") ->
     if not isinstance(model, nn.Module):
         raise UserModelError(f"{path}:{function}() returned a {type(model).__name__}, not a torch.nn.Module")
     return model.to(device).float().eval()
+
+
+def load(path: str | Path, spec: ExternalSpec, device: torch.device | str = "cpu", *,
+         model_id: str = "external") -> tuple[nn.Module, dict]:
+    """A model that FUNCTION() of the user's Python file returns (``arch`` ``python:FUNCTION``), with the metadata an
+    external model's load gives (tradeoff.evaluation.external.load); its SHA-256 is the file's. Callers load it
+    through tradeoff.evaluation.load.load_model."""
+    from tradeoff.data import DATASETS
+
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"cannot load model file {path}: no such file")
+    sha = sha256_file(path)
+    if spec.sha256 and spec.sha256 != sha:
+        raise CheckpointError(f"{path}: its SHA-256 is {sha}, not the {spec.sha256} that its settings pin: refused")
+    function = spec.arch.split(":", 1)[1]
+    model = build(path, function, device)
+    shape, num_classes = DATASETS[spec.dataset].image_shape, DATASETS[spec.dataset].num_classes
+    normalize = thaw(spec.normalize)
+    if normalize is not None:
+        model = Normalized(model, normalize["mean"], normalize["std"]).to(device)
+    meta = {"run": model_id, "spec": spec.as_dict(), "selected_epoch": None, "num_classes": num_classes,
+            "in_channels": shape[0], "image_size": shape[1],
+            "external": {"checkpoint": str(path), "sha256": sha, "layout": "python", "function": function,
+                         "normalize": normalize, "normalize_from": "settings" if normalize else None}}
+    return model.float().eval(), meta

@@ -28,9 +28,10 @@ run of the pipeline itself, and ``vit_tiny_adapter`` is the same backbone with a
 files. The miniature takes the data's channels (1 for digits: a 1-channel patch embedding, initialised as
 torchvision initialises the 3-channel one) and normalises nothing, like every other from-scratch model.
 
-``build_architecture`` builds an adapter network with random weights and no checkpoint. It exists to receive a
-complete saved state (``tradeoff.evaluation.trained.load_model``: a fine-tuned run's model.pt holds every tensor, backbone
-included) and to count FLOPs; training always goes through the registry builders, which load the checkpoint.
+``bare_network`` builds an adapter network with random weights and no checkpoint (``tradeoff.models.create_model``
+without ``pretrained``). It exists to receive a complete saved state (``tradeoff.evaluation.load.load_model``: a
+fine-tuned run's model.pt holds every tensor, backbone included) and to count FLOPs; training always goes through the
+registry builders (``create_model`` with ``pretrained``), which load the checkpoint.
 """
 
 from __future__ import annotations
@@ -459,8 +460,8 @@ def _check_channels(arch: str, in_channels: int) -> None:
         raise ValueError(f"{arch} takes RGB images, not {in_channels} channels")
 
 
-def build_architecture(arch: str, num_classes: int, in_channels: int = 3, image_size: int = 224, *,
-                       bn_running_stats: bool = True) -> AdaptedTransformer:
+def bare_network(arch: str, num_classes: int, in_channels: int = 3, image_size: int = 224, *,
+                 bn_running_stats: bool = True) -> AdaptedTransformer:
     """``arch`` with RANDOM weights and no checkpoint: only to load a complete saved state into (a fine-tuned run's
     model.pt, whose backbone tensors are the pretrained ones) or to count FLOPs and time steps. Training builds
     through ``PRETRAINED_MODELS``, which loads the configured backbone and never starts from random weights."""
@@ -479,7 +480,7 @@ def _builder(arch: str) -> Callable[..., AdaptedTransformer]:
         # bn_running_stats: these networks use LayerNorm only, so it has nothing to change.
         _check_channels(arch, in_channels)
         path = pretrained_checkpoint_path(arch, pretrained)  # fails before the (slow) construction
-        model = build_architecture(arch, num_classes, in_channels, image_size)
+        model = bare_network(arch, num_classes, in_channels, image_size)
         load_pretrained(model, path)
         return model
 
@@ -490,7 +491,7 @@ def _builder(arch: str) -> Callable[..., AdaptedTransformer]:
     return build
 
 
-# Every builder here needs the ``pretrained`` keyword of ``build_model``.
+# Every builder here needs the ``pretrained`` keyword of ``create_model``.
 swin_t_adapter = PRETRAINED_MODELS.register(_builder("swin_t_adapter"), name="swin_t_adapter")
 swin_s_adapter = PRETRAINED_MODELS.register(_builder("swin_s_adapter"), name="swin_s_adapter")
 swin_b_adapter = PRETRAINED_MODELS.register(_builder("swin_b_adapter"), name="swin_b_adapter")
@@ -506,7 +507,7 @@ def write_backbone(arch: str, path: str | Path) -> Path:
     import torch
 
     torch.manual_seed(0)
-    model = build_architecture(arch, num_classes=1000)
+    model = bare_network(arch, num_classes=1000)
     state = {key: value for key, value in model.net.state_dict().items() if not model.is_trainable_key(key)}
     path = Path(path)
     checkpoint.save({"model": state, "generated": f"tradeoff.models.adapters.write_backbone: seeded random weights of "

@@ -76,8 +76,8 @@ def _method(spec: RunSpec, runtime: Runtime):
 
     def build():
         # FLOPs and step times do not depend on the weights: an adapter model needs no pretrained file here
-        return models.build_architecture(spec.arch, k, in_channels=c, image_size=h,
-                                         bn_running_stats=spec.bn_running_stats)
+        return models.create_model(spec.arch, k, in_channels=c, image_size=h,
+                                   bn_running_stats=spec.bn_running_stats)
 
     return METHODS[spec.method.name](spec, build, runtime)
 
@@ -95,7 +95,7 @@ def step_flops_per_example(spec: RunSpec, batch: int = 2) -> float:
 
 def forward_flops_per_example(arch: str, dataset: str) -> float:
     c, h, _, k = SHAPES[dataset]
-    model = models.build_architecture(arch, k, in_channels=c, image_size=h).eval()
+    model = models.create_model(arch, k, in_channels=c, image_size=h).eval()
     with count_flops() as counter, torch.no_grad():
         model(torch.rand(1, c, h, h))
     return float(counter.get_total_flops())
@@ -172,7 +172,7 @@ def pass_flops(arch: str, dataset: str, batch: int = 2) -> dict[str, float]:
     that train: an adapter model's backbone is frozen), counted on the CPU: the pass costs of tradeoff.pipeline.costs."""
     c, h, _, k = SHAPES[dataset]
     torch.manual_seed(0)
-    model = models.build_architecture(arch, k, in_channels=c, image_size=h).train()
+    model = models.create_model(arch, k, in_channels=c, image_size=h).train()
     x, _ = synthetic_batch(dataset, batch, torch.device("cpu"))
     with count_flops() as counter:
         model(x)
@@ -244,7 +244,7 @@ def pgd_step_ratio(arch: str, dataset: str, batch: int = 128, repeats: int = 15)
     """Seconds of one PGD step computing input gradients only, over one that also computes weight gradients."""
     c, h, _, k = SHAPES[dataset]
     torch.manual_seed(0)
-    model = models.build_architecture(arch, k, in_channels=c, image_size=h).eval()
+    model = models.create_model(arch, k, in_channels=c, image_size=h).eval()
     x, y = synthetic_batch(dataset, batch, torch.device("cpu"))
 
     def step(weights: bool):

@@ -32,12 +32,12 @@ def _time_attack(job: dict) -> dict:
     """Run in a worker: load (once per process) the model and test set, evaluate one attack, time it."""
     from tradeoff.evaluation.evaluate import channels_last, model_settings, run_attack
     from tradeoff.data import load_run_data
-    from tradeoff.evaluation.trained import load_model
+    from tradeoff.evaluation.load import RunModel, load_model
 
     torch.set_num_threads(job["threads"])
     key = json.dumps([job["checkpoint"], job["device"], job["test_examples"]])
     if _CACHE.get("key") != key:
-        model, meta = load_model(job["checkpoint"], job["device"])
+        model, meta = load_model(RunModel(Path(job["checkpoint"])), job["device"])
         settings = model_settings(meta).replace(test_examples=job["test_examples"])
         ds = load_run_data(settings, job["data_root"])
         model, x = channels_last(model, ds.x_test.to(job["device"]))

@@ -163,8 +163,8 @@ def one_step(spec: RunSpec, runtime: Runtime, *, batch: int = 16, seed: int = 0,
     """One training step of a run's method from seeded weights on a seeded synthetic batch: its loss and the change
     of every weight (flat, float64, on the CPU)."""
     c, h, _, k = SHAPES[spec.dataset]
-    build = build or (lambda: models.build_architecture(spec.arch, k, in_channels=c, image_size=h,
-                                                        bn_running_stats=spec.bn_running_stats))
+    build = build or (lambda: models.create_model(spec.arch, k, in_channels=c, image_size=h,
+                                                  bn_running_stats=spec.bn_running_stats))
     torch.manual_seed(seed)
     method = METHODS[spec.method.name](spec, build, runtime)
     method.set_epoch(1.0)
@@ -317,17 +317,18 @@ def run_bench_eval(catalog, device: torch.device, *, images: int, run: str = BEN
     on a tenth of the images, then on all of them, so that a section stopped by its budget keeps a measurement (of
     the images it timed: ``images`` in each row)."""
     from tradeoff.evaluation.evaluate import run_attack
-    from tradeoff.evaluation.trained import load_model
+    from tradeoff.evaluation.load import catalog_source, load_model
 
     spec = catalog.runs[run]
     c, h, _, k = SHAPES[spec.dataset]
-    checkpoint = catalog.layout.model(catalog.train_id[run])
+    source = catalog_source(catalog, run)
+    checkpoint = source.path
     torch.manual_seed(0)
     if checkpoint.exists():
-        model, _ = load_model(checkpoint, device.type)
+        model, _ = load_model(source, device.type)
         kind = f"trained model {checkpoint}"
     else:
-        model = models.build_architecture(spec.arch, k, in_channels=c, image_size=h).to(device)
+        model = models.create_model(spec.arch, k, in_channels=c, image_size=h).to(device)
         kind = "random weights (worst case: nothing is broken, every attack runs on every image)"
     model.eval()
     x, _ = synthetic_batch(spec.dataset, images, device, seed=7)
@@ -450,7 +451,7 @@ def bf16_against_fp32(catalog, device: torch.device, *, run: str = PRECISION_RUN
     from tradeoff.report.stats import mcnemar
     from tradeoff.storage.layout import bits
     from tradeoff.training.train import train
-    from tradeoff.evaluation.trained import load_model
+    from tradeoff.evaluation.load import RunModel, load_model
 
     spec = catalog.runs[run]
     channels_last = catalog.runtime_settings.channels_last
@@ -465,7 +466,7 @@ def bf16_against_fp32(catalog, device: torch.device, *, run: str = PRECISION_RUN
         paths = train(f"{run}-{precision}", spec, results=catalog.layout.gpu_check_work / precision,
                       data_root=catalog.data_root, progress=False, eval_batch_size=batch,
                       runtime=Runtime(device, bf16=precision == "bf16", channels_last=channels_last))
-        model, _ = load_model(paths.model, device.type)
+        model, _ = load_model(RunModel(paths.model), device.type)
         out[f"{precision}_train_seconds"] = time.perf_counter() - t0
         outcomes[precision] = {}
         for name in attacks:

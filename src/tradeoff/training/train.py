@@ -32,6 +32,7 @@ from torch import nn
 
 from tradeoff.storage import checkpoint
 from tradeoff import data, models
+from tradeoff.models.adapters import pretrained_setting
 from tradeoff.evaluation import learner_probes as learners
 from tradeoff.core.progress import Bar, duration
 from tradeoff.config import ConfigError, spec_digest
@@ -192,13 +193,15 @@ class _NonFinite:
 
 def model_factory(spec: RunSpec, ds: data.Data) -> Callable[[], nn.Module]:
     """The run's model builder. An adapter architecture (models.PRETRAINED_MODELS) starts from the checkpoint that
-    the config names (``pretrained.<arch>``, resolved into the spec): build_model refuses to start without it."""
+    the config names (``pretrained.<arch>``, resolved into the spec), and refuses to start without it
+    (PretrainedError naming the key): without a checkpoint create_model would build it with random weights."""
     _, channels, size, _ = ds.x_train.shape
-    pretrained = {"pretrained": spec.backbone_file} if spec.arch in models.PRETRAINED_MODELS else {}
+    adapter = spec.arch in models.PRETRAINED_MODELS
 
     def build() -> nn.Module:
-        return models.build_model(spec.arch, ds.num_classes, in_channels=channels, image_size=size,
-                                  bn_running_stats=spec.bn_running_stats, **pretrained)
+        pretrained = pretrained_setting(spec.arch, spec.backbone_file) if adapter else None
+        return models.create_model(spec.arch, ds.num_classes, in_channels=channels, image_size=size,
+                                   bn_running_stats=spec.bn_running_stats, pretrained=pretrained)
 
     return build
 
