@@ -57,12 +57,12 @@ def test_the_plugins_are_what_the_registries_hold():
     modules the registries hold at run time, with the same names."""
     from tradeoff.analysis import ANALYSES
     from tradeoff.methods import METHODS
-    from tradeoff.report.kinds import KINDS
-    from tradeoff.report import figures  # noqa: F401  (registers the kinds)
+    from tradeoff.report.kinds import drawing, drawn
+    from tradeoff.report import figures  # noqa: F401  (attaches the kinds' drawings)
 
     found = {(registry, name): module for module, names in tdvc.plugins().items() for registry, name in names}
     running = {("method", name): cls.__module__ for name, cls in METHODS.items()} \
-        | {("figure", name): kind.draw.__module__ for name, kind in KINDS.items()} \
+        | {("figure", name): drawing(name).draw.__module__ for name in drawn()} \
         | {("analysis", name): analysis.run.__module__ for name, analysis in ANALYSES.items()}
     assert found == running
 
@@ -116,7 +116,7 @@ def test_editing_trades_marks_only_the_stages_that_run_it_at_the_demo_scale():
         "train-trades", "train-vanilla", "train-caat", "finetune-vanilla", "finetune-caat")}
     front = marked("src/tradeoff/report/fig_front.py")
     assert front == {n for n in expanded if tdvc.stage_kind(n) == "figure"
-                     and catalog.targets[n.partition("@")[2]]["plot"] == "front"} and front
+                     and catalog.targets[n.partition("@")[2]].plot == "front"} and front
     for path in ("src/tradeoff/cli/commands/bench_train.py", "src/tradeoff/cli/commands/gpu_check.py",
                  "src/tradeoff/cli/commands/plan.py", "README.md", "docs/dvc.md"):
         assert marked(path) == set(), path
@@ -159,7 +159,7 @@ def test_jobs_json_holds_the_resolved_settings():
     assert items["train"][run_id] == {"dataset": "digits", "settings": catalog.runs[run_id].as_dict()}
     assert {"method", "lr", "epochs", "batch_size", "seed"} <= set(written["train-pgd_at"][run_id]["settings"])
     unit = items["evaluate"][tdvc.unit_key(run_id, "all")]
-    assert unit["settings"] == tdvc.digest({a: catalog.attack_for(a, run_id) for a in unit["attacks"]})
+    assert unit["settings"] == tdvc.digest({a: catalog.attack_for(a, run_id).as_dict() for a in unit["attacks"]})
     assert unit["attacks"] == catalog.unit_attacks(run_id, "all") and "pgd20" in unit["attacks"]
     assert items["table"]["table1"]["settings"] == tdvc.digest(
         {**{t: catalog.targets[t].as_dict() for t in ("table1", "table1a", "table1b")},
