@@ -130,6 +130,60 @@ def test_docs_architecture_shows_the_same_table():
         assert listed == MAY_IMPORT[package], (package, listed ^ MAY_IMPORT[package])
 
 
+def _top_level_targets(name: str, node: ast.AST, modules: dict[str, Path]) -> list[str]:
+    """What one import statement of module ``name`` loads: modules of this package (a name of a package's lazy
+    ``_NAMES`` table resolved to its module) or a third-party package's top-level name."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    package = name.split(".") if modules[name].name == "__init__.py" else name.split(".")[:-1]
+    base = ".".join((package[:len(package) - node.level + 1] if node.level else []) + ([node.module] if node.module
+                                                                                         else []))
+    lazy = _lazy_names(base, modules)
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else lazy.get(a.name, base) for a in node.names]
+
+
+def _lazy_names(package: str, modules: dict[str, Path]) -> dict[str, str]:
+    """A package's ``_NAMES`` table (name -> the module that owns it: tradeoff.data), empty without one."""
+    if package not in modules or modules[package].name != "__init__.py":
+        return {}
+    for node in ast.parse(modules[package].read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_NAMES" for t in node.targets):
+            return eval(compile(ast.Expression(node.value), "_NAMES", "eval"), {"dict": dict})  # a literal table
+    return {}
+
+
+def test_an_import_inside_a_function_is_for_start_up_time():
+    """An import sits at the top of its module, unless it loads a heavy package (tradeoff.core.lazy_imports.HEAVY:
+    PyTorch, SciPy, ...) that the module's own top-level imports do not load: the one reason, said once there."""
+    from tradeoff.core.lazy_imports import HEAVY
+
+    modules = _modules()
+    trees = {name: ast.parse(path.read_text()) for name, path in modules.items()}
+    heavy: dict[str, frozenset] = {}
+
+    def loads(target: str) -> frozenset:
+        """The heavy packages that importing ``target`` loads through top-level imports."""
+        if target.split(".")[0] != "tradeoff":
+            return frozenset({target.split(".")[0]} & HEAVY)
+        if target not in heavy:
+            heavy[target] = frozenset()
+            parts, found = target.split("."), set()
+            for module in (".".join(parts[:i]) for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in trees):
+                for node in trees[module].body:
+                    if isinstance(node, (ast.Import, ast.ImportFrom)):
+                        found.update(*(loads(t) for t in _top_level_targets(module, node, modules)))
+            heavy[target] = frozenset(found)
+        return heavy[target]
+
+    late = []
+    for name, tree in sorted(trees.items()):
+        for function in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            for node in (n for n in ast.walk(function) if isinstance(n, (ast.Import, ast.ImportFrom))):
+                if not set().union(*(loads(t) for t in _top_level_targets(name, node, modules))) - loads(name):
+                    late.append(f"{modules[name].relative_to(ROOT)}:{node.lineno} {function.name}: {ast.unparse(node)}")
+    assert not late, "imported late with no start-up time to save (import it at the top):\n" + "\n".join(late)
+
+
 def test_the_import_graph_has_no_cycle():
     modules = _modules()
     graph = {name: _imports(name, path, modules) for name, path in modules.items()}

@@ -32,6 +32,8 @@ from tradeoff.attacks.base import ATTACKS, from_spec, frozen, project, random_st
 from tradeoff.core.spec import AttackSpec
 from tradeoff.evaluation.evaluate import batch_seed, run_attack
 from tradeoff.storage.layout import bits
+from tradeoff.attacks.pgd import margin_loss
+from tradeoff.attacks.autoattack import isolated_rng
 
 SEVERITY = {"skip": 0, "pass": 1, "warn": 2, "fail": 3}
 WORD = {"skip": "n/a", "pass": "pass", "warn": "warn", "fail": "fail"}
@@ -699,8 +701,6 @@ class Auditor:
                      accuracy=accuracy(flags), white_box=accuracy(wb), **stats)
 
     def _probe(self, staged: bool, samples: int = 32) -> str:
-        from tradeoff.attacks.pgd import margin_loss
-
         a = self.attack
         sigma = a.eps / 2
         out = []
@@ -736,8 +736,6 @@ class Auditor:
         """``n`` forward passes of x, each after seeding the global RNG anew (a model that draws from it varies);
         (the outputs, whether the model used the global RNG, whether it reseeded it: the state it leaves is the same
         whatever it was given)."""
-        from tradeoff.attacks.autoattack import isolated_rng
-
         outs, used, afters = [], False, []
         with torch.no_grad(), isolated_rng(x.device):
             for i in range(n):
@@ -753,8 +751,6 @@ class Auditor:
 
     def _gradient_draws(self, n: int) -> torch.Tensor:
         """``n`` draws of the CE's input gradient at (up to 32) correctly classified points."""
-        from tradeoff.attacks.autoattack import isolated_rng
-
         idx = self._correct().nonzero().squeeze(1)[:32]
         out = []
         with isolated_rng(self.x.device):
@@ -822,8 +818,6 @@ class Auditor:
     def _majority_robust(self, eot: bool, draws: int) -> str:
         """Per example, correct in most of ``eot_draws`` passes both clean and under PGD, whose gradient each step is
         one pass's (``eot`` false) or the mean over ``draws`` passes (Expectation over Transformation)."""
-        from tradeoff.attacks.autoattack import isolated_rng
-
         a, votes_n = self.attack, self.settings.eot_draws
         gen = torch.Generator(device=self.x.device).manual_seed(self.seed)
         out = []

@@ -35,6 +35,7 @@ from tradeoff.config.budgets import parse_budget, rel_step, split_budget, sweep_
 from tradeoff.core.errors import unknown
 from tradeoff.config.load import ALL_ATTACKS, PSEUDO_COLUMNS, REFERENCE_DIR
 from tradeoff.config.scale import corruption_set, resolve_attack
+from tradeoff.storage.atomic import sha256_file
 
 @dataclass
 class Catalog:
@@ -487,8 +488,6 @@ def spec_digest(spec: RunSpec | ExternalSpec | dict) -> str:
 
 @functools.lru_cache(maxsize=64)
 def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
-    from tradeoff.storage.atomic import sha256_file
-
     return sha256_file(path)
 
 

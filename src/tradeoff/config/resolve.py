@@ -44,6 +44,9 @@ from tradeoff.config.load import (
     validate_schema,
 )
 from tradeoff.config.scale import corruption_set, resolve_attack, scale_run
+from tradeoff.storage.atomic import WriteError, atomic_write_text
+from tradeoff import data
+from tradeoff.data import SPLIT_SIZES
 
 def load_catalog(paths: Iterable[str | Path] | None = None, *, write_cache: bool = False) -> Catalog:
     """The resolved catalog of these config files, from the cache of an earlier resolution when there is one.
@@ -76,8 +79,6 @@ CATALOG_CACHE_KEEP = 8
 def _save_catalog_cache(paths: list[Path], catalog: Catalog) -> None:
     """Keep a resolved catalog for the jobs that read the same files (see load_catalog). Kept only if it comes
     back from JSON unchanged; a cache that cannot be written is skipped (every job then resolves for itself)."""
-    from tradeoff.storage.atomic import WriteError, atomic_write_text
-
     cache = _catalog_cache(paths, catalog.config)
     fields = {name: getattr(catalog, name) for name in ("config", "train_id", "seed_runs")}
     fields["attacks"] = {name: spec.as_dict() for name, spec in catalog.attacks.items()}
@@ -408,8 +409,6 @@ def _check_corruptions(spec: AttackSpec, run: RunSpec | ExternalSpec, config: di
     """An evaluation on corrupted images for a run: its dataset, mapped by ``corruption_map`` (smaller scales),
     must hold corrupted test images of the run's own dataset. (resolve() checks every such evaluation; resolving
     one again needs no dataset registry, so the Snakefile does not import PyTorch.)"""
-    from tradeoff import data
-
     named, dataset = spec.dataset, corruption_set(spec, config)
     clean = data.corruption_dataset(dataset).clean_dataset
     if clean != run.dataset:
@@ -442,8 +441,6 @@ def _resolve_selection_split(selection: dict, dataset: str, config: dict, key: s
 
 def _check_validation_sizes(config: dict, datasets: list[str]) -> None:
     """``validation``: a known dataset each, holding out fewer images than its training split has."""
-    from tradeoff.data import SPLIT_SIZES
-
     for name, held in (config.get("validation") or {}).items():
         _check_choice(name, datasets, f"validation.{name}")
         train = SPLIT_SIZES.get(name, (None,))[0]

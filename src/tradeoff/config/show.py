@@ -16,6 +16,7 @@ from tradeoff.config.catalog import Catalog
 from tradeoff.config.design import _method, _sweep, _table
 from tradeoff.config.load import CORRUPTIONS_TYPE, load_yaml, merge
 from tradeoff.config.scale import resolve_attack
+from tradeoff.config.resolve import RUN_DEFAULTS
 
 #: where a resolved run setting that differs from what its files wrote comes from: the scale's mapping
 #: (the scale_map key whose file is named, the label)
@@ -98,8 +99,6 @@ def _design_layers(merged: dict, files: list[tuple[str, dict]], rid: str) -> lis
 
 
 def _run(catalog: Catalog, files: list[tuple[str, dict]], rid: str) -> dict:
-    from tradeoff.config.resolve import RUN_DEFAULTS
-
     merged: dict = {}
     for _, raw in files:
         merged = merge(merged, raw)

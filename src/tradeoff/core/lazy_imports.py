@@ -1,9 +1,21 @@
-"""Modules imported on first use: torchvision (which pulls in torch._dynamo), scikit-learn and SciPy take seconds to
-import, and most of the pipeline's jobs never touch them."""
+"""Start-up time, said once: what is imported late, and why.
+
+Most of the pipeline's jobs are short (a report, a table, DVC's resolve stage, Snakemake's DAG) and must not pay
+for what they never use: PyTorch alone takes seconds to import, torchvision (which pulls in torch._dynamo),
+scikit-learn, SciPy, statsmodels and matplotlib seconds more. So an import sits at the top of its module, except
+one that loads a module of :data:`HEAVY` that the module's own top-level imports do not: that one is imported
+inside the function that needs it, or through :class:`LazyModule`. tests/test_structure.py holds every import
+inside a function to this rule (a late import of anything else belongs at the top).
+"""
 
 from __future__ import annotations
 
 import importlib
+
+#: the third-party packages whose import costs start-up time (a late import must load one of them)
+HEAVY = frozenset({"torch", "torchvision", "scipy", "sklearn", "matplotlib", "statsmodels", "autoattack",
+                   "pyautoattack", "dvclive", "pandas", "PIL", "numpy", "jsonschema", "tqdm", "threadpoolctl",
+                   "snakemake", "dvc", "selenium"})
 
 
 class LazyModule:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from tradeoff.data.hendrycks import CORRUPTIONS, SEVERITIES
 
 MARKER = "GENERATED.json"
 VERSION = 1
@@ -179,8 +180,6 @@ def _tinyimagenet(folder: Path, rng: np.random.Generator, *, per_class: int = 6,
 def _tinyimagenet_c(folder: Path, rng: np.random.Generator, *, classes: int = 20) -> list[str]:
     """Tiny-ImageNet-C.tar: Tiny-ImageNet-C/<corruption>/<severity>/<wnid>/*.JPEG for every corruption and severity,
     one image of each of the first ``classes`` Tiny-ImageNet classes (the reader accepts a subset of the classes)."""
-    from tradeoff.data.hendrycks import CORRUPTIONS, SEVERITIES
-
     wnids, members = _wnids(200)[:classes], {}
     labels = np.arange(classes)
     for corruption in CORRUPTIONS:

@@ -29,6 +29,8 @@ from tradeoff.methods import METHODS
 from tradeoff.storage.provenance import provenance
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import RunSpec
+from tradeoff.data import corruption_dataset, corruption_dataset_names
+from tradeoff.data.hendrycks import SEVERITIES
 
 TRAIN_SIZES = {name: sizes[0] for name, sizes in SPLIT_SIZES.items()}
 TEST_SIZES = {name: sizes[1] for name, sizes in SPLIT_SIZES.items()}
@@ -204,9 +206,6 @@ def flops_table(catalogs: list[Catalog], *, known: dict | None = None, recount: 
     """tradeoff.pipeline.costs' table (flops.json) for the runs of these catalogs: each (architecture, dataset)'s pass costs
     (``recount=False`` keeps those already in ``known``), each dataset's sizes and classes, each corruption
     dataset's images per test image."""
-    from tradeoff.data import corruption_dataset, corruption_dataset_names
-    from tradeoff.data.hendrycks import SEVERITIES
-
     passes = {}
     for arch, dataset in shipped_pairs(catalogs):
         key = pass_key(arch, dataset)

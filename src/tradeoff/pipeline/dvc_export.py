@@ -35,6 +35,7 @@ import yaml
 from tradeoff.storage.atomic import json_digest
 from tradeoff.config import Catalog
 from tradeoff.storage.layout import ready_marker
+from tradeoff.audit import jobs as audit_jobs
 
 PACKAGE = Path(__file__).resolve().parents[1]  # src/tradeoff
 SOURCES = PACKAGE.parent                   # src
@@ -268,8 +269,6 @@ def digest(settings) -> str:
 def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
     """The jobs of building ``targets`` (default: every target and the summary), as Snakemake's DAG has them, each
     with what its template needs and the digest of its resolved settings: the contents of jobs.json."""
-    from tradeoff.audit import jobs as audit_jobs
-
     layout, data = catalog.layout, catalog.data_root
     audit_targets = audit_jobs.audit_targets(catalog)
     # audit targets (`audit_<table>`: only when named, as in Snakemake) need their rows' models, not their reports

@@ -35,6 +35,8 @@ import numpy as np
 from tradeoff.config import Catalog, load_yaml
 from tradeoff.core.errors import ConfigError
 from tradeoff.report import what_ran as ran, stats, tables
+from tradeoff.report.records import _entry, measurement, read_json
+from tradeoff.report.records import measurement
 
 KINDS = ("better", "not_worse", "trend", "front")
 VERDICTS = ("holds", "fails", "inconclusive", "untestable here")
@@ -176,8 +178,6 @@ def _measure(catalog: Catalog, run: str, job: str, what: str) -> tuple[tables.Ou
 def _nrob_scores(catalog: Catalog, run: str, job: str) -> np.ndarray:
     """Each test image's share of corrupted copies (every corruption and severity) classified right, from the
     predictions file, checked against its metrics file's NROB."""
-    from tradeoff.report.records import _entry, measurement, read_json
-
     train = catalog.train_id[run]
     path = catalog.predictions_file(train, job)
     found = _entry(catalog, path, read_json(path), job).get("corrupted_correct")
@@ -207,8 +207,6 @@ def _group(catalog: Catalog, run: str) -> tuple[str, str]:
 
 def _split(catalog: Catalog, run: str, job: str) -> int | None:
     """The scale's test split (its images), as the measurement records it."""
-    from tradeoff.report.records import measurement
-
     m = measurement(catalog, catalog.row_runs(run)[0], job)
     size = m.record.get("test_size") if m else None
     return int(size) if isinstance(size, (int, float)) or (isinstance(size, str) and size.isdigit()) else None

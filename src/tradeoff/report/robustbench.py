@@ -26,6 +26,7 @@ from tradeoff.models import zoo_names as zoo
 from tradeoff.config import ALL_ATTACKS, Catalog
 from tradeoff.core.errors import UserError, unknown
 from tradeoff.report import records
+from tradeoff.storage.atomic import atomic_write_text
 
 
 class ExportError(UserError, ValueError):
@@ -168,8 +169,6 @@ def export_robustbench(catalog: Catalog, model_id: str, *, threat_model: str = "
                        out: str | Path | None = None) -> tuple[Path, dict]:
     """Write :func:`model_info` to ``out`` (default: results/<scale>/robustbench/<dataset>/<threat>/<model>.json);
     returns the path and the dict."""
-    from tradeoff.storage.atomic import atomic_write_text
-
     info = model_info(catalog, model_id, threat_model=threat_model, clean=clean, autoattack=autoattack,
                       fields=fields)
     path = Path(out) if out is not None else catalog.layout.robustbench(info["dataset"], _threat(threat_model)[0],

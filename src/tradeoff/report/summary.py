@@ -17,6 +17,7 @@ from tradeoff.config import Catalog
 from tradeoff.report import claims, what_ran as ran, tables
 from tradeoff.report.build import target_outputs
 from tradeoff.report.records import ReportError, failed_checks
+from tradeoff.report.records import measurement
 
 SHOWN = 3  # cells listed per target and list
 
@@ -112,8 +113,6 @@ SAME_SETTING = ("At the {scale} scale every run trains the paper's own dataset a
 def selection(catalog: Catalog) -> str:
     """Which split chose each model's epoch, as the measured runs record it (``selection_split``: validation, test,
     or none where the last epoch is kept); a record without the field was selected on the test split."""
-    from tradeoff.report.records import measurement
-
     chose: dict[str, list] = {}
     for run in sorted(set(catalog.train_id.values())):
         attacks = [a for a in catalog.model_attacks(run) if catalog.metrics_file(run, a).exists()][:1] \

@@ -43,6 +43,7 @@ from tradeoff.report.records import (
     training_machines,
     training_minutes,
 )
+from tradeoff.config import load_yaml
 
 STRONG = "strong"
 MARK = "†"  # differs significantly from the table's compare row
@@ -123,8 +124,6 @@ def load_reference(catalog: Catalog, name: str) -> dict[tuple[str, str], tuple[f
 
 def paper_flags(catalog: Catalog, name: str) -> list[str]:
     """What the paper's own numbers of a reference file contradict (``reference/flags.yaml``), said under its table."""
-    from tradeoff.config import load_yaml
-
     path = Path(catalog.reference_dir) / "flags.yaml"
     return [" ".join(str(text).split()) for text in ((load_yaml(path) or {}).get(name) or [])] if path.exists() else []
 

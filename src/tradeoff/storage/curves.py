@@ -21,6 +21,7 @@ import math
 from pathlib import Path
 
 from tradeoff.storage.layout import RAN_ON
+from tradeoff.storage.atomic import atomic_write_text
 
 #: the fields of an epoch's row that the clock and the machine give, not the computation: never logged here (the
 #: curves are DVC outputs); the trainer keeps them in its state (a resumed run keeps its epochs' times) and writes
@@ -66,8 +67,6 @@ class CurveLog:
         self.live.step = int(row["epoch"])
         text = {k: v for k, v in row.items() if isinstance(v, str)}
         if text:
-            from tradeoff.storage.atomic import atomic_write_text
-
             self.ran_on[str(int(row["epoch"]))] = text
             atomic_write_text(self.folder / RAN_ON, json.dumps(self.ran_on, indent=1) + "\n")
         for key, value in row.items():
