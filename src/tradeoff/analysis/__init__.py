@@ -21,13 +21,12 @@ from typing import Any
 
 from tradeoff.analysis import caat_synthetic, disagreement, learner_tsne  # noqa: F401  (they register the analyses)
 from tradeoff.analysis.base import ANALYSES, Analysis, register  # noqa: F401
+from tradeoff.storage.atomic import atomic_write_text
+from tradeoff.storage.provenance import write_sidecar
 
 
 def run_analysis(catalog, target: str) -> Path:
     """Compute the analysis of a figure target and write its JSON atomically."""
-    from tradeoff.storage.atomic import atomic_write_text
-    from tradeoff.storage.provenance import write_sidecar
-
     spec = catalog.targets[target].analysis.as_dict()
     name = spec.pop("name")
     t0 = time.perf_counter()

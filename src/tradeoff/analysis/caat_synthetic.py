@@ -48,6 +48,7 @@ from typing import Any
 
 from tradeoff.core.lazy_imports import LazyModule
 from tradeoff.analysis.base import register
+from tradeoff import data
 
 torch = LazyModule("torch")  # imported when the analysis runs: the report jobs import this module, not PyTorch
 F = LazyModule("torch.nn.functional")
@@ -137,8 +138,6 @@ def theorem1_bound(lam_max: float, d: int, delta: float) -> float:
 
 def _binary(catalog, dataset: str, classes: list[int], image_size: int | None, resize: str):
     """(x_train, y_train, x_test, y_test): flattened float64 images of the two classes, y = +1 / −1."""
-    from tradeoff import data
-
     ds = data.load(dataset, catalog.data_root)
 
     def pick(x, labels):

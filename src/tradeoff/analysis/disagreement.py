@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 from tradeoff.core.targets import row_keys
 from tradeoff.analysis.base import register
+from tradeoff.evaluation.load import catalog_source, load_model
 
 PANELS = ("natural", "adversarial")
 
@@ -143,7 +144,6 @@ def disagreement_grid(catalog, target: str, params: dict) -> dict:
     from tradeoff.attacks import from_spec
     from tradeoff.core.runtime import Runtime
     from tradeoff.data import load_run_data
-    from tradeoff.evaluation.load import catalog_source, load_model
 
     rows = catalog.targets[target].rows
     runtime = Runtime.from_config(catalog.runtime_settings, catalog.scale)

@@ -28,6 +28,9 @@ from typing import Any
 
 from tradeoff.core.targets import TSNE_DEFAULTS
 from tradeoff.analysis.base import register
+import copy
+from tradeoff.storage import checkpoint
+from tradeoff.evaluation.load import catalog_source, load_model
 
 def embed(features, *, perplexity: float, seed: int):
     """2-D t-SNE of the rows of ``features`` (numpy, n x d), seeded; perplexity capped at (n - 1) / 3."""
@@ -77,12 +80,8 @@ def panel(learners: dict, x, y, spec: dict, params: dict, *, batch_size: int) ->
 @register("learner_tsne")
 def learner_tsne(catalog, target: str, params: dict) -> dict:
     """The analysis job: for every row, every snapshot epoch of its run's learners, one t-SNE panel."""
-    import copy
-
-    from tradeoff.storage import checkpoint
     from tradeoff.core.runtime import Runtime
     from tradeoff.data import load_run_data, subset
-    from tradeoff.evaluation.load import catalog_source, load_model
 
     p = {**TSNE_DEFAULTS, **params}
     runtime = Runtime.from_config(catalog.runtime_settings, catalog.scale)

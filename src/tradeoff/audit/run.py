@@ -21,6 +21,8 @@ from tradeoff.audit.checks import Auditor, Settings, group_verdicts, overall_lin
 from tradeoff.audit.jobs import protocol_pairs, surrogate_for
 from tradeoff.audit.page import write_page
 from tradeoff.evaluation.load import catalog_source
+from tradeoff.evaluation.evaluate import Evaluation, Loaded
+from tradeoff.report.records import ReportError, predictions, read_json
 
 log = logging.getLogger("tradeoff.audit")
 
@@ -29,8 +31,6 @@ NOT_COLUMNS = ("clean", "corruptions")
 
 
 def _load(catalog: Catalog, model_id: str, device: str, examples: int | None):
-    from tradeoff.evaluation.evaluate import Evaluation, Loaded
-
     source = catalog_source(catalog, model_id)
     if not source.path.exists():
         raise UserError(f"{source.path}: no such model file (train {source.model_id!r} first: `tradeoff train --run "
@@ -52,8 +52,6 @@ def reported_columns(catalog: Catalog, model_id: str, y: torch.Tensor, examples:
     (tradeoff.report.records), as the auditor takes them: ``{name:
     {"spec", "flags"}}`` with the flags in the audit's order of examples; and a note per column left out. ``sha``: an
     external model's file digest, which a column's record must name."""
-    from tradeoff.report.records import ReportError, predictions, read_json
-
     wanted: dict[str, None] = {}
     for name, target in catalog.targets.items():
         if target.kind != "table":

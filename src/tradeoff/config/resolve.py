@@ -47,6 +47,8 @@ from tradeoff.config.scale import corruption_set, resolve_attack, scale_run
 from tradeoff.storage.atomic import WriteError, atomic_write_text
 from tradeoff import data
 from tradeoff.data import SPLIT_SIZES
+from tradeoff import data, models
+from tradeoff.models.zoo_names import FORMATS, canonical_arch, layouts, parse_normalize
 
 def load_catalog(paths: Iterable[str | Path] | None = None, *, write_cache: bool = False) -> Catalog:
     """The resolved catalog of these config files, from the cache of an earlier resolution when there is one.
@@ -137,7 +139,6 @@ def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
         raise ConfigError(f"{bad}: must be a finite number, got {_lookup(config, bad)!r} (leave a parameter out to "
                           "take its default)")
     validate_schema(config)
-    from tradeoff import data, models
     from tradeoff.attacks import ATTACKS
     from tradeoff.methods import METHODS
 
@@ -291,9 +292,6 @@ def resolve_external(raw: dict, config: dict, key: Callable[[str], str]) -> Exte
     a smaller scale, a row standing in for a paper dataset's model keeps that dataset's budgets rescaled like the
     runs'), an optional pinned SHA-256, and the scale's test examples. ``key(name)`` names a setting in errors
     (``external.<id>.arch``, or a command-line option)."""
-    from tradeoff import data, models
-    from tradeoff.models.zoo_names import FORMATS, canonical_arch, layouts, parse_normalize
-
     unknown_keys = sorted(set(raw) - set(EXTERNAL_KEYS))
     if unknown_keys:
         raise ConfigError(f"{key(unknown_keys[0])}: unknown setting; allowed: {list(EXTERNAL_KEYS)}")

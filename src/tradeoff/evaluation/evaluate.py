@@ -38,6 +38,9 @@ from tradeoff.storage.layout import METRICS_FORMAT, SUITE_FORMAT, bits
 from tradeoff.storage.provenance import provenance, write_sidecar
 from tradeoff.core.spec import AttackSpec, ExternalSpec, RunSpec, model_spec
 from tradeoff.evaluation.load import ModelSource, load_model
+from tradeoff import data
+from importlib import metadata
+from tradeoff.storage.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +117,6 @@ class EvalState:
         return _BatchProgress(self, batch)
 
     def _write(self) -> None:
-        from tradeoff.storage.atomic import atomic_write_text
-
         atomic_write_text(self.path, json.dumps(self.data) + "\n")
 
     def remove(self) -> None:
@@ -279,8 +280,6 @@ def model_settings(meta: dict) -> RunSpec | ExternalSpec:
 
 
 def _load(source: ModelSource, data_root, device: str, test_examples: int | None):
-    from tradeoff import data
-
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     model, meta = load_model(source, device)
@@ -300,8 +299,6 @@ def channels_last(model: nn.Module, x: torch.Tensor) -> tuple[nn.Module, torch.T
 
 def _library_versions(spec: AttackSpec) -> dict:
     if spec.type in ("autoattack", *attacks.autoattack.COMPONENTS):
-        from importlib import metadata
-
         return {"pyautoattack": metadata.version("pyautoattack")}
     return {}
 
@@ -380,8 +377,6 @@ def _write_suite(path, model_id: str | None, metrics: dict[str, dict]) -> None:
 
 
 def _write_json(path, obj: dict, indent: int | None = None) -> None:
-    from tradeoff.storage.atomic import atomic_write_text
-
     atomic_write_text(path, json.dumps(obj, indent=indent, default=float) + "\n")
 
 

@@ -33,6 +33,7 @@ from tradeoff.models import zoo_names as zoo
 from tradeoff.storage.atomic import sha256_file
 from tradeoff.storage.checkpoint import CheckpointError
 from tradeoff.core.spec import ExternalSpec, thaw
+from tradeoff.models import adapters
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +86,6 @@ def _resnet_from_torchvision(key: str) -> str:
 def _transformer_from_timm(arch: str, keys: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """timm's ViT / Swin names -> torchvision's, as tradeoff.models.adapters renames a pretrained backbone, the
     classifier ('head.') included."""
-    from tradeoff.models import adapters
-
     family = "swin" if arch.startswith("swin") else "vit"
     old = any(re.match(r"layers\.0\.downsample\.", k) for k in keys)
     out = {}

@@ -504,8 +504,6 @@ def write_backbone(arch: str, path: str | Path) -> Path:
     which ``tradeoff.models.adapters.load_pretrained`` reads as it reads ARES's files: the architecture's whole
     backbone (no adapters, no head) with seeded random weights, under ``model`` as ARES's wrapper saves it, with a
     ``generated`` note beside it. Not a pretrained model: the rehearsal only needs the shapes and the loading."""
-    import torch
-
     torch.manual_seed(0)
     model = bare_network(arch, num_classes=1000)
     state = {key: value for key, value in model.net.state_dict().items() if not model.is_trainable_key(key)}

@@ -20,6 +20,10 @@ from typing import Any
 import torch
 
 from tradeoff import config as cfg
+from tradeoff.evaluation.evaluate import channels_last, model_settings, run_attack
+from tradeoff.evaluation.load import RunModel, load_model
+from tradeoff.storage.provenance import provenance
+import os
 
 # rough cost order of attack types, so that the longest jobs start first
 COST_ORDER = ["autoattack", "square", "fab-t", "fab", "apgd-t", "t-pgd", "apgd-dlr", "apgd-ce", "pgd", "cw",
@@ -30,9 +34,7 @@ _CACHE: dict[str, Any] = {}
 
 def _time_attack(job: dict) -> dict:
     """Run in a worker: load (once per process) the model and test set, evaluate one attack, time it."""
-    from tradeoff.evaluation.evaluate import channels_last, model_settings, run_attack
     from tradeoff.data import load_run_data
-    from tradeoff.evaluation.load import RunModel, load_model
 
     torch.set_num_threads(job["threads"])
     key = json.dumps([job["checkpoint"], job["device"], job["test_examples"]])
@@ -58,8 +60,6 @@ def _time_attack(job: dict) -> dict:
 def bench_eval(catalog: cfg.Catalog, run_id: str, *, checkpoint: str | Path | None = None, target: str = "table1a",
                attacks: list[str] | None = None, workers: int = 1, threads: int = 1, device: str = "auto",
                out_dir: str | Path | None = None) -> dict:
-    from tradeoff.storage.provenance import provenance
-
     train_id = catalog.train_id[run_id]
     checkpoint = Path(checkpoint or catalog.layout.model(train_id))
     if not checkpoint.exists():
@@ -117,8 +117,6 @@ def lpt_makespan(durations: list[float], workers: int) -> float:
 
 def _load_average() -> list[float] | None:
     try:
-        import os
-
         return [round(v, 2) for v in os.getloadavg()]
     except (OSError, AttributeError):
         return None

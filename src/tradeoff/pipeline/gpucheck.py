@@ -64,6 +64,17 @@ from tradeoff.methods import METHODS
 from tradeoff.storage.provenance import provenance, training_epochs
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import Norm, RunSpec, freeze
+from tradeoff.evaluation.evaluate import run_attack
+from tradeoff.evaluation.load import catalog_source, load_model
+from tradeoff.config import load_catalog
+from tradeoff.data import load_run_data
+from tradeoff.report.stats import mcnemar
+from tradeoff.storage.layout import bits
+from tradeoff.training.train import train
+from tradeoff.evaluation.load import RunModel, load_model
+import importlib
+import platform
+from importlib import metadata
 
 #: |loss difference| <= rel x |loss| + abs; the weight updates' cosine >= cosine, their norms within norm_rel
 TOLERANCES = {
@@ -316,9 +327,6 @@ def run_bench_eval(catalog, device: torch.device, *, images: int, run: str = BEN
     """bench-eval of ``attacks`` on ``images`` images, into ``out`` as each is timed. ``ladder``: each attack first
     on a tenth of the images, then on all of them, so that a section stopped by its budget keeps a measurement (of
     the images it timed: ``images`` in each row)."""
-    from tradeoff.evaluation.evaluate import run_attack
-    from tradeoff.evaluation.load import catalog_source, load_model
-
     spec = catalog.runs[run]
     c, h, _, k = SHAPES[spec.dataset]
     source = catalog_source(catalog, run)
@@ -405,8 +413,6 @@ def rehearse(root: Path, device: str, *, images: int = 1000, target: str = REHEA
     model's sidecar) beside the plan's for the same resolved runs (tradeoff.pipeline.costs.JobSizes on ``device``, a device name;
     the plan's default device where it has no price for it). ``root``: the workflow folder. ``runner`` runs the
     Snakemake command (replaceable for tests)."""
-    from tradeoff.config import load_catalog
-
     rehearsal = root / REHEARSAL
     if not rehearsal.is_file():
         return {"skipped": f"{REHEARSAL} does not exist (the rehearsal scale, issue 23): the {target} rehearsal at "
@@ -446,13 +452,6 @@ def bf16_against_fp32(catalog, device: torch.device, *, run: str = PRECISION_RUN
     """Section 6: ``run`` of ``catalog`` (the demo scale) trained twice from its seed, in fp32 and in bf16 autocast
     (channels_last as the config says), and both models under ``attacks`` on the run's test set (seed 0): each
     accuracy, and the exact McNemar test of the two models' per-example outcomes."""
-    from tradeoff.data import load_run_data
-    from tradeoff.evaluation.evaluate import run_attack
-    from tradeoff.report.stats import mcnemar
-    from tradeoff.storage.layout import bits
-    from tradeoff.training.train import train
-    from tradeoff.evaluation.load import RunModel, load_model
-
     spec = catalog.runs[run]
     channels_last = catalog.runtime_settings.channels_last
     batch = catalog.runtime_settings.eval_batch_size
@@ -546,10 +545,6 @@ def torch_version_ok(version: str = torch.__version__) -> bool:
 def imports() -> dict:
     """Section a's first part: the versions of Python, PyTorch, CUDA and cuDNN, the devices CUDA sees, and every
     package the check needs (its version, or why it failed to import)."""
-    import importlib
-    import platform
-    from importlib import metadata
-
     def probe(rows) -> dict:
         out = {}
         for module, dist, why in rows:
