@@ -16,6 +16,7 @@ from report_fixtures import write_curves
 from tradeoff import config as cfg
 from tradeoff.core.runtime import Runtime
 from tradeoff.evaluation.evaluate import AttackJob, Evaluation, evaluate
+from tradeoff.evaluation.load import RunModel
 from tradeoff.report import records
 from tradeoff.storage import checkpoint, provenance
 from tradeoff.storage.layout import Layout
@@ -70,9 +71,9 @@ def test_a_model_and_its_metrics_rebuilt_at_another_commit_on_another_host_are_t
         paths = train(NT, spec, results=results, data_root=catalog.data_root,
                       runtime=Runtime(torch.device("cpu")), eval_batch_size=200, progress=False)
         metrics = results / "metrics.json"
-        evaluate(Evaluation(paths.model, catalog.data_root, (AttackJob("pgd", catalog.attack_for("pgd20", NT),
-                                                                         metrics_out=metrics),),
-                            model_id=NT, device="cpu", batch_size=32, test_examples=32, scale="smoke"))
+        evaluate(Evaluation(RunModel(paths.model, NT), catalog.data_root,
+                            (AttackJob("pgd", catalog.attack_for("pgd20", NT), metrics_out=metrics),),
+                            device="cpu", batch_size=32, test_examples=32, scale="smoke"))
         built[commit[0]] = paths.model, metrics
     (model_a, metrics_a), (model_b, metrics_b) = built["a"], built["b"]
     assert _md5(model_a) == _md5(model_b) and metrics_a.read_bytes() == metrics_b.read_bytes()

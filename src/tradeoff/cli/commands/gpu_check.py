@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from tradeoff import config as cfg
-from tradeoff.pipeline.gpucheck import NoCuda, device_slug, gpu_check, process_seconds, write_report
+from tradeoff.pipeline import gpucheck
 
 GPU = True  # computes on a GPU: on a machine with several, takes one of its own (tradeoff.core.gpus)
 
@@ -41,22 +41,22 @@ def run(args, catalog: cfg.Catalog) -> int:
     demo = root / "config" / "demo.yaml" if root else None
 
     def where(report: dict) -> tuple[Path, Path]:
-        slug = device_slug(report["device"])
+        slug = gpucheck.device_slug(report["device"])
         if args.out is None:
             return catalog.layout.gpu_check(slug)
         return Path(args.out) / f"gpu-check-{slug}.json", Path(args.out) / f"gpu-check-{slug}.md"
 
     try:
-        report = gpu_check(catalog, cpu_only=args.cpu_only, batch=args.batch, images=args.images,
+        report = gpucheck.gpu_check(catalog, cpu_only=args.cpu_only, batch=args.batch, images=args.images,
                            bench_steps=args.steps, bench_warmup=args.warmup, root=root if args.rehearsal else None,
                            demo=cfg.load_catalog([root / "config" / "config.yaml", demo])
                            if args.precision_check and demo and demo.is_file() and not args.cpu_only else None,
-                           budget=None if args.budget is None else args.budget - process_seconds(),
-                           on_progress=lambda r: write_report(r, where(r)))
-    except NoCuda as exc:
+                           budget=None if args.budget is None else args.budget - gpucheck.process_seconds(),
+                           on_progress=lambda r: gpucheck.write_report(r, where(r)))
+    except gpucheck.NoCuda as exc:
         print(f"tradeoff: gpu-check: {exc}", file=sys.stderr)
         return 1
-    paths = write_report(report, where(report))
+    paths = gpucheck.write_report(report, where(report))
     verdict = "every comparison within its tolerance" if report["ok"] else "A COMPARISON IS OUT OF ITS TOLERANCE"
     print(f"gpu-check on {report['device']}: {verdict}; report: {paths[1]} (and {paths[0].name})")
     return 0 if report["ok"] else 1
