@@ -39,6 +39,11 @@ def flag(key: str) -> str:
     return f"--{key.replace('_', '-')}" if key in OPTIONS or key == "checkpoint" else f"--{key}"
 
 
+def add_run(p: argparse.ArgumentParser) -> None:
+    """--run: the model of the catalog a subcommand reads (evaluate, audit)."""
+    p.add_argument("--run", help="a run of the catalog, or an external model (the config's `external:`)")
+
+
 def add_options(p: argparse.ArgumentParser) -> None:
     """--model FILE.py:FUNCTION and the options that describe a --checkpoint file (the subcommand adds --checkpoint
     itself, with its own help)."""

@@ -11,11 +11,27 @@ inside a function to this rule (a late import of anything else belongs at the to
 from __future__ import annotations
 
 import importlib
+import sys
 
 #: the third-party packages whose import costs start-up time (a late import must load one of them)
 HEAVY = frozenset({"torch", "torchvision", "scipy", "sklearn", "matplotlib", "statsmodels", "autoattack",
                    "pyautoattack", "dvclive", "pandas", "PIL", "numpy", "jsonschema", "tqdm", "threadpoolctl",
                    "snakemake", "dvc", "selenium"})
+
+
+def lazy_package(package: str, names: dict[str, str]):
+    """``__getattr__`` and ``__dir__`` for a package whose names live in its modules, each imported when one of its
+    names is first read (``names``: name -> the module that owns it; tradeoff.data, tradeoff.models)."""
+
+    def __getattr__(name: str):
+        if name not in names:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(names[name]), name)
+
+    def __dir__() -> list[str]:
+        return sorted([*vars(sys.modules[package]), *names])
+
+    return __getattr__, __dir__
 
 
 class LazyModule:

@@ -14,18 +14,11 @@ May import: core, storage.
 
 from __future__ import annotations
 
-import importlib
+from tradeoff.core.lazy_imports import lazy_package
 
 #: the package's names -> the module that owns each, imported when the name is first read (spelled out in full:
 #: DVC's stages depend on the modules named here, tradeoff.pipeline.dvc_export)
 _NAMES = dict.fromkeys(["MODELS", "PRETRAINED_MODELS", "create_model", "model_names"], "tradeoff.models.create")
 
 
-def __getattr__(name: str):
-    if name not in _NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_NAMES[name]), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_NAMES])
+__getattr__, __dir__ = lazy_package(__name__, _NAMES)

@@ -18,7 +18,7 @@ GPU = True  # computes on a GPU: on a machine with several, takes one of its own
 def add_parser(sub) -> None:
     p = sub.add_parser("audit", help="check whether a model's robustness evaluation can be trusted: a battery of "
                        "sanity checks, one page with the verdicts in results/<scale>/audit/ (docs/audit.md)")
-    p.add_argument("--run", help="a run of the catalog, or an external model (the config's `external:`)")
+    model_options.add_run(p)
     p.add_argument("--checkpoint", type=absolute, metavar="FILE", help="audit a model this pipeline did not train "
                    "(as `evaluate --checkpoint`), with --arch and --dataset")
     model_options.add_options(p)

@@ -16,7 +16,7 @@ GPU = True  # computes on a GPU: on a machine with several, takes one of its own
 def add_parser(sub) -> None:
     p = sub.add_parser("evaluate", help="evaluate one run (or external model) under one attack, or several in one "
                        "process; or any checkpoint file (--checkpoint)")
-    p.add_argument("--run", help="a run of the catalog, or an external model (the config's `external:`)")
+    model_options.add_run(p)
     p.add_argument("--unit", help="an evaluation job of the pipeline: an attack (name, or name@budget of a sweep), "
                                   f"or {cfg.ALL_ATTACKS!r}: every attack the targets need of the run, into one file "
                                   "(runtime.eval_unit: run)")
