@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from helpers import ROOT
+from tradeoff import config as cfg
 from tradeoff.core.spec import ExternalSpec
-from tradeoff.evaluation.load import (ExternalCheckpoint, RunModel, UserModelFile, catalog_source, external_source,
+from tradeoff.evaluation.load import (ExternalCheckpoint, RunModel, UserModelFile, external_source, source_for,
                                       load_model)
 from tradeoff.storage.checkpoint import CheckpointError
 
@@ -88,7 +89,7 @@ def test_a_catalogs_model_is_its_training_jobs_file_or_its_external_file(tmp_pat
         def model(self, run_id):
             return tmp_path / "checkpoints" / run_id / "model.pt"
 
-    class Catalog:  # what catalog_source reads of a tradeoff.config.Catalog
+    class Catalog:  # what Catalog.model_location reads of a tradeoff.config.Catalog
         layout = Layout()
         train_id = {"nt": "nt", "nt-eval": "nt", "zoo": "zoo"}
         externals = {"zoo": _spec(checkpoint=str(tmp_path / "zoo.pt"))}
@@ -98,5 +99,9 @@ def test_a_catalogs_model_is_its_training_jobs_file_or_its_external_file(tmp_pat
                     else self.layout.model(model_id))
 
     catalog = Catalog()
-    assert catalog_source(catalog, "nt-eval") == RunModel(tmp_path / "checkpoints" / "nt" / "model.pt", "nt")
-    assert catalog_source(catalog, "zoo") == ExternalCheckpoint(tmp_path / "zoo.pt", catalog.externals["zoo"], "zoo")
+
+    def source(model_id):
+        return source_for(*cfg.Catalog.model_location(catalog, model_id))
+
+    assert source("nt-eval") == RunModel(tmp_path / "checkpoints" / "nt" / "model.pt", "nt")
+    assert source("zoo") == ExternalCheckpoint(tmp_path / "zoo.pt", catalog.externals["zoo"], "zoo")

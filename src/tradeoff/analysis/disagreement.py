@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from tradeoff.core.targets import row_keys
 from tradeoff.analysis.base import register
-from tradeoff.evaluation.load import catalog_source, load_model
+from tradeoff.evaluation.load import load_model, source_for
 
 PANELS = ("natural", "adversarial")
 
@@ -157,7 +157,7 @@ def disagreement_grid(catalog, target: str, params: dict) -> dict:
     x, y = ds.x_test.to(device), ds.y_test.to(device)
     models = {}
     for r in rows:
-        model, _ = load_model(catalog_source(catalog, r.run), device)
+        model, _ = load_model(source_for(*catalog.model_location(r.run)), device)
         models[r.key] = model.float().eval()
     attack_specs = {r.key: catalog.attack_for(params["attack"], r.run) for r in rows}
 

@@ -30,7 +30,7 @@ from tradeoff.core.targets import TSNE_DEFAULTS
 from tradeoff.analysis.base import register
 import copy
 from tradeoff.storage import checkpoint
-from tradeoff.evaluation.load import catalog_source, load_model
+from tradeoff.evaluation.load import load_model, source_for
 
 def embed(features, *, perplexity: float, seed: int):
     """2-D t-SNE of the rows of ``features`` (numpy, n x d), seeded; perplexity capped at (n - 1) / 3."""
@@ -89,7 +89,7 @@ def learner_tsne(catalog, target: str, params: dict) -> dict:
     batch_size = catalog.runtime_settings.eval_batch_size
     panels = []
     for row in catalog.targets[target].rows:
-        source = catalog_source(catalog, row.run)
+        source = source_for(*catalog.model_location(row.run))
         run, path = source.model_id, source.path
         snapshots = checkpoint.load(path).get("learner_snapshots") or {}
         if not snapshots:

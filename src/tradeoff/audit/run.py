@@ -20,7 +20,7 @@ from tradeoff.core.spec import AttackSpec, Norm, thaw
 from tradeoff.audit.checks import Auditor, Settings, group_verdicts, overall_line
 from tradeoff.audit.jobs import protocol_pairs, surrogate_for
 from tradeoff.audit.page import write_page
-from tradeoff.evaluation.load import catalog_source
+from tradeoff.evaluation.load import source_for
 from tradeoff.evaluation.evaluate import Evaluation, Loaded
 from tradeoff.report.records import ReportError, predictions, read_json
 
@@ -31,7 +31,7 @@ NOT_COLUMNS = ("clean", "corruptions")
 
 
 def _load(catalog: Catalog, model_id: str, device: str, examples: int | None):
-    source = catalog_source(catalog, model_id)
+    source = source_for(*catalog.model_location(model_id))
     if not source.path.exists():
         raise UserError(f"{source.path}: no such model file (train {source.model_id!r} first: `tradeoff train --run "
                         f"{source.model_id}`)")

@@ -1,6 +1,6 @@
 """The options that name a model this pipeline did not train (``evaluate`` and ``audit``): ``--checkpoint FILE`` with
 the options that describe it, or ``--model FILE.py:FUNCTION``. :data:`OPTIONS` lists them once; the parser, the
-checks, the :class:`~tradeoff.evaluation.plan.CheckpointFile` they make and the option an error message names all
+checks, the :class:`~tradeoff.pipeline.evaluation_jobs.CheckpointFile` they make and the option an error message names all
 come from it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import argparse
 
 from tradeoff.config import ConfigError
 from tradeoff.evaluation.external import name_of
-from tradeoff.evaluation.plan import CheckpointFile
+from tradeoff.pipeline.evaluation_jobs import CheckpointFile
 from tradeoff.evaluation.load import PYTHON_FORMAT
 from tradeoff.evaluation.user_model import arch_of, parse
 

@@ -16,7 +16,8 @@ May import: core, storage, data, models, attacks, methods.
 
 from tradeoff.core.errors import ConfigError, unknown
 from tradeoff.config.budgets import eps_label, parse_budget, parse_step, rel_step, split_budget, sweep_labels
-from tradeoff.config.catalog import Catalog, spec_digest
+from tradeoff.config.catalog import Catalog
+from tradeoff.core.spec import spec_digest
 from tradeoff.config.load import (
     ALL_ATTACKS,
     AUTOATTACK_FAMILY,

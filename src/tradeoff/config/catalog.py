@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tradeoff.storage.atomic import json_digest
 from tradeoff.core.errors import ConfigError
 from tradeoff.data.generated import GeneratedDataRoot
 from tradeoff.core.settings import runtime_settings
@@ -168,6 +167,13 @@ class Catalog:
         """A run's resolved settings, or an external model's (``checkpoint``, ``arch``, ``dataset``, ...): ``run_id``
         a run id or an external id (every model id is one or the other)."""
         return self.externals[run_id] if run_id in self.externals else self.runs[run_id]
+
+    def model_location(self, model_id: str) -> tuple[str, Path, ExternalSpec | None]:
+        """Where a run's or external model's model is: (its train id: a run that builds on another's training is that
+        job's model; its file; an external model's settings, None for a run), what
+        tradeoff.evaluation.load.source_for takes."""
+        train_id = self.train_id.get(model_id, model_id)
+        return train_id, self.model_file(train_id), self.externals.get(train_id)
 
     def model_file(self, model_id: str) -> Path:
         """The file an evaluation of a training job or an external model reads: the run's model.pt, or the external
@@ -472,20 +478,6 @@ class Catalog:
 
 #: an external model's settings that say where its file is, not what it computes: its metrics record the file's
 #: SHA-256, which a report checks on its own (tradeoff.report.records)
-FILE_KEYS = ("checkpoint", "sha256")
-
-
-def spec_digest(spec: RunSpec | ExternalSpec | dict) -> str:
-    """What a run computes: two runs with the same digest train identically (the paper-scale names of their
-    dataset and architecture are labels, not settings). Of an external model: how its file is read and evaluated
-    (architecture, dataset, layout, normalisation, test examples), the file itself being its SHA-256. (A dict: the
-    settings' JSON form, while they are resolved.)"""
-    if isinstance(spec, _Spec):
-        spec = spec.as_dict()
-    settings = {k: v for k, v in spec.items() if not k.startswith("paper_") and k not in FILE_KEYS}
-    return json_digest(settings)
-
-
 @functools.lru_cache(maxsize=64)
 def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
     return sha256_file(path)

@@ -17,7 +17,8 @@ from tradeoff.core.errors import ConfigError
 from tradeoff.storage.layout import Layout
 from tradeoff.core.spec import AttackSpec, ExternalSpec, RunSpec
 from tradeoff.core.targets import TargetSpec
-from tradeoff.config.catalog import Catalog, spec_digest
+from tradeoff.config.catalog import Catalog
+from tradeoff.core.spec import spec_digest
 from tradeoff.config.checks import (
     _check_arch_map,
     _check_attack,

@@ -17,6 +17,8 @@ mapping in the run's spec (a method reads its own as the fields of its declared 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import enum
 import math
 from dataclasses import dataclass, field
@@ -422,3 +424,24 @@ class ExternalSpec(_Spec):
 def model_spec(raw: Mapping) -> RunSpec | ExternalSpec:
     """A model's settings from their JSON form: a run's, or an external model's (it has a ``checkpoint``)."""
     return ExternalSpec.from_dict(raw) if "checkpoint" in raw else RunSpec.from_dict(raw)
+
+
+def json_digest(obj: Any, **dumps: Any) -> str:
+    """16 hex digits of the SHA-256 of ``obj`` as sorted JSON (``dumps``: json.dumps's other arguments, e.g.
+    ``default``): the digest of a settings dict."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, **dumps).encode()).hexdigest()[:16]
+
+
+#: an external model's keys that name its file, not what it computes (its SHA-256 stands for the file)
+FILE_KEYS = ("checkpoint", "sha256")
+
+
+def spec_digest(spec: RunSpec | ExternalSpec | dict) -> str:
+    """What a run computes: two runs with the same digest train identically (the paper-scale names of their
+    dataset and architecture are labels, not settings). Of an external model: how its file is read and evaluated
+    (architecture, dataset, layout, normalisation, test examples), the file itself being its SHA-256. (A dict: the
+    settings' JSON form, while they are resolved.)"""
+    if isinstance(spec, _Spec):
+        spec = spec.as_dict()
+    settings = {k: v for k, v in spec.items() if not k.startswith("paper_") and k not in FILE_KEYS}
+    return json_digest(settings)

@@ -30,13 +30,12 @@ import torch
 from torch import nn
 
 from tradeoff import attacks
-from tradeoff.storage.atomic import json_digest, sha256_file
+from tradeoff.storage.atomic import sha256_file
 from tradeoff.core.progress import Bar
 from tradeoff.core.errors import UserError
-from tradeoff.config import spec_digest
 from tradeoff.storage.layout import METRICS_FORMAT, SUITE_FORMAT, bits
 from tradeoff.storage.provenance import provenance, write_sidecar
-from tradeoff.core.spec import AttackSpec, ExternalSpec, RunSpec, model_spec
+from tradeoff.core.spec import AttackSpec, ExternalSpec, RunSpec, json_digest, model_spec, spec_digest
 from tradeoff.evaluation.load import ModelSource, load_model
 from tradeoff import data
 from importlib import metadata

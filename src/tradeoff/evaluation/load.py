@@ -11,10 +11,11 @@ audits, analyses and benchmarks, each described by a typed source:
 
 Every one comes back in eval mode and fp32, on the device, with its metadata (``run``, ``spec``, ``num_classes``,
 ``in_channels``, ``image_size``, ...: a model.pt's, and for the others ``external``: the file's SHA-256 and how it
-was read). :func:`catalog_source` gives a catalog's model by its id: a run as its training job's model (its train
-id, the folder of its files), an external model as its file.
+was read). :func:`source_for` makes the source of a catalog's model from where the catalog keeps it
+(``Catalog.model_location``: a run as its training job's model, under its train id; an external model as its file):
+evaluation takes sources and paths, never the catalog.
 
-Importing this module does not import PyTorch (tradeoff.evaluation.plan describes models without it): the readers
+Importing this module does not import PyTorch (tradeoff.pipeline.evaluation_jobs describes models without it): the readers
 are imported by :func:`load_model`, which runs them.
 """
 
@@ -29,8 +30,6 @@ from tradeoff.core.spec import ExternalSpec
 if TYPE_CHECKING:
     import torch
     from torch import nn
-
-    from tradeoff.config import Catalog
 
 #: the external-model format of a model from a Python file (tradeoff.evaluation.user_model), which --model sets
 PYTHON_FORMAT = "python"
@@ -73,13 +72,10 @@ def external_source(path: str | Path, spec: ExternalSpec,
     return kind(Path(path), spec, model_id)
 
 
-def catalog_source(catalog: Catalog, model_id: str) -> ModelSource:
-    """A catalog's run or external model, by its id: a run's is its training job's model.pt, under the train id (a
-    run that builds on another's training is that job's model); an external model's is its file."""
-    train_id = catalog.train_id.get(model_id, model_id)
-    path = catalog.model_file(train_id)
-    external = catalog.externals.get(train_id)
-    return RunModel(path, train_id) if external is None else external_source(path, external, train_id)
+def source_for(model_id: str, path: str | Path, external: ExternalSpec | None = None) -> ModelSource:
+    """A model by where the catalog keeps it (``Catalog.model_location``: its train id, its file, an external
+    model's settings): a run's model.pt, or an external model's file."""
+    return RunModel(Path(path), model_id) if external is None else external_source(path, external, model_id)
 
 
 def load_model(source: ModelSource, device: torch.device | str = "cpu") -> tuple[nn.Module, dict]:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import yaml
 
-from tradeoff.storage.atomic import json_digest
+from tradeoff.core.spec import json_digest
 from tradeoff.config import Catalog
 from tradeoff.storage.layout import ready_marker
 from tradeoff.audit import jobs as audit_jobs

@@ -65,7 +65,7 @@ from tradeoff.storage.provenance import provenance, training_epochs
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import Norm, RunSpec, freeze
 from tradeoff.evaluation.evaluate import run_attack
-from tradeoff.evaluation.load import catalog_source, load_model
+from tradeoff.evaluation.load import load_model, source_for
 from tradeoff.config import load_catalog
 from tradeoff.data import load_run_data
 from tradeoff.report.stats import mcnemar
@@ -329,7 +329,7 @@ def run_bench_eval(catalog, device: torch.device, *, images: int, run: str = BEN
     the images it timed: ``images`` in each row)."""
     spec = catalog.runs[run]
     c, h, _, k = SHAPES[spec.dataset]
-    source = catalog_source(catalog, run)
+    source = source_for(*catalog.model_location(run))
     checkpoint = source.path
     torch.manual_seed(0)
     if checkpoint.exists():

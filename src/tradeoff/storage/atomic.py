@@ -3,7 +3,7 @@ a temporary file in the same folder, is fsynced, then renamed over the target, s
 (:func:`atomic_write_bytes` and :func:`atomic_write_text` for what is in memory, :func:`atomic_path` for a library
 that writes the file itself; no other module renames a file into place, tests/test_structure.py checks it);
 a write that fails (disk full, read-only folder) raises ``WriteError`` naming the file and leaves what was there
-unchanged. Also the SHA-256 digests the pipeline names things by (:func:`sha256_file`, :func:`json_digest`)."""
+unchanged. Also a file's SHA-256 (:func:`sha256_file`; a settings dict's digest is tradeoff.core.spec.json_digest)."""
 
 from __future__ import annotations
 
@@ -99,9 +99,3 @@ def sha256_file(path: str | Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def json_digest(obj: Any, **dumps: Any) -> str:
-    """16 hex digits of the SHA-256 of ``obj`` as sorted JSON (``dumps``: json.dumps's other arguments, e.g.
-    ``default``): the digest of a settings dict."""
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, **dumps).encode()).hexdigest()[:16]

@@ -1,5 +1,8 @@
-"""Training one run of the catalog: the epoch loop, checkpointing and resuming, epoch selection on the validation
+"""Training one run: the epoch loop, checkpointing and resuming, epoch selection on the validation
 split, and the curves (``train``).
 
-May import: core, storage, data, models, attacks, methods, config, evaluation.
+Never the catalog (tradeoff.config): training takes a run's spec and paths (`tradeoff train` reads them from the
+catalog).
+
+May import: core, storage, data, models, attacks, methods, evaluation.
 """

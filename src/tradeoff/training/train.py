@@ -35,7 +35,6 @@ from tradeoff import data, models
 from tradeoff.models.adapters import pretrained_setting
 from tradeoff.evaluation import learner_probes as learners
 from tradeoff.core.progress import Bar, duration
-from tradeoff.config import ConfigError, spec_digest
 from tradeoff.core.errors import UserError
 from tradeoff.evaluation.evaluate import accuracy_under
 from tradeoff.storage.curves import CurveLog, clocked
@@ -43,7 +42,7 @@ from tradeoff.methods import METHODS
 from tradeoff.storage.provenance import device_name, write_sidecar
 from tradeoff.storage.layout import Layout, RunPaths
 from tradeoff.core.runtime import Runtime
-from tradeoff.core.spec import CHOOSING_MODES, CLEAN, AttackSpec, RunSpec, Selection
+from tradeoff.core.spec import CHOOSING_MODES, CLEAN, AttackSpec, RunSpec, Selection, spec_digest
 
 log = logging.getLogger(__name__)
 
@@ -250,18 +249,6 @@ def _one_trainer_per_run(fn):
         with checkpoint.lock_states(Layout(Path(results)).states(run_id)):
             return fn(run_id, spec, results=results, **kwargs)
     return locked
-
-
-def train_run(catalog, run_id: str) -> RunPaths:
-    """`tradeoff train --run R`: a run of the catalog (tradeoff.config.Catalog) that is its own training job, with
-    the catalog's runtime, data and results folders; an adapter model's backbone is looked for before any work."""
-    if catalog.train_id[run_id] != run_id:
-        raise ConfigError(f"run {run_id!r} has the same settings as {catalog.train_id[run_id]!r} and is "
-                          f"trained as that run; train {catalog.train_id[run_id]!r}")
-    catalog.pretrained_checkpoint(run_id, must_exist=True)
-    runtime = Runtime.from_config(catalog.runtime_settings, catalog.scale)
-    return train(run_id, catalog.runs[run_id], results=catalog.results, data_root=catalog.data_root,
-                 runtime=runtime, eval_batch_size=catalog.runtime_settings.eval_batch_size)
 
 
 @_one_trainer_per_run

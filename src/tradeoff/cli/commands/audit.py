@@ -9,7 +9,7 @@ from tradeoff.audit.run import audit
 from tradeoff.cli import model_options
 from tradeoff.cli.common import absolute
 from tradeoff.core.runtime import Runtime
-from tradeoff.evaluation.plan import model_of, with_checkpoint
+from tradeoff.pipeline.evaluation_jobs import model_of, with_checkpoint
 
 JOB = True  # keeps the resolved catalog for the next job
 GPU = True  # computes on a GPU: on a machine with several, takes one of its own (tradeoff.core.gpus)

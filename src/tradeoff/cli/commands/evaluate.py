@@ -7,7 +7,7 @@ from tradeoff import config as cfg
 from tradeoff.cli import model_options
 from tradeoff.cli.common import absolute
 from tradeoff.core.spec import thaw
-from tradeoff.evaluation.plan import plan_checkpoint, plan_run
+from tradeoff.pipeline.evaluation_jobs import plan_checkpoint, plan_run
 
 JOB = True  # keeps the resolved catalog for the next job
 GPU = True  # computes on a GPU: on a machine with several, takes one of its own (tradeoff.core.gpus)
@@ -61,7 +61,7 @@ def run(args, catalog: cfg.Catalog) -> int:
 
 
 def _print_evaluations(plan, results: list[dict]) -> None:
-    """One line per evaluation of a plan (tradeoff.evaluation.plan.Plan): its accuracy, or a shard's robust examples."""
+    """One line per evaluation of a plan (tradeoff.pipeline.evaluation_jobs.Plan): its accuracy, or a shard's robust examples."""
     for name, result in zip(plan.names, results):
         where = f"{plan.model_id} / {name}"
         if plan.kind == "shard":
@@ -77,7 +77,7 @@ def _print_evaluations(plan, results: list[dict]) -> None:
 
 def _evaluate_checkpoint(args, catalog: cfg.Catalog) -> int:
     """`evaluate --checkpoint FILE --arch A --dataset D`: a model this pipeline did not train, evaluated as an
-    external model of the catalog would be (tradeoff.evaluation.plan.plan_checkpoint), one metrics and predictions file
+    external model of the catalog would be (tradeoff.pipeline.evaluation_jobs.plan_checkpoint), one metrics and predictions file
     per attack, in results/<scale>/metrics/<name>/ (--name, default the file's stem)."""
     if args.run is not None or args.unit is not None or args.shard is not None or args.shards is not None:
         raise cfg.ConfigError("evaluate --checkpoint: not with --run, --unit or --shard (the file is evaluated in this "

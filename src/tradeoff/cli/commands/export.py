@@ -8,7 +8,7 @@ import argparse
 
 from tradeoff import config as cfg
 from tradeoff.cli.common import absolute
-from tradeoff.evaluation.plan import known_model
+from tradeoff.pipeline.evaluation_jobs import known_model
 from tradeoff.report.robustbench import export_robustbench
 
 FIELDS = ("name", "link", "authors", "venue", "footnote")  # the JSON's fields that the paper gives

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tradeoff import config as cfg
-from tradeoff.evaluation.plan import merge_shards
+from tradeoff.pipeline.evaluation_jobs import merge_shards
 
 JOB = True  # keeps the resolved catalog for the next job
 

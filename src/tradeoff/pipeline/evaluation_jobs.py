@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from tradeoff import config as cfg
 from tradeoff.core.spec import Norm
-from tradeoff.evaluation.load import catalog_source
+from tradeoff.evaluation.load import source_for
 
 LIST_MODELS = "`tradeoff list runs` and `tradeoff list externals` list them"
 
@@ -160,13 +160,13 @@ class Plan:
 
 def evaluation(catalog: cfg.Catalog, model_id: str, jobs=(), *, seed: int = 0, **mode):
     """The :class:`tradeoff.evaluation.evaluate.Evaluation` of a catalog's model under ``jobs``: its model
-    (tradeoff.evaluation.load.catalog_source), test examples, device (runtime.device; always fp32), batch size
+    (Catalog.model_location, tradeoff.evaluation.load.source_for), test examples, device (runtime.device; always fp32), batch size
     (runtime.eval_batch_size) and scale. ``mode``: ``shard`` or ``suite``."""
     from tradeoff.evaluation.evaluate import Evaluation
     from tradeoff.core.runtime import Runtime
 
     runtime = Runtime.from_config(catalog.runtime_settings, catalog.scale)  # device, CPU threads
-    return Evaluation(catalog_source(catalog, model_id), catalog.data_root, tuple(jobs), device=runtime.device.type,
+    return Evaluation(source_for(*catalog.model_location(model_id)), catalog.data_root, tuple(jobs), device=runtime.device.type,
                       batch_size=catalog.runtime_settings.eval_batch_size, seed=seed,
                       test_examples=catalog.model_spec(model_id).test_examples, scale=catalog.scale, **mode)
 
