@@ -48,17 +48,20 @@ def canonical(obj: Any) -> Any:
     training and loaded from a state file (a resumed run) pickle to different bytes."""
     import torch  # here, not at the top: importing this module stays light
 
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().clone(memory_format=torch.contiguous_format)
-    if type(obj) is str:
-        return sys.intern(obj)
-    if type(obj) is dict:
-        return {canonical(k): canonical(v) for k, v in obj.items()}
-    if type(obj) is list:
-        return [canonical(v) for v in obj]
-    if type(obj) is tuple:
-        return tuple(canonical(v) for v in obj)
-    return obj
+    def copy(obj: Any) -> Any:
+        if isinstance(obj, torch.Tensor):
+            return obj.detach().clone(memory_format=torch.contiguous_format)
+        if type(obj) is str:
+            return sys.intern(obj)
+        if type(obj) is dict:
+            return {copy(k): copy(v) for k, v in obj.items()}
+        if type(obj) is list:
+            return [copy(v) for v in obj]
+        if type(obj) is tuple:
+            return tuple(copy(v) for v in obj)
+        return obj
+
+    return copy(obj)
 
 
 def to_bytes(obj: Any) -> bytes:
