@@ -206,9 +206,10 @@ def test_attack_without_step_size_resolves_without_one(paper_config):
 
 
 def test_autoattack_family_names_the_attacks_that_run_autoattack_code():
-    from tradeoff.attacks.autoattack import COMPONENTS
+    from tradeoff.attacks import ATTACKS
+    from tradeoff.attacks.autoattack import _AutoAttackBase
 
-    assert set(cfg.AUTOATTACK_FAMILY) == {*COMPONENTS, "autoattack"}
+    assert set(cfg.AUTOATTACK_FAMILY) == {name for name, cls in ATTACKS.items() if issubclass(cls, _AutoAttackBase)}
 
 
 def test_a_report_job_never_imports_torch(tmp_path):

@@ -47,7 +47,11 @@ def test_code_deps_come_from_the_import_graph():
     for command in ("download", "train", "evaluate", "analyze", "report", "summary", "export-dvc"):
         deps = tdvc.code_deps(command)
         assert deps == sorted(set(deps)) and all((tdvc.ROOT / d).exists() for d in deps), command
-    assert "src/tradeoff/methods" in tdvc.code_deps("export-dvc")  # a folder all of whose sources are needed
+    resolve = tdvc.code_deps("export-dvc")
+    assert "src/tradeoff/methods/declared" in resolve  # a folder all of whose sources are needed
+    assert not any(d.startswith(("src/tradeoff/methods/", "src/tradeoff/attacks/"))
+                   and d not in ("src/tradeoff/methods/__init__.py", "src/tradeoff/attacks/__init__.py")
+                   and "/declared" not in d for d in resolve)  # the declarations, not the code that trains
     with pytest.raises(KeyError, match="no_such"):
         tdvc.code_files("no-such")
 
@@ -60,33 +64,49 @@ def test_the_plugins_are_what_the_registries_hold():
     from tradeoff.report.kinds import drawing, drawn
     from tradeoff.report import figures  # noqa: F401  (attaches the kinds' drawings)
 
-    found = {(registry, name): module for module, names in tdvc.plugins().items() for registry, name in names}
-    running = {("method", name): cls.__module__ for name, cls in METHODS.items()} \
-        | {("figure", name): drawing(name).draw.__module__ for name in drawn()} \
-        | {("analysis", name): analysis.run.__module__ for name, analysis in ANALYSES.items()}
+    from tradeoff.methods.declared import DECLARED
+
+    found: dict = {}
+    for module, names in tdvc.plugins().items():
+        for pair in names:
+            found.setdefault(pair, set()).add(module)
+    running = {("method", name): {cls.__module__, DECLARED[name].__module__} for name, cls in METHODS.items()} \
+        | {("figure", name): {drawing(name).draw.__module__} for name in drawn()} \
+        | {("analysis", name): {analysis.run.__module__} for name, analysis in ANALYSES.items()}
     assert found == running
 
 
 def test_a_plugin_counts_for_the_jobs_that_use_it():
-    """methods/__init__.py imports every method to fill the registry; a run depends on its own method's module and
-    what that imports (vanilla imports trades and clp), not on the others; a figure on its kind's drawing module only;
-    the resolve stage, which reads every method's declarations, on all of them."""
+    """methods/registry.py imports every method to fill the registry; a run depends on its own method's modules (its
+    code and its declaration) and what they import (vanilla imports trades and clp), not on the others; a figure on
+    its kind's drawing module only; the resolve stage, which reads every method's declarations, on all of them and on
+    no method's code."""
     package = tdvc.PACKAGE
     methods = package / "methods"
-    registering = dict(tdvc._imports(methods / "__init__.py"))
+    registering = dict(tdvc._imports(methods / "registry.py"))
     assert registering["tradeoff.methods.trades"] and not registering["tradeoff.methods.base"]
+    declaring = dict(tdvc._imports(methods / "declared" / "__init__.py"))
+    assert declaring["tradeoff.methods.declared.trades"] and not declaring["tradeoff.methods.declared.base"]
     assert not dict(tdvc._imports(methods / "vanilla.py"))["tradeoff.methods.trades"]  # used: kl_divergence
 
     def method_files(name: str) -> set[str]:
         return {p.stem for p in tdvc.code_files("train", frozenset({("method", name)})) if p.parent == methods}
 
-    shared = {"__init__", "base", "optim"}
+    def declaration_files(name: str) -> set[str]:
+        return {p.stem for p in tdvc.code_files("train", frozenset({("method", name)}))
+                if p.parent == methods / "declared"}
+
+    shared = {"__init__", "base", "optim", "registry"}
     assert method_files("nt") == shared | {"natural"}
     assert method_files("trades") == shared | {"trades", "common", "pgd_at"}  # common.py imports pgd_at
     assert method_files("vanilla") == method_files("trades") | {"vanilla", "clp"}
     assert method_files("generalist") == shared | {"generalist", "natural", "pgd_at"}
-    assert {p.stem for p in tdvc.code_files("export-dvc") if p.parent == methods} == {
-        p.stem for p in methods.glob("*.py")}
+    assert declaration_files("nt") == {"__init__", "base", "natural"}
+    assert declaration_files("caat") == {"__init__", "base", "caat", "vanilla", "trades", "clp", "pgd_at"}
+    resolve = tdvc.code_files("export-dvc")
+    assert {p.stem for p in resolve if p.parent == methods / "declared"} == {
+        p.stem for p in (methods / "declared").glob("*.py")}
+    assert {p.stem for p in resolve if p.parent == methods} == {"__init__"}
     figures = {kind: {p.stem for p in tdvc.code_files("report", frozenset({("figure", kind)}))
                       if p.stem.startswith("fig_")} for kind in ("front", "bars", "lines", "tsne")}
     assert figures == {"front": {"fig_front"}, "bars": {"fig_basic"}, "lines": {"fig_basic"}, "tsne": {"fig_tsne"}}
@@ -109,8 +129,9 @@ def test_editing_trades_marks_only_the_stages_that_run_it_at_the_demo_scale():
 
     trades = marked("src/tradeoff/methods/trades.py")
     train = {name for name in expanded if tdvc.stage_kind(name) in ("train", "finetune")}
-    assert trades == {"resolve"} | {n for n in train if catalog.runs[n.partition("@")[2]].method.name in (
-        "trades", "vanilla", "caat")}
+    assert trades == {n for n in train if catalog.runs[n.partition("@")[2]].method.name in (
+        "trades", "vanilla", "caat")}  # not the resolve stage: it reads the declarations (methods/declared/)
+    assert marked("src/tradeoff/methods/declared/trades.py") == trades | {"resolve"}
     assert 10 < len(trades) < len(train) < len(expanded) / 2
     assert {n for n in trades if "@" in n} == {n for n in trades if n.split("@")[0] in (
         "train-trades", "train-vanilla", "train-caat", "finetune-vanilla", "finetune-caat")}
@@ -415,8 +436,19 @@ def test_push_clone_pull_then_snakemake_has_nothing_to_do(built, tmp_path):
     assert run(["git", "status", "--porcelain"], clone).stdout == ""
 
 
-def test_a_lazy_name_table_counts_as_imports():
-    """tradeoff.data reaches its names through a name -> module table (no PyTorch on import): every module in it is
-    a code dependency of whatever imports the package, sizes.py too (a dict value, not a call's argument)."""
-    imported = dict(tdvc._imports(tdvc.PACKAGE / "data" / "__init__.py"))
-    assert {"tradeoff.data.datasets", "tradeoff.data.splits", "tradeoff.data.sizes"} <= set(imported)
+def test_a_name_read_from_a_lazy_package_counts_as_an_import_of_its_module():
+    """tradeoff.data, models, methods and attacks reach their names through a name -> module table (no PyTorch on
+    import): a module that reads a name there depends on the module that owns it (sizes.py too: a dict value, not a
+    call's argument), by any form of import; the package itself, and a module that reads none of them, on none."""
+    package = tdvc.PACKAGE
+    assert tdvc._lazy_names("tradeoff.data")["SPLIT_SIZES"] == "tradeoff.data.sizes"
+    assert not {"tradeoff.data.datasets", "tradeoff.data.splits", "tradeoff.data.sizes"} & set(
+        dict(tdvc._imports(package / "data" / "__init__.py")))
+    resolve = set(dict(tdvc._imports(package / "config" / "resolve.py")))  # `data.dataset_names()`, SPLIT_SIZES
+    assert {"tradeoff.data.datasets", "tradeoff.data.sizes"} <= resolve and "tradeoff.data.splits" not in resolve
+    evaluate = set(dict(tdvc._imports(package / "evaluation" / "evaluate.py")))  # `attacks.from_spec`
+    assert "tradeoff.attacks.registry" in evaluate
+    train = set(dict(tdvc._imports(package / "training" / "train.py")))  # `from tradeoff.methods import METHODS`
+    assert "tradeoff.methods.registry" in train
+    assert "tradeoff.methods.registry" not in set(dict(tdvc._imports(package / "config" / "show.py")))
+    assert tdvc._lazy_names("tradeoff.methods.declared") == {} and tdvc._lazy_names("tradeoff.no_such") == {}

@@ -311,13 +311,16 @@ def test_snakemake_lint_is_clean_but_for_the_per_rule_environment(tmp_path):
 
 def test_every_registry_is_one_kind_of_registry_and_refuses_a_name_twice():
     from tradeoff.attacks import ATTACKS
+    from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
     from tradeoff.data import DATASETS
     from tradeoff.methods import METHODS
+    from tradeoff.methods.declared import DECLARED as METHOD_DECLARATIONS
     from tradeoff.models import MODELS, PRETRAINED_MODELS
     from tradeoff.core.registry import Registry
     from tradeoff.core.targets import PLOTS  # figure kinds: declared once, drawn by tradeoff.report (no second registry)
 
-    for registry in (ATTACKS, DATASETS, METHODS, MODELS, PRETRAINED_MODELS, PLOTS):
+    for registry in (ATTACKS, ATTACK_DECLARATIONS, DATASETS, METHODS, METHOD_DECLARATIONS, MODELS, PRETRAINED_MODELS,
+                     PLOTS):
         assert isinstance(registry, Registry) and registry
     with pytest.raises(ValueError, match="method 'trades' registered twice"):
         METHODS.register(METHODS["trades"])

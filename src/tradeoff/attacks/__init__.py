@@ -1,9 +1,22 @@
 """Attacks: a registry of classes with ``perturb(x, y) -> x_adv``; see :mod:`tradeoff.attacks.base`.
 
+Each attack type is declared apart from its code: ``declared`` (its name, norms, parameters and fixed settings,
+torch-free: what the configuration reads) and the modules that run it (``pgd``, ``autoattack``, ``clean``), each
+class a subclass of its declaration. ``registry`` imports every attack module.
+
+Importing the package imports no PyTorch: its names below are reached in ``registry`` on first use, through the one
+table ``_NAMES``.
+
 May import: core.
 """
 
-from tradeoff.attacks import autoattack, clean, pgd  # noqa: F401  (registers)
-from tradeoff.attacks.base import ATTACKS, Attack, AttackError, attack_names, build, from_spec, frozen, project
+from __future__ import annotations
 
-__all__ = ["ATTACKS", "Attack", "AttackError", "attack_names", "build", "frozen", "project"]
+from tradeoff.core.lazy_imports import lazy_package
+
+#: the package's names -> the module that owns each, imported when the name is first read (spelled out in full:
+#: a DVC stage's code is the modules whose names it reads, tradeoff.pipeline.dvc_export)
+_NAMES = dict.fromkeys(["ATTACKS", "Attack", "AttackError", "attack_names", "build", "from_spec", "frozen", "project"],
+                       "tradeoff.attacks.registry")
+
+__getattr__, __dir__ = lazy_package(__name__, _NAMES)

@@ -35,14 +35,12 @@ from typing import Any, Iterator, Protocol
 import torch
 
 from tradeoff.core.progress import Bar
-from tradeoff.core.params import FLAG, INTEGER, LIST, NUMBER, TEXT, Param, Params
-from tradeoff.core.ranges import between, count
-from tradeoff.attacks.base import SEED, Attack, AttackError, frozen, register
+from tradeoff.attacks.base import Attack, AttackError, frozen, register
+from tradeoff.attacks.declared import autoattack as declared
+from tradeoff.attacks.declared.autoattack import COMPONENTS, STANDARD
 
 log = logging.getLogger("tradeoff.autoattack")
 
-STANDARD = ("apgd-ce", "apgd-t", "fab-t", "square")
-COMPONENTS = ("apgd-ce", "apgd-dlr", "apgd-t", "fab", "fab-t", "square")
 AA_NORM = {"linf": "Linf", "l2": "L2"}
 
 
@@ -199,17 +197,7 @@ def final_check(x: torch.Tensor, x_adv: torch.Tensor, eps: float, norm: str, che
                        f"{float(x_adv.max()):.6g}")
 
 
-# The parameters of AutoAttack's attacks, each declared once (their defaults are AutoAttack standard's).
-STEPS = Param("steps", INTEGER, 100, range=count(), meaning="iterations (per restart, per target)")
-RESTARTS = Param("restarts", INTEGER, 1, range=count(), meaning="runs from fresh starts")
-RHO = Param("rho", NUMBER, 0.75, range=between(0, 1, low_open=True, high_open=True),
-            meaning="APGD's step-size checkpoint ratio")
-TARGETS = Param("target_classes", INTEGER, 9, range=count(), meaning="the targets: the classes ranked next")
-QUERIES = Param("queries", INTEGER, 5000, range=count(), meaning="Square's queries")
-
-
-class _AutoAttackBase(Attack):
-    norms = ("linf", "l2")
+class _AutoAttackBase(declared.AutoAttackFamily, Attack):
     #: set by ``prepare``: where the sanity checks' warnings go, and whether to log each component's progress
     checks: CheckLog | None = None
     report_progress: bool = False
@@ -253,9 +241,7 @@ class _Component(_AutoAttackBase):
         return self._component(self.kind, x, y, _seed(self.seed))
 
 
-class _APGD(_Component):
-    parameters = Params(STEPS, RESTARTS, RHO, Param("best_loss", FLAG, False, meaning="return the point of highest "
-                                                    "loss for every example (training)"), SEED)
+class _APGD(declared.APGDFamily, _Component):
 
     def _settings(self) -> dict:
         return {"steps": self.steps, "restarts": self.restarts, "rho": self.rho}
@@ -273,35 +259,31 @@ class _APGD(_Component):
 
 
 @register
-class APGDCE(_APGD):
+class APGDCE(declared.APGDCE, _APGD):
     """APGD-CE: AutoPGD on the cross-entropy loss (100 iterations, 1 restart, as in AutoAttack standard).
     Returns the adversarial example where one was found, x elsewhere; ``best_loss: true`` returns the point of
     highest loss for every example instead (for training). L-inf or L2 (APGD-L2). Also a training maximiser
     (``type: apgd-ce`` in train_attacks). Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
 
-    name = "apgd-ce"
     kind = "apgd-ce"
 
 
 @register
-class APGDDLR(_APGD):
+class APGDDLR(declared.APGDDLR, _APGD):
     """APGD-DLR: AutoPGD on the DLR loss (untargeted; 100 iterations, 1 restart). Needs >= 3 classes. Also a
     training maximiser (``type: apgd-dlr``). Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
 
-    name = "apgd-dlr"
     kind = "apgd-dlr"
 
 
 @register
-class APGDT(_Component):
+class APGDT(declared.APGDT, _Component):
     """APGD-T: AutoPGD on the targeted DLR loss towards each of the ``target_classes`` (9) classes ranked
     highest after the top one, 100 iterations each, on the examples not yet broken. Needs >= 4 classes.
     L-inf or L2 (T-APGD-L2). Also a training maximiser (``type: apgd-t``).
     Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
 
-    name = "apgd-t"
     kind = "apgd-t"
-    parameters = Params(STEPS, RESTARTS, TARGETS, RHO, SEED)
 
     def _settings(self) -> dict:
         return {"steps": self.steps, "restarts": self.restarts, "target_classes": self.target_classes,
@@ -309,57 +291,43 @@ class APGDT(_Component):
 
 
 @register
-class FAB(_Component):
+class FAB(declared.FAB, _Component):
     """FAB (untargeted): minimal-perturbation attack, 100 iterations, 1 restart (AutoAttack's setting);
     success counts only within eps. Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
 
-    name = "fab"
     kind = "fab"
-    parameters = Params(STEPS, RESTARTS, SEED)
 
     def _settings(self) -> dict:
         return {"steps": self.steps, "restarts": self.restarts}
 
 
 @register
-class FABT(_Component):
+class FABT(declared.FABT, _Component):
     """FAB-T: targeted FAB towards each of the ``target_classes`` (9) classes ranked highest after the top one,
     100 iterations each. Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
 
-    name = "fab-t"
     kind = "fab-t"
-    parameters = Params(STEPS, RESTARTS, TARGETS, SEED)
 
     def _settings(self) -> dict:
         return {"steps": self.steps, "restarts": self.restarts, "target_classes": self.target_classes}
 
 
 @register
-class Square(_Component):
+class Square(declared.Square, _Component):
     """Square Attack: score-based black-box random search, 5000 queries, p_init 0.8 (AutoAttack's setting).
     Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]; only the model's outputs are used."""
 
-    name = "square"
     kind = "square"
-    parameters = Params(QUERIES, Param("p_init", NUMBER, 0.8, range=between(0, 1, low_open=True),
-                                       meaning="the initial fraction of pixels a square changes"), RESTARTS, SEED)
 
     def _settings(self) -> dict:
         return {"queries": self.queries, "p_init": self.p_init, "restarts": self.restarts}
 
 
 @register
-class AutoAttack(_AutoAttackBase):
+class AutoAttack(declared.AutoAttack, _AutoAttackBase):
     """AutoAttack, standard version: APGD-CE, APGD-T, FAB-T, Square, each on the examples still robust
     (``components`` may name another sequence of COMPONENTS, each with its standard settings). An example is
     robust only if no component breaks it. Threat model: ||x_adv - x|| <= eps (L-inf or L2), x_adv in [0, 1]."""
-
-    name = "autoattack"
-    # steps: APGD's and FAB's iterations; queries: Square's (the standard version's 100 and 5000; smaller only
-    # when the smoke scale caps attack steps)
-    parameters = Params(Param("components", LIST, None, item=TEXT, choices=tuple(COMPONENTS), nullable=True,
-                              nonempty=True, meaning="the attacks run in turn (null: AutoAttack standard's)"),
-                        STEPS, QUERIES, SEED)
 
     def _settings(self) -> dict:
         return {"steps": self.steps, "queries": self.queries}

@@ -14,12 +14,10 @@ from typing import Any, ClassVar, Iterator
 import torch
 from torch import nn
 
+from tradeoff.attacks.declared.base import DECLARED, STARTS, AttackDeclaration
 from tradeoff.core.errors import ConfigError
-from tradeoff.core.params import INTEGER, Param, Params
 from tradeoff.core.registry import Registry
 from tradeoff.core.spec import AttackSpec
-
-NORMS = ("linf", "l2")
 
 
 class AttackError(ValueError):
@@ -39,23 +37,13 @@ def frozen(model: nn.Module) -> Iterator[nn.Module]:
             p.requires_grad_(flag)
 
 
-class Attack:
-    """Base class. Subclasses set ``name``, ``norms`` and ``parameters`` (every parameter besides the budget, declared
-    once: tradeoff.core.params) and implement ``_perturb``."""
+class Attack(AttackDeclaration):
+    """Base class of the attacks. An attack type is a subclass of its declaration first (name, norms, parameters, fixed
+    settings: tradeoff.attacks.declared) and of this class, and implements ``_perturb``; it adds no declaration of its
+    own (tests/test_declarations.py)."""
 
-    name: ClassVar[str]
-    norms: ClassVar[tuple[str, ...]] = NORMS
-    #: every parameter the attack takes besides its budget (eps, norm), declared once: its default, kind, range and
-    #: choices, checked when the config is resolved (before any job) and when the attack is built
-    parameters: ClassVar[Params] = Params()
-    #: every parameter with its default, derived from ``parameters``
-    defaults: ClassVar[dict[str, Any]] = {}
     #: untargeted attacks skip examples that are misclassified clean (they count as not robust)
     skips_misclassified: ClassVar[bool] = True
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        cls.defaults = cls.parameters.defaults()
 
     def __init__(self, model: nn.Module, *, eps: float, norm: str = "linf", **params: Any):
         if norm not in self.norms:
@@ -72,19 +60,6 @@ class Attack:
         self.params = {**self.defaults, **params}
         for key, value in self.params.items():
             setattr(self, key, value)
-
-    @classmethod
-    def settings(cls, spec: AttackSpec) -> Any:
-        """The parameters of this type in a spec, each at its value (a declared one not given at its default), as the
-        fields of a frozen object: what a built attack holds as attributes, read without building it."""
-        return cls.parameters.settings(dict(spec.params), f"attack {cls.name!r}")
-
-    @classmethod
-    def reach(cls, spec: AttackSpec) -> tuple[float, float] | None:
-        """For an attack that walks steps of a fixed size: (how far its steps can move an input, in its norm; how far
-        they must be able to, to reach every point of the eps-ball from where they start) for a resolved spec (eps
-        and step_size numbers). None for attacks that choose their own steps (APGD, FAB, Square) or none."""
-        return None
 
     def generator(self, device: torch.device) -> torch.Generator | None:
         """A generator seeded from the ``seed`` parameter, or None to use the global RNG (training)."""
@@ -139,11 +114,8 @@ class Attack:
         return []
 
 
-#: the seed of an evaluation's random draws (null: the global RNG, as in training)
-SEED = Param("seed", INTEGER, None, nullable=True, meaning="the seed of the attack's random draws")
-
-ATTACKS = Registry("attack")
-register = ATTACKS.register  # @register on an Attack subclass with its `name`
+ATTACKS = Registry("attack", declarations=DECLARED)
+register = ATTACKS.register  # @register on a subclass of the declaration (tradeoff.attacks.declared) of its name
 
 
 def attack_names() -> list[str]:
@@ -194,10 +166,6 @@ def steepest_step(grad: torch.Tensor, norm: str) -> torch.Tensor:
     return grad / flat.view(-1, *([1] * (grad.dim() - 1)))
 
 
-#: the random starts an attack may draw (``start``): ``uniform`` a uniform point of the eps-ball; ``uniform_radius``
-#: (L2 only) a Gaussian direction at a radius uniform in [0, eps], as torchattacks' PGDL2 starts; ``normal``
-#: x + 0.001 N(0, 1) whatever eps is, as the training attacks of TRADES', FAT's and RST's code start
-STARTS = ("uniform", "uniform_radius", "normal")
 NORMAL_START_STD = 0.001
 
 

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import torch
 
-from tradeoff.core.params import Params
-from tradeoff.attacks.base import SEED, Attack, register
+from tradeoff.attacks.base import Attack, register
+from tradeoff.attacks.declared import clean as declared
 
 
 @register
-class Clean(Attack):
+class Clean(declared.Clean, Attack):
     """No perturbation (eps is ignored)."""
-
-    name = "clean"
-    parameters = Params(SEED)
 
     def perturb(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return x.detach().clone()

@@ -15,10 +15,9 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from tradeoff.core.params import FLAG, INTEGER, NUMBER, STEP, TEXT, Param, Params
-from tradeoff.core.ranges import at_least, count
-from tradeoff.core.spec import AttackSpec
-from tradeoff.attacks.base import SEED, STARTS, Attack, AttackError, project, random_start, register, steepest_step
+from tradeoff.attacks.base import Attack, AttackError, project, random_start, register, steepest_step
+from tradeoff.attacks.declared import pgd as declared
+from tradeoff.attacks.declared.base import STARTS
 
 Objective = Callable[[torch.Tensor], torch.Tensor]  # logits -> per-example loss to maximise
 
@@ -67,24 +66,11 @@ TARGETED_LOSSES = {
 }
 
 
-# The parameters of the PGD family, each declared once; an attack of the family takes some of them, with its defaults.
-STEPS = Param("steps", INTEGER, 10, range=count(), meaning="gradient steps per restart")
-STEP_SIZE = Param("step_size", STEP, None, nullable=True, meaning="the step's length; null: the attack's default")
-RANDOM_START = Param("random_start", FLAG, True, meaning="start from a random point (start) instead of x")
-START = Param("start", TEXT, "uniform", choices=STARTS, meaning="the random start's distribution")
-CLIP_START = Param("clip_start", FLAG, True, meaning="clip the random start to [0, 1]")
-RESTARTS = Param("restarts", INTEGER, 1, range=count(), meaning="runs from fresh starts; the first success is kept")
-LOSS = Param("loss", TEXT, "ce", choices=tuple(LOSSES), meaning="the loss the steps ascend")
-KAPPA = Param("kappa", NUMBER, float("inf"), range=at_least(0), meaning="the margin's clip")
-MOMENTUM = Param("momentum", NUMBER, 0.0, range=at_least(0), meaning="the decay of the accumulated gradient")
-TARGET_CLASSES = Param("target_classes", INTEGER, 9, range=count(), meaning="the targets: the classes ranked next")
-
-
 @register
-class PGD(Attack):
+class PGD(declared.PGD, Attack):
     """PGD-k: k steps of size ``step_size`` along the steepest ascent direction of ``loss`` (ce, cw, dlr),
     projected onto the eps-ball and [0, 1], from a random start (``random_start``) of the kind ``start`` names
-    (base.STARTS: ``uniform`` in the eps-ball, ``uniform_radius`` as torchattacks' PGDL2, ``normal`` as TRADES' and
+    (declared.base.STARTS: ``uniform`` in the eps-ball, ``uniform_radius`` as torchattacks' PGDL2, ``normal`` as TRADES' and
     RST's x + 0.001 N(0, 1)), clipped to [0, 1] unless ``clip_start: false`` (the Generalist code's CW: its first
     gradient is then taken outside the image range; every later point is in [0, 1]). ``momentum`` > 0 gives
     MI-FGSM's accumulated gradient, each gradient divided by its mean absolute value (momentum 1.0 is MIM).
@@ -92,34 +78,11 @@ class PGD(Attack):
     so a zero gradient gives a zero step (torchattacks adds 1e-10 to PGD-L2's norm and divides MIM's by the bare
     mean, NaN for a zero gradient)."""
 
-    name = "pgd"
-    parameters = Params(STEPS, STEP_SIZE.but(meaning="the step's length; null: eps / 4"), RANDOM_START, START,
-                        CLIP_START, RESTARTS, LOSS, KAPPA, MOMENTUM, SEED)
-    start, clip_start = "uniform", True  # for the subclasses that do not take them as parameters
-
-    @classmethod
-    def step_for(cls, eps: float, steps: int) -> float:
-        """The step size when ``step_size`` is not given."""
-        return eps / 4
-
     def default_step(self) -> float:
         return self.step_for(self.eps, int(self.steps))
 
     def step(self) -> float:
         return self.default_step() if self.step_size is None else float(self.step_size)
-
-    @classmethod
-    def reach(cls, spec: AttackSpec) -> tuple[float, float]:
-        """steps x step, against eps from a start at x (none, or TRADES' x + 0.001 N(0, 1)) and 2 eps from a random
-        point of the ball (which may lie on its far side)."""
-        p = cls.settings(spec)
-        declared = lambda name: name in cls.parameters  # noqa: E731  (else the class's own constant, or none)
-        eps = float(spec.eps)
-        steps = int(p.steps if declared("steps") else cls.steps)
-        step = cls.step_for(eps, steps) if spec.step_size is None else float(spec.step_size)
-        from_ball = (declared("random_start") and p.random_start
-                     and (p.start if declared("start") else cls.start) != "normal")
-        return steps * step, (2 if from_ball else 1) * eps
 
     def objective(self, y: torch.Tensor) -> Objective:
         if self.loss not in LOSSES:
@@ -202,73 +165,41 @@ class PGD(Attack):
 
 
 @register
-class FGSM(PGD):
+class FGSM(declared.FGSM, PGD):
     """FGSM (Goodfellow et al. 2015): one step of size ``step_size`` (default eps) along the gradient sign
     (L-inf) or the normalised gradient (L2, the fast gradient method), from x itself (no random start unless
     ``random_start``), clipped to [0, 1]. Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
 
-    name = "fgsm"
-    parameters = Params(STEP_SIZE.but(meaning="the step's length; null: eps"), RANDOM_START.but(default=False), LOSS,
-                        SEED)
-    steps, restarts, kappa, momentum = 1, 1, float("inf"), 0.0
-
-    @classmethod
-    def step_for(cls, eps: float, steps: int) -> float:
-        return eps
-
 
 @register
-class MIM(PGD):
+class MIM(declared.MIM, PGD):
     """MIM / MI-FGSM (Dong et al. 2018): ``steps`` steps of size ``step_size`` (default eps / steps) along the
     sign of the accumulated gradient g <- momentum * g + grad / mean|grad| (the Generalist code divides by the
     mean absolute value; Dong et al. by the L1 norm, the same direction), no random start by default.
     Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
 
-    name = "mim"
-    parameters = Params(STEPS, STEP_SIZE.but(meaning="the step's length; null: eps / steps"), MOMENTUM.but(default=1.0),
-                        RANDOM_START.but(default=False), LOSS, SEED)
-    restarts, kappa = 1, float("inf")
-
-    @classmethod
-    def step_for(cls, eps: float, steps: int) -> float:
-        return eps / steps
-
 
 @register
-class CW(PGD):
+class CW(declared.CW, PGD):
     """CW-inf as TRADES, FAT and the Generalist code evaluate it: PGD on the margin loss
     max_{j != y} z_j - z_y clipped at ``kappa`` (default 50), from a uniform random start, clipped to [0, 1]
     unless ``clip_start: false`` (the Generalist code's). Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1].
     (Not the L2 Carlini-Wagner optimisation attack.)"""
 
-    name = "cw"
-    parameters = Params(STEPS.but(default=20), STEP_SIZE, RANDOM_START, CLIP_START, RESTARTS, KAPPA.but(default=50.0),
-                        SEED)
-    loss, momentum = "cw", 0.0
-
 
 @register
-class PGDDLR(PGD):
+class PGDDLR(declared.PGDDLR, PGD):
     """PGD on Croce & Hein's DLR loss (untargeted), from a uniform random start.
     Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
 
-    name = "pgd-dlr"
-    parameters = Params(STEPS, STEP_SIZE, RANDOM_START, RESTARTS, SEED)
-    loss, kappa, momentum = "dlr", float("inf"), 0.0
-
 
 @register
-class TargetedPGD(PGD):
+class TargetedPGD(declared.TargetedPGD, PGD):
     """T-PGD: PGD towards each of the ``target_classes`` classes the model ranks highest after its top one
     (ranked on the clean input, as APGD-T chooses its targets), one after the other on the examples not yet
     broken. ``loss``: ce (minimise the cross-entropy of the target), cw (the target's margin) or dlr (the
     targeted DLR loss). An example counts as broken when it is misclassified (any class): robust accuracy
     is the untargeted worst case over the targets. Threat model: ||x_adv - x|| <= eps, x_adv in [0, 1]."""
-
-    name = "t-pgd"
-    parameters = Params(STEPS, STEP_SIZE, RANDOM_START, RESTARTS, TARGET_CLASSES,
-                        LOSS.but(choices=tuple(TARGETED_LOSSES)), KAPPA, SEED)
-    momentum = 0.0
 
     def _perturb(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if self.loss not in TARGETED_LOSSES:

@@ -28,7 +28,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from tradeoff.attacks.autoattack import STANDARD, CheckLog, model_checks
-from tradeoff.attacks.base import ATTACKS, from_spec, frozen, project, random_start, steepest_step
+from tradeoff.attacks import from_spec, frozen
+from tradeoff.attacks.base import project, random_start, steepest_step
+from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
 from tradeoff.core.spec import AttackSpec
 from tradeoff.evaluation.evaluate import batch_seed, run_attack
 from tradeoff.storage.layout import bits
@@ -141,7 +143,7 @@ def _apgd(spec: AttackSpec, steps: int) -> AttackSpec:
 
 def _steps_of(spec: AttackSpec) -> int:
     """The gradient steps of a (PGD-family) attack: its ``steps``, or its type's default."""
-    return int(ATTACKS[spec.type].settings(spec).steps)
+    return int(ATTACK_DECLARATIONS[spec.type].settings(spec).steps)
 
 
 def grey_budget(norm: str, x: torch.Tensor) -> float:
@@ -189,7 +191,7 @@ class Auditor:
         #: the audit's attack's steps and step size (its type's default where it sets none: PGD's eps / 4)
         self.steps = _steps_of(attack)
         self.step = attack.step_size if attack.step_size is not None else \
-            ATTACKS[attack.type].step_for(float(attack.eps), self.steps)
+            ATTACK_DECLARATIONS[attack.type].step_for(float(attack.eps), self.steps)
         self.seed, self.batch_size = seed, batch_size
         self.surrogate = surrogate
         self.protocol = [(s, typed(sp), p, typed(pp)) for s, sp, p, pp in protocol or []]
@@ -825,7 +827,7 @@ class Auditor:
             torch.manual_seed(self.seed)
             for start in range(0, len(self.x), self.batch_size):
                 x, y = self.x[start:start + self.batch_size], self.y[start:start + self.batch_size]
-                delta = (random_start(x, a.eps, a.norm, gen) if ATTACKS[a.type].settings(a).random_start
+                delta = (random_start(x, a.eps, a.norm, gen) if ATTACK_DECLARATIONS[a.type].settings(a).random_start
                          else torch.zeros_like(x))
                 delta = (x + delta).clamp(0, 1) - x
                 with frozen(self.model):

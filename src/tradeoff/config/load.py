@@ -9,6 +9,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from tradeoff.attacks.declared.autoattack import COMPONENTS
 from tradeoff.core.errors import ConfigError, did_you_mean
 from tradeoff.core.spec import CORRUPTIONS_TYPE
 from tradeoff.config.design import expand, merge
@@ -25,9 +26,8 @@ REFERENCE_DIR = ROOT / "config" / "reference"  # the papers' numbers, one CSV pe
 DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
 
 
-# The attack types that run AutoAttack's code (tradeoff.attacks.autoattack: its COMPONENTS and the ensemble), named
-# here so that resolving a config imports no attack code (a test keeps the two lists equal).
-AUTOATTACK_FAMILY = ("apgd-ce", "apgd-dlr", "apgd-t", "fab", "fab-t", "square", "autoattack")
+# The attack types that run AutoAttack's code (tradeoff.attacks.autoattack: its COMPONENTS and the ensemble)
+AUTOATTACK_FAMILY = (*COMPONENTS, "autoattack")
 
 
 # An entry of `attacks:` of this type (tradeoff.core.spec.CORRUPTIONS_TYPE) is not an attack: it measures NROB on the

@@ -46,9 +46,10 @@ from tradeoff.config.load import (
 )
 from tradeoff.config.scale import corruption_set, resolve_attack, scale_run
 from tradeoff.storage.atomic import WriteError, atomic_write_text
-from tradeoff import data
-from tradeoff.data import SPLIT_SIZES
 from tradeoff import data, models
+from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
+from tradeoff.data import SPLIT_SIZES
+from tradeoff.methods.declared import DECLARED as METHOD_DECLARATIONS
 from tradeoff.models.zoo_names import FORMATS, canonical_arch, layouts, parse_normalize
 
 def load_catalog(paths: Iterable[str | Path] | None = None, *, write_cache: bool = False) -> Catalog:
@@ -140,9 +141,6 @@ def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
         raise ConfigError(f"{bad}: must be a finite number, got {_lookup(config, bad)!r} (leave a parameter out to "
                           "take its default)")
     validate_schema(config)
-    from tradeoff.attacks import ATTACKS
-    from tradeoff.methods import METHODS
-
     datasets, archs = data.dataset_names(), models.model_names()
     smap = config["scale_map"]
     _check_choice(smap.get("dataset"), datasets, "scale_map.dataset", nullable=True)
@@ -173,12 +171,12 @@ def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
         if spec.get("type") == CORRUPTIONS_TYPE and section == "attacks":
             _check_corruptions_entry(spec, f"{section}.{name}", corruption_sets)
             continue
-        _check_attack(spec, f"{section}.{name}", ATTACKS)
+        _check_attack(spec, f"{section}.{name}", ATTACK_DECLARATIONS)
 
     _check_validation_sizes(config, [d for d in datasets if d not in corruption_sets])
     raw_runs, seed_runs = expand_seeds(config)
-    runs = {rid: resolve_run(rid, raw, config, METHODS, datasets, archs) for rid, raw in raw_runs.items()}
-    train_id = _training_jobs(runs, METHODS)
+    runs = {rid: resolve_run(rid, raw, config, METHOD_DECLARATIONS, datasets, archs) for rid, raw in raw_runs.items()}
+    train_id = _training_jobs(runs, METHOD_DECLARATIONS)
     externals = {}
     for ext_id, raw in (config.get("external") or {}).items():
         if ext_id in runs:
@@ -207,7 +205,7 @@ def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
     # sweep's largest on a dataset with a larger standard budget) stops the config, not an evaluation job
     for run_id, attack in {pair for name in targets for pair in catalog.evaluations(name)}:
         check_evaluation(catalog, run_id, attack)
-    _check_strong_columns(catalog, ATTACKS)
+    _check_strong_columns(catalog, ATTACK_DECLARATIONS)
     return catalog
 
 

@@ -10,6 +10,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
 from tradeoff.core.errors import ConfigError, unknown
 from tradeoff.core.spec import thaw
 from tradeoff.config.catalog import Catalog
@@ -17,6 +18,7 @@ from tradeoff.config.design import _method, _sweep, _table
 from tradeoff.config.load import CORRUPTIONS_TYPE, load_yaml, merge
 from tradeoff.config.scale import resolve_attack
 from tradeoff.config.resolve import RUN_DEFAULTS
+from tradeoff.methods.declared import DECLARED as METHOD_DECLARATIONS
 
 #: where a resolved run setting that differs from what its files wrote comes from: the scale's mapping
 #: (the scale_map key whose file is named, the label)
@@ -117,11 +119,10 @@ def _run(catalog: Catalog, files: list[tuple[str, dict]], rid: str) -> dict:
 
     run = catalog.runs[rid]
     spec = run.as_dict()  # the settings as YAML shows them, a path per leaf
-    from tradeoff.methods import METHODS
 
     method_name = run.method.name
     before: dict[str, Any] = _leaves({**copy.deepcopy(RUN_DEFAULTS),
-                                      "method": {"name": method_name, **METHODS[method_name].parameters.defaults()}})
+                                      "method": {"name": method_name, **METHOD_DECLARATIONS[method_name].parameters.defaults()}})
     sources: dict[str, str] = {}
     for label, settings in layers:
         for path, value in _leaves({k: v for k, v in settings.items() if k != "preset"}).items():
@@ -168,9 +169,8 @@ def _run(catalog: Catalog, files: list[tuple[str, dict]], rid: str) -> dict:
 
 
 def _declared(method: str, name: str):
-    from tradeoff.methods import METHODS
 
-    params = METHODS[method].parameters
+    params = METHOD_DECLARATIONS[method].parameters
     return params[name] if name in params else None
 
 
@@ -187,10 +187,9 @@ def _attack(catalog: Catalog, files: list[tuple[str, dict]], name: str) -> dict:
     if written["type"] == CORRUPTIONS_TYPE:
         settings = dict(written)
     else:
-        from tradeoff.attacks import ATTACKS
 
         settings = {"type": written["type"], "norm": "linf", "eps": None,
-                    **ATTACKS[written["type"]].parameters.defaults(), **written}
+                    **ATTACK_DECLARATIONS[written["type"]].parameters.defaults(), **written}
     out["settings"] = settings
     out["sources"] = {key: f"{section}.{base} ({_file(files, section, base, key)})" for key in written}
     # as each dataset's runs evaluate (or train with) it at this scale: the budget's ratio to the dataset's standard

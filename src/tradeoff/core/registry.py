@@ -1,7 +1,11 @@
 """The one registry style: every kind of named thing (methods, attacks, architectures, datasets, figure kinds) is a
 :class:`Registry`, a dict from name to thing that things join with ``register`` (a decorator on a class or function
 with a ``name``, or a call with an explicit name). Adding a method, an attack, a model, a dataset or a figure kind is
-writing it and registering it; nothing else lists them."""
+writing it and registering it; nothing else lists them.
+
+Methods and attacks are declared apart from their code (what the configuration reads without PyTorch:
+tradeoff.methods.declared, tradeoff.attacks.declared), each kind in a registry of declarations; the registry of the
+implementations then takes only a subclass of the declaration of the same name."""
 
 from __future__ import annotations
 
@@ -11,9 +15,11 @@ from typing import Any
 class Registry(dict):
     """name -> registered thing, for one kind of thing (``what``: "method", "attack", ...)."""
 
-    def __init__(self, what: str):
+    def __init__(self, what: str, declarations: dict[str, type] | None = None):
         super().__init__()
         self.what = what
+        #: for a registry of implementations: name -> the declaration each must be a subclass of
+        self.declarations = declarations
 
     def register(self, thing: Any = None, *, name: str | None = None) -> Any:
         """Add ``thing`` under ``name`` (default: its ``name`` attribute) and return it; without ``thing``, a
@@ -23,6 +29,10 @@ class Registry(dict):
             key = name if name is not None else getattr(obj, "name")
             if key in self:
                 raise ValueError(f"{self.what} {key!r} registered twice")
+            if self.declarations is not None and not (isinstance(obj, type) and key in self.declarations
+                                                      and issubclass(obj, self.declarations[key])):
+                raise TypeError(f"{self.what} {key!r} ({getattr(obj, '__name__', obj)}): an implementation is a "
+                                f"subclass of its declaration, and none is registered under the name")
             self[key] = obj
             return obj
 

@@ -7,7 +7,7 @@ evaluated and checkpointed as the run's model is ``eval_model()``.
 
 from __future__ import annotations
 
-from typing import Callable, ClassVar
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -15,17 +15,16 @@ from torch import nn
 
 from tradeoff import attacks
 from tradeoff.methods.optim import build_optimizer, piecewise_linear, set_lr
-from tradeoff.core.params import ATTACK, TEXT, Param, Params
 from tradeoff.core.registry import Registry
+from tradeoff.methods.declared.base import DECLARED, MethodDeclaration
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import RunSpec
 
 
-class Method:
-    name: ClassVar[str]
-    #: every parameter the method takes, declared once (tradeoff.core.params): its default, its kind, range and choices,
-    #: whether it is optional (off by default), epoch-valued, a learning rate, an attack, an observer
-    parameters: ClassVar[Params] = Params()
+class Method(MethodDeclaration):
+    """Base class of the methods. A method is a subclass of its declaration first (name, parameters, their checks:
+    tradeoff.methods.declared) and of this class (or one of its subclasses), and implements the training step; it
+    adds no declaration of its own (tests/test_declarations.py)."""
 
     def __init__(self, spec: RunSpec, build_model: Callable[[], nn.Module], runtime: Runtime):
         self.spec = spec
@@ -90,24 +89,6 @@ class Method:
         the trainer saves with the run's output as ``learner_snapshots``."""
         return {}
 
-    @classmethod
-    def check_params(cls, spec: dict) -> None:
-        """What the declaration of each parameter cannot say (several parameters together, the run's length, the
-        resolved training attack): raise ValueError naming the parameter and what is allowed. Called when the config
-        is resolved, before any job starts, and when the method is built.
-
-        ``spec`` is the run's settings in their JSON form (a dict: ``spec["method"]`` the method's name and
-        parameters, ``spec["epochs"]``), as the resolver holds them while it builds them (tradeoff.config.resolve);
-        a built method passes its RunSpec's ``as_dict()``."""
-
-    @classmethod
-    def canonical(cls, method: dict) -> dict:
-        """The resolved parameters as the method uses them: a value it rounds, rounded (Generalist's communication
-        period in whole epochs). Runs that compute the same thing then have the same settings, share one training
-        job, and a table says they are one model, instead of showing copies as a sweep. Called by the resolver only,
-        with the method's settings as the dict it builds (``name`` and every parameter)."""
-        return method
-
     def state_dict(self) -> dict:
         raise NotImplementedError
 
@@ -115,19 +96,8 @@ class Method:
         raise NotImplementedError
 
 
-METHODS = Registry("method")
-register = METHODS.register  # @register on a Method subclass with its `name`
-
-
-#: the training attack of an adversarial method: the name of one of the catalog's (train_attacks or attacks)
-TRAINING_ATTACK = Param("attack", ATTACK, "pgd10", meaning="the training attack (train_attacks or attacks)")
-#: the model's mode while the training attack runs (BatchNorm sees the attack's batches in train mode)
-ATTACK_MODE = Param("attack_mode", TEXT, "train", choices=("train", "eval"),
-                    meaning="the model's mode while the training attack runs")
-
-
-def method_names() -> list[str]:
-    return sorted(METHODS)
+METHODS = Registry("method", declarations=DECLARED)
+register = METHODS.register  # @register on a subclass of the declaration (tradeoff.methods.declared) of its name
 
 
 class SingleLearner(Method):

@@ -24,8 +24,7 @@ import math
 import torch
 
 from tradeoff.methods.base import register
-from tradeoff.core.params import FLAG, NUMBER, Param
-from tradeoff.core.ranges import between
+from tradeoff.methods.declared import caat as declared
 from tradeoff.methods.vanilla import TwoLosses
 
 
@@ -42,12 +41,7 @@ def project_gradient(g_adv: torch.Tensor, g_clean: torch.Tensor, gamma: float) -
 
 
 @register
-class CAAT(TwoLosses):
-    name = "caat"
-    parameters = TwoLosses.parameters.extend(
-        Param("gamma", NUMBER, 0.8, range=between(-1, 1), meaning="the cosine threshold between the two gradients"),
-        Param("per_tensor", FLAG, False, meaning="project each parameter tensor on its own"))
-
+class CAAT(declared.CAAT, TwoLosses):
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
         self.sizes = [p.numel() for p in self.model.parameters() if p.requires_grad]

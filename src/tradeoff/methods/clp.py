@@ -13,9 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from tradeoff.methods.base import register
-from tradeoff.core.params import NUMBER, Param
-from tradeoff.core.ranges import at_least
 from tradeoff.methods.common import AdversarialLearner
+from tradeoff.methods.declared import clp as declared
 
 
 def softmax_distance(logits_adv: torch.Tensor, logits_clean: torch.Tensor) -> torch.Tensor:
@@ -25,11 +24,7 @@ def softmax_distance(logits_adv: torch.Tensor, logits_clean: torch.Tensor) -> to
 
 
 @register
-class CLP(AdversarialLearner):
-    name = "clp"
-    parameters = AdversarialLearner.parameters.extend(
-        Param("lam", NUMBER, 1.0, range=at_least(0), meaning="the weight of the logit-pairing term"))
-
+class CLP(declared.CLP, AdversarialLearner):
     def loss(self, x, y):
         x_adv = self.adversarial(x, y)
         with self.runtime.autocast():  # two passes: each batch normalised with its own statistics

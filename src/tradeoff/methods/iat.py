@@ -12,10 +12,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from tradeoff.core.params import NUMBER, Param
-from tradeoff.core.ranges import positive
 from tradeoff.methods.base import register
 from tradeoff.methods.common import AdversarialLearner
+from tradeoff.methods.declared import iat as declared
 
 
 def mixup(x: torch.Tensor, y: torch.Tensor, alpha: float):
@@ -26,11 +25,7 @@ def mixup(x: torch.Tensor, y: torch.Tensor, alpha: float):
 
 
 @register
-class IAT(AdversarialLearner):
-    name = "iat"
-    parameters = AdversarialLearner.parameters.extend(
-        Param("alpha", NUMBER, 1.0, range=positive(), meaning="mixup's Beta(alpha, alpha)"))
-
+class IAT(declared.IAT, AdversarialLearner):
     def mixup_loss(self, x, y):
         x_mix, y_a, y_b, lam = mixup(x, y, self.p.alpha)
         with self.runtime.autocast():

@@ -12,16 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from tradeoff import attacks
-from tradeoff.core.params import NUMBER, Param, Params
-from tradeoff.core.ranges import PROBABILITY
-from tradeoff.methods.base import (
-    ATTACK_MODE,
-    TRAINING_ATTACK,
-    SingleLearner,
-    cross_entropy,
-    register,
-)
+from tradeoff.attacks import from_spec
+from tradeoff.methods.base import SingleLearner, cross_entropy, register
+from tradeoff.methods.declared import pgd_at as declared
 
 
 def adversarial_examples(method: SingleLearner, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -34,14 +27,10 @@ def adversarial_examples(method: SingleLearner, x: torch.Tensor, y: torch.Tensor
 
 
 @register
-class PGDAT(SingleLearner):
-    name = "pgd_at"
-    parameters = Params(Param("beta", NUMBER, 1.0, range=PROBABILITY, meaning="the adversarial loss's weight"),
-                        TRAINING_ATTACK, ATTACK_MODE)
-
+class PGDAT(declared.PGDAT, SingleLearner):
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
-        self.attack = attacks.from_spec(self.p.attack, self.model)
+        self.attack = from_spec(self.p.attack, self.model)
 
     def loss(self, x, y):
         beta = float(self.p.beta)

@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 
 from tradeoff.storage import checkpoint
-from tradeoff.core.params import TEXT, Param
 from tradeoff.methods.base import register
+from tradeoff.methods.declared import rst as declared
 from tradeoff.methods.pgd_at import PGDAT
 
 
@@ -47,12 +47,7 @@ def load_unlabeled(path: str | Path) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @register
-class RST(PGDAT):
-    name = "rst"
-    parameters = PGDAT.parameters.extend(
-        Param("unlabeled", TEXT, None, nullable=True, meaning="a .pt file of pseudo-labelled images you provide"),
-        beta=0.5, attack="pgd10-rst", attack_mode="eval")
-
+class RST(declared.RST, PGDAT):
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
         self.unlabeled = None

@@ -21,11 +21,8 @@ from tradeoff.attacks.base import frozen, project, steepest_step
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import AttackSpec
 from tradeoff.methods.base import register
-from tradeoff.core.params import NUMBER, TEXT, Param
-from tradeoff.core.ranges import at_least
-from tradeoff.methods.common import AdversarialLearner, attack_budget, check_pgd_budget
-
-INNER = ("kl", "attack")
+from tradeoff.methods.common import AdversarialLearner, attack_budget
+from tradeoff.methods.declared import trades as declared
 
 
 def kl_divergence(logits_adv: torch.Tensor, logits_clean: torch.Tensor) -> torch.Tensor:
@@ -59,17 +56,8 @@ def kl_adversarial_from_spec(model: nn.Module, x: torch.Tensor, spec: AttackSpec
     return kl_adversarial(model, x, eps=eps, norm=norm, steps=steps, step_size=step_size, runtime=runtime)
 
 
-class KLInner(AdversarialLearner):
+class KLInner(declared.KLInner, AdversarialLearner):
     """An adversarial learner whose ``inner`` parameter picks TRADES' KL maximiser or the registry attack."""
-
-    parameters = AdversarialLearner.parameters.extend(
-        Param("inner", TEXT, "kl", choices=INNER, meaning="TRADES' KL maximiser, or the training attack"),
-        attack_mode="eval")
-
-    @classmethod
-    def check_params(cls, spec):
-        if spec["method"].get("inner", cls.parameters["inner"].default) == "kl":
-            check_pgd_budget(cls.name, spec["method"]["attack"])
 
     def adversarial(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if self.p.inner == "attack":
@@ -78,10 +66,7 @@ class KLInner(AdversarialLearner):
 
 
 @register
-class TRADES(KLInner):
-    name = "trades"
-    parameters = KLInner.parameters.extend(
-        Param("lam", NUMBER, 6.0, range=at_least(0), meaning="the weight of the KL term, TRADES' beta = 1/lambda"))
+class TRADES(declared.TRADES, KLInner):
 
     def loss(self, x, y):
         lam = float(self.p.lam)

@@ -21,14 +21,11 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from tradeoff.core.params import FLAG, NUMBER, TEXT, Param
-from tradeoff.core.ranges import PROBABILITY
 from tradeoff.methods.base import register
 from tradeoff.methods.clp import softmax_distance
-from tradeoff.methods.common import AdversarialLearner, check_pgd_budget
+from tradeoff.methods.common import AdversarialLearner
+from tradeoff.methods.declared import vanilla as declared
 from tradeoff.methods.trades import kl_adversarial_from_spec, kl_divergence
-
-ADV_LOSSES = ("ce", "trades", "clp")
 
 
 def gradient_conflict(g_adv: torch.Tensor, g_clean: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -38,18 +35,8 @@ def gradient_conflict(g_adv: torch.Tensor, g_clean: torch.Tensor) -> dict[str, t
     return {"mu": norm_c * norm_a * (1 - cos), "cos": cos, "norm_gc": norm_c, "norm_ga": norm_a}
 
 
-class TwoLosses(AdversarialLearner):
+class TwoLosses(declared.TwoLosses, AdversarialLearner):
     """A clean and an adversarial loss on the same batch, combined per step (vanilla AT, CA-AT)."""
-
-    # the training attack runs with the model in eval mode, as the CA-AT code's (ctx_noparamgrad_and_eval; the paper
-    # does not say): only BatchNorms that keep running statistics (the ResNet stem's) tell the modes apart
-    parameters = AdversarialLearner.parameters.extend(
-        Param("adv_loss", TEXT, "ce", choices=ADV_LOSSES, meaning="the adversarial loss"), attack_mode="eval")
-
-    @classmethod
-    def check_params(cls, spec):
-        if spec["method"].get("adv_loss", cls.parameters["adv_loss"].default) == "trades":
-            check_pgd_budget(cls.name, spec["method"]["attack"])
 
     def adversarial(self, x, y):
         if self.p.adv_loss == "trades":
@@ -97,12 +84,7 @@ def _flat(grads, params) -> torch.Tensor:
 
 
 @register
-class Vanilla(TwoLosses):
-    name = "vanilla"
-    parameters = TwoLosses.parameters.extend(
-        Param("lam", NUMBER, 0.5, range=PROBABILITY, meaning="(1 - lam) clean loss + lam adversarial loss"),
-        Param("track_conflict", FLAG, False, meaning="report CA-AT's gradient conflict (one more backward pass)"))
-
+class Vanilla(declared.Vanilla, TwoLosses):
     def loss(self, x, y):
         lam = float(self.p.lam)
         l_clean, l_adv, logits = self.losses(x, y, clean=lam < 1, adv=lam > 0)

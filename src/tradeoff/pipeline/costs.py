@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tradeoff.attacks.declared import DECLARED
+from tradeoff.attacks.declared.autoattack import STANDARD
 from tradeoff.core.errors import ConfigError
 from tradeoff.core.spec import CORRUPTIONS_TYPE, AttackSpec, ExternalSpec, MethodSpec, RunSpec
 
@@ -46,25 +48,6 @@ ASSUMED_FRACTION = 0.30
 # fp32 (evaluation always; training unless runtime.precision is bf16): cuDNN's convolutions then use TF32 tensor
 # cores (PyTorch's default), whose dense rate is half bf16's on A100/H100; fp32 FLOPs count twice.
 FP32_COST = 2.0
-# The parameters of each attack type that its cost depends on, with the defaults of its class (tradeoff.attacks: a
-# test keeps them equal); AutoAttack's components run with its own steps and queries.
-ATTACK_DEFAULTS: dict[str, dict[str, Any]] = {
-    "clean": {},
-    "pgd": {"steps": 10, "restarts": 1},
-    "fgsm": {},
-    "mim": {"steps": 10},
-    "cw": {"steps": 20, "restarts": 1},
-    "pgd-dlr": {"steps": 10, "restarts": 1},
-    "t-pgd": {"steps": 10, "restarts": 1, "target_classes": 9},
-    "apgd-ce": {"steps": 100, "restarts": 1},
-    "apgd-dlr": {"steps": 100, "restarts": 1},
-    "apgd-t": {"steps": 100, "restarts": 1, "target_classes": 9},
-    "fab": {"steps": 100, "restarts": 1},
-    "fab-t": {"steps": 100, "restarts": 1, "target_classes": 9},
-    "square": {"queries": 5000, "restarts": 1},
-    "autoattack": {"steps": 100, "queries": 5000, "components": None},
-}
-AUTOATTACK_STANDARD = ("apgd-ce", "apgd-t", "fab-t", "square")
 
 
 # ------------------------------------------------------------------------------------------------ pass counts
@@ -100,10 +83,12 @@ class UnknownCost(LookupError):
 
 
 def _settings(spec: AttackSpec) -> dict:
-    """The parameters of an attack that its cost depends on (ATTACK_DEFAULTS), at their values in its settings."""
-    if spec.type not in ATTACK_DEFAULTS:
-        raise UnknownCost(f"no cost formula for attack type {spec.type!r} (tradeoff.pipeline.costs.ATTACK_DEFAULTS)")
-    return {**ATTACK_DEFAULTS[spec.type], **{k: v for k, v in spec.params.items() if v is not None}}
+    """The parameters of an attack at their values in its settings, a declared one not given at its default
+    (tradeoff.attacks.declared: what its cost depends on is among them)."""
+    if spec.type not in DECLARED:
+        raise UnknownCost(f"no cost formula for attack type {spec.type!r}: no attack declares it "
+                          "(tradeoff.attacks.declared)")
+    return {**DECLARED[spec.type].defaults, **{k: v for k, v in spec.params.items() if v is not None}}
 
 
 def _targets(wanted: Any, classes: int) -> int:
@@ -134,11 +119,11 @@ def attack_passes(spec: AttackSpec | dict, classes: int) -> Passes:
         return restarts * (int(p["queries"]) + 3) * F
     if kind == "autoattack":  # the clean pass, then each component and its success check, on every example
         total = F
-        for component in p["components"] or AUTOATTACK_STANDARD:
+        for component in p["components"] or STANDARD:
             settings = {"type": component, "steps": p["steps"], "queries": p["queries"]}
             total = total + attack_passes(settings, classes) + F
         return total
-    raise UnknownCost(f"no cost formula for attack type {kind!r}")  # pragma: no cover - ATTACK_DEFAULTS lists them
+    raise UnknownCost(f"no cost formula for attack type {kind!r}")  # pragma: no cover - a test gives every declared type one
 
 
 def evaluation_passes(spec: AttackSpec | dict, classes: int, corruption_images: dict[str, int] | None = None) -> Passes:

@@ -24,6 +24,7 @@ trigger. A test compares the whole plan with Snakemake's.
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import os
 import re
@@ -58,8 +59,8 @@ COMMAND = {"resolve": "export-dvc", "download": "download", "train": "train", "f
 #: the registries whose entries are plug-ins, by the module that holds the function registering them: a job depends
 #: on a plug-in module only if it uses a name the module registers (a run's method, a figure's plot, a figure's
 #: analysis), or if a module it depends on imports it to use it
-PLUGIN_REGISTRIES = {"tradeoff.methods.base": "method", "tradeoff.report.kinds": "figure",
-                     "tradeoff.analysis.base": "analysis"}
+PLUGIN_REGISTRIES = {"tradeoff.methods.base": "method", "tradeoff.methods.declared.base": "method",
+                     "tradeoff.report.kinds": "figure", "tradeoff.analysis.base": "analysis"}
 #: the plug-in modules of every registry: what the resolve stage, which reads every method's declarations, uses
 EVERY_PLUGIN = None
 
@@ -106,15 +107,17 @@ def _absolute(path: Path, node: ast.ImportFrom) -> str:
 def _imports(path: Path) -> tuple[tuple[str, bool], ...]:
     """The modules of this package that ``path`` imports, each with whether it only registers: import statements
     (a function's lazy ones too, relative ones resolved), strings naming a module (a call's argument:
-    ``importlib.import_module("tradeoff.x")``; a value of a name -> module table, as tradeoff.data's lazy names;
-    ``"tradeoff.x:function"`` anywhere), and the parent packages that
-    importing them runs. An import only registers
-    when it binds a plug-in module (:func:`plugins`) by a name the module never uses (``from tradeoff.methods import
-    trades  # noqa: F401 (registers)``): it fills the registry, and a job that does not use the plug-in's name does not
-    run its code."""
+    ``importlib.import_module("tradeoff.x")``; ``"tradeoff.x:function"`` anywhere), the parent packages that
+    importing them runs, and, of a lazy package it imports (:func:`_lazy_names`), the modules that own the names it
+    reads there (``from tradeoff.methods import METHODS``, ``attacks.from_spec``): importing a lazy package runs none
+    of them. An import only registers when it binds a plug-in module (:func:`plugins`) by a name the module never
+    uses (``from tradeoff.methods import trades  # noqa: F401 (registers)``): it fills the registry, and a job that
+    does not use the plug-in's name does not run its code."""
     tree = _tree(path)
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
     used |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}  # __all__
+    read = used | {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}  # names a module may read
+    table = _lazy_names(_module_name(path)) if path.name == "__init__.py" else {}
     plugin_modules = plugins()
     found: dict[str, bool] = {}
 
@@ -126,20 +129,39 @@ def _imports(path: Path) -> tuple[tuple[str, bool], ...]:
 
     named = {id(arg) for call in ast.walk(tree) if isinstance(call, ast.Call) for arg in call.args}
     named |= {id(value) for table in ast.walk(tree) if isinstance(table, ast.Dict) for value in table.values}
+    def add_lazy(package: str, names) -> None:  # the owners of the names read from a lazy package
+        for module in sorted({owner for name, owner in _lazy_names(package).items() if name in names}):
+            add(module)
+
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 add(alias.name)
+                add_lazy(alias.name, read)
         elif isinstance(node, ast.ImportFrom):
             module = _absolute(path, node)
             add(module)
+            add_lazy(module, {alias.name for alias in node.names})
             for alias in node.names:  # `from . import data`: a submodule
                 sub = f"{module}.{alias.name}"
                 add(sub, sub in plugin_modules and (alias.asname or alias.name) not in used)
+                add_lazy(sub, read)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_STRING.match(node.value) \
-                and (id(node) in named or ":" in node.value):  # a call's argument, or a "module:function"
+                and (id(node) in named or ":" in node.value) \
+                and node.value not in table.values():  # a call's argument, or a "module:function"
             add(node.value.partition(":")[0])
     return tuple(sorted(found.items()))
+
+
+@cache
+def _lazy_names(module: str) -> dict[str, str]:
+    """The name -> owning module table of a lazy package of this one (``_NAMES``, served by
+    :func:`tradeoff.core.lazy_imports.lazy_package`; its modules are imported only when one of their names is read),
+    empty for any other module. Read by importing the package, which imports none of them."""
+    path = _module_file(module)
+    if path is None or path.name != "__init__.py" or "lazy_package" not in path.read_text():
+        return {}
+    return dict(importlib.import_module(module)._NAMES)
 
 
 def _registered(path: Path) -> list[tuple[str, str]]:
@@ -160,10 +182,41 @@ def _registered(path: Path) -> list[tuple[str, str]]:
             if call and call.args and isinstance(call.args[0], ast.Constant):
                 out.append((registry, call.args[0].value))
             elif isinstance(node, ast.ClassDef):
-                out += [(registry, stmt.value.value) for stmt in node.body if isinstance(stmt, ast.Assign)
-                        and [getattr(t, "id", None) for t in stmt.targets] == ["name"]
-                        and isinstance(stmt.value, ast.Constant)]
+                name = _class_name(path, node)
+                out += [(registry, name)] if name is not None else []
     return out
+
+
+def _class_name(path: Path, node: ast.ClassDef) -> str | None:
+    """The ``name`` a class of module ``path`` sets in its body, or else the one its first base that sets one does
+    (an implementation takes its name from its declaration: ``class TRADES(declared.TRADES, KLInner)``)."""
+    for stmt in node.body:
+        if isinstance(stmt, ast.Assign) and [getattr(t, "id", None) for t in stmt.targets] == ["name"] \
+                and isinstance(stmt.value, ast.Constant):
+            return stmt.value.value
+    tree = _tree(path)
+    bound = {}  # local name -> the module, or (module, name) of a class, it is bound to by a from-import
+    for imp in (n for n in tree.body if isinstance(n, ast.ImportFrom)):
+        module = _absolute(path, imp)
+        for alias in imp.names:
+            sub = f"{module}.{alias.name}"
+            bound[alias.asname or alias.name] = sub if _module_file(sub) else (module, alias.name)
+    for base in node.bases:
+        if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) \
+                and isinstance(bound.get(base.value.id), str):
+            module, cls = bound[base.value.id], base.attr
+        elif isinstance(base, ast.Name) and isinstance(bound.get(base.id), tuple):
+            module, cls = bound[base.id]
+        elif isinstance(base, ast.Name):
+            module, cls = _module_name(path), base.id
+        else:
+            continue
+        source = _module_file(module)
+        found = [n for n in _tree(source).body if isinstance(n, ast.ClassDef) and n.name == cls] if source else []
+        name = _class_name(source, found[0]) if found else None
+        if name is not None:
+            return name
+    return None
 
 
 @cache

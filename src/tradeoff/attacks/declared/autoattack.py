@@ -1,0 +1,73 @@
+"""The declarations of AutoAttack and of each of its attacks alone (their defaults are AutoAttack standard's):
+:mod:`tradeoff.attacks.autoattack` runs them with the authors' code."""
+
+from __future__ import annotations
+
+from tradeoff.core.params import FLAG, INTEGER, LIST, NUMBER, TEXT, Param, Params
+from tradeoff.core.ranges import between, count
+from tradeoff.attacks.declared.base import SEED, AttackDeclaration, declare
+
+STANDARD = ("apgd-ce", "apgd-t", "fab-t", "square")
+COMPONENTS = ("apgd-ce", "apgd-dlr", "apgd-t", "fab", "fab-t", "square")
+
+# The parameters of AutoAttack's attacks, each declared once (their defaults are AutoAttack standard's).
+STEPS = Param("steps", INTEGER, 100, range=count(), meaning="iterations (per restart, per target)")
+RESTARTS = Param("restarts", INTEGER, 1, range=count(), meaning="runs from fresh starts")
+RHO = Param("rho", NUMBER, 0.75, range=between(0, 1, low_open=True, high_open=True),
+            meaning="APGD's step-size checkpoint ratio")
+TARGETS = Param("target_classes", INTEGER, 9, range=count(), meaning="the targets: the classes ranked next")
+QUERIES = Param("queries", INTEGER, 5000, range=count(), meaning="Square's queries")
+
+
+class AutoAttackFamily(AttackDeclaration):
+    norms = ("linf", "l2")
+
+
+class APGDFamily(AutoAttackFamily):
+    parameters = Params(STEPS, RESTARTS, RHO, Param("best_loss", FLAG, False, meaning="return the point of highest "
+                                                    "loss for every example (training)"), SEED)
+
+
+@declare
+class APGDCE(APGDFamily):
+    name = "apgd-ce"
+
+
+@declare
+class APGDDLR(APGDFamily):
+    name = "apgd-dlr"
+
+
+@declare
+class APGDT(AutoAttackFamily):
+    name = "apgd-t"
+    parameters = Params(STEPS, RESTARTS, TARGETS, RHO, SEED)
+
+
+@declare
+class FAB(AutoAttackFamily):
+    name = "fab"
+    parameters = Params(STEPS, RESTARTS, SEED)
+
+
+@declare
+class FABT(AutoAttackFamily):
+    name = "fab-t"
+    parameters = Params(STEPS, RESTARTS, TARGETS, SEED)
+
+
+@declare
+class Square(AutoAttackFamily):
+    name = "square"
+    parameters = Params(QUERIES, Param("p_init", NUMBER, 0.8, range=between(0, 1, low_open=True),
+                                       meaning="the initial fraction of pixels a square changes"), RESTARTS, SEED)
+
+
+@declare
+class AutoAttack(AutoAttackFamily):
+    name = "autoattack"
+    # steps: APGD's and FAB's iterations; queries: Square's (the standard version's 100 and 5000; smaller only
+    # when the smoke scale caps attack steps)
+    parameters = Params(Param("components", LIST, None, item=TEXT, choices=COMPONENTS, nullable=True,
+                              nonempty=True, meaning="the attacks run in turn (null: AutoAttack standard's)"),
+                        STEPS, QUERIES, SEED)

@@ -1,0 +1,32 @@
+"""The declaration of vanilla adversarial training as CA-AT writes it, and of the clean-plus-adversarial losses it
+shares with CA-AT: :mod:`tradeoff.methods.vanilla`."""
+
+from __future__ import annotations
+
+from tradeoff.core.params import FLAG, NUMBER, TEXT, Param
+from tradeoff.core.ranges import PROBABILITY
+from tradeoff.methods.declared.base import Adversarial, check_pgd_budget, declare
+
+ADV_LOSSES = ("ce", "trades", "clp")
+
+
+class TwoLosses(Adversarial):
+    """A clean and an adversarial loss on the same batch, combined per step (vanilla AT, CA-AT)."""
+
+    # the training attack runs with the model in eval mode, as the CA-AT code's (ctx_noparamgrad_and_eval; the paper
+    # does not say): only BatchNorms that keep running statistics (the ResNet stem's) tell the modes apart
+    parameters = Adversarial.parameters.extend(
+        Param("adv_loss", TEXT, "ce", choices=ADV_LOSSES, meaning="the adversarial loss"), attack_mode="eval")
+
+    @classmethod
+    def check_params(cls, spec):
+        if spec["method"].get("adv_loss", cls.parameters["adv_loss"].default) == "trades":
+            check_pgd_budget(cls.name, spec["method"]["attack"])
+
+
+@declare
+class Vanilla(TwoLosses):
+    name = "vanilla"
+    parameters = TwoLosses.parameters.extend(
+        Param("lam", NUMBER, 0.5, range=PROBABILITY, meaning="(1 - lam) clean loss + lam adversarial loss"),
+        Param("track_conflict", FLAG, False, meaning="report CA-AT's gradient conflict (one more backward pass)"))
