@@ -17,7 +17,7 @@ from torch import nn
 from tradeoff.models import MODELS, PRETRAINED_MODELS, create_model, model_names
 from tradeoff.training.train import model_factory
 from tradeoff.models.adapters import (
-    _ARCHITECTURES,
+    PRETRAINED,
     AdaptedTransformer,
     BottleneckAdapter,
     PretrainedError,
@@ -295,7 +295,7 @@ def adapter_params(dim: int) -> int:
     ("vit_b16_adapter", 12, 12 * adapter_params(768) + 768 * 10 + 10),
 ])
 def test_registered_architectures_from_a_checkpoint(name, blocks, trainable_params, tmp_path):
-    spec = _ARCHITECTURES[name]
+    spec = PRETRAINED[name]
     torch.manual_seed(0)
     source = (swin_adapter if spec.family == "swin" else vit_adapter)(10, **spec.config)
     path = tmp_path / f"{name}.pth"

@@ -364,16 +364,36 @@ def test_download_repairs_a_corrupted_extracted_file(tmp_path, monkeypatch):
 
 
 def test_declared_split_sizes_cover_every_dataset_with_a_training_split_and_match_the_digits(tmp_path):
-    """tradeoff.data.sizes declares the sizes that the cost plan, the configuration's check and Generalist need
+    """tradeoff.data.declared declares the sizes that the cost plan, the configuration's check and Generalist need
     without the data: one for every dataset with a training split, and digits' (the one the tests can build at its
     real size: scikit-learn's bundled images) equal to the data."""
-    from tradeoff.data.sizes import SPLIT_SIZES
+    from tradeoff.data.declared import SPLIT_SIZES
 
     assert data.SPLIT_SIZES is SPLIT_SIZES
     trainable = [name for name in data.dataset_names() if name not in data.corruption_dataset_names()]
     assert list(SPLIT_SIZES) == trainable
     digits = data.load("digits", tmp_path)
     assert SPLIT_SIZES["digits"] == (len(digits.x_train), len(digits.x_test))
+
+
+def test_every_dataset_registered_is_declared_alike():
+    """The configuration checks datasets against tradeoff.data.declared without their code: the registry holds exactly
+    the declared datasets, in the declared order, each with the declared image shape and classes, and the datasets of
+    corrupted test images are the declared ones, with the declared clean dataset; the decorator refuses a dataset
+    nobody declared."""
+    from tradeoff.data.corruption_sets import CorruptedTestSets
+    from tradeoff.data.declared import DECLARED
+    from tradeoff.data.registry import dataset
+
+    assert list(data.DATASETS) == list(DECLARED) == data.dataset_names()
+    for name, spec in data.DATASETS.items():
+        declared = DECLARED[name]
+        assert (spec.image_shape, spec.num_classes) == (declared.image_shape, declared.num_classes), name
+        assert isinstance(spec, CorruptedTestSets) == (declared.clean_dataset is not None), name
+        if declared.clean_dataset is not None:
+            assert data.corruption_dataset(name).clean_dataset == declared.clean_dataset
+    with pytest.raises(TypeError, match="declare it in tradeoff.data.declared"):
+        dataset("no-such-set")(type(data.DATASETS["digits"]))
 
 
 def test_the_package_names_each_resolve_in_their_module_without_torch_until_read():

@@ -171,7 +171,14 @@ def test_bf16_autocast_channels_last_training_step(name):
     assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in model.parameters())
 
 
-def test_every_adapter_architecture_is_registered_as_pretrained():
-    from tradeoff.models import adapters
+def test_every_architecture_registered_is_declared_alike():
+    """The configuration checks architectures against tradeoff.models.declared without their code: the registries
+    hold exactly the declared architectures, in the declared order, the adapter transformers as pretrained ones; an
+    undeclared name is refused."""
+    from tradeoff.models import MODELS, model_names
+    from tradeoff.models.declared import FROM_SCRATCH, PRETRAINED
 
-    assert set(PRETRAINED_MODELS) == set(adapters._ARCHITECTURES)
+    assert list(MODELS) == list(FROM_SCRATCH) and list(PRETRAINED_MODELS) == list(PRETRAINED)
+    assert model_names() == [*MODELS, *PRETRAINED_MODELS]
+    with pytest.raises(TypeError, match="declared"):
+        MODELS.register(lambda num_classes: None, name="no-such-net")

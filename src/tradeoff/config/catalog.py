@@ -25,6 +25,7 @@ from typing import Any
 
 from tradeoff.core.errors import ConfigError
 from tradeoff.data.generated import GeneratedDataRoot
+from tradeoff.models.declared import PretrainedError, pretrained_checkpoint_path, pretrained_setting
 from tradeoff.core.settings import runtime_settings
 from tradeoff.core.spec import AttackSpec, ExternalSpec, FrozenDict, RunSpec, _Spec, freeze
 from tradeoff.core.targets import TargetSpec
@@ -216,8 +217,6 @@ class Catalog:
         spec = self.runs[run_id]
         if spec.pretrained is None:
             return None
-        from tradeoff.models.adapters import PretrainedError, pretrained_checkpoint_path, pretrained_setting
-
         try:
             check = pretrained_checkpoint_path if must_exist else pretrained_setting
             return check(spec.arch, spec.pretrained.file)

@@ -46,18 +46,19 @@ from tradeoff.config.load import (
 )
 from tradeoff.config.scale import corruption_set, resolve_attack, scale_run
 from tradeoff.storage.atomic import WriteError, atomic_write_text
-from tradeoff import data, models
 from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
-from tradeoff.data import SPLIT_SIZES
+from tradeoff.data.declared import DECLARED as DATASET_DECLARATIONS
+from tradeoff.data.declared import SPLIT_SIZES, corruption_dataset_names, dataset_names
 from tradeoff.methods.declared import DECLARED as METHOD_DECLARATIONS
+from tradeoff.models.declared import PRETRAINED, model_names
 from tradeoff.models.zoo_names import FORMATS, canonical_arch, layouts, parse_normalize
 
 def load_catalog(paths: Iterable[str | Path] | None = None, *, write_cache: bool = False) -> Catalog:
     """The resolved catalog of these config files, from the cache of an earlier resolution when there is one.
 
-    Resolving validates every run against the registries of methods, attacks, models and datasets, which import
-    PyTorch: seconds of CPU in each of the pipeline's hundreds of small jobs, and the whole start-up of a report
-    job. A resolution is kept in ``<results>/<scale>/work/catalog/<key>.json``, where the key hashes the files'
+    Resolving validates every run against the declarations of methods, attacks, models and datasets (no PyTorch:
+    tradeoff.methods.declared and its siblings), a few tenths of a second of CPU in each of the pipeline's hundreds of
+    small jobs. A resolution is kept in ``<results>/<scale>/work/catalog/<key>.json``, where the key hashes the files'
     bytes and the source of this package (schema included), so any change to either resolves (and validates)
     afresh. Only the pipeline's jobs write it (``write_cache=True``: the CLI); a library call reads it at most, so
     that loading a checkout's config (a test, a notebook) never writes into its results folder."""
@@ -141,7 +142,7 @@ def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
         raise ConfigError(f"{bad}: must be a finite number, got {_lookup(config, bad)!r} (leave a parameter out to "
                           "take its default)")
     validate_schema(config)
-    datasets, archs = data.dataset_names(), models.model_names()
+    datasets, archs = dataset_names(), model_names()
     smap = config["scale_map"]
     _check_choice(smap.get("dataset"), datasets, "scale_map.dataset", nullable=True)
     _check_arch_map(smap.get("arch"), archs)
@@ -154,15 +155,15 @@ def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
         _check_choice(preset, sorted(config.get("train_presets", {})), f"scale_map.preset_lr.{preset}")
         _check_schedule(schedule, f"scale_map.preset_lr.{preset}")
     for arch in config.get("pretrained") or {}:
-        if arch not in models.PRETRAINED_MODELS:
+        if arch not in PRETRAINED:
             raise ConfigError(f"pretrained.{arch}: {arch!r} is not an architecture that starts from a pretrained "
-                              f"checkpoint; allowed: {list(models.PRETRAINED_MODELS)}")
+                              f"checkpoint; allowed: {list(PRETRAINED)}")
     for name, budgets in config["datasets"].items():
         _check_choice(name, datasets, f"datasets.{name}")
         for norm, value in budgets.items():
             _check_eps(parse_budget(value, f"datasets.{name}.{norm}"), norm, f"datasets.{name}.{norm}")
 
-    corruption_sets = data.corruption_dataset_names()
+    corruption_sets = corruption_dataset_names()
     for name, mapped in (config.get("corruption_map") or {}).items():
         _check_choice(name, corruption_sets, f"corruption_map (key {name!r})")
         _check_choice(mapped, corruption_sets, f"corruption_map.{name}")
@@ -298,8 +299,8 @@ def resolve_external(raw: dict, config: dict, key: Callable[[str], str]) -> Exte
         if not raw.get(needed):
             raise ConfigError(f"{key(needed)}: required (an external model needs checkpoint, arch and dataset)")
     python = raw.get("format") == "python"  # a model from the user's own Python file (tradeoff.evaluation.user_model)
-    arch = str(raw["arch"]) if python else canonical_arch(raw["arch"], models.model_names(), key("arch"))
-    datasets = [d for d in data.dataset_names() if d not in data.corruption_dataset_names()]
+    arch = str(raw["arch"]) if python else canonical_arch(raw["arch"], model_names(), key("arch"))
+    datasets = [d for d in dataset_names() if d not in corruption_dataset_names()]
     if raw["dataset"] not in datasets:
         raise ConfigError(f"{key('dataset')}: " + unknown("dataset", raw["dataset"], datasets))
     paper_dataset = raw.get("paper_dataset") or raw["dataset"]
@@ -320,7 +321,7 @@ def resolve_external(raw: dict, config: dict, key: Callable[[str], str]) -> Exte
     sha = raw.get("sha256")
     if sha is not None and not (isinstance(sha, str) and len(sha) == 64 and set(sha.lower()) <= set("0123456789abcdef")):
         raise ConfigError(f"{key('sha256')}: expected the file's SHA-256 as 64 hexadecimal digits, got {sha!r}")
-    channels = data.DATASETS[raw["dataset"]].image_shape[0]
+    channels = DATASET_DECLARATIONS[raw["dataset"]].image_shape[0]
     results = str(Layout.of(config["paths"]["results"], config["scale"]).root)
     return ExternalSpec.from_dict({
         "checkpoint": str(raw["checkpoint"]).replace("{results}", results), "sha256": sha.lower() if sha else None,
@@ -407,12 +408,12 @@ def _check_corruptions(spec: AttackSpec, run: RunSpec | ExternalSpec, config: di
     must hold corrupted test images of the run's own dataset. (resolve() checks every such evaluation; resolving
     one again needs no dataset registry, so the Snakefile does not import PyTorch.)"""
     named, dataset = spec.dataset, corruption_set(spec, config)
-    clean = data.corruption_dataset(dataset).clean_dataset
+    clean = DATASET_DECLARATIONS[dataset].clean_dataset
     if clean != run.dataset:
         hint = (f"map it to a corruption dataset of {run.dataset!r} with corruption_map: {{{named}: ...}}"
                 if dataset == named else f"corruption_map.{named} maps it to {dataset!r}")
-        known = ", ".join(f"{name} of {data.corruption_dataset(name).clean_dataset}"
-                          for name in data.corruption_dataset_names())
+        known = ", ".join(f"{name} of {DATASET_DECLARATIONS[name].clean_dataset}"
+                          for name in corruption_dataset_names())
         raise ConfigError(f"{key}.dataset: {dataset!r} holds corrupted {clean!r} test images, but a run evaluated "
                           f"on it is on {run.dataset!r}; {hint} (corruption datasets: {known})")
 

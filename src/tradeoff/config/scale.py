@@ -15,6 +15,7 @@ from tradeoff.storage.layout import Layout
 from tradeoff.config.budgets import MAX_EPS, _RELATIVE, parse_budget, parse_step, rel_step
 from tradeoff.config.checks import _check_eps
 from tradeoff.config.load import AUTOATTACK_FAMILY, CORRUPTIONS_TYPE
+from tradeoff.models.declared import PRETRAINED
 
 def scaled_arch(mapping: str | dict | None, arch: str) -> str:
     """A run's architecture at a scale: ``scale_map.arch`` is null (keep it), one architecture for every run, or a
@@ -167,9 +168,7 @@ def scale_run(spec: dict, method: dict, raw: dict, config: dict, declared: Param
     if smap.get("dataset"):
         spec["dataset"] = smap["dataset"]
     spec["arch"] = scaled_arch(smap.get("arch"), spec["arch"])
-    from tradeoff.models import PRETRAINED_MODELS
-
-    if spec["arch"] in PRETRAINED_MODELS:
+    if spec["arch"] in PRETRAINED:
         # the backbone file is part of what the run computes (a new file retrains it); None = not configured, which
         # only the jobs that train the run refuse (Catalog.pretrained_checkpoint), not the whole catalog
         spec["pretrained"] = _pretrained_file(config, spec["arch"])

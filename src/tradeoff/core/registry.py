@@ -4,8 +4,9 @@ with a ``name``, or a call with an explicit name). Adding a method, an attack, a
 writing it and registering it; nothing else lists them.
 
 Methods and attacks are declared apart from their code (what the configuration reads without PyTorch:
-tradeoff.methods.declared, tradeoff.attacks.declared), each kind in a registry of declarations; the registry of the
-implementations then takes only a subclass of the declaration of the same name."""
+tradeoff.methods.declared, tradeoff.attacks.declared), as are datasets and architectures (tradeoff.data.declared,
+tradeoff.models.declared); the registry of the implementations then takes only a declared name, and for a class a
+subclass of the declaration of that name."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from typing import Any
 class Registry(dict):
     """name -> registered thing, for one kind of thing (``what``: "method", "attack", ...)."""
 
-    def __init__(self, what: str, declarations: dict[str, type] | None = None):
+    def __init__(self, what: str, declarations: dict[str, Any] | None = None):
         super().__init__()
         self.what = what
-        #: for a registry of implementations: name -> the declaration each must be a subclass of
+        #: for a registry of implementations: name -> its declaration (a class: one the implementation must
+        #: subclass); nothing registers under a name not declared
         self.declarations = declarations
 
     def register(self, thing: Any = None, *, name: str | None = None) -> Any:
@@ -29,10 +31,13 @@ class Registry(dict):
             key = name if name is not None else getattr(obj, "name")
             if key in self:
                 raise ValueError(f"{self.what} {key!r} registered twice")
-            if self.declarations is not None and not (isinstance(obj, type) and key in self.declarations
-                                                      and issubclass(obj, self.declarations[key])):
-                raise TypeError(f"{self.what} {key!r} ({getattr(obj, '__name__', obj)}): an implementation is a "
-                                f"subclass of its declaration, and none is registered under the name")
+            if self.declarations is not None:
+                declared = self.declarations.get(key)
+                if key not in self.declarations or (isinstance(declared, type) and not (
+                        isinstance(obj, type) and issubclass(obj, declared))):
+                    raise TypeError(f"{self.what} {key!r} ({getattr(obj, '__name__', type(obj).__name__)}): "
+                                    "registered only under a declared name, and a class as a subclass of its "
+                                    "declaration; none is declared under the name")
             self[key] = obj
             return obj
 

@@ -70,7 +70,7 @@ def _read_lines(path: Path) -> list[str]:
     return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-@dataset("tinyimagenet", (3, 64, 64), 200)
+@dataset("tinyimagenet")
 @dataclass(frozen=True)
 class TinyImageNet(ArchiveImages):
     """Tiny ImageNet (CS231n): 200 classes of 64x64 images, 500 per class for training, 50 per class in ``val``,
@@ -117,7 +117,7 @@ class TinyImageNet(ArchiveImages):
         }
 
 
-@dataset("tinyimagenet-c", (3, 64, 64), 200)
+@dataset("tinyimagenet-c")
 @dataclass(frozen=True)
 class TinyImageNetC(CorruptedTestSets, ArchiveImages):
     """Tiny-ImageNet-C (Hendrycks & Dietterich): the 10,000 Tiny ImageNet validation images under each of the 15
@@ -139,7 +139,6 @@ class TinyImageNetC(CorruptedTestSets, ArchiveImages):
                  "https://zenodo.org/records/8206060/files/Tiny-ImageNet-C.tar?download=1"),
                 "f9c9a9dbdc11469f0b850190f7ad8be1"),
     )
-    clean_dataset: ClassVar[str] = "tinyimagenet"
 
     def sets(self, root: str | Path, corruptions: Sequence[str], severities: Sequence[int]) -> CorruptionSets:
         folder = verified_folder(self, root)
@@ -150,7 +149,7 @@ class TinyImageNetC(CorruptedTestSets, ArchiveImages):
 
 
 # Fine-grained sets at the 224 x 224 resolution of the ImageNet-pretrained transformers (CA-AT, Sec. 5.1).
-@dataset("cub200", (3, 224, 224), 200)
+@dataset("cub200")
 @dataclass(frozen=True)
 class Cub(ArchiveImages):
     """Caltech-UCSD Birds-200-2011: 200 species, the official split (5,994 training and 5,794 test images).
@@ -195,7 +194,7 @@ class Cub(ArchiveImages):
         }
 
 
-@dataset("stanford-dogs", (3, 224, 224), 120)
+@dataset("stanford-dogs")
 @dataclass(frozen=True)
 class StanfordDogs(ArchiveImages):
     """Stanford Dogs: 120 breeds, the official split of ``lists.tar`` (``train_list.mat``, 100 images per class,

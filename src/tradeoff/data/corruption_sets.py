@@ -8,7 +8,6 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 import torch
@@ -17,6 +16,7 @@ from tradeoff.data.cache import cached, fingerprint
 from tradeoff.data.decode import decode
 from tradeoff.data.fetch import download_command
 from tradeoff.data.hendrycks import CORRUPTIONS
+from tradeoff.data.declared import DECLARED
 from tradeoff.data.registry import Data, DatasetError, label_tensor, unit_float
 
 
@@ -26,7 +26,11 @@ class CorruptedTestSets(ABC):
     images of ``clean_dataset`` (whose models it evaluates), in one order."""
 
     name: str
-    clean_dataset: ClassVar[str]
+
+    @property
+    def clean_dataset(self) -> str:
+        """The dataset whose test images it holds (its declaration's, tradeoff.data.declared)."""
+        return DECLARED[self.name].clean_dataset
 
     @property
     def corruptions(self) -> tuple[str, ...]:

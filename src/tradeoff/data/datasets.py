@@ -13,19 +13,16 @@ from pathlib import Path
 
 import torch
 
-# the modules that define datasets register them on import, in this order (the order of dataset_names())
+# the modules that define datasets register them on import (tests/test_data.py: every declared dataset, in order)
 from tradeoff.data import torchvision_sets, archive_sets, digits_c  # noqa: F401
 from tradeoff.data.corruption_sets import CorruptedTestSets
+from tradeoff.data.declared import corruption_dataset_names, dataset_names
 from tradeoff.data.fetch import ensure_downloaded, verified_folder
 from tradeoff.data.hendrycks import SEVERITIES
 from tradeoff.data.registry import DATASETS, Data, DatasetError, DatasetSpec, spec
 
 __all__ = ["DATASETS", "Data", "DatasetError", "DatasetSpec", "corruption_dataset", "corruption_dataset_names",
            "dataset_names", "download", "is_downloaded", "load", "load_corruptions"]
-
-
-def dataset_names() -> list[str]:
-    return list(DATASETS)
 
 
 def download(name: str, root: str | Path = "data") -> Path:
@@ -81,5 +78,3 @@ def corruption_dataset(name: str) -> CorruptedTestSets:
     return found
 
 
-def corruption_dataset_names() -> list[str]:
-    return [name for name, found in DATASETS.items() if isinstance(found, CorruptedTestSets)]

@@ -41,7 +41,6 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 import torch
@@ -328,7 +327,7 @@ def build(x: np.ndarray, seed: int = SEED) -> np.ndarray:
 # ------------------------------------------------------------------------------------------ the dataset
 
 
-@dataset("digits-c", (1, 8, 8), 10)
+@dataset("digits-c")
 @dataclass(frozen=True)
 class DigitsC(CorruptedTestSets, DatasetSpec):
     """digits-c: the digits test split under 13 of Hendrycks & Dietterich's 15 corruptions, 5 severities each
@@ -337,7 +336,6 @@ class DigitsC(CorruptedTestSets, DatasetSpec):
     deterministically, into ``digits-c-uint8.npz`` in its folder (a few seconds), stamped with the code's version,
     the seed and a digest of the clean test images; a set that no longer matches them is built again."""
 
-    clean_dataset: ClassVar[str] = "digits"
 
     @property
     def needs_download(self) -> bool:

@@ -16,6 +16,7 @@ import torch
 from tradeoff.core.errors import UserError
 from tradeoff.core.registry import Registry
 from tradeoff.data import generated
+from tradeoff.data.declared import DECLARED
 
 
 class DatasetError(UserError):
@@ -104,15 +105,18 @@ def label_tensor(labels: Iterable[int]) -> torch.Tensor:
     return torch.from_numpy(np.asarray(labels, dtype=np.int64).reshape(-1))
 
 
-DATASETS = Registry("dataset")
+DATASETS = Registry("dataset", declarations=DECLARED)
 
 
-def dataset(name: str, image_shape: tuple[int, int, int], num_classes: int, **fields) -> Callable[[type], type]:
-    """Class decorator: registers ``cls(name, image_shape, num_classes, **fields)`` as dataset ``name`` and returns the
-    class. A class that reads several datasets (CIFAR-10 and CIFAR-100) carries one decorator each; decorators apply
-    from the bottom up, so the lowest is registered first."""
+def dataset(name: str, **fields) -> Callable[[type], type]:
+    """Class decorator: registers ``cls(name, image_shape, num_classes, **fields)`` as dataset ``name``, with the image
+    shape and classes its declaration says (:mod:`tradeoff.data.declared`), and returns the class. A class that reads
+    several datasets (CIFAR-10 and CIFAR-100) carries one decorator each; decorators apply from the bottom up, so the
+    lowest is registered first."""
     def register(cls: type) -> type:
-        DATASETS.register(cls(name, image_shape, num_classes, **fields))
+        if name not in DECLARED:
+            raise TypeError(f"dataset {name!r} ({cls.__name__}): declare it in tradeoff.data.declared first")
+        DATASETS.register(cls(name, DECLARED[name].image_shape, DECLARED[name].num_classes, **fields))
         return cls
 
     return register

@@ -31,7 +31,7 @@ _log = logging.getLogger(__name__)
 DIGIT_CLASSES = tuple(str(digit) for digit in range(10))
 
 
-@dataset("digits", (1, 8, 8), 10)
+@dataset("digits")
 @dataclass(frozen=True)
 class Digits(DatasetSpec):
     """scikit-learn's bundled 8x8 digits with a fixed stratified 80/20 split."""
@@ -94,7 +94,7 @@ class Digits(DatasetSpec):
         return arrays
 
 
-@dataset("mnist", (1, 28, 28), 10)
+@dataset("mnist")
 @dataclass(frozen=True)
 class Mnist(DatasetSpec):
     """MNIST as torchvision stores it: gzip archives and their extracted idx files in ``MNIST/raw``."""
@@ -141,7 +141,7 @@ def _gunzipped_md5(archive: Path) -> str:
     return digest.hexdigest()
 
 
-@dataset("svhn", (3, 32, 32), 10)
+@dataset("svhn")
 @dataclass(frozen=True)
 class Svhn(DatasetSpec):
     """SVHN cropped digits (train and test splits; torchvision maps label 10 to digit 0)."""
@@ -169,8 +169,8 @@ class Svhn(DatasetSpec):
 
 
 # decorators apply from the bottom up: cifar10 is registered before cifar100
-@dataset("cifar100", (3, 32, 32), 100, source_name="CIFAR100")
-@dataset("cifar10", (3, 32, 32), 10, source_name="CIFAR10")
+@dataset("cifar100", source_name="CIFAR100")
+@dataset("cifar10", source_name="CIFAR10")
 @dataclass(frozen=True)
 class Cifar(DatasetSpec):
     """CIFAR-10 or CIFAR-100 (fine labels), from the python-pickle release."""

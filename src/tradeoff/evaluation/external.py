@@ -33,6 +33,7 @@ from tradeoff.models import zoo_names as zoo
 from tradeoff.storage.atomic import sha256_file
 from tradeoff.storage.checkpoint import CheckpointError
 from tradeoff.core.spec import ExternalSpec, thaw
+from tradeoff.data.declared import DECLARED as DATASET_DECLARATIONS
 from tradeoff.models import adapters
 
 log = logging.getLogger(__name__)
@@ -149,8 +150,6 @@ def load(path: str | Path, spec: ExternalSpec, device: torch.device | str = "cpu
     CheckpointError (one line) for a file that cannot be read, carries pickled code, differs from its pinned SHA-256,
     or fits none of the architecture's layouts. Callers load it through tradeoff.evaluation.load.load_model (which
     gives a model of the user's own Python file, ``format`` python, to tradeoff.evaluation.user_model)."""
-    from tradeoff.data import DATASETS
-
     path = Path(path)
     arch, fmt = spec.arch, spec.format or "auto"
     if not path.is_file():
@@ -161,7 +160,8 @@ def load(path: str | Path, spec: ExternalSpec, device: torch.device | str = "cpu
         raise CheckpointError(f"{path}: its SHA-256 is {sha}, not the {spec.sha256} that its settings pin (another "
                               "file, or a changed one): refused")
     raw = _tensors(checkpoint.load(path), path)
-    shape, num_classes = DATASETS[spec.dataset].image_shape, DATASETS[spec.dataset].num_classes
+    declared = DATASET_DECLARATIONS[spec.dataset]
+    shape, num_classes = declared.image_shape, declared.num_classes
     model = models.create_model(arch, num_classes, in_channels=shape[0], image_size=shape[1])
     expected = model.state_dict()
     accepted = zoo.layouts(arch)

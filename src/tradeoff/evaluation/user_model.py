@@ -19,6 +19,7 @@ from torch import nn
 
 from tradeoff.core.errors import UserError
 from tradeoff.core.spec import ExternalSpec, thaw
+from tradeoff.data.declared import DECLARED as DATASET_DECLARATIONS
 from tradeoff.evaluation.external import Normalized
 from tradeoff.storage.atomic import sha256_file
 from tradeoff.storage.checkpoint import CheckpointError
@@ -81,8 +82,6 @@ def load(path: str | Path, spec: ExternalSpec, device: torch.device | str = "cpu
     """A model that FUNCTION() of the user's Python file returns (``arch`` ``python:FUNCTION``), with the metadata an
     external model's load gives (tradeoff.evaluation.external.load); its SHA-256 is the file's. Callers load it
     through tradeoff.evaluation.load.load_model."""
-    from tradeoff.data import DATASETS
-
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"cannot load model file {path}: no such file")
@@ -91,7 +90,8 @@ def load(path: str | Path, spec: ExternalSpec, device: torch.device | str = "cpu
         raise CheckpointError(f"{path}: its SHA-256 is {sha}, not the {spec.sha256} that its settings pin: refused")
     function = spec.arch.split(":", 1)[1]
     model = build(path, function, device)
-    shape, num_classes = DATASETS[spec.dataset].image_shape, DATASETS[spec.dataset].num_classes
+    declared = DATASET_DECLARATIONS[spec.dataset]
+    shape, num_classes = declared.image_shape, declared.num_classes
     normalize = thaw(spec.normalize)
     if normalize is not None:
         model = Normalized(model, normalize["mean"], normalize["std"]).to(device)

@@ -48,12 +48,16 @@ import torch
 from torch import nn
 
 from tradeoff.storage import checkpoint
-from tradeoff.core.errors import UserError
+from tradeoff.models.declared import (
+    PRETRAINED,
+    TINY_VIT,
+    PretrainedError,
+    pretrained_checkpoint_path,
+)
 from tradeoff.models.registry import MODELS, PRETRAINED_MODELS
 from torch.nn import functional as F
 
-# torchvision's model zoo is imported where a network is built, not here: the configuration reads this module's
-# checkpoint settings (pretrained_setting) while Snakemake builds its DAG, and that import costs ~2.4 CPU-s.
+# torchvision's model zoo is imported where a network is built, not here (that import costs ~2.4 CPU-s).
 
 _log = logging.getLogger(__name__)
 
@@ -61,13 +65,7 @@ _log = logging.getLogger(__name__)
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 REDUCTION = 8
-# Config section that maps an architecture to its checkpoint file: ``pretrained: {swin_t_adapter: PATH, ...}``.
-PRETRAINED_KEY = "pretrained"
-ARES_URL = "https://ml.cs.tsinghua.edu.cn/~xiaoyang/aresbench/ckpt-imagenet/"
 
-
-class PretrainedError(UserError, ValueError):
-    """A pretrained checkpoint is not configured, not found, or does not fit the backbone."""
 
 
 class BottleneckAdapter(nn.Module):
@@ -211,11 +209,6 @@ def vit_adapter(
     net = _vision_transformer(num_classes, in_channels, patch_size=patch_size, num_layers=num_layers,
                               num_heads=num_heads, hidden_dim=hidden_dim, mlp_dim=mlp_dim, resolution=resolution)
     return _finish(net, "vit", resolution, reduction, normalise)
-
-
-# The demo and smoke scales' miniature backbone: 8x8 digits as 4 patches of 4x4, two blocks of width 32. Patches of
-# 2x2 (17 tokens) cost 1.7x more per step on the CPU, and PGD-AT at eps 0.3 left that ViT near chance in 12 epochs.
-TINY_VIT = {"patch_size": 4, "num_layers": 2, "num_heads": 2, "hidden_dim": 32, "mlp_dim": 64, "resolution": 8}
 
 
 # trained from scratch (the demo and smoke scales' pretraining run), defined here because it is vit_tiny_adapter's
@@ -403,59 +396,8 @@ def load_pretrained(model: AdaptedTransformer, path: str | Path) -> LoadReport:
 
 
 # Registry builders ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Pretrained:
-    family: str
-    config: dict
-    checkpoint: str  # what the configured file should be
-    channels: int | None = 3  # input channels the backbone was pretrained on; None: the data's (the miniature)
-    normalise: bool = True  # ImageNet normalisation, as ARES's backbones expect; the miniature was trained without
-
-
-_ARCHITECTURES = {
-    "swin_t_adapter": _Pretrained(
-        "swin", {"embed_dim": 96, "depths": (2, 2, 6, 2), "num_heads": (3, 6, 12, 24)},
-        "an adversarially trained Swin-T in timm's swin_tiny_patch4_window7_224 layout (ARES publishes no Swin-T; "
-        "its smallest is Swin-S, for swin_s_adapter)"),
-    "swin_s_adapter": _Pretrained(
-        "swin", {"embed_dim": 96, "depths": (2, 2, 18, 2), "num_heads": (3, 6, 12, 24)},
-        f"ARES_Swin_small_patch4_window7_224_AT.pth from {ARES_URL}"),
-    "swin_b_adapter": _Pretrained(
-        "swin", {"embed_dim": 128, "depths": (2, 2, 18, 2), "num_heads": (4, 8, 16, 32)},
-        f"ARES_Swin_base_patch4_window7_224_AT.pth from {ARES_URL}"),
-    "vit_b16_adapter": _Pretrained(
-        "vit", {"patch_size": 16, "num_layers": 12, "num_heads": 12, "hidden_dim": 768, "mlp_dim": 3072},
-        f"ARES_ViT_base_patch16_224_AT.pth from {ARES_URL}"),
-    "vit_tiny_adapter": _Pretrained(
-        "vit", dict(TINY_VIT),
-        "results/checkpoints/<run>/model.pt of an adversarially trained `vit_tiny` run of this pipeline (the demo "
-        "and smoke scales' pretraining run, see config/demo.yaml)",
-        channels=None, normalise=False),
-}
-
-
-def pretrained_setting(arch: str, pretrained: str | Path | None) -> Path:
-    """The checkpoint file configured for ``arch`` (``pretrained.<arch>``), not checked to exist (a workflow may
-    have yet to write it), or PretrainedError naming the config key and the file expected when it is not set."""
-    key, expected = f"{PRETRAINED_KEY}.{arch}", _ARCHITECTURES[arch].checkpoint
-    if pretrained is None or str(pretrained) == "":
-        raise PretrainedError(
-            f"model {arch!r} fine-tunes an adversarially pretrained backbone and never starts from random weights: "
-            f"set `{key}` in the config to the checkpoint file ({expected})")
-    return Path(pretrained)
-
-
-def pretrained_checkpoint_path(arch: str, pretrained: str | Path | None) -> Path:
-    """The configured checkpoint of ``arch``, or PretrainedError naming the config key and the expected file."""
-    path = pretrained_setting(arch, pretrained)
-    if not path.is_file():
-        raise PretrainedError(f"model {arch!r}: `{PRETRAINED_KEY}.{arch}` is {str(pretrained)!r}, which is not a "
-                              f"file; expected {_ARCHITECTURES[arch].checkpoint}")
-    return path
-
-
 def _check_channels(arch: str, in_channels: int) -> None:
-    channels = _ARCHITECTURES[arch].channels
+    channels = PRETRAINED[arch].channels
     if channels is not None and in_channels != channels:
         raise ValueError(f"{arch} takes RGB images, not {in_channels} channels")
 
@@ -465,7 +407,7 @@ def bare_network(arch: str, num_classes: int, in_channels: int = 3, image_size: 
     """``arch`` with RANDOM weights and no checkpoint: only to load a complete saved state into (a fine-tuned run's
     model.pt, whose backbone tensors are the pretrained ones) or to count FLOPs and time steps. Training builds
     through ``PRETRAINED_MODELS``, which loads the configured backbone and never starts from random weights."""
-    spec = _ARCHITECTURES[arch]
+    spec = PRETRAINED[arch]
     _check_channels(arch, in_channels)
     if spec.family == "swin":
         return swin_adapter(num_classes, **spec.config)
@@ -473,7 +415,7 @@ def bare_network(arch: str, num_classes: int, in_channels: int = 3, image_size: 
 
 
 def _builder(arch: str) -> Callable[..., AdaptedTransformer]:
-    spec = _ARCHITECTURES[arch]
+    spec = PRETRAINED[arch]
 
     def build(num_classes: int, in_channels: int = 3, image_size: int = 224, *, bn_running_stats: bool = True,
               pretrained: str | Path | None = None) -> AdaptedTransformer:

@@ -9,6 +9,8 @@ True, False or "blocks" (tradeoff.models.resnet); those of ``PRETRAINED_MODELS``
 from __future__ import annotations
 
 from tradeoff.core.registry import Registry
+from tradeoff.models.declared import FROM_SCRATCH, PRETRAINED
 
-MODELS = Registry("architecture")
-PRETRAINED_MODELS = Registry("pretrained architecture")
+# each registers under a name tradeoff.models.declared declares
+MODELS = Registry("architecture", declarations=dict.fromkeys(FROM_SCRATCH))
+PRETRAINED_MODELS = Registry("pretrained architecture", declarations=PRETRAINED)

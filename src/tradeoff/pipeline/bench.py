@@ -21,7 +21,8 @@ from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop, sdpa_f
 
 from tradeoff import models
 from tradeoff.storage.atomic import atomic_write_text
-from tradeoff.data import DATASETS, SPLIT_SIZES
+from tradeoff.data.declared import DECLARED as DATASET_DECLARATIONS
+from tradeoff.data.declared import SPLIT_SIZES
 from tradeoff.config import Catalog
 from tradeoff.attacks import frozen
 from tradeoff.pipeline.costs import device_key, pass_key, peak_tflops
@@ -34,7 +35,7 @@ from tradeoff.data.hendrycks import SEVERITIES
 
 TRAIN_SIZES = {name: sizes[0] for name, sizes in SPLIT_SIZES.items()}
 TEST_SIZES = {name: sizes[1] for name, sizes in SPLIT_SIZES.items()}
-SHAPES = {name: (*spec.image_shape, spec.num_classes) for name, spec in DATASETS.items()}  # (c, h, w, classes)
+SHAPES = {name: (*d.image_shape, d.num_classes) for name, d in DATASET_DECLARATIONS.items()}  # (c, h, w, classes)
 
 
 class _GlobalOnly:

@@ -32,7 +32,7 @@ from torch import nn
 
 from tradeoff.storage import checkpoint
 from tradeoff import data, models
-from tradeoff.models.adapters import pretrained_setting
+from tradeoff.models.declared import pretrained_setting
 from tradeoff.evaluation import learner_probes as learners
 from tradeoff.core.progress import Bar, duration
 from tradeoff.core.errors import UserError
