@@ -58,6 +58,16 @@ class Adversarial(MethodDeclaration):
     """A single learner trained on its training attack's examples, run in ``attack_mode``."""
 
     parameters = Params(TRAINING_ATTACK, ATTACK_MODE)
+    #: (parameter, value): at that value the method runs a maximiser of its own, which reads only the budget, steps
+    #: and step size of its training attack (check_pgd_budget); None: it always runs the training attack
+    own_maximiser: ClassVar[tuple[str, str] | None] = None
+
+    @classmethod
+    def check_params(cls, spec):
+        if cls.own_maximiser is not None:
+            name, value = cls.own_maximiser
+            if spec["method"].get(name, cls.parameters[name].default) == value:
+                check_pgd_budget(cls.name, spec["method"]["attack"])
 
 
 def check_pgd_budget(method_name: str, spec: AttackSpec | dict) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tradeoff.core.params import NUMBER, TEXT, Param
 from tradeoff.core.ranges import at_least
-from tradeoff.methods.declared.base import Adversarial, check_pgd_budget, declare
+from tradeoff.methods.declared.base import Adversarial, declare
 
 INNER = ("kl", "attack")
 
@@ -15,11 +15,7 @@ class KLInner(Adversarial):
     parameters = Adversarial.parameters.extend(
         Param("inner", TEXT, "kl", choices=INNER, meaning="TRADES' KL maximiser, or the training attack"),
         attack_mode="eval")
-
-    @classmethod
-    def check_params(cls, spec):
-        if spec["method"].get("inner", cls.parameters["inner"].default) == "kl":
-            check_pgd_budget(cls.name, spec["method"]["attack"])
+    own_maximiser = ("inner", "kl")
 
 
 @declare

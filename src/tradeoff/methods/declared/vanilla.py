@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tradeoff.core.params import FLAG, NUMBER, TEXT, Param
 from tradeoff.core.ranges import PROBABILITY
-from tradeoff.methods.declared.base import Adversarial, check_pgd_budget, declare
+from tradeoff.methods.declared.base import Adversarial, declare
 
 ADV_LOSSES = ("ce", "trades", "clp")
 
@@ -17,11 +17,7 @@ class TwoLosses(Adversarial):
     # does not say): only BatchNorms that keep running statistics (the ResNet stem's) tell the modes apart
     parameters = Adversarial.parameters.extend(
         Param("adv_loss", TEXT, "ce", choices=ADV_LOSSES, meaning="the adversarial loss"), attack_mode="eval")
-
-    @classmethod
-    def check_params(cls, spec):
-        if spec["method"].get("adv_loss", cls.parameters["adv_loss"].default) == "trades":
-            check_pgd_budget(cls.name, spec["method"]["attack"])
+    own_maximiser = ("adv_loss", "trades")  # the TRADES loss: TRADES' KL maximiser
 
 
 @declare
