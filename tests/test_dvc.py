@@ -352,18 +352,19 @@ def _changed_by(work: Path, *edits: tuple[str, str]) -> set[str]:
 @pytest.mark.slow
 def test_a_change_reruns_only_what_it_touches(built):
     """Issue 30: after `dvc repro`, editing methods/trades.py marks the training stages of the runs whose method runs
-    TRADES's code (vanilla AT and CA-AT import its loss; Generalist does not) and the resolve stage, which reads every
-    method's declarations (seconds; it rewrites jobs.json only if a run's settings changed); editing a figure kind's
-    module marks the figures drawn with it; the README, docs and a CLI subcommand that no stage runs (or a new one)
-    mark nothing."""
+    TRADES's code (vanilla AT and CA-AT import its loss; Generalist does not), and not the resolve stage, which reads
+    the methods' declarations only; editing TRADES's declaration (methods/declared/trades.py) marks those and the
+    resolve stage (seconds; it rewrites jobs.json only if a run's settings changed); editing a figure kind's module
+    marks the figures drawn with it; the README, docs and a CLI subcommand that no stage runs (or a new one) mark
+    nothing."""
     work = built["work"]
     grouped = json.loads((work / "jobs.json").read_text())
     methods = {name: set(grouped[name]) for name in grouped if tdvc.stage_kind(name) == "train"}
     assert set(methods) == {"train-generalist", "train-vanilla", "train-caat"}
     trades = _changed_by(work, ("src/tradeoff/methods/trades.py", "# a comment\n"))
-    assert trades == {"resolve"} | {f"{name}@{run_id}" for name in ("train-vanilla", "train-caat")
-                                    for run_id in methods[name]}
-    assert _changed_by(work, ("src/tradeoff/methods/generalist.py", "# a comment\n")) == {"resolve"} | {
+    assert trades == {f"{name}@{run_id}" for name in ("train-vanilla", "train-caat") for run_id in methods[name]}
+    assert _changed_by(work, ("src/tradeoff/methods/declared/trades.py", "# a comment\n")) == trades | {"resolve"}
+    assert _changed_by(work, ("src/tradeoff/methods/generalist.py", "# a comment\n")) == {
         f"train-generalist@{run_id}" for run_id in methods["train-generalist"]}
     assert _changed_by(work, ("src/tradeoff/report/fig_basic.py", "# a comment\n")) == {"figure-basic@figure3b"}
     assert _changed_by(work, ("src/tradeoff/report/fig_front.py", "# a comment\n")) == set()  # no front here
