@@ -309,23 +309,29 @@ class Selection(_Spec):
 
 
 @dataclass(frozen=True)
-class MethodSpec(_Spec):
-    """``method:``: the method's name and its parameters, every declared one at its value (a method reads them as the
-    fields of its ``parameters.settings``)."""
+class NamedParams(_Spec):
+    """A declared thing's ``name`` and its parameters, written beside the name in one mapping (``{name: trades,
+    lam: 6}``): a method's settings, a figure's analysis."""
 
     name: str
     params: FrozenDict = field(default_factory=FrozenDict)
 
     @classmethod
-    def from_dict(cls, raw: Mapping) -> "MethodSpec":
+    def from_dict(cls, raw: Mapping):
         return cls(name=raw["name"], params=freeze({k: v for k, v in raw.items() if k != "name"}))
 
     def as_dict(self) -> dict:
         return {"name": self.name, **thaw(self.params)}
 
     def get(self, param: str, default: Any = None) -> Any:
-        """One parameter's value (``default`` when the method's settings do not hold it: an optional one unset)."""
+        """One parameter's value (``default`` when the settings do not hold it: an optional one unset)."""
         return self.params.get(param, default)
+
+
+@dataclass(frozen=True)
+class MethodSpec(NamedParams):
+    """``method:``: the method's name and its parameters, every declared one at its value (a method reads them as the
+    fields of its ``parameters.settings``)."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from tradeoff.core.errors import ConfigError
 from tradeoff.core.registry import Registry
-from tradeoff.core.spec import AttackSpec, FrozenDict, _Spec, freeze, thaw
+from tradeoff.core.spec import AttackSpec, FrozenDict, NamedParams, _Spec, freeze, thaw
 
 
 # ----------------------------------------------------------------------------------------------- target specs
@@ -44,23 +44,9 @@ class Row(_Spec):
 
 
 @dataclass(frozen=True)
-class Analysis(_Spec):
+class Analysis(NamedParams):
     """A figure's ``analysis:``: the declared analysis it reads (``name``) and its parameters, as written (the
     analysis reads its own; its declaration's check ran when the configuration was resolved)."""
-
-    name: str
-    params: FrozenDict = field(default_factory=FrozenDict)
-
-    @classmethod
-    def from_dict(cls, raw: Mapping) -> "Analysis":
-        return cls(name=raw["name"], params=freeze({k: v for k, v in raw.items() if k != "name"}))
-
-    def as_dict(self) -> dict:
-        return {"name": self.name, **thaw(self.params)}
-
-    def get(self, param: str, default: Any = None) -> Any:
-        """One parameter's value as written (``default`` when the target does not set it)."""
-        return self.params.get(param, default)
 
 
 @dataclass(frozen=True, kw_only=True)
