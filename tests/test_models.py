@@ -180,5 +180,5 @@ def test_every_architecture_registered_is_declared_alike():
 
     assert list(MODELS) == list(FROM_SCRATCH) and list(PRETRAINED_MODELS) == list(PRETRAINED)
     assert model_names() == [*MODELS, *PRETRAINED_MODELS]
-    with pytest.raises(TypeError, match="declared"):
+    with pytest.raises(TypeError, match="'no-such-net'.*no declaration has the name"):
         MODELS.register(lambda num_classes: None, name="no-such-net")

@@ -6,7 +6,7 @@ writing it and registering it; nothing else lists them.
 Methods and attacks are declared apart from their code (what the configuration reads without PyTorch:
 tradeoff.methods.declared, tradeoff.attacks.declared), as are datasets and architectures (tradeoff.data.declared,
 tradeoff.models.declared); the registry of the implementations then takes only a declared name, and for a class a
-subclass of the declaration of that name."""
+subclass of the declaration of that name (datasets: their decorator, tradeoff.data.registry.dataset)."""
 
 from __future__ import annotations
 
@@ -32,12 +32,13 @@ class Registry(dict):
             if key in self:
                 raise ValueError(f"{self.what} {key!r} registered twice")
             if self.declarations is not None:
-                declared = self.declarations.get(key)
-                if key not in self.declarations or (isinstance(declared, type) and not (
-                        isinstance(obj, type) and issubclass(obj, declared))):
-                    raise TypeError(f"{self.what} {key!r} ({getattr(obj, '__name__', type(obj).__name__)}): "
-                                    "registered only under a declared name, and a class as a subclass of its "
-                                    "declaration; none is declared under the name")
+                what = f"{self.what} {key!r} ({getattr(obj, '__name__', type(obj).__name__)})"
+                if key not in self.declarations:
+                    raise TypeError(f"{what}: no declaration has the name; declare it first")
+                declared = self.declarations[key]
+                if isinstance(declared, type) and not (isinstance(obj, type) and issubclass(obj, declared)):
+                    raise TypeError(f"{what}: not a subclass of its declaration {declared.__module__}."
+                                    f"{declared.__qualname__}")
             self[key] = obj
             return obj
 

@@ -105,7 +105,7 @@ def label_tensor(labels: Iterable[int]) -> torch.Tensor:
     return torch.from_numpy(np.asarray(labels, dtype=np.int64).reshape(-1))
 
 
-DATASETS = Registry("dataset", declarations=DECLARED)
+DATASETS = Registry("dataset")  # filled by the decorator below, which refuses an undeclared name
 
 
 def dataset(name: str, **fields) -> Callable[[type], type]:
