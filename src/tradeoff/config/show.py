@@ -122,7 +122,8 @@ def _run(catalog: Catalog, files: list[tuple[str, dict]], rid: str) -> dict:
 
     method_name = run.method.name
     before: dict[str, Any] = _leaves({**copy.deepcopy(RUN_DEFAULTS),
-                                      "method": {"name": method_name, **METHOD_DECLARATIONS[method_name].parameters.defaults()}})
+                                      "method": {"name": method_name,
+                                                 **METHOD_DECLARATIONS[method_name].parameters.defaults()}})
     sources: dict[str, str] = {}
     for label, settings in layers:
         for path, value in _leaves({k: v for k, v in settings.items() if k != "preset"}).items():
