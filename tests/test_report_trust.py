@@ -252,8 +252,8 @@ def test_report_from_another_folder_reads_and_writes_the_workflows_results(tmp_p
 
 
 def test_tex_escapes_everything_or_says_what_it_cannot():
-    assert tables.tex("a_b & 50% #1 {x} β≥½ ~^\\") == \
-        r"a\_b \& 50\% \#1 \{x\} $\beta$$\geq$$\frac{1}{2}$ \textasciitilde{}\textasciicircum{}\textbackslash{}"
+    assert tables.tex("a_b & 50% #1 {x} β≥½ ~^\\ †‡") == \
+        r"a\_b \& 50\% \#1 \{x\} $\beta$$\geq$1/2 \textasciitilde{}\textasciicircum{}\textbackslash{} \dag{}\ddag{}"
     with pytest.raises(ValueError, match="no LaTeX for '☃'"):
         tables.tex("☃")
 

@@ -1,13 +1,23 @@
 """Building a target of the catalog: a table, a figure, or a group of them. What each writes is decided here
-once, for Snakemake (outputs), DVC (outs) and the CLI."""
+once, for Snakemake (outputs), DVC (outs) and the CLI.
+
+A report job is content-addressed: its stamp (``results/<scale>/work/report/<name>.json``) records the digest of
+what it was built from (every file it reads, by content, absent ones as absent; the target's settings; the resolved
+configuration; this package's source and the drawing libraries' versions) and the hashes of the files it wrote. A
+job whose digest is unchanged and whose outputs are intact is :func:`fresh`: ``tradeoff report`` skips it."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import html
+import importlib.metadata
+import json
 import os
 from pathlib import Path
 
 from tradeoff.storage.atomic import atomic_write_text
+from tradeoff.storage.layout import Layout
 from tradeoff.config import Catalog
 from tradeoff.report import what_ran as ran, tables
 
@@ -62,15 +72,19 @@ def target_outputs(catalog: Catalog, name: str) -> list[Path]:
     return list(paths.values())
 
 
-def build_target(catalog: Catalog, name: str) -> list[Path]:
+def build_target(catalog: Catalog, name: str, built: dict[str, tables.Table] | None = None) -> list[Path]:
     """Write a target's files. A group's files hold its member tables one after the other, and list its figures.
-    Every table is read and checked before any file is written (tradeoff.report.records.ReportError otherwise)."""
+    Every table is read and checked before any file is written (tradeoff.report.records.ReportError otherwise).
+    ``built``: where to keep the tables read (by name), for a caller that reads them again (the summary)."""
     target = catalog.targets[name]
     if target.kind == "figure":
         from tradeoff.report.figures import build_figure
 
         return list(build_figure(catalog, name).values())
-    rendered = [tables.render(catalog, member) for member in catalog.table_targets(name)]
+    read = [tables.build(catalog, member) for member in catalog.table_targets(name)]
+    if built is not None:
+        built.update((t.name, t) for t in read)
+    rendered = [tables.render_all(table, catalog) for table in read]
     figures = [t for t in catalog.leaf_targets(name) if catalog.targets[t].kind == "figure"]
     paths = catalog.layout.tables(name)
     for kind in ("md", "csv", "tex", "html"):
@@ -92,3 +106,96 @@ def build_target(catalog: Catalog, name: str) -> list[Path]:
             text = tables.html_page(ran.title(catalog, name), text)
         atomic_write_text(paths[kind], text)
     return target_outputs(catalog, name)
+
+
+# ------------------------------------------------------------------------------------------ fresh or not
+
+STAMP_FORMAT = "tradeoff-report-stamp/1"
+LIBRARIES = ("matplotlib", "numpy", "scipy", "statsmodels", "pandas")  # what draws and computes a report's bytes
+
+
+@functools.cache
+def code_digest() -> str:
+    """This package's source (every module, so a change anywhere rebuilds: the conservative side) and the versions
+    of the libraries that compute and draw a report."""
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parents[1]
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    for library in LIBRARIES:
+        try:
+            digest.update(f"{library}={importlib.metadata.version(library)}\0".encode())
+        except importlib.metadata.PackageNotFoundError:
+            digest.update(f"{library}=none\0".encode())
+    return digest.hexdigest()
+
+
+def _config_digest(catalog: Catalog) -> str:
+    return hashlib.sha256(json.dumps(catalog.config, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _file_digests(path: Path) -> list[tuple[str, str]]:
+    """(path, content hash) of a file, of every file under a folder, or (path, "absent")."""
+    if path.is_dir():
+        return [entry for sub in sorted(path.rglob("*")) if sub.is_file() for entry in _file_digests(sub)]
+    try:
+        return [(str(path), hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest())]
+    except FileNotFoundError:
+        return [(str(path), "absent")]
+
+
+SUMMARY, CLAIMS = "@summary", "@claims"  # the stamps of the summary job and of the claims' forest plot
+
+
+def read_files(catalog: Catalog, name: str) -> list[Path]:
+    """Every file a report job may read. A target's: its inputs (target_inputs; a group's, its members'), and of
+    each training job it shows its model's sidecar (training minutes, devices), its curves folder (precision) and
+    its audit (overstated columns), and the papers' flags. The claims' plot (CLAIMS): the metrics and predictions and the claims; the
+    summary (SUMMARY): every results folder a report reads, each model, the papers' numbers and the claims."""
+    layout, reference = catalog.layout, Path(catalog.reference_dir)
+    claims = reference.parent / "claims.yaml"
+    if name == CLAIMS:
+        return [layout.folder("metrics"), layout.folder("predictions"), reference, claims]
+    if name == SUMMARY:
+        jobs = sorted(set(catalog.train_id.values()))
+        return ([layout.folder(kind) for kind in ("metrics", "predictions", "curves", "analysis", "audit")]
+                + [layout.model(j) for j in jobs] + [Layout.sidecar(layout.model(j)) for j in jobs]
+                + [reference, claims])
+    if catalog.targets[name].kind == "group":  # it renders its members from their inputs, not from their files
+        return list(dict.fromkeys(p for leaf in catalog.leaf_targets(name) for p in read_files(catalog, leaf)))
+    runs = {r for row in catalog.targets[name].rows for r in catalog.row_runs(row.run)}
+    jobs = sorted({catalog.train_id.get(r, r) for r in runs} | set(catalog.curve_train_ids(name)))
+    extra = [p for j in jobs for p in (Layout.sidecar(layout.model(j)), layout.curves(j), layout.audit(j)["json"])]
+    return list(dict.fromkeys([*target_inputs(catalog, name), *extra, reference / "flags.yaml"]))
+
+
+def digest(catalog: Catalog, name: str) -> str:
+    """What a report job is built from (a target's name, SUMMARY or CLAIMS): the digest that decides whether it is
+    fresh."""
+    h = hashlib.sha256(f"{STAMP_FORMAT}\0{code_digest()}\0{_config_digest(catalog)}\0".encode())
+    if name in catalog.targets:
+        h.update(json.dumps(catalog.report_settings(name), sort_keys=True, default=str).encode())
+    for path, content in (e for p in read_files(catalog, name) for e in _file_digests(p)):
+        h.update(f"{path}\0{content}\0".encode())
+    return h.hexdigest()
+
+
+def fresh(catalog: Catalog, name: str, outputs: list[Path], found: str) -> bool:
+    """Whether a job whose inputs digest to ``found`` need not run: its stamp records that digest, and every one of
+    its outputs still has the content it wrote."""
+    try:
+        stamp = json.loads(catalog.layout.report_stamp(name).read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(stamp, dict) or stamp.get("format") != STAMP_FORMAT or stamp.get("digest") != found:
+        return False
+    wrote = stamp.get("outputs")
+    return isinstance(wrote, dict) and set(wrote) == {str(p) for p in outputs} and all(
+        dict(_file_digests(p)).get(str(p)) == wrote[str(p)] for p in outputs)
+
+
+def record(catalog: Catalog, name: str, outputs: list[Path], found: str) -> None:
+    """Stamp a job that has just written ``outputs`` from inputs that digest to ``found``."""
+    wrote = {str(p): dict(_file_digests(p))[str(p)] for p in outputs}
+    atomic_write_text(catalog.layout.report_stamp(name), json.dumps({"format": STAMP_FORMAT, "digest": found,
+                                                              "outputs": wrote}, indent=1) + "\n")

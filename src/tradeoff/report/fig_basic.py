@@ -4,12 +4,13 @@ per row), lines (a metric over a swept parameter, or over attack budgets: a pane
 
 from __future__ import annotations
 
+import math
 
 import numpy as np
 
 from tradeoff.storage import curves as live
 from tradeoff.config import Catalog
-from tradeoff.report import what_ran as ran, records, tables
+from tradeoff.report import what_ran as ran, records, stats, tables
 from tradeoff.report.kinds import figure_kind
 from tradeoff.report.labels import (
     _LEARNER as LEARNER_CURVE,
@@ -20,7 +21,7 @@ from tradeoff.report.labels import (
     curve_unit,
 )
 from tradeoff.report.style import FOOTNOTE, LINESTYLES, MARKERS, figure_legend, palette, percent_limits, plt
-from tradeoff.report.tables import load_reference, read_metric
+from tradeoff.report.tables import load_reference
 from tradeoff.core.targets import TargetSpec
 
 def read_predictions(catalog: Catalog, run: str, attack: str) -> dict | None:
@@ -39,6 +40,38 @@ def _title(catalog: Catalog, target: TargetSpec, column: str) -> str:
     return ran.column_title(catalog, target, column, target.columns[column])
 
 
+INTERVALS = "error bars: each accuracy's 95% interval (Wilson over the test images; with seeds, Student's t over them)"
+
+
+def measured(catalog: Catalog, run: str, attack: str) -> tuple[float, float, float] | None:
+    """(accuracy, low, high) in % of a row under an evaluation: its 95% Wilson interval over the test images (one
+    seed), or Student's t interval over its seeds' accuracies; low = high = the value where there is no binomial
+    interval (NROB, a time). None until measured."""
+    o = tables.measure(catalog, run, attack)
+    if o.value is None:
+        return None
+    if o.lo is not None:
+        return o.value, o.lo, o.hi
+    seeds = len(o.bits) or len(o.files)
+    if o.std is not None and seeds > 1:
+        from scipy.stats import t
+
+        half = float(t.ppf(0.975, seeds - 1)) * o.std * math.sqrt(seeds / (seeds - 1)) / math.sqrt(seeds)
+        return o.value, max(o.value - half, 0.0), min(o.value + half, 100.0)
+    return o.value, o.value, o.value
+
+
+def errors(points: list[tuple[float, float, float]]) -> np.ndarray:
+    """matplotlib's asymmetric error bars, (2, n), from (value, low, high) triples."""
+    return np.array([[v - lo for v, lo, _ in points], [hi - v for v, _, hi in points]]).reshape(2, len(points))
+
+
+def interval_note(fig) -> None:
+    """Say under a figure what its error bars are (once)."""
+    if not any(t.get_text() == INTERVALS for t in fig.texts):
+        fig.text(0, 0, INTERVALS, gid=FOOTNOTE)
+
+
 @figure_kind("scatter")
 def plot_scatter(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
     names = _labels(catalog, name)
@@ -53,12 +86,17 @@ def plot_scatter(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
     colours = palette(len(target.rows))
     xs, ys = [], []
     for row, color in zip(target.rows, colours):
-        ours = read_metric(catalog, row.run, xattack), read_metric(catalog, row.run, yattack)
+        found = measured(catalog, row.run, xattack), measured(catalog, row.run, yattack)
+        ours = tuple(None if m is None else m[0] for m in found)
         paper = reference.get((row.key, xcol)), reference.get((row.key, ycol))
         paper = (paper[0][0], paper[1][0]) if None not in paper else (None, None)
         if None not in ours:
+            ax.errorbar([ours[0]], [ours[1]], xerr=errors([found[0]]), yerr=errors([found[1]]), fmt="none",
+                        ecolor=color, elinewidth=1.0, capsize=2.5, alpha=0.8, zorder=2.5)
             ax.scatter(*ours, color=color, s=42, label=names[row.key], zorder=3)
-            xs.append(ours[0]), ys.append(ours[1])
+            xs += [found[0][1], found[0][2]]
+            ys += [found[1][1], found[1][2]]
+            interval_note(ax.figure)
         else:
             ax.scatter([], [], color=color, s=42, label=f"{names[row.key]} (no metrics)")
         if None not in paper:
@@ -86,9 +124,13 @@ def plot_bars(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
     width = 0.8 / max(len(columns), 1)
     xs = np.arange(len(rows))
     for j, ((column, attack), color) in enumerate(zip(columns, palette(len(columns)))):
-        values = [read_metric(catalog, r.run, attack) for r in rows]
-        ax.bar(xs + j * width, [np.nan if v is None else v for v in values], width, label=_title(catalog, target, column),
-               color=color)
+        found = [measured(catalog, r.run, attack) for r in rows]
+        values = [None if m is None else m[0] for m in found]
+        bars = [m or (np.nan, np.nan, np.nan) for m in found]
+        ax.bar(xs + j * width, [m[0] for m in bars], width, label=_title(catalog, target, column), color=color,
+               yerr=errors(bars), error_kw={"ecolor": "0.2", "elinewidth": 0.9, "capsize": 2.0})
+        if any(m is not None for m in found):
+            interval_note(ax.figure)
         for x, v in zip(xs + j * width, values):  # a bar too low to see says what it is: 0, or not measured
             if v is None or v < 0.5:
                 ax.text(x, 1.0, "n/a" if v is None else f"{v:.0f}", rotation=90 if v is None else 0, ha="center",
@@ -123,13 +165,17 @@ def plot_lines(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
     pairs = [(c, s) for c in target.columns.items() for s in groups]
     ys = []
     for ((column, attack), series), color in zip(pairs, palette(len(pairs))):
-        pts = [(r.x, read_metric(catalog, r.run, attack)) for r in groups[series]]
-        pts = [(x, y) for x, y in pts if y is not None]
+        pts = [(r.x, measured(catalog, r.run, attack)) for r in groups[series]]
+        pts = [(x, m) for x, m in pts if m is not None]
         label = f"{_title(catalog, target, column)}, {series}" if series else _title(catalog, target, column)
         style = LINESTYLES[list(groups).index(series) % len(LINESTYLES)]
-        ax.plot(*(zip(*pts) if pts else ([], [])), marker="o", markersize=5, color=color, linestyle=style,
-                label=label if pts else f"{label} (no metrics)")
-        ys += [y for _, y in pts]
+        ax.plot(*(zip(*[(x, m[0]) for x, m in pts]) if pts else ([], [])), marker="o", markersize=5, color=color,
+                linestyle=style, label=label if pts else f"{label} (no metrics)")
+        if pts:
+            ax.errorbar([x for x, _ in pts], [m[0] for _, m in pts], yerr=errors([m for _, m in pts]), fmt="none",
+                        ecolor=color, elinewidth=0.9, capsize=2.0, alpha=0.7)
+            interval_note(ax.figure)
+        ys += [v for _, m in pts for v in (m[1], m[2])]
     ax.set_xlabel((target.x_label or "parameter") + _ran_ticks(catalog, name, ax))
     ax.set_ylabel("accuracy (%)")
     percent_limits(ax, ys)
@@ -139,16 +185,27 @@ def plot_lines(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
 def _ran_ticks(catalog: Catalog, name: str, ax) -> str:
     """Where this scale runs the swept setting otherwise than its x value says (Figure 3(b)'s c of the paper's 120
     epochs, run in epochs of the demo's 10): a tick per row with the value that ran below it in brackets, and the
-    axis' second line saying so; "" where every value ran as written."""
+    axis' second line saying so; "" where every value ran as written. A row whose model was selected before its
+    method's mechanism acts has ‡ on its tick."""
     studied = ran.studied_settings(catalog, name)
+    early = tables.early_rows(catalog, name)
     rows = [r for r in catalog.targets[name].rows if r.x is not None and len(studied.get(r.key) or {}) == 1]
     ticks = {}
     for row in rows:
         (key, (written, here)), = studied[row.key].items()
-        ticks[float(row.x)] = f"{row.x:g}" + (f"\n({here:.3g})" if abs(written - here) > 1e-9 else "")
+        ticks[float(row.x)] = (f"{row.x:g}" + (f" {tables.EARLY}" if row.key in early else "")
+                               + (f"\n({here:.3g})" if abs(written - here) > 1e-9 else ""))
+    marked = {float(r.x): f"{r.x:g} {tables.EARLY}" for r in catalog.targets[name].rows
+              if r.x is not None and r.key in early and float(r.x) not in ticks}
+    if marked:  # a point selected before its method's mechanism: ‡ on its tick, beside the axis' own ticks
+        ax.figure.canvas.draw()
+        ticks = {**{float(t): f"{t:g}" for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]},
+                 **ticks, **marked}
+    if not ticks or not any("\n" in t or tables.EARLY in t for t in ticks.values()):
+        return ""
+    ax.set_xticks(sorted(ticks), [ticks[x] for x in sorted(ticks)])
     if not rows or not any("\n" in t for t in ticks.values()):
         return ""
-    ax.set_xticks(list(ticks), list(ticks.values()))
     return f"\n(in brackets: {ran.setting_name(catalog, rows[0].run, key)} as run at this scale)"
 
 
@@ -168,13 +225,17 @@ def plot_budget_lines(catalog: Catalog, name: str, target: TargetSpec, axes) -> 
         ran = {job: catalog.attack_for(job, target.rows[0].run).eps for _, _, job in points}
         ticks.update({x: text if abs(ran[job] - x) < 1e-9 else f"{text}\n({ran[job]:.3g})" for x, text, job in points})
         for i, (row, color) in enumerate(zip(target.rows, colours)):
-            pts = [(0.0, read_metric(catalog, row.run, clean[0]))] if clean else []
-            pts += [(x, read_metric(catalog, row.run, job)) for x, _, job in points]
-            pts = [(x, y) for x, y in pts if y is not None]
+            pts = [(0.0, measured(catalog, row.run, clean[0]))] if clean else []
+            pts += [(x, measured(catalog, row.run, job)) for x, _, job in points]
+            pts = [(x, m) for x, m in pts if m is not None]
             label = names[row.key]
-            ax.plot(*(zip(*pts) if pts else ([], [])), marker=MARKERS[i % len(MARKERS)], markersize=4.5,
-                    color=color, label=label if pts else f"{label} (no metrics)")
-            values += [y for _, y in pts]
+            ax.plot(*(zip(*[(x, m[0]) for x, m in pts]) if pts else ([], [])), marker=MARKERS[i % len(MARKERS)],
+                    markersize=4.5, color=color, label=label if pts else f"{label} (no metrics)")
+            if pts:
+                ax.errorbar([x for x, _ in pts], [m[0] for _, m in pts], yerr=errors([m for _, m in pts]),
+                            fmt="none", ecolor=color, elinewidth=0.9, capsize=2.0, alpha=0.7)
+                interval_note(ax.figure)
+            values += [v for _, m in pts for v in (m[1], m[2])]
         ax.set_xticks(list(ticks), list(ticks.values()), rotation=30 if len(ticks) > 5 else 0)
         rescaled = any(abs(ran[job] - x) > 1e-9 for x, _, job in points)
         ax.set_xlabel((target.x_label or "attack budget")
@@ -202,9 +263,12 @@ def plot_per_class(catalog: Catalog, name: str, target: TargetSpec, axes) -> Non
             labels = np.array(preds["labels"])
             correct = np.array([c == "1" for c in preds["robust_correct"]])
             num_classes = int(labels.max()) + 1
-            per_class = [100 * correct[labels == k].mean() if (labels == k).any() else np.nan
-                         for k in range(num_classes)]
-            ax.bar(np.arange(num_classes) + i * width, per_class, width, label=names[row.key], color=color)
+            per_class = [(100 * correct[labels == k].mean(), *(100 * b for b in stats.wilson(
+                int(correct[labels == k].sum()), int((labels == k).sum()))))
+                if (labels == k).any() else (np.nan, np.nan, np.nan) for k in range(num_classes)]
+            ax.bar(np.arange(num_classes) + i * width, [p[0] for p in per_class], width, label=names[row.key],
+                   color=color, yerr=errors(per_class), error_kw={"ecolor": "0.2", "elinewidth": 0.8, "capsize": 1.5})
+            interval_note(ax.figure)
         if num_classes:
             ax.set_xticks(np.arange(num_classes) + width * (len(rows) - 1) / 2, [str(k) for k in range(num_classes)])
         ax.tick_params(axis="x", length=0)

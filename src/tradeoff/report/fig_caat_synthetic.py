@@ -15,6 +15,7 @@ import numpy as np
 
 from tradeoff.storage.layout import read_analysis
 from tradeoff.config import Catalog
+from tradeoff.report import stats
 from tradeoff.report.kinds import figure_kind
 from tradeoff.report.style import FOOTNOTE, axes_legend
 from tradeoff.core.targets import TargetSpec
@@ -58,8 +59,15 @@ def plot_caat_synthetic(catalog: Catalog, name: str, target: TargetSpec, axes) -
 
     xs = np.arange(len(rows))
     width = 0.38
-    ax_acc.bar(xs - width / 2, [100 * r["clean_acc"] for r in rows], width, color=CLEAN, label="clean")
-    ax_acc.bar(xs + width / 2, [100 * r["adv_acc"] for r in rows], width, color=ADV, label="adversarial (exact)")
+    n = int(data.get("test_examples") or 0)
+    for offset, key, color, label in ((-width / 2, "clean_acc", CLEAN, "clean"),
+                                      (width / 2, "adv_acc", ADV, "adversarial (exact)")):
+        values = [100 * r[key] for r in rows]
+        bounds = [[100 * b for b in stats.wilson(round(r[key] * n), n)] for r in rows] if n else None
+        ax_acc.bar(xs + offset, values, width, color=color, label=label,
+                   yerr=None if bounds is None else np.array([[v - lo for v, (lo, _) in zip(values, bounds)],
+                                                              [hi - v for v, (_, hi) in zip(values, bounds)]]),
+                   error_kw={"ecolor": "0.2", "elinewidth": 0.9, "capsize": 2.0})
     ax_acc.set_xticks(xs, ticks)
     ax_acc.set_xlabel("δ (L∞ budget)")
     ax_acc.set_ylabel("test accuracy (%)")
@@ -87,4 +95,5 @@ def plot_caat_synthetic(catalog: Catalog, name: str, target: TargetSpec, axes) -
     ax_parts.figure.text(
         0, 0, f"{data.get('dataset')} {data.get('classes')} ({data.get('train_examples')} train, "
         f"{data.get('test_examples')} test, d = {data['input_dim']}), logistic regression, vanilla AT "
-        f"λ = {data.get('lam')}, {data.get('epochs')} epochs, exact inner maximum", gid=FOOTNOTE)
+        f"λ = {data.get('lam')}, {data.get('epochs')} epochs, exact inner maximum"
+        + ("; (b): each accuracy with its 95% Wilson interval over the test examples" if n else ""), gid=FOOTNOTE)

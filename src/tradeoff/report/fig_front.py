@@ -5,13 +5,15 @@ Each row is one trained model, drawn as the point (clean accuracy, robust accura
 its series' colour, where it overlaps no other label and no point (placed once the layout is done, see
 figures._place_point_labels); the points of a series are connected in the order of the rows. The target's
 first column is the clean one (the x axis of every panel); each further column is one panel, with that
-column's robust accuracy as y. One legend (the series) right of the panels.
+column's robust accuracy as y. Each point carries its 95% intervals, clean and robust. One legend (the series) right
+of the panels.
 """
 
 from __future__ import annotations
 
 from tradeoff.config import Catalog
 from tradeoff.report import what_ran as ran
+from tradeoff.report.fig_basic import errors, interval_note, measured
 from tradeoff.report.kinds import figure_kind
 from tradeoff.report.style import POINT_LABEL, figure_legend, palette, percent_limits
 from tradeoff.report.tables import read_metric
@@ -51,8 +53,17 @@ def plot_front(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
     robust = list(target.columns.items())[1:]
     names = list(dict.fromkeys((row.series or "") for row in target.rows))
     colours = dict(zip(names, palette(len(names))))
+    clean_attack = next(iter(target.columns.values()))
     for ax, (column, attack) in zip(axes, robust):
         xs, ys = [], []
+        for row in target.rows:  # each point's 95% intervals, clean (x) and robust (y)
+            found = measured(catalog, row.run, clean_attack), measured(catalog, row.run, attack)
+            if None not in found:
+                ax.errorbar([found[0][0]], [found[1][0]], xerr=errors([found[0]]), yerr=errors([found[1]]),
+                            fmt="none", ecolor=colours[row.series or ""], elinewidth=0.8, capsize=1.8, alpha=0.55)
+                xs += [found[0][1], found[0][2]]
+                ys += [found[1][1], found[1][2]]
+                interval_note(ax.figure)
         for i, (series, points) in enumerate(front_points(catalog, target, attack).items()):
             color, marker = colours[series], MARKERS[i % len(MARKERS)]
             if points:

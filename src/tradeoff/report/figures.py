@@ -44,7 +44,7 @@ from tradeoff.report.style import (
     tick_spacing_px,
     wrap_text,
 )
-from tradeoff.report.tables import degenerate_notes, figure_notes
+from tradeoff.report.tables import degenerate_notes, figure_notes, plain_text
 from tradeoff.storage.atomic import atomic_path
 from tradeoff.core.targets import TargetSpec
 
@@ -125,6 +125,9 @@ def _finish(fig, catalog: Catalog, name: str, target: TargetSpec) -> None:
     frozen (layout engine off), so that saving draws exactly this."""
     renderer = fig.canvas.get_renderer()
     title = fig.suptitle(ran.title(catalog, name))
+    for text in fig.findobj(Text):  # a note's Markdown marks (`code`, **bold**) are plain text in a figure
+        if "`" in text.get_text() or "**" in text.get_text():
+            text.set_text(plain_text(text.get_text()))
     _footer(fig, catalog.scale)
     fig.canvas.draw()
     extra = _legend_widths(fig, renderer)

@@ -165,3 +165,60 @@ def curve_title(name: str) -> str:
     """The curve's label without its unit (a panel title; the axis says the unit)."""
     label = curve_label(name)
     return re.sub(r" \((%|s|images/s)\)$", "", label)
+
+
+# ------------------------------------------------------------------------------------------ the papers' claims
+
+# A claim of config/claims.yaml in a few words (the summary's verdict table, the forest plot's ticks), by its id; a
+# claim not listed here is named by the first words of its quote.
+CLAIMS = {
+    "generalist-clean-over-robust": "more accurate clean than every robust method",
+    "generalist-keeps-robustness": "AutoAttack robustness at TRADES' level",
+    "generalist-apgd-over-tuned-trades": "beats TRADES tuned to its clean accuracy, APGD",
+    "generalist-only-clean-and-aa": "only method high on both clean and AutoAttack",
+    "generalist-wrn-over-trades": "WRN: beats TRADES under six attacks",
+    "generalist-wrn-only-clean-and-aa": "WRN: only method high on clean and AutoAttack",
+    "generalist-not-slower": "trains no slower than TRADES",
+    "generalist-gamma-best": "γ = (1, 1, 1, 0) is the best mixing strategy",
+    "generalist-gamma-late-decay": "a late-decaying γ is less accurate",
+    "generalist-last-breakpoint": "a later last breakpoint, more robust",
+    "generalist-scheduled-gamma": "a scheduled γ is more robust than a fixed one",
+    "generalist-c-clean-peak": "clean accuracy peaks over the period c",
+    "generalist-c-robust-trough": "robust accuracy has a trough over c",
+    "generalist-wa-both": "weight averaging in both learners helps",
+    "generalist-sgd-over-adam": "SGD beats Adam under attack",
+    "generalist-adam-natural-sgd-adversarial": "Adam for the NT learner, SGD for the AT one",
+    "generalist-mnist-svhn": "best on MNIST and SVHN",
+    "generalist-cifar100": "a good trade-off on CIFAR-100",
+    "zipper-ema": "removing EMA hurts",
+    "zipper-tinyimagenet-nrob": "more robust to corruptions (Tiny ImageNet)",
+    "zipper-tinyimagenet-maintains": "Tiny ImageNet: clean and robust maintained",
+    "zipper-l2": "effective under the L2 threat model",
+    "zipper-increasing-gamma": "an increasing γ is more robust",
+    "zipper-wrn-over-trades": "WRN: beats TRADES under several attacks",
+    "caat-conflict-grows": "gradient conflict grows with the budget",
+    "caat-peft-fronts": "better fronts when fine-tuning adapters",
+    "caat-front": "a better clean–robust front than vanilla AT",
+    "caat-losses": "helps with TRADES and CLP losses too",
+    "caat-cifar100": "better on CIFAR-100 too",
+    "caat-larger-budgets": "more robust at larger budgets",
+    "caat-table1-except-fab": "beats vanilla AT under every attack but FAB",
+    "caat-square": "beats vanilla AT under Square",
+    "caat-stronger-training-vanilla": "vanilla AT degrades with a larger training budget",
+    "caat-stronger-training-caat": "CA-AT improves with a larger training budget",
+}
+_CLAIM_WORDS = 8
+
+
+def claim_words(claim: dict) -> str:
+    """A claim (an entry of config/claims.yaml) in a few words: :data:`CLAIMS`' text, else its quote's first
+    words."""
+    if claim.get("id") in CLAIMS:
+        return CLAIMS[claim["id"]]
+    words = str(claim.get("says", claim.get("id", ""))).split()
+    return " ".join(words[:_CLAIM_WORDS]) + (" …" if len(words) > _CLAIM_WORDS else "")
+
+
+def claim_title(claim: dict) -> str:
+    """A claim with its paper's short name ("Generalist: more accurate clean than every robust method")."""
+    return f"{str(claim.get('paper', '')).split(' (')[0]}: {claim_words(claim)}"

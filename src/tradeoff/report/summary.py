@@ -1,20 +1,30 @@
-"""The summary page: first what this scale can and cannot say about the papers (dataset and model, seeds, test
-images, which split chose each epoch), then the papers' claims and their verdicts (:mod:`tradeoff.report.claims`);
-then every target, whether it is built, which runs and measurements it still misses (a
-target that repeats another at this scale says so once, instead of repeating its numbers), the cells where the
-paper's number lies outside our 95% interval (only where ours ran the paper's dataset and architecture: elsewhere
-the comparison is noise), where the authors' own evaluation overstates robustness, and every failed check of the
-audits written (tradeoff.audit). It reads whatever metrics and audits exist, so it can be made at any time; a
-target whose files cannot be vouched for is listed as refused, with the reason."""
+"""The summary page, the answer where a reader looks: first what this scale can and cannot say about the papers
+(dataset and model, seeds, test images, which split chose each epoch); then the papers' claims
+(:mod:`tradeoff.report.claims`) on one screen: a verdict table, one line per claim (paper and section, the claim in a
+few words, verdict, difference with its 95% interval, the test images 80% power needs, a link to its details),
+grouped by verdict, a repeated test shown once; and the forest plot of their effects (figures/claims.png, embedded in
+the HTML). Then each claim in detail (its quote, its test, every measured pair; behind a ``<details>`` in the HTML);
+then every target, whether it is built, which runs and measurements it still misses (a target that repeats another at
+this scale says so once, instead of repeating its numbers; a column empty on every row is left out), the cells where
+the paper's number lies outside our 95% interval (only where ours ran the paper's dataset and architecture:
+elsewhere the comparison is noise), where the authors' own evaluation overstates robustness (each training job and
+evaluation once, the cell as every table that shows it labels it), and every failed check of the audits written
+(tradeoff.audit). The same job writes the tidy file of every cell (:mod:`tradeoff.report.cells`). It reads whatever
+metrics and audits exist, so it can be made at any time; a target whose files cannot be vouched for is listed as
+refused, with the reason."""
 
 from __future__ import annotations
 
+import base64
 import html
+import os
+import re
 from pathlib import Path
 
 from tradeoff.storage.atomic import atomic_write_text
 from tradeoff.config import Catalog
-from tradeoff.report import claims, what_ran as ran, tables
+from tradeoff.report import cells, claims, what_ran as ran, tables
+from tradeoff.report.labels import claim_title, claim_words
 from tradeoff.report.build import target_outputs
 from tradeoff.report.records import ReportError, failed_checks
 from tradeoff.report.records import measurement
@@ -50,56 +60,67 @@ def _outside(catalog: Catalog, table: tables.Table) -> tuple[list[tuple[float, s
     return sorted(found, key=lambda f: -f[0]), compared
 
 
-def _overstated(catalog: Catalog, table: tables.Table) -> list[tuple[float, tuple, str]]:
+def _overstated(catalog: Catalog, table: tables.Table) -> list[tuple[float, tuple, str, str]]:
     """Cells where ours under the authors' protocol is above ours under the strong attacks: (points, the finding's
-    key: the model and the two evaluations, text), largest first. The text names the row's training job: a row of
-    one setting may be another's job at this scale ("MNIST / FAT" is `cifar10-resnet18-fat` at the demo)."""
+    key: the model and the two evaluations, the numbers, the cell as this table names it), largest first. The cell
+    is named as its table labels it (row label with ‡, the paper's dataset and architecture, column): a model of one
+    setting may be another setting's row in another table ("MNIST / FAT" is `cifar10-resnet18-fat` at the demo)."""
     found = []
     for proto, _ in table.protocols[1:]:
         for row in table.rows:
+            spec = catalog.model_spec(row.runs[0])
+            label = row.label + (f" {tables.EARLY}" if tables.before_mechanism(table, row) else "")
+            setting = (f"{ran.DATASET_NAMES.get(spec.paper_dataset, spec.paper_dataset)}, "
+                       f"{ran.ARCH_NAMES.get(spec.paper_arch, spec.paper_arch)}")
             for c in table.columns:
                 code, strong = table.ours[(proto, row.key, c.key)], table.ours[(tables.STRONG, row.key, c.key)]
                 if code.same_as_strong or code.value is None or strong.value is None or code.value <= strong.value:
                     continue
                 key = (tuple(row.runs), c.attack, catalog.protocol_attack(table.name, c.attack, row.members[0].run))
                 found.append((code.value - strong.value, key,
-                              f"{row.label} (`{', '.join(row.runs)}`) {c.label}: {code.value:.1f} under {proto} vs "
-                              f"{strong.value:.1f} strong (+{code.value - strong.value:.1f})"))
+                              f"{code.value:.1f} under {proto} vs {strong.value:.1f} strong "
+                              f"(+{code.value - strong.value:.1f})",
+                              f"{table.name}: {label} ({setting}), {c.label}"))
     return sorted(found, key=lambda f: -f[0])
 
 
 def overstated_findings(statuses: dict[str, dict]) -> list[tuple[str, list[str]]]:
-    """Each model/evaluation pair once, with every table that shows it (text, tables), largest first: the pairs
-    among the SHOWN largest of some table."""
-    listed: dict[tuple, tuple[float, str, list[str]]] = {}
+    """Each model/evaluation pair once, largest first (the pairs among the SHOWN largest of some table): its text
+    names the training job and every table that shows it, the cell as each of them labels it; and those tables."""
+    listed: dict[tuple, tuple[float, str, dict[str, str]]] = {}
     for name, st in statuses.items():
-        for gap, key, text in st["overstated"][:SHOWN]:
-            listed.setdefault(key, (gap, text, []))
+        for gap, key, numbers, _ in st["overstated"][:SHOWN]:
+            listed.setdefault(key, (gap, numbers, {}))
     for name, st in statuses.items():
-        for _, key, _ in st["overstated"]:
-            if key in listed and name not in listed[key][2]:
-                listed[key][2].append(name)
-    return [(text, names) for gap, text, names in sorted(listed.values(), key=lambda f: -f[0])]
+        for _, key, _, mention in st["overstated"]:
+            if key in listed:
+                listed[key][2].setdefault(name, mention)
+    return [(f"`{', '.join(key[0])}` {numbers}: " + "; ".join(mentions.values()), list(mentions))
+            for key, (gap, numbers, mentions) in sorted(listed.items(), key=lambda kv: -kv[1][0])]
 
 
-def target_status(catalog: Catalog, name: str) -> dict:
+def target_status(catalog: Catalog, name: str, keep: bool = False, table: tables.Table | None = None):
+    """A target's status on the summary: built, measured, missing runs, refused (why), its paper numbers outside
+    our intervals and its overstated cells; with ``keep``, (status, its table or None). ``table``: the target's
+    table, already read (else read here)."""
     pairs = catalog.evaluations(name)
     missing_metrics = [(r, a) for r, a in pairs if not catalog.metrics_file(r, a).exists()]
     runs = sorted({r for r, _ in pairs} | set(catalog.curve_train_ids(name)) | set(catalog.analysis_train_ids(name)))
     missing_runs = [r for r in runs if not catalog.layout.model(r).exists()]
     missing_analyses = [t for t in catalog.analysis_targets(name) if not catalog.layout.analysis(t).exists()]
     built = all(p.exists() for p in target_outputs(catalog, name)) and not missing_metrics and not missing_analyses
-    outside, overstated, refused, cells = [], [], None, 0
-    if catalog.targets[name].kind == "table" and len(missing_metrics) < len(pairs):
+    outside, overstated, refused, compared = [], [], None, 0
+    if table is None and catalog.targets[name].kind == "table" and len(missing_metrics) < len(pairs):
         try:
             table = tables.build(catalog, name)
         except ReportError as exc:
             refused = str(exc)
-        else:
-            (outside, cells), overstated = _outside(catalog, table), _overstated(catalog, table)
-    return {"built": built and refused is None, "measured": len(pairs) - len(missing_metrics),
-            "measurements": len(pairs), "missing_runs": missing_runs, "refused": refused, "outside": outside,
-            "with_interval": cells, "overstated": overstated}
+    if table is not None:
+        (outside, compared), overstated = _outside(catalog, table), _overstated(catalog, table)
+    status = {"built": built and refused is None, "measured": len(pairs) - len(missing_metrics),
+              "measurements": len(pairs), "missing_runs": missing_runs, "refused": refused, "outside": outside,
+              "with_interval": compared, "overstated": overstated}
+    return (status, table) if keep else status
 
 
 SCALE_CHANGES = ("At the {scale} scale every run trains on another dataset and model than the paper's ({what}), "
@@ -167,56 +188,156 @@ def caveats(catalog: Catalog, found: list[claims.Verdict]) -> list[str]:
     return [f"## What the {catalog.scale} scale can and cannot say", "", text + " " + selection(catalog), ""]
 
 
-def _html(lines: list[str]) -> str:
-    """Markdown lines of the kinds this page writes (headings, paragraphs, bullet lists, one pipe table) as HTML,
-    every sentence carried."""
-    out, bullets, table = [], [], []
+# ----------------------------------------------------------------------------------------- the claims' verdicts
+
+
+def _difference(v) -> str:
+    """A verdict's difference with its 95% interval ("+5.2 [+2.1, +8.3]"), "= <claim>" for a repeated test."""
+    same = getattr(v, "same_as", None)
+    if same:
+        return f"= [{same}](#{same})"
+    if v.test is None:
+        return "—"
+    unit = " (area)" if v.claim["test"]["kind"] == "front" else ""
+    return f"{v.test.diff:+.1f} [{v.test.lo:+.1f}, {v.test.hi:+.1f}]{unit}"
+
+
+def _needed(v) -> str:
+    if getattr(v, "same_as", None) or v.test is None or v.test.needed is None:
+        return "—"
+    return f"{v.test.needed:,}"
+
+
+def ordered(found: list[claims.Verdict]) -> list[claims.Verdict]:
+    """The verdicts grouped by verdict (holds, fails, inconclusive, untestable here), the file's order within."""
+    return sorted(found, key=lambda v: claims.VERDICTS.index(v.verdict) if v.verdict in claims.VERDICTS else 99)
+
+
+def verdict_table(found: list[claims.Verdict]) -> list[str]:
+    """One line per claim, grouped by verdict: paper and section, the claim in a few words, the verdict, the
+    difference in points with its 95% interval, the test images that 80% power needs, a link to its details."""
+    out = ["| Paper, where | Claim | Verdict | Difference, points [95% interval] | Images needed | |",
+           "|---|---|---|---|---|---|"]
+    for v in ordered(found):
+        c = v.claim
+        paper = c["paper"].split(" (")[0]
+        out.append(f"| {paper}, {c['where']} | {claim_words(c)} | **{v.verdict}** | {_difference(v)} | "
+                   f"{_needed(v)} | [details](#{c['id']}) |")
+    return out
+
+
+def claims_section(catalog: Catalog, found: list[claims.Verdict]) -> list[str]:
+    """The verdicts at a glance: the tally, the verdict table and the forest plot."""
+    figure = catalog.layout.claims_figure()["png"]
+    shown = os.path.relpath(figure, catalog.layout.summary()["md"].parent)
+    return [f"## The papers' claims at the {catalog.scale} scale", "", claims.tally(found), ""] + \
+        verdict_table(found) + ["", f"![Each tested claim's difference with its 95% interval, by verdict]({shown})",
+                                "", "Images needed: the test images that would detect the estimated difference with "
+                                "80% power (where it favours the claim). Each claim's quote, test and measurements "
+                                "are under [The claims in detail](#the-claims-in-detail).", ""]
+
+
+def details_section(found: list[claims.Verdict]) -> list[str]:
+    """Per claim, after the verdict table: its verdict and why, the paper's words, the test, the difference and
+    p-values, and every measured pair on a line of its own."""
+    out = ["## The claims in detail", ""]
+    for v in ordered(found):
+        c = v.claim
+        out += [f"### {c['id']}", "", f"{claim_title(c)}: **{v.verdict}**.", ""]
+        same = getattr(v, "same_as", None)
+        text = claims.line(v)
+        head, _, measured = text.partition(" Measured: ")
+        out += [head + (f" The same test as [{same}](#{same}) at this scale." if same else ""), ""]
+        if measured:
+            out += ["Measured:", ""] + [f"- {m.strip().rstrip('.')}" for m in measured.split("; ") if m.strip()] + [""]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- the page
+
+
+def _inline(text: str) -> str:
+    """Markdown's inline marks of this page (`code`, **bold**, [text](#anchor)) as HTML, the rest escaped."""
+    out = tables.inline_html(text)
+    return re.sub(r"\[([^\]]+)\]\((#[\w.-]+)\)", r"<a href='\2'>\1</a>", out)
+
+
+def _image(path: Path) -> str:
+    """A PNG as a data URL: the page carries its figure (the Snakemake report shows the page on its own)."""
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _html(lines: list[str], folder: Path) -> str:
+    """The Markdown lines of this page as HTML, every sentence carried: headings, paragraphs, bullet lists, pipe
+    tables, an image (embedded) and, under "The claims in detail", each claim behind a ``<details>`` of its own."""
+    out, bullets, table, opened = [], [], [], [False]
 
     def flush():
         if bullets:
-            out.append("<ul>" + "".join(f"<li>{html.escape(b)}</li>" for b in bullets) + "</ul>")
+            out.append("<ul>" + "".join(f"<li>{_inline(b)}</li>" for b in bullets) + "</ul>")
             bullets.clear()
         if table:
             head, *body = table
-            out.append("<table class='tradeoff'><thead><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in head)
-                       + "</tr></thead><tbody>" + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r)
+            out.append("<table class='tradeoff'><thead><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head)
+                       + "</tr></thead><tbody>" + "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r)
                                                           + "</tr>" for r in body) + "</tbody></table>")
             table.clear()
 
-    for ln in lines:
+    def close():
+        if opened[0]:
+            out.append("</details>")
+            opened[0] = False
+
+    for i, ln in enumerate(lines):
         if ln.startswith("|"):
             if not set(ln) <= set("|-"):
-                table.append([c.strip() for c in ln.strip("|").split(" | ")])
+                table.append([c.strip() for c in ln.strip().removeprefix("|").removesuffix("|").split(" | ")])
             continue
         if ln.startswith("- "):
             bullets.append(ln[2:])
             continue
         flush()
-        if ln.startswith("## "):
-            out.append(f"<h2>{html.escape(ln[3:])}</h2>")
+        image = re.fullmatch(r"!\[([^\]]*)\]\(([^)]+)\)", ln)
+        if image:
+            path = folder / image.group(2)
+            if path.is_file():
+                out.append(f"<p><img class='claims' src='{_image(path)}' alt='{html.escape(image.group(1))}'></p>")
+            else:
+                out.append(f"<p>{html.escape(image.group(1))}: not drawn yet ({html.escape(image.group(2))})</p>")
+        elif ln.startswith("### "):  # a claim's details, titled by its id and the line under it (its verdict)
+            close()
+            name = ln[4:]
+            said = next((x for x in lines[i + 1:] if x.strip()), "")
+            out.append(f"<details id='{html.escape(name)}'><summary>{html.escape(name)}: {_inline(said)}</summary>")
+            opened[0] = True
+        elif ln.startswith("## "):
+            close()
+            slug = re.sub(r"[^a-z0-9]+", "-", ln[3:].lower()).strip("-")
+            out.append(f"<h2 id='{slug}'>{_inline(ln[3:])}</h2>")
         elif ln.startswith("# "):
-            out.append(f"<h1>{html.escape(ln[2:])}</h1>")
+            out.append(f"<h1>{_inline(ln[2:])}</h1>")
         elif ln.strip():
-            out.append(f"<p>{html.escape(ln)}</p>")
+            out.append(f"<p>{_inline(ln)}</p>")
     flush()
+    close()
     return "".join(out)
 
 
-def build_summary(catalog: Catalog) -> dict[str, Path]:
+def _drop_empty_columns(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> tuple[list[str], list[list[str]]]:
+    """A table without the columns that are "—" on every row (they say nothing)."""
+    keep = [i for i in range(len(header)) if any(r[i] != "—" for r in rows)] if rows else list(range(len(header)))
+    return [header[i] for i in keep], [[r[i] for i in keep] for r in rows]
+
+
+def targets_section(catalog: Catalog, statuses: dict[str, dict]) -> tuple[list[str], dict[str, dict]]:
+    """Every target: built, missing or refused, what it misses, where the paper lies outside our interval; and the
+    statuses of those that are no other target's twin (the lists below count each finding once)."""
     header = ("target", "kind", "status", "measured", "missing runs",
               "paper outside our 95% interval (farthest first)")
-    found = claims.verdicts(catalog)
-    md = [f"# Summary ({catalog.scale} scale)", ""] + caveats(catalog, found) + \
-        (claims.markdown(found, catalog.scale) + [""] if found else [])
-    md += ["## Targets", "",
-           "Scale: results/" + catalog.scale + "/. A cell's interval is its 95% Wilson interval over the test "
-           "examples; a paper number outside it differs from ours by more than the test set's sampling explains "
-           "(counted only for rows that ran the paper's dataset and architecture).", "",
-           "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    shown = {}
+    rows, shown = [], {}
     for name, target in catalog.targets.items():
         same = ran.twin(catalog, name)
-        st = target_status(catalog, name)
+        st = statuses[name]
         status = "refused: " + st["refused"] if st["refused"] else ("built" if st["built"] else "missing")
         if same and not st["refused"]:
             status += f"; = {same} at this scale (the same jobs and evaluations)"
@@ -224,17 +345,50 @@ def build_summary(catalog: Catalog) -> dict[str, Path]:
                                     "; ".join(text for _, text in st["outside"][:SHOWN])) if st["outside"] else "—"
         missing = ", ".join(st["missing_runs"]) or "—"
         measured = f"{st['measured']}/{st['measurements']}" if st["measurements"] else "— (no evaluation)"
-        values = (name, target.kind, status, measured, missing, outside)
-        md.append("| " + " | ".join(values) + " |")
+        rows.append((name, target.kind, status, measured, missing, outside))
         if not same:
             shown[name] = st
+    head, body = _drop_empty_columns(header, rows)
+    md = ["## Targets", "",
+          "Scale: results/" + catalog.scale + "/. A cell's interval is its 95% Wilson interval over the test "
+          "examples; a paper number outside it differs from ours by more than the test set's sampling explains "
+          "(counted only for rows that ran the paper's dataset and architecture). Every cell of every table is also "
+          f"a line of `results/{catalog.scale}/cells.csv` (`tradeoff.results.load(\"{catalog.scale}\")`).", "",
+          "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    md += ["| " + " | ".join(r) + " |" for r in body]
+    return md, shown
+
+
+def statuses_and_cells(catalog: Catalog) -> tuple[dict[str, dict], list[dict]]:
+    """Every target's status and the tidy file's lines of every table, each table read once."""
+    statuses, lines = {}, []
+    for name in catalog.targets:
+        statuses[name], table = target_status(catalog, name, keep=True)
+        if table is not None:
+            lines += cells.table_cells(catalog, table)
+    return statuses, lines
+
+
+def build_summary(catalog: Catalog, *, statuses: dict[str, dict] | None = None, lines: list[dict] | None = None,
+                  found: list[claims.Verdict] | None = None) -> dict[str, Path]:
+    """Write summary.md, summary.html and the tidy file of every cell (cells.csv), from the targets' statuses, the
+    tables' cells and the claims' verdicts (computed here unless given: ``report --all`` computes them in parallel).
+    The page embeds the claims' forest plot (figures/claims.png) where it has been drawn."""
+    if statuses is None or lines is None:
+        statuses, lines = statuses_and_cells(catalog)
+    found = claims.verdicts(catalog) if found is None else found
+    md = [f"# Summary ({catalog.scale} scale)", ""] + caveats(catalog, found) + \
+        (claims_section(catalog, found) if found else [])
+    targets, shown = targets_section(catalog, statuses)
+    md += details_section(found) if found else []
+    md += targets
     overstated = [] if ran.generated(catalog) else overstated_findings(shown)  # generated data: nothing to find
     if overstated:
         md += ["", "## Where the authors' evaluation overstates robustness", "",
                "Ours under the authors' own evaluation protocol against ours under the strong attacks, same model "
-               f"(the {SHOWN} largest per table; each model and evaluation once, with every table that shows it):",
-               ""]
-        md += [f"- {text} — {', '.join(names)}" for text, names in overstated]
+               f"(the {SHOWN} largest per table; each training job and evaluation once, with every table that shows "
+               "it, the cell as that table labels it):", ""]
+        md += [f"- {text}" for text, _ in overstated]
     failed = failed_checks(catalog)
     if failed:
         md += ["", "## Failed audit checks", "", "Every failed check of the audits written for this scale's models "
@@ -242,5 +396,6 @@ def build_summary(catalog: Catalog) -> dict[str, Path]:
         md += [f"- {model} / {name}: {text}" for model, name, text in failed]
     paths = catalog.layout.summary()
     atomic_write_text(paths["md"], "\n".join(md) + "\n")
-    atomic_write_text(paths["html"], tables.html_page("tradeoff summary", _html(md)))
+    atomic_write_text(paths["html"], tables.html_page("tradeoff summary", _html(md, paths["md"].parent)))
+    cells.write_cells(catalog, lines)
     return paths

@@ -759,11 +759,12 @@ def render_csv(table: Table, catalog: Catalog) -> str:
     return buffer.getvalue()
 
 
-# LaTeX: every character outside ASCII that a label or note may hold, as text-mode LaTeX (pdflatex, no packages)
+# LaTeX: every character outside ASCII that a label or note may hold, as text-mode LaTeX (pdflatex, no packages).
+# Symbols stay at the text's size (a superscript of \footnotesize would be set at 6 pt: below what prints legibly).
 TEX_CHARS = {"β": r"$\beta$", "λ": r"$\lambda$", "γ": r"$\gamma$", "δ": r"$\delta$", "ε": r"$\varepsilon$",
              "μ": r"$\mu$", "τ": r"$\tau$", "ω": r"$\omega$", "α": r"$\alpha$", "∞": r"$\infty$", "—": "---",
-             "–": "--", "−": "$-$", "±": r"$\pm$", "×": r"$\times$", "½": r"$\frac{1}{2}$", "†": r"$^\dagger$",
-             "‡": r"$^\ddagger$", "…": r"\ldots{}",
+             "–": "--", "−": "$-$", "±": r"$\pm$", "×": r"$\times$", "½": "1/2", "†": r"\dag{}",
+             "‡": r"\ddag{}", "…": r"\ldots{}",
              "‖": r"$\|$", "≥": r"$\geq$", "≤": r"$\leq$", "→": r"$\rightarrow$", "·": r"$\cdot$", "’": "'",
              "é": r"\'e", "ü": r"\"u"}
 TEX_SPECIAL = {"<": r"\textless{}", ">": r"\textgreater{}",
@@ -799,30 +800,138 @@ def tex_note(note: str) -> str:
     return "".join(out)
 
 
-def render_latex(table: Table) -> str:
-    """A table environment (booktabs, graphicx) that compiles with pdflatex."""
-    def cell(proto, row, c, member):
-        if member is not None:
-            return tex(paper_text(table, member, c))
-        text = ours_text(table, proto, row, c, bold="\x00{}\x01", mark="\x02")
-        return tex(text).replace("\x00", r"\textbf{").replace("\x01", "}").replace("\x02", r"$^\dagger$")
+# The page a table is set for: LaTeX's article class (10 pt, A4 or letter) has a 345 pt text width, and 550 pt of text
+# height, the width of a landscape page. Cells are set in \footnotesize (8 pt), never scaled: a table wider than the
+# portrait page turns to a landscape page, and one wider than that is split into panels of columns, each repeating
+# the row labels. Widths are estimated from the characters at 8 pt (Computer Modern: digits 4.25 pt, bold 4.9 pt).
+TEX_PORTRAIT = 345.0
+TEX_LANDSCAPE = 550.0
+TEX_SEP = 4.0                       # \tabcolsep, pt
+TEX_LABEL = 78.0                    # the row label's column (its text wraps), pt
+TEX_PACKAGES = "booktabs, array, longtable, pdflscape"
+_TEX_NARROW = set(".,;:!|[]()'`") | {" "}
+_TEX_WIDE = set("MW@%") | set("—")
 
-    legend = " ".join(tex_note(n) for n in table.legend)
-    rest = [n for n in table.notes if n not in table.legend]
-    out = [r"\begin{table}[t]", r"\centering",
-           r"\caption{" + tex(f"{table.title} (scale: {table.scale}).") + f" {legend}" + "}",
-           r"\resizebox{\linewidth}{!}{%", r"\begin{tabular}{ll" + "c" * len(table.columns) + "}", r"\toprule",
-           "Method & & " + " & ".join(tex(c.label) for c in table.columns) + r" \\", r"\midrule"]
-    for i, row in enumerate(table.rows):
-        if i:
-            out.append(r"\midrule")
-        for label, what, proto, member in _lines(table, row):
-            cells = [cell(proto, row, c, member) for c in table.columns]
-            out.append(f"{tex(label)} & {tex(what)} & " + " & ".join(cells) + r" \\")
-    out += [r"\bottomrule", r"\end{tabular}}"]
-    if rest:
-        out += [r"\par\smallskip\footnotesize\raggedright", r"\\ ".join(tex_note(n) for n in rest)]
-    out += [r"\end{table}"]
+
+def tex_width(text: str, bold: bool = False) -> float:
+    """The width of plain text set in \\footnotesize, estimated in pt (generously: a column sized by it never
+    overflows)."""
+    width = 0.0
+    for ch in text:
+        if ch in _TEX_NARROW:
+            width += 2.6
+        elif ch.isdigit() or ch in "±×+-=/<>≥≤":
+            width += 4.3
+        elif ch in _TEX_WIDE:
+            width += 8.0
+        elif ch.isupper():
+            width += 6.3
+        else:
+            width += 4.4
+    return width * (1.14 if bold else 1.0) + 1.0
+
+
+def _words_width(text: str) -> float:
+    """The widest word of a text (a wrapped column must be at least that wide)."""
+    return max((tex_width(w) for w in text.split()), default=0.0)
+
+
+@dataclass
+class _TexCell:
+    lines: list[str]                # LaTeX of each line of the cell (a value, then its interval)
+    width: float                    # pt
+
+
+def _tex_cell(table: Table, proto: str | None, row: Row, c: Column, member: TargetRow | None) -> _TexCell:
+    """A cell as LaTeX lines: ours' number with its marks on one line and its interval below it; the paper's."""
+    if member is not None:
+        text = paper_text(table, member, c)
+        return _TexCell([tex(text)], tex_width(text))
+    text = ours_text(table, proto, row, c, bold="\x00{}\x01", mark="\x02")
+    value, sep, interval = text.rpartition(" [")
+    if not sep:
+        value, interval = text, ""
+    else:
+        interval = "[" + interval
+    plain = value.replace("\x00", "").replace("\x01", "").replace("\x02", "†")
+    bold = "\x00" in value
+    lines = [tex(value).replace("\x00", r"\textbf{").replace("\x01", "}").replace("\x02", r"\dag{}")]
+    widths = [tex_width(plain, bold)]
+    if interval:
+        lines.append(tex(interval))
+        widths.append(tex_width(interval))
+    return _TexCell(lines, max(widths))
+
+
+def _tex_panels(widths: list[float], fixed: float) -> tuple[list[list[int]], bool]:
+    """The columns (indices) of each panel and whether the page turns: one panel on the portrait page if the table
+    fits it, else on a landscape page, else as few landscape panels as hold every column, of even widths."""
+    total = fixed + sum(w + 2 * TEX_SEP for w in widths)
+    if total <= TEX_PORTRAIT:
+        return [list(range(len(widths)))], False
+    if total <= TEX_LANDSCAPE:
+        return [list(range(len(widths)))], True
+    room = TEX_LANDSCAPE - fixed
+    for count in range(2, len(widths) + 1):
+        size = math.ceil(len(widths) / count)
+        panels = [list(range(i, min(i + size, len(widths)))) for i in range(0, len(widths), size)]
+        if all(sum(widths[j] + 2 * TEX_SEP for j in p) <= room for p in panels):
+            return panels, True
+    return [[j] for j in range(len(widths))], True
+
+
+def render_latex(table: Table) -> str:
+    """The table as LaTeX that prints: a longtable (it breaks across pages, its header repeated) in \\footnotesize,
+    never scaled; on a landscape page where it is wider than the portrait page, and in panels of columns where it is
+    wider than that. The caption is the title and one sentence; the legend and every note follow under the table.
+    Needs ``\\usepackage{booktabs, array, longtable, pdflscape}`` (TeX Live's latex-base and latex-recommended)."""
+    lines = [(row, label, what, proto, member) for row in table.rows
+             for label, what, proto, member in _lines(table, row)]
+    cells = {(i, c.key): _tex_cell(table, proto, row, c, member)
+             for i, (row, _, _, proto, member) in enumerate(lines) for c in table.columns}
+    what_width = max([_words_width(what) for _, _, what, _, _ in lines] + [tex_width("Method")])
+    label_width = min(max([_words_width(label) for _, label, _, _, _ in lines] + [40.0]), TEX_LABEL)
+    label_width = max(label_width, TEX_LABEL if any(tex_width(label) > TEX_LABEL for _, label, _, _, _ in lines)
+                      else label_width)
+    widths = [max([cells[(i, c.key)].width for i in range(len(lines))] + [_words_width(c.label), 22.0])
+              for c in table.columns]
+    panels, landscape = _tex_panels(widths, label_width + what_width + 4 * TEX_SEP)
+    caption = (tex(f"{table.title} (scale: {table.scale}).") + " " +
+               tex("Ours with its 95% interval (with seeds: mean ± standard deviation) above the paper's number; "
+                   "the legend and the notes are under the table."))
+    anchor = re.sub(r"[^A-Za-z0-9_.-]", "-", table.name)
+    out = [f"% {tex(table.name)}: needs \\usepackage{{{TEX_PACKAGES}}}",
+           *([r"\begin{landscape}"] if landscape else []), r"\begingroup\footnotesize",
+           rf"\setlength{{\tabcolsep}}{{{TEX_SEP:g}pt}}\setlength{{\LTcapwidth}}{{\linewidth}}"]
+    for k, panel in enumerate(panels):
+        spec = (rf"@{{}}>{{\raggedright\arraybackslash}}p{{{label_width:.0f}pt}}"
+                rf">{{\raggedright\arraybackslash}}p{{{what_width:.0f}pt}}"
+                + "".join(rf">{{\centering\arraybackslash}}p{{{widths[j]:.0f}pt}}" for j in panel) + "@{}")
+        name = f" ({chr(ord('a') + k)})" if len(panels) > 1 else ""
+        head = ("Method & & " + " & ".join(tex(table.columns[j].label) for j in panel) + r" \\")
+        if k == 0:
+            out += [rf"\begin{{longtable}}{{{spec}}}", rf"\caption{{{caption}}}\label{{tab:{anchor}}}\\"]
+        else:  # longtable steps the table counter: the panels are one table
+            out += [r"\addtocounter{table}{-1}", rf"\begin{{longtable}}{{{spec}}}",
+                    rf"\caption*{{Table \thetable{{}} (continued), panel{name}.}}\\"]
+        if len(panels) > 1:
+            out.append(rf"\multicolumn{{{len(panel) + 2}}}{{@{{}}l}}{{Panel{name}}} \\")
+        out += [r"\toprule", head, r"\midrule", r"\endfirsthead",
+                rf"\multicolumn{{{len(panel) + 2}}}{{@{{}}l}}{{Table \thetable{{}}{name}, continued}} \\",
+                r"\toprule", head, r"\midrule", r"\endhead", r"\bottomrule", r"\endlastfoot"]
+        for i, (row, label, what, proto, member) in enumerate(lines):
+            if i and label:
+                out.append(r"\midrule")
+            values = [r"\newline ".join(cells[(i, table.columns[j].key)].lines) for j in panel]
+            out.append(f"{tex(label)} & {tex(what)} & " + " & ".join(values) + r" \\")
+        out.append(r"\end{longtable}")
+    notes = table.legend + [n for n in table.notes if n not in table.legend]
+    out += [r"\par\smallskip{\raggedright\setlength{\parindent}{0pt}\setlength{\parskip}{2pt}"]
+    for n in notes:
+        nested = n.startswith("  - ")
+        out.append((r"\hangindent=2em\hangafter=0 " if nested else r"\hangindent=1em\hangafter=1 ")
+                   + tex_note(n) + r"\par")
+    out += ["}", r"\endgroup", *([r"\end{landscape}"] if landscape else [])]
     return "\n".join(out) + "\n"
 
 
@@ -839,9 +948,23 @@ def render_html(table: Table) -> str:
             cls = " class='paper'" if member is not None else ""
             out.append(f"<tr{cls}><th>{html.escape(label)}</th><td>{html.escape(what)}</td>"
                        + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    notes_html = "".join(f"<li>{html.escape(n.lstrip('- ').replace('**', ''))}</li>" for n in table.notes)
+    notes_html = "".join(f"<li>{inline_html(n.strip().removeprefix('- '))}</li>" for n in table.notes)
     out += ["</tbody></table>", f"<ul class='notes'>{notes_html}</ul>"]
     return "\n".join(out) + "\n"
+
+
+def inline_html(text: str) -> str:
+    """A note's inline Markdown (```code```, ``**bold**``) as HTML, everything else escaped."""
+    out = []
+    for i, part in enumerate(text.split("`")):
+        pieces = [html.escape(p) if j % 2 == 0 else f"<b>{html.escape(p)}</b>" for j, p in enumerate(part.split("**"))]
+        out.append(f"<code>{''.join(pieces)}</code>" if i % 2 else "".join(pieces))
+    return "".join(out)
+
+
+def plain_text(text: str) -> str:
+    """A note's inline Markdown without its marks (a figure's text: no backticks, no asterisks)."""
+    return text.replace("`", "").replace("**", "")
 
 
 HTML_PAGE = """<!DOCTYPE html>
@@ -851,6 +974,9 @@ table.tradeoff {{ border-collapse: collapse; font-size: 0.9em; }}
 table.tradeoff th, table.tradeoff td {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: center; }}
 table.tradeoff tr.paper td {{ color: #666; font-style: italic; }}
 ul.notes {{ color: #444; font-size: 0.85em; }}
+code {{ font-size: 0.95em; background: #f3f3f3; padding: 0 0.2em; }}
+img.claims {{ max-width: 100%; }}
+details {{ margin: 0.4em 0; }} details > summary {{ cursor: pointer; font-weight: bold; }}
 </style></head><body>
 {body}
 </body></html>
@@ -861,9 +987,13 @@ def html_page(title: str, body: str) -> str:
     return HTML_PAGE.format(title=html.escape(title), body=body)
 
 
-def render(catalog: Catalog, name: str) -> dict[str, str]:
-    """Every format of one table, from one reading of its files."""
-    table = build(catalog, name)
+def render_all(table: Table, catalog: Catalog) -> dict[str, str]:
+    """Every format of one table as built."""
     return {"md": render_markdown(table), "csv": render_csv(table, catalog), "tex": render_latex(table),
             "html": render_html(table)}
+
+
+def render(catalog: Catalog, name: str) -> dict[str, str]:
+    """Every format of one table, from one reading of its files."""
+    return render_all(build(catalog, name), catalog)
 

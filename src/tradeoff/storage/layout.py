@@ -15,6 +15,9 @@ a model or a metrics file of one scale can never stand in another scale's table:
     predictions/<run>/<unit>.json     its per-example correctness
     analysis/<target>.json            a figure's analysis
     tables/<target>.{md,csv,tex,html} figures/<target>.{png,pdf} summary.{md,html}
+    figures/claims.{png,pdf}          the papers' claims: each effect with its interval (the summary's forest plot)
+    cells.csv (cells.parquet)         every cell of every table, one line per (target, row, column, seed)
+    work/report/<target>.json         what a report job last built from (it skips a target whose inputs are unchanged)
     logs/<step>/...                   every job's log (<name>.log: its last start; <name>.history.log: all of them)
     bench/                            timings
     robustbench/<dataset>/<threat>/<run>.json   a run's or an external model's RobustBench model-info file
@@ -122,7 +125,22 @@ class Layout:
         return {ext: self.root / "figures" / f"{target}.{ext}" for ext in FIGURE_FORMATS}
 
     def summary(self) -> dict[str, Path]:
-        return {"md": self.root / "summary.md", "html": self.root / "summary.html"}
+        """The summary job's files: its page (md, html) and every cell of every table in one tidy file (csv)."""
+        return {"md": self.root / "summary.md", "html": self.root / "summary.html", "csv": self.cells()["csv"]}
+
+    def cells(self) -> dict[str, Path]:
+        """Every cell of every table, a line per (target, row, column, seed): ``cells.csv``, and ``cells.parquet``
+        where pandas has a Parquet engine (tradeoff.report.cells writes them, ``tradeoff.results.load`` reads them)."""
+        return {"csv": self.root / "cells.csv", "parquet": self.root / "cells.parquet"}
+
+    def claims_figure(self) -> dict[str, Path]:
+        """The claims' forest plot (each claim's effect with its interval, coloured by verdict), beside the figures."""
+        return {ext: self.root / "figures" / f"claims.{ext}" for ext in FIGURE_FORMATS}
+
+    def report_stamp(self, name: str) -> Path:
+        """What a report job last built from (its inputs' and code's digest, its outputs' hashes): a job whose inputs
+        and code are unchanged and whose outputs are intact does no work (tradeoff.report.build)."""
+        return self.root / "work" / "report" / f"{name}.json"
 
     def log(self, step: str, *names: str) -> Path:
         """``logs/<step>/<name>/.../<last>.log``: training, evaluation, report and analysis jobs' logs."""

@@ -1,19 +1,25 @@
 """``tradeoff report``: build targets (tables, figures, groups) straight from the metrics files (no checkpoint, no
-Snakemake): seconds."""
+Snakemake): seconds. A target whose inputs and code are unchanged since it was built, and whose files are intact, is
+skipped; ``--all`` adds the claims' forest plot and the summary page with its tidy file of every cell."""
 
 from __future__ import annotations
 
 from tradeoff import config as cfg
-from tradeoff.report.build import build_target
-from tradeoff.report.summary import build_summary
+from tradeoff.report.regenerate import default_jobs, regenerate
 
 JOB = True  # keeps the resolved catalog for the next job
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("report", help="build targets (tables, figures, groups) from metrics files only")
+    p = sub.add_parser("report", help="build targets (tables, figures, groups) from metrics files only; unchanged "
+                                      "ones are skipped")
     p.add_argument("targets", nargs="*")
-    p.add_argument("--all", action="store_true", help="every target, and the summary page")
+    p.add_argument("--all", action="store_true", help="every target, the claims' forest plot (figures/claims.png) "
+                                                      "and the summary page with the tidy file of every cell "
+                                                      "(cells.csv)")
+    p.add_argument("--force", action="store_true", help="build even what is unchanged since it was built")
+    p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                   help="processes to build on (default: every processor this process may use)")
     p.set_defaults(func=run)
 
 
@@ -24,8 +30,11 @@ def run(args, catalog: cfg.Catalog) -> int:
     for name in names:
         if name not in catalog.targets:
             raise cfg.ConfigError(f"unknown target {name!r}; allowed: {sorted(catalog.targets)}")
-        paths = build_target(catalog, name)
-        print(f"{name}: " + ", ".join(str(p) for p in paths))
-    if args.all:
-        print(f"summary: {build_summary(catalog)['md']}")
+    if args.jobs is not None and args.jobs < 1:
+        raise cfg.ConfigError(f"report: --jobs {args.jobs}: at least 1")
+    done = regenerate(catalog, names, everything=args.all, force=args.force, jobs=args.jobs or default_jobs())
+    labels = {"@claims": "claims (forest plot)", "@summary": "summary"}
+    for d in done:
+        print(f"{labels.get(d.name, d.name)}: " + ("unchanged, skipped" if d.skipped
+                                                    else ", ".join(str(p) for p in d.paths)))
     return 0
