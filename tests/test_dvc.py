@@ -155,7 +155,7 @@ def test_shipped_pipeline_is_short_and_templated():
     assert {"train", "finetune", "evaluate", "analyze", "table", "figure", "figure_list", "download"} == {
         tdvc.stage_kind(name) for name in templated}
     assert {"train-trades", "train-generalist", "figure-front", "figure-basic", "evaluate", "table"} <= templated
-    assert set(pipeline["stages"]) - templated == {"resolve", "summary"}
+    assert set(pipeline["stages"]) - templated == {"resolve", "claims", "summary"}
     assert pipeline["vars"][0] == "jobs.json" and "--config params.yaml" in pipeline["vars"][1]["config"]
     assert cfg.load_yaml(ROOT / "params.yaml") == {}  # the experiment's overlay: empty as shipped
 

@@ -84,7 +84,7 @@ def _caption(tex: str) -> str:
 
 
 def _html_note(note: str) -> str:
-    return html.escape(note.lstrip("- ").replace("**", ""))
+    return tables.inline_html(note.strip().removeprefix("- "))
 
 
 def test_every_table_of_the_demo_says_the_same_in_every_format(demo, tmp_path):
@@ -110,15 +110,21 @@ def test_every_table_of_the_demo_says_the_same_in_every_format(demo, tmp_path):
         for fmt, text in (("md", md), ("html", page), ("tex", tex)):
             problems += [f"{name}.{fmt}: missing {w!r}" for w in wanted[fmt] if w not in text]
             WALKED.setdefault(name, set()).add(fmt)
-        # a .tex's caption: the title and every symbol its cells use, defined
-        body = tex[tex.index(r"\midrule"):tex.index(r"\bottomrule")]
-        defined = {r"\textbf{": r"\textbf{Bold}: the best", r"$^\dagger$": r"$^\dagger$: differs from",
-                   "& = ": "= : that protocol runs", r"$^\ddagger$": r"$^\ddagger$ "}
-        problems += [f"{name}.tex: caption does not define {symbol!r}" for symbol, definition in defined.items()
-                     if symbol in body and definition not in caption]
-        problems += [f"{name}.tex: caption misses {n!r}" for n in table.legend if tables.tex_note(n) not in caption]
-        if tables.tex(table.title) not in caption:
+        # a .tex's caption: the title and one sentence; under the table, every symbol its cells use, defined, and
+        # the legend first
+        body = tex[tex.index(r"\endlastfoot"):tex.rindex(r"\end{longtable}")]
+        under = tex[tex.rindex(r"\end{longtable}"):]
+        defined = {r"\textbf{": r"\textbf{Bold}: the best", r"\dag{}": r"\dag{}: differs from",
+                   "& = ": "= : that protocol runs", r"\ddag{}": r"\ddag{} "}
+        problems += [f"{name}.tex: no note defines {symbol!r}" for symbol, definition in defined.items()
+                     if symbol in body and definition not in under]
+        problems += [f"{name}.tex: legend misses {n!r}" for n in table.legend if tables.tex_note(n) not in under]
+        if not caption.startswith(tables.tex(f"{table.title} (scale: demo).")):
             problems.append(f"{name}.tex: caption misses the title")
+        if len(re.findall(r"[.!?](?:\s|$)", caption[len(tables.tex(table.title)):])) > 2:
+            problems.append(f"{name}.tex: a caption of more than two sentences")
+        if re.search(r"\\(resizebox|scalebox|tiny|scriptsize)\b", tex):
+            problems.append(f"{name}.tex: shrinks its type")
         # the CSV: the title, every column's budget, every row's label and flags
         WALKED[name].add("csv")
         if {r["title"] for r in rows} != {table.title}:
@@ -135,9 +141,11 @@ def test_every_table_of_the_demo_says_the_same_in_every_format(demo, tmp_path):
     # what this test walks must include each kind of flag and label it checks
     notes = "\n".join(notes)
     assert tables.EARLY in notes and " — here NT 0.1, AT 0.1" in notes and "does not keep" in notes
+    # every table compiled, as printed: nothing below 7 pt, nothing wider than its page (compile_latex)
     doc = tmp_path / "all.tex"
     doc.write_text("".join(f"\\input{{{p}}}\n\\clearpage\n" for p in tex_files))
     compile_latex([doc], tmp_path)
+    assert {"table1a", "caat_table1", "zipper_table4"} <= {p.stem for p in tex_files}
 
 
 def _texts(fig) -> str:

@@ -189,9 +189,14 @@ def test_the_summary_lists_each_overstated_model_and_evaluation_once_naming_its_
         write_measurement(catalog, run, "pgd20", outcomes(strong, n))
         write_measurement(catalog, run, catalog.protocol_attack("one", "pgd20", run), outcomes(code, n))
     found = overstated_findings({name: target_status(catalog, name) for name in ("one", "two")})
-    assert [(text.split(" PGD")[0], names) for text, names in found] == [
-        ("AT (`cifar10-resnet18-at-beta1`)", ["one", "two"]), ("FAT (`cifar10-resnet18-fat`)", ["one"])]
-    assert found[0][0].endswith(": 46.9 under generalist-code vs 31.2 strong (+15.6)")
+    assert [(text.split(" ")[0], names) for text, names in found] == [
+        ("`cifar10-resnet18-at-beta1`", ["one", "two"]), ("`cifar10-resnet18-fat`", ["one"])]
+    # the numbers once, then the cell as each table labels it (its row's label, the setting it stands for, its
+    # column): never one table's label for another's row
+    column = "PGD-20, ε = 8/255 (here 0.3)"
+    assert found[0][0] == ("`cifar10-resnet18-at-beta1` 46.9 under generalist-code vs 31.2 strong (+15.6): "
+                           f"one: AT (CIFAR-10, ResNet-18), {column}; two: MNIST / AT (CIFAR-10, ResNet-18), {column}")
+    assert found[1][0].endswith(f": one: FAT (CIFAR-10, ResNet-18), {column}")
 
 
 # --------------------------------------------------------------------------- 4. docs quote no build's number
@@ -202,6 +207,9 @@ EXCERPT = re.compile(r"<!-- excerpt: make readme -->.*?<!-- end of excerpt -->",
 BUILD_NUMBER = re.compile(r"demo's (?:CA-AT |Zipper )?(?:Table|Figure) [^.]*?(?:\d%|\d+(?:\.\d+)?/\d+\.\d)")
 # a training job named with a percentage in the same sentence or table row: a model's measured number (an audit's)
 JOB_NUMBER = re.compile(r"`(?:cifar10|cifar100|mnist|svhn|tinyimagenet|digits)-[\w.-]+`[^.]*?\d+(?:\.\d+)?%")
+# a model's clean/robust accuracies as a table prints them ("Generalist 91.3/35.8"), or an accuracy before and after
+# ("25.00 → 25.83"): a number of some build, which no build of the checkout may give
+ACCURACY_PAIR = re.compile(r"(?<![\d.])\d{1,3}\.\d/\d{1,3}\.\d(?![\d.])|\b\d{1,3}\.\d\d → \d{1,3}\.\d\d\b")
 
 
 @pytest.mark.parametrize("doc", DOCS)
@@ -211,4 +219,27 @@ def test_docs_quote_no_number_of_a_build_outside_the_generated_excerpt(doc):
     text = re.sub(r"\s+", " ", EXCERPT.sub("", (ROOT / doc).read_text()))
     assert not BUILD_NUMBER.findall(text)
     assert not JOB_NUMBER.findall(text)
+    assert not ACCURACY_PAIR.findall(text), ACCURACY_PAIR.findall(text)
     assert "does not leave its initialisation" not in text
+
+
+# ------------------------------------------------------------------------ 6. a note never contradicts its rows
+
+
+def test_a_note_that_leaves_rows_out_names_them_as_the_paper_does_and_none_is_shown():
+    """Table 5's demo note said "the two rows whose AT learner starts at 0.1 are left out" above rows labelled
+    "— here NT 0.1, AT 0.1": a note says which of the paper's rows it leaves out, by the paper's own labels, and
+    none of them is a row the table shows."""
+    demo = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "demo.yaml"])
+    checked = []
+    for name, target in demo.targets.items():
+        if target.kind != "table" or not target.reference or "left out" not in (target.note or ""):
+            continue
+        reference = tables.load_reference(demo, target.reference)
+        shown = {row.key for row in target.rows}
+        left = {label for (row, _), (_, _, label) in reference.items() if row not in shown}
+        assert left and all(label in target.note for label in left), (name, left, target.note)
+        labels = tables.row_labels(demo, name, reference)
+        assert not [lab for lab in labels.values() if lab.split(" — ")[0] in left], name
+        checked.append(name)
+    assert {"table5", "zipper_table7", "zipper_table5"} <= set(checked)

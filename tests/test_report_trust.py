@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import os
 import shutil
 import subprocess
@@ -258,22 +259,84 @@ def test_tex_escapes_everything_or_says_what_it_cannot():
         tables.tex("☃")
 
 
-def compile_latex(tex_files, folder):
-    """pdflatex on a document that inputs each table; returns the log on failure."""
+PRINTED = 7.0  # pt: the smallest type a printed table may be set in
+
+
+def printed_sizes(pdf) -> list[float]:
+    """The size in pt at which every run of text of a PDF is set, as printed: each font size (``Tf``) times the
+    scale of the transformation matrices in force (a ``\\resizebox`` or ``\\scalebox`` is a ``cm``), read from its
+    uncompressed content streams (``\\pdfcompresslevel=0``)."""
+    token = re.compile(rb"\((?:\\.|[^\\)])*\)|<[0-9A-Fa-f\s]*>|/[^\s/\[\]()<>]+|[-+]?\d*\.?\d+|[A-Za-z'\"*]+|\[|\]")
+    out = []
+    for match in re.finditer(rb"stream\r?\n(.*?)endstream", pdf.read_bytes(), re.S):
+        if b"BT" not in match.group(1) or b"Tf" not in match.group(1) or b"eexec" in match.group(1):
+            continue  # not a page's content (a font's program, an image)
+        stack, ctm, tm, size, args = [], (1.0, 0.0, 0.0, 1.0), (1.0, 0.0, 0.0, 1.0), None, []
+        for tok in token.findall(match.group(1)):
+            if tok == b"q":
+                stack.append(ctm)
+            elif tok == b"Q":
+                ctm = stack.pop() if stack else (1.0, 0.0, 0.0, 1.0)
+            elif tok in (b"cm", b"Tm") and len(args) >= 6:
+                a, b, c, d = (float(x) for x in args[-6:-2])
+                if tok == b"Tm":
+                    tm = (a, b, c, d)
+                else:
+                    A, B, C, D = ctm
+                    ctm = (a * A + b * C, a * B + b * D, c * A + d * C, c * B + d * D)
+            elif tok == b"BT":
+                tm = (1.0, 0.0, 0.0, 1.0)
+            elif tok == b"Tf":
+                size = float(args[-1])
+            elif tok in (b"Tj", b"TJ", b"'", b'"') and size is not None:
+                (A, B, C, D), (a, b, c, d) = ctm, tm
+                m = (a * A + b * C, a * B + b * D, c * A + d * C, c * B + d * D)
+                out.append(size * math.sqrt(abs(m[0] * m[3] - m[1] * m[2])))
+            args = [] if tok[:1].isalpha() else args + [tok]
+    return out
+
+
+def compile_latex(tex_files, folder, packages=None):
+    """pdflatex on a document that inputs each table (with the packages its files name), then the table as printed:
+    no text set below PRINTED pt (a scaled-down table is refused), and nothing wider than the page (an overfull box
+    of more than a point). Returns the PDFs' smallest sizes."""
     if not shutil.which("pdflatex"):
         if os.environ.get("TRADEOFF_REQUIRE_LATEX") == "1":
             pytest.fail("TRADEOFF_REQUIRE_LATEX=1 but pdflatex is missing (apt-get install texlive-latex-base "
                         "texlive-latex-recommended)")
         pytest.skip("pdflatex is not installed (Debian: texlive-latex-base texlive-latex-recommended; .ci/run "
                     "installs them)")
+    smallest = []
     for tex_file in tex_files:
         doc = folder / f"doc-{tex_file.stem}.tex"
-        doc.write_text("\\documentclass{article}\n\\usepackage{booktabs}\n\\usepackage{graphicx}\n"
+        doc.write_text("\\pdfcompresslevel=0\\pdfobjcompresslevel=0\n\\documentclass{article}\n"
+                       f"\\usepackage{{{packages or tables.TEX_PACKAGES}}}\n"
                        f"\\begin{{document}}\n\\input{{{tex_file}}}\n\\end{{document}}\n")
         out = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name], cwd=folder,
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, f"{tex_file} does not compile:\n{out.stdout[-3000:]}"
-        assert (folder / f"doc-{tex_file.stem}.pdf").stat().st_size > 1000
+        pdf = folder / f"doc-{tex_file.stem}.pdf"
+        assert pdf.stat().st_size > 1000
+        log = (folder / f"doc-{tex_file.stem}.log").read_text(errors="replace")
+        wide = [float(w) for w in re.findall(r"^Overfull \\hbox \((\d+(?:\.\d+)?)pt too wide\)", log, re.M)]
+        assert not [w for w in wide if w > 1.0], f"{tex_file}: wider than its page by {max(wide)} pt"
+        sizes = printed_sizes(pdf)
+        assert sizes and min(sizes) >= PRINTED, f"{tex_file}: text printed at {min(sizes):.2f} pt"
+        smallest.append(min(sizes))
+    return smallest
+
+
+def test_the_printed_size_is_measured_as_printed(tmp_path):
+    """The measure itself: a wide table scaled to the page (the former \\resizebox) prints at about 2 pt and is
+    refused; the same in \\footnotesize prints at 8 pt."""
+    wide = tmp_path / "wide.tex"
+    wide.write_text("\\noindent\\resizebox{\\linewidth}{!}{\\begin{tabular}{" + "c" * 27 + "}"
+                    + " & ".join(["31.4 [26.8, 36.4]"] * 27) + "\\\\\\end{tabular}}%\n")
+    with pytest.raises(AssertionError, match="printed at"):
+        compile_latex([wide], tmp_path, packages="graphicx")
+    small = tmp_path / "small.tex"
+    small.write_text("{\\footnotesize\\begin{tabular}{cc}31.4 & 26.8\\\\\\end{tabular}}\n")
+    assert compile_latex([small], tmp_path, packages="graphicx") == [pytest.approx(7.97, abs=0.01)]
 
 
 def test_a_table_with_greek_symbols_and_specials_compiles(tmp_path):

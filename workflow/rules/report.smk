@@ -2,6 +2,8 @@
 # predictions, curves and analyses only, never checkpoints; a change of a target's settings re-runs its report. The
 # rules that take a target's name (`snakemake table1a`) only name its files.
 
+from tradeoff.report.build import claims_inputs
+
 
 rule table:
     input:
@@ -58,13 +60,29 @@ rule figure_list:
         job_shell("report {wildcards.target}")
 
 
+# The claims' forest plot: each claim's effect with its 95% interval, by verdict (the summary embeds it).
+rule claims:
+    input:
+        [str(p) for p in claims_inputs(CATALOG)],
+    output:
+        png=report(str(LAYOUT.claims_figure()["png"]), caption="../report/claims.rst", category="summary"),
+        pdf=str(LAYOUT.claims_figure()["pdf"]),
+    log:
+        str(LAYOUT.log("report", "claims")),
+    localrule: True
+    shell:
+        job_shell("report --claims")
+
+
 rule summary:
     input:
         all_target_outputs(),
         CLAIMS,
+        str(LAYOUT.claims_figure()["png"]),
     output:
         html=report(str(LAYOUT.summary()["html"]), caption="../report/summary.rst", category="summary"),
         md=str(LAYOUT.summary()["md"]),
+        csv=str(LAYOUT.summary()["csv"]),
     log:
         str(LAYOUT.log("report", "summary")),
     localrule: True

@@ -54,7 +54,7 @@ PARAMS_TEXT = ("# A config overlay that every DVC stage reads last (after config
 # the tradeoff subcommand each kind of stage runs (its code dependencies are what that subcommand imports)
 COMMAND = {"resolve": "export-dvc", "download": "download", "train": "train", "finetune": "train",
            "evaluate": "evaluate", "analyze": "analyze", "table": "report", "figure": "report",
-           "figure_list": "report", "summary": "summary", "audit": "audit"}
+           "figure_list": "report", "claims": "report", "summary": "summary", "audit": "audit"}
 
 #: the registries whose entries are plug-ins, by the module that holds the function registering them: a job depends
 #: on a plug-in module only if it uses a name the module registers (a run's method, a figure's plot, a figure's
@@ -513,6 +513,10 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
         # the papers' claims beside reference/ (tradeoff.report.claims), as the stages see the path
         claims = [str(Path(reference[0]).parent / "claims.yaml")] if (
             Path(catalog.reference_dir).parent / "claims.yaml").exists() else []
+        # the claims' forest plot, in figures/ (a folder the summary depends on: so it runs first)
+        stages["claims"] = {"cmd": cmd + "report --claims",
+                            "deps": code_deps(COMMAND["claims"], frozenset()) + folders(*reads) + reference + claims,
+                            "outs": list(map(str, layout.claims_figure().values()))}
         stages["summary"] = {"cmd": cmd + "summary",  # it draws no figure: no plug-in
                              "deps": code_deps(COMMAND["summary"], frozenset()) + folders(*built) + reference + claims,
                              "outs": list(map(str, layout.summary().values()))}
@@ -564,7 +568,9 @@ def _pipeline_text(data: dict) -> str:
         "table": "# reports read the folders of metrics, predictions, curves, analyses (a varying number of files per\n"
                  "# target, which DVC's templating cannot list per item)",
         "figure": "# figure-<kind>: the figures drawn by one drawing module (report/fig_<kind>.py)",
-        "figure_list": "# a group of figures: the list of its members", "summary": None}
+        "figure_list": "# a group of figures: the list of its members",
+        "claims": "# the claims' forest plot (the summary embeds it), then the summary page and cells.csv",
+        "summary": None}
     lines = [HEADER.rstrip("\n"),
              "# Templates per kind of job (Snakemake's rules), over the jobs in jobs.json; the code a stage depends",
              "# on is what its `tradeoff` subcommand runs for it: a method, a figure kind or an analysis counts",

@@ -19,7 +19,7 @@ from pathlib import Path
 from tradeoff.storage.atomic import atomic_write_text
 from tradeoff.storage.layout import Layout
 from tradeoff.config import Catalog
-from tradeoff.report import what_ran as ran, tables
+from tradeoff.report import claims, what_ran as ran, tables
 
 
 def target_inputs(catalog: Catalog, name: str) -> list[Path]:
@@ -38,6 +38,16 @@ def target_inputs(catalog: Catalog, name: str) -> list[Path]:
     if target.reference:
         files.append(Path(catalog.reference_dir) / f"{target.reference}.csv")
     return list(dict.fromkeys(files))
+
+
+def claims_inputs(catalog: Catalog) -> list[Path]:
+    """Every file the claims' forest plot reads: the claims, and the inputs of every table or figure a claim's test
+    (or premise) names in this configuration."""
+    names = [n for c in claims.load_claims(catalog) for part in (c.get("test"), c.get("premise")) if part
+             for n in (part["target"] if isinstance(part["target"], list) else [part["target"]])]
+    files = [p for n in dict.fromkeys(names) if n in catalog.targets for p in target_inputs(catalog, n)]
+    path = claims.claims_file(catalog)
+    return list(dict.fromkeys(files + ([path] if path.exists() else [])))
 
 
 def target_caption(catalog: Catalog, name: str) -> str:
@@ -150,17 +160,16 @@ SUMMARY, CLAIMS = "@summary", "@claims"  # the stamps of the summary job and of 
 def read_files(catalog: Catalog, name: str) -> list[Path]:
     """Every file a report job may read. A target's: its inputs (target_inputs; a group's, its members'), and of
     each training job it shows its model's sidecar (training minutes, devices), its curves folder (precision) and
-    its audit (overstated columns), and the papers' flags. The claims' plot (CLAIMS): the metrics and predictions and the claims; the
+    its audit (overstated columns), and the papers' flags. The claims' plot (CLAIMS): claims_inputs; the
     summary (SUMMARY): every results folder a report reads, each model, the papers' numbers and the claims."""
     layout, reference = catalog.layout, Path(catalog.reference_dir)
-    claims = reference.parent / "claims.yaml"
     if name == CLAIMS:
-        return [layout.folder("metrics"), layout.folder("predictions"), reference, claims]
+        return claims_inputs(catalog)
     if name == SUMMARY:
         jobs = sorted(set(catalog.train_id.values()))
         return ([layout.folder(kind) for kind in ("metrics", "predictions", "curves", "analysis", "audit")]
                 + [layout.model(j) for j in jobs] + [Layout.sidecar(layout.model(j)) for j in jobs]
-                + [reference, claims])
+                + [reference, reference.parent / "claims.yaml"])
     if catalog.targets[name].kind == "group":  # it renders its members from their inputs, not from their files
         return list(dict.fromkeys(p for leaf in catalog.leaf_targets(name) for p in read_files(catalog, leaf)))
     runs = {r for row in catalog.targets[name].rows for r in catalog.row_runs(row.run)}

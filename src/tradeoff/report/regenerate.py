@@ -70,42 +70,42 @@ def default_jobs() -> int:
         return max(os.cpu_count() or 1, 1)
 
 
-def regenerate(catalog: Catalog, names: list[str], *, everything: bool = False, force: bool = False,
-               jobs: int = 1) -> list[Done]:
-    """Build ``names`` (and with ``everything`` the claims' plot and the summary), skipping what is fresh unless
-    ``force``, on ``jobs`` processes. Returns each job's Done, the summary's last."""
+def regenerate(catalog: Catalog, names: list[str], *, everything: bool = False, claims_figure: bool = False,
+               force: bool = False, jobs: int = 1) -> list[Done]:
+    """Build ``names`` (with ``claims_figure`` the claims' forest plot; with ``everything`` that plot and the summary
+    page too), skipping what is fresh unless ``force``, on ``jobs`` processes. Returns each job's Done, in that
+    order."""
     global _CATALOG
     _CATALOG = catalog
     digests = {name: build.digest(catalog, name) for name in names}
     stale = {name: force or not build.fresh(catalog, name, build.target_outputs(catalog, name), digests[name])
              for name in names}
     summary_outputs = list(catalog.layout.summary().values())
-    if everything:
-        for key, outputs in ((build.SUMMARY, summary_outputs),
-                             (build.CLAIMS, list(catalog.layout.claims_figure().values()))):
-            digests[key] = build.digest(catalog, key)
-            stale[key] = force or not build.fresh(catalog, key, outputs, digests[key])
+    jobs_of = ([build.CLAIMS] if everything or claims_figure else []) + ([build.SUMMARY] if everything else [])
+    for key in jobs_of:
+        outputs = summary_outputs if key == build.SUMMARY else list(catalog.layout.claims_figure().values())
+        digests[key] = build.digest(catalog, key)
+        stale[key] = force or not build.fresh(catalog, key, outputs, digests[key])
     page = everything and stale[build.SUMMARY]
     tasks = []  # (function, arguments), the longest first
-    if everything and (stale[build.CLAIMS] or page):
+    if build.CLAIMS in jobs_of and (stale[build.CLAIMS] or page):
         tasks.append((_claims, (stale[build.CLAIMS], digests[build.CLAIMS])))
     tasks += [(_target, (name, stale[name], digests[name], page)) for name in names
               if stale[name] or (page and catalog.targets[name].kind == "table")]
     gc.freeze()  # what is loaded stays: the collections that statsmodels forces then walk only what a job makes
-    results = _run(tasks, jobs)
-    done = {d.name: d for d in results}
+    done = {d.name: d for d in _run(tasks, jobs)}
     out = [done.get(name) or Done(name, skipped=True) for name in names]
-    if everything:
+    if build.CLAIMS in jobs_of:
         out.append(done.get(build.CLAIMS) or Done(build.CLAIMS, skipped=True))
-        if page:
-            statuses = {name: done[name].status if name in done and done[name].status is not None
-                        else summary.target_status(catalog, name) for name in catalog.targets}
-            lines = [line for name in catalog.targets if name in done for line in done[name].lines or []]
-            paths = summary.build_summary(catalog, statuses=statuses, lines=lines, found=done[build.CLAIMS].found)
-            build.record(catalog, build.SUMMARY, summary_outputs, digests[build.SUMMARY])
-            out.append(Done(build.SUMMARY, list(paths.values())))
-        else:
-            out.append(Done(build.SUMMARY, skipped=True))
+    if everything and page:
+        statuses = {name: done[name].status if name in done and done[name].status is not None
+                    else summary.target_status(catalog, name) for name in catalog.targets}
+        lines = [line for name in catalog.targets if name in done for line in done[name].lines or []]
+        paths = summary.build_summary(catalog, statuses=statuses, lines=lines, found=done[build.CLAIMS].found)
+        build.record(catalog, build.SUMMARY, summary_outputs, digests[build.SUMMARY])
+        out.append(Done(build.SUMMARY, list(paths.values())))
+    elif everything:
+        out.append(Done(build.SUMMARY, skipped=True))
     return out
 
 

@@ -68,7 +68,7 @@ def _overstated(catalog: Catalog, table: tables.Table) -> list[tuple[float, tupl
     found = []
     for proto, _ in table.protocols[1:]:
         for row in table.rows:
-            spec = catalog.model_spec(row.runs[0])
+            spec = catalog.model_spec(row.members[0].run)  # the setting the row stands for, not its job's
             label = row.label + (f" {tables.EARLY}" if tables.before_mechanism(table, row) else "")
             setting = (f"{ran.DATASET_NAMES.get(spec.paper_dataset, spec.paper_dataset)}, "
                        f"{ran.ARCH_NAMES.get(spec.paper_arch, spec.paper_arch)}")
@@ -243,7 +243,7 @@ def details_section(found: list[claims.Verdict]) -> list[str]:
     out = ["## The claims in detail", ""]
     for v in ordered(found):
         c = v.claim
-        out += [f"### {c['id']}", "", f"{claim_title(c)}: **{v.verdict}**.", ""]
+        out += [f"### {c['id']}", "", f"**{v.verdict}** — {claim_title(c)}", ""]
         same = getattr(v, "same_as", None)
         text = claims.line(v)
         head, _, measured = text.partition(" Measured: ")
