@@ -197,6 +197,38 @@ def test_every_figure_of_the_demo_says_what_its_table_would(demo):
                for lab in tables.figure_labels(demo, name).values())
 
 
+def test_every_accuracy_a_figure_draws_carries_its_interval_and_every_mark_its_tick(demo):
+    """A bar or point of an accuracy has its 95% interval drawn (error bars); ‡ sits on the tick or legend entry of
+    the point it qualifies (Figure 3(b)'s c = 5, a Generalist selected before it mixes), not only in the footer;
+    a note's Markdown marks (backticks) are plain text in a figure."""
+    from matplotlib.collections import LineCollection
+
+    problems, drawn = [], 0
+    for name in _figures(demo):
+        target = demo.targets[name]
+        fig = figures.make_figure(demo, name)
+        try:
+            texts = _texts(fig)
+            if "`" in texts:
+                problems.append(f"{name}: a backtick in its text")
+            if target.plot not in ("bars", "scatter", "lines", "per_class", "front"):
+                continue
+            bars = [c for ax in fig.axes for c in ax.collections if isinstance(c, LineCollection)]
+            if not bars or not any(len(c.get_segments()) for c in bars):
+                problems.append(f"{name}: no error bars")
+            drawn += 1
+            early = tables.early_rows(demo, name)
+            if target.plot == "lines" and early:
+                ticks = [t.get_text() for ax in fig.axes for t in ax.get_xticklabels()]
+                for row in target.rows:
+                    if row.key in early and not any(t.startswith(f"{row.x:g} {tables.EARLY}") for t in ticks):
+                        problems.append(f"{name}: no ‡ on the tick of {row.key} ({ticks})")
+        finally:
+            plt.close(fig)
+    assert not problems, "\n".join(problems)
+    assert drawn >= 20 and tables.early_rows(demo, "figure3b")
+
+
 def test_the_walk_covers_every_target(demo):
     """Runs last: every table and figure target of the demo catalog was walked, in every format it writes."""
     if not WALKED:

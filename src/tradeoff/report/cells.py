@@ -120,7 +120,7 @@ def _text(value) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return f"{value:.10g}"
     return str(value)
 
 
