@@ -18,7 +18,7 @@ from tradeoff import cli
 from tradeoff import config as cfg
 from tradeoff.core.errors import UserError
 import tradeoff.results
-from tradeoff.report import build, cells, claims, fig_claims, stats, summary, tables
+from tradeoff.report import build, cells, claims, forest, stats, summary, tables
 from tradeoff.report.regenerate import regenerate
 from tradeoff.report.style import plt
 
@@ -70,7 +70,7 @@ def _verdicts(catalog) -> list[claims.Verdict]:
 def test_the_summary_opens_with_one_screen_a_verdict_table_and_the_forest_plot(tmp_path):
     catalog = _catalog(tmp_path)
     found = _verdicts(catalog)
-    fig_claims.build_claims_figure(catalog, found)
+    forest.build_claims_figure(catalog, found)
     paths = summary.build_summary(catalog, found=found)
     md, page = paths["md"].read_text(), paths["html"].read_text()
     lines = md.splitlines()
@@ -109,15 +109,15 @@ def test_the_summary_opens_with_one_screen_a_verdict_table_and_the_forest_plot(t
 def test_the_forest_plot_draws_each_tested_claim_once_with_its_interval_zero_and_margin(tmp_path):
     catalog = _catalog(tmp_path)
     found = _verdicts(catalog)
-    drawn = fig_claims.drawn(found)
+    drawn = forest.drawn(found)
     assert len(drawn) == sum(1 for v in found if v.test is not None and not getattr(v, "same_as", None))
-    fig = fig_claims.make_claims_figure(catalog, found)
+    fig = forest.make_claims_figure(catalog, found)
     try:
         ticks = [t.get_text() for ax in fig.axes for t in ax.get_yticklabels()]
-        assert sorted(ticks) == sorted(fig_claims.claim_title(v.claim) for v in drawn)
+        assert sorted(ticks) == sorted(forest.claim_title(v.claim) for v in drawn)
         lines = [ln for ax in fig.axes for ln in ax.get_lines()]
         for v in drawn:  # its interval, in its verdict's colour
-            assert any(list(ln.get_xdata()) == [v.test.lo, v.test.hi] and ln.get_color() == fig_claims.COLOURS[
+            assert any(list(ln.get_xdata()) == [v.test.lo, v.test.hi] and ln.get_color() == forest.COLOURS[
                 v.verdict] for ln in lines), v.claim["id"]
         margins = [v for v in drawn if v.margin is not None]
         assert margins and all(any(list(ln.get_xdata()) == [-v.margin, -v.margin] for ln in lines) for v in margins)

@@ -4,8 +4,6 @@ per row), lines (a metric over a swept parameter, or over attack budgets: a pane
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from tradeoff.storage import curves as live
@@ -20,7 +18,19 @@ from tradeoff.report.labels import (
     curve_title,
     curve_unit,
 )
-from tradeoff.report.style import FOOTNOTE, LINESTYLES, MARKERS, figure_legend, palette, percent_limits, plt
+from tradeoff.report.style import (
+    FOOTNOTE,
+    LINESTYLES,
+    MARKERS,
+    error_bars,
+    errors,
+    figure_legend,
+    interval_note,
+    measured,
+    palette,
+    percent_limits,
+    plt,
+)
 from tradeoff.report.tables import load_reference
 from tradeoff.core.targets import TargetSpec
 
@@ -38,38 +48,6 @@ def _labels(catalog: Catalog, name: str) -> dict[str, str]:
 def _title(catalog: Catalog, target: TargetSpec, column: str) -> str:
     """A column as its axis, panel or legend names it: its measurement and the budget that ran (report.ran)."""
     return ran.column_title(catalog, target, column, target.columns[column])
-
-
-INTERVALS = "error bars: each accuracy's 95% interval (Wilson over the test images; with seeds, Student's t over them)"
-
-
-def measured(catalog: Catalog, run: str, attack: str) -> tuple[float, float, float] | None:
-    """(accuracy, low, high) in % of a row under an evaluation: its 95% Wilson interval over the test images (one
-    seed), or Student's t interval over its seeds' accuracies; low = high = the value where there is no binomial
-    interval (NROB, a time). None until measured."""
-    o = tables.measure(catalog, run, attack)
-    if o.value is None:
-        return None
-    if o.lo is not None:
-        return o.value, o.lo, o.hi
-    seeds = len(o.bits) or len(o.files)
-    if o.std is not None and seeds > 1:
-        from scipy.stats import t
-
-        half = float(t.ppf(0.975, seeds - 1)) * o.std * math.sqrt(seeds / (seeds - 1)) / math.sqrt(seeds)
-        return o.value, max(o.value - half, 0.0), min(o.value + half, 100.0)
-    return o.value, o.value, o.value
-
-
-def errors(points: list[tuple[float, float, float]]) -> np.ndarray:
-    """matplotlib's asymmetric error bars, (2, n), from (value, low, high) triples."""
-    return np.array([[v - lo for v, lo, _ in points], [hi - v for v, _, hi in points]]).reshape(2, len(points))
-
-
-def interval_note(fig) -> None:
-    """Say under a figure what its error bars are (once)."""
-    if not any(t.get_text() == INTERVALS for t in fig.texts):
-        fig.text(0, 0, INTERVALS, gid=FOOTNOTE)
 
 
 @figure_kind("scatter")
@@ -91,8 +69,8 @@ def plot_scatter(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
         paper = reference.get((row.key, xcol)), reference.get((row.key, ycol))
         paper = (paper[0][0], paper[1][0]) if None not in paper else (None, None)
         if None not in ours:
-            ax.errorbar([ours[0]], [ours[1]], xerr=errors([found[0]]), yerr=errors([found[1]]), fmt="none",
-                        ecolor=color, elinewidth=1.0, capsize=2.5, alpha=0.8, zorder=2.5)
+            error_bars(ax, [ours[0]], [ours[1]], xerr=errors([found[0]]), yerr=errors([found[1]]), ecolor=color,
+                       elinewidth=1.0, capsize=2.5, alpha=0.8, zorder=2.5)
             ax.scatter(*ours, color=color, s=42, label=names[row.key], zorder=3)
             xs += [found[0][1], found[0][2]]
             ys += [found[1][1], found[1][2]]
@@ -127,9 +105,10 @@ def plot_bars(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
         found = [measured(catalog, r.run, attack) for r in rows]
         values = [None if m is None else m[0] for m in found]
         bars = [m or (np.nan, np.nan, np.nan) for m in found]
-        ax.bar(xs + j * width, [m[0] for m in bars], width, label=_title(catalog, target, column), color=color,
-               yerr=errors(bars), error_kw={"ecolor": "0.2", "elinewidth": 0.9, "capsize": 2.0})
+        ax.bar(xs + j * width, [m[0] for m in bars], width, label=_title(catalog, target, column), color=color)
         if any(m is not None for m in found):
+            error_bars(ax, xs + j * width, [m[0] for m in bars], yerr=errors(bars), ecolor="0.2", elinewidth=0.9,
+                       capsize=2.0)
             interval_note(ax.figure)
         for x, v in zip(xs + j * width, values):  # a bar too low to see says what it is: 0, or not measured
             if v is None or v < 0.5:
@@ -172,8 +151,8 @@ def plot_lines(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
         ax.plot(*(zip(*[(x, m[0]) for x, m in pts]) if pts else ([], [])), marker="o", markersize=5, color=color,
                 linestyle=style, label=label if pts else f"{label} (no metrics)")
         if pts:
-            ax.errorbar([x for x, _ in pts], [m[0] for _, m in pts], yerr=errors([m for _, m in pts]), fmt="none",
-                        ecolor=color, elinewidth=0.9, capsize=2.0, alpha=0.7)
+            error_bars(ax, [x for x, _ in pts], [m[0] for _, m in pts], yerr=errors([m for _, m in pts]),
+                       ecolor=color, elinewidth=0.9, capsize=2.0, alpha=0.7)
             interval_note(ax.figure)
         ys += [v for _, m in pts for v in (m[1], m[2])]
     ax.set_xlabel((target.x_label or "parameter") + _ran_ticks(catalog, name, ax))
@@ -232,8 +211,8 @@ def plot_budget_lines(catalog: Catalog, name: str, target: TargetSpec, axes) -> 
             ax.plot(*(zip(*[(x, m[0]) for x, m in pts]) if pts else ([], [])), marker=MARKERS[i % len(MARKERS)],
                     markersize=4.5, color=color, label=label if pts else f"{label} (no metrics)")
             if pts:
-                ax.errorbar([x for x, _ in pts], [m[0] for _, m in pts], yerr=errors([m for _, m in pts]),
-                            fmt="none", ecolor=color, elinewidth=0.9, capsize=2.0, alpha=0.7)
+                error_bars(ax, [x for x, _ in pts], [m[0] for _, m in pts], yerr=errors([m for _, m in pts]),
+                           ecolor=color, elinewidth=0.9, capsize=2.0, alpha=0.7)
                 interval_note(ax.figure)
             values += [v for _, m in pts for v in (m[1], m[2])]
         ax.set_xticks(list(ticks), list(ticks.values()), rotation=30 if len(ticks) > 5 else 0)
@@ -267,7 +246,9 @@ def plot_per_class(catalog: Catalog, name: str, target: TargetSpec, axes) -> Non
                 int(correct[labels == k].sum()), int((labels == k).sum()))))
                 if (labels == k).any() else (np.nan, np.nan, np.nan) for k in range(num_classes)]
             ax.bar(np.arange(num_classes) + i * width, [p[0] for p in per_class], width, label=names[row.key],
-                   color=color, yerr=errors(per_class), error_kw={"ecolor": "0.2", "elinewidth": 0.8, "capsize": 1.5})
+                   color=color)
+            error_bars(ax, np.arange(num_classes) + i * width, [p[0] for p in per_class], yerr=errors(per_class),
+                       ecolor="0.2", elinewidth=0.8, capsize=1.5)
             interval_note(ax.figure)
         if num_classes:
             ax.set_xticks(np.arange(num_classes) + width * (len(rows) - 1) / 2, [str(k) for k in range(num_classes)])

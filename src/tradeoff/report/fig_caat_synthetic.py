@@ -64,10 +64,12 @@ def plot_caat_synthetic(catalog: Catalog, name: str, target: TargetSpec, axes) -
                                       (width / 2, "adv_acc", ADV, "adversarial (exact)")):
         values = [100 * r[key] for r in rows]
         bounds = [[100 * b for b in stats.wilson(round(r[key] * n), n)] for r in rows] if n else None
-        ax_acc.bar(xs + offset, values, width, color=color, label=label,
-                   yerr=None if bounds is None else np.array([[v - lo for v, (lo, _) in zip(values, bounds)],
-                                                              [hi - v for v, (_, hi) in zip(values, bounds)]]),
-                   error_kw={"ecolor": "0.2", "elinewidth": 0.9, "capsize": 2.0})
+        ax_acc.bar(xs + offset, values, width, color=color, label=label)
+        if bounds is not None:  # (kept out of ax.containers, as the other kinds' error bars)
+            bars = ax_acc.errorbar(xs + offset, values, fmt="none", ecolor="0.2", elinewidth=0.9, capsize=2.0,
+                                   yerr=np.array([[v - lo for v, (lo, _) in zip(values, bounds)],
+                                                  [hi - v for v, (_, hi) in zip(values, bounds)]]))
+            ax_acc.containers.remove(bars)
     ax_acc.set_xticks(xs, ticks)
     ax_acc.set_xlabel("δ (L∞ budget)")
     ax_acc.set_ylabel("test accuracy (%)")

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from tradeoff.config import Catalog
 from tradeoff.report import what_ran as ran
-from tradeoff.report.fig_basic import errors, interval_note, measured
 from tradeoff.report.kinds import figure_kind
-from tradeoff.report.style import POINT_LABEL, figure_legend, palette, percent_limits
+from tradeoff.report.style import (POINT_LABEL, error_bars, errors, figure_legend, interval_note, measured, palette,
+                                   percent_limits)
 from tradeoff.report.tables import read_metric
 from tradeoff.core.targets import TargetSpec
 
@@ -59,8 +59,8 @@ def plot_front(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
         for row in target.rows:  # each point's 95% intervals, clean (x) and robust (y)
             found = measured(catalog, row.run, clean_attack), measured(catalog, row.run, attack)
             if None not in found:
-                ax.errorbar([found[0][0]], [found[1][0]], xerr=errors([found[0]]), yerr=errors([found[1]]),
-                            fmt="none", ecolor=colours[row.series or ""], elinewidth=0.8, capsize=1.8, alpha=0.55)
+                error_bars(ax, [found[0][0]], [found[1][0]], xerr=errors([found[0]]), yerr=errors([found[1]]),
+                           ecolor=colours[row.series or ""], elinewidth=0.8, capsize=1.8, alpha=0.55)
                 xs += [found[0][1], found[0][2]]
                 ys += [found[1][1], found[1][2]]
                 interval_note(ax.figure)

@@ -21,7 +21,6 @@ from pathlib import Path
 
 from tradeoff.config import Catalog
 from tradeoff.report import build, cells, claims, summary
-from tradeoff.report.fig_claims import build_claims_figure  # (matplotlib loaded before the workers fork)
 
 _CATALOG: Catalog | None = None  # the catalog of the run, inherited by the forked workers
 
@@ -53,6 +52,8 @@ def _target(name: str, stale: bool, digest: str, for_summary: bool) -> Done:
 
 
 def _claims(stale: bool, digest: str) -> Done:
+    from tradeoff.report.forest import build_claims_figure  # matplotlib: only where something is drawn
+
     catalog = _CATALOG
     done = Done(build.CLAIMS, skipped=not stale, found=claims.verdicts(catalog))
     if stale:
@@ -92,6 +93,8 @@ def regenerate(catalog: Catalog, names: list[str], *, everything: bool = False, 
         tasks.append((_claims, (stale[build.CLAIMS], digests[build.CLAIMS])))
     tasks += [(_target, (name, stale[name], digests[name], page)) for name in names
               if stale[name] or (page and catalog.targets[name].kind == "table")]
+    if any(function is _claims or catalog.targets[arguments[0]].kind == "figure" for function, arguments in tasks):
+        import tradeoff.report.figures  # noqa: F401  (matplotlib loaded once, before the workers fork)
     gc.freeze()  # what is loaded stays: the collections that statsmodels forces then walk only what a job makes
     done = {d.name: d for d in _run(tasks, jobs)}
     out = [done.get(name) or Done(name, skipped=True) for name in names]

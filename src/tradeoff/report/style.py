@@ -1,5 +1,6 @@
 """The one style of every figure: matplotlib settings, sizes, colours, and the helpers that every figure kind
-shares (legends outside the plotting area, accuracy axes in %, wrapped text). No figure kind and no layout here:
+shares (legends outside the plotting area, accuracy axes in %, wrapped text, an accuracy's 95% interval as error
+bars). No figure kind and no layout here:
 :mod:`tradeoff.report.figures` lays figures out, the ``fig_*`` modules draw the kinds."""
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
 import numpy as np  # noqa: E402
+
+from tradeoff.config import Catalog  # noqa: E402
+from tradeoff.report import tables  # noqa: E402
 
 STYLE = {
     "figure.dpi": 110, "savefig.dpi": 150, "font.size": 10, "axes.titlesize": 10.5, "axes.labelsize": 10,
@@ -106,3 +110,44 @@ def wrap_text(text_artist, width_px: float, renderer) -> None:
                 line = candidate
         lines.append(line.rstrip())
     text_artist.set_text("\n".join(lines))
+
+
+# ------------------------------------------------------------------------------- an accuracy's interval
+
+INTERVALS = "error bars: each accuracy's 95% interval (Wilson over the test images; with seeds, Student's t over them)"
+
+
+def measured(catalog: Catalog, run: str, attack: str) -> tuple[float, float, float] | None:
+    """(accuracy, low, high) in % of a row under an evaluation: its 95% Wilson interval over the test images (one
+    seed), or Student's t interval over its seeds' accuracies; low = high = the value where there is no binomial
+    interval (NROB, a time). None until measured."""
+    o = tables.measure(catalog, run, attack)
+    if o.value is None:
+        return None
+    if o.lo is not None:
+        return o.value, o.lo, o.hi
+    seeds = len(o.bits) or len(o.files)
+    if o.std is not None and seeds > 1:
+        from scipy.stats import t
+
+        half = float(t.ppf(0.975, seeds - 1)) * o.std * math.sqrt(seeds / (seeds - 1)) / math.sqrt(seeds)
+        return o.value, max(o.value - half, 0.0), min(o.value + half, 100.0)
+    return o.value, o.value, o.value
+
+
+def errors(points: list[tuple[float, float, float]]) -> np.ndarray:
+    """matplotlib's asymmetric error bars, (2, n), from (value, low, high) triples."""
+    return np.array([[v - lo for v, lo, _ in points], [hi - v for v, _, hi in points]]).reshape(2, len(points))
+
+
+def error_bars(ax, x, y, **kwargs) -> None:
+    """Error bars (``ax.errorbar``'s ``xerr``/``yerr``, no markers) that stay out of ``ax.containers``: a panel's
+    containers are its bars."""
+    container = ax.errorbar(x, y, fmt="none", **kwargs)
+    ax.containers.remove(container)
+
+
+def interval_note(fig) -> None:
+    """Say under a figure what its error bars are (once)."""
+    if not any(t.get_text() == INTERVALS for t in fig.texts):
+        fig.text(0, 0, INTERVALS, gid=FOOTNOTE)
