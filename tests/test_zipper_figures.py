@@ -104,6 +104,20 @@ def test_bad_options_are_refused_naming_the_key(method, message):
         cfg.resolve(config)
 
 
+def test_the_learners_are_measured_on_the_validation_split_unless_the_run_says_test():
+    """Zipper Figure 5's per-epoch measurements read the validation split (the tables' test images stay measured
+    once, at the end); a run that holds none out must say `split: test`, refused before any job otherwise."""
+    catalog = cfg.load_catalog([cfg.ROOT / "config" / "config.yaml"])
+    assert catalog.runs[RUN].method.get("track_learners")["split"] == "validation"
+    config = cfg.load_config([cfg.ROOT / "config" / "config.yaml"])
+    config["runs"][RUN]["selection"] = {**config["runs"][RUN].get("selection", {}), "split": "test"}
+    with pytest.raises(cfg.ConfigError, match=rf"runs\.{RUN}\.method: generalist: track_learners\.split: "
+                                              r"validation, but the run holds out no validation split"):
+        cfg.resolve(config)
+    config["runs"][RUN]["method"]["track_learners"]["split"] = "test"
+    assert cfg.resolve(config).runs[RUN].method.get("track_learners")["split"] == "test"
+
+
 @pytest.mark.parametrize("change, message", [
     ({"analysis": {"name": "learner_tsne", "embed": "features"}}, r"analysis\.embed: 'features' is not allowed"),
     ({"analysis": {"name": "learner_tsne", "examples": 1}}, r"analysis\.examples: expected an integer >= 2"),
@@ -173,7 +187,7 @@ def test_tracked_numbers_equal_an_independent_evaluation_of_the_snapshots(tracke
     obj = checkpoint.load(paths.model)
     model, _ = load_model(RunModel(paths.model))
     ds = load_run_data(spec, data_root())
-    x, y = subset(ds.x_test, ds.y_test, 40)
+    x, y = subset(ds.x_val, ds.y_val, 40)  # the validation split (track_learners.split), never the test images
     attack = AttackSpec.from_dict(spec.method.get("track_learners")["attack"])  # the JSON form a run holds
     rows = _curves(paths.curves)
     for epoch in (1, 2, 3):
