@@ -245,7 +245,8 @@ def test_a_trend_has_an_interval_and_a_criterion(tmp_path):
 
 
 def _front_catalog(tmp_path, rows, name="f"):
-    front = {"kind": "figure", "plot": "front", "title": "front", "rows": rows, "columns": {"SA": "clean", "AA": "pgd20"}}
+    front = {"kind": "figure", "plot": "front", "title": "front", "rows": rows,
+             "columns": {"SA": "clean", "AA": "pgd20"}}
     return _catalog(tmp_path, {"t": TABLE, name: front})
 
 
@@ -268,7 +269,8 @@ def test_fronts_compare_robust_accuracy_at_matched_clean_accuracy_over_the_range
     origin the larger: the former test said "fails"; at matched clean accuracy CA-AT is 6 images of 64 above."""
     trades = "cifar10-resnet18-trades-lambda6"
     rows = [{"key": "caat_a", "run": GEN, "series": "CA-AT"}, {"key": "caat_b", "run": AT, "series": "CA-AT"},
-            {"key": "vanilla_a", "run": HALF, "series": "vanilla"}, {"key": "vanilla_b", "run": NT, "series": "vanilla"},
+            {"key": "vanilla_a", "run": HALF, "series": "vanilla"},
+            {"key": "vanilla_b", "run": NT, "series": "vanilla"},
             {"key": "vanilla_0", "run": trades, "series": "vanilla"}]
     catalog = _front_catalog(tmp_path, rows)
     points = {GEN: (45, 26), AT: (38, 29), HALF: (45, 19), NT: (38, 22), trades: (63, 20)}   # (clean, robust) of 64
@@ -303,7 +305,8 @@ def test_fronts_that_share_no_clean_accuracy_are_untestable_and_a_thinned_sweep_
     assert found[0].verdict != "untestable here"
     # the paper's Figure 6(a) sweeps λ over 5 values and γ over 6: the scale's thinning is said, point by point
     assert ("caat_figure6a at this scale lacks the paper's vanilla λ=0, λ=0.25, λ=0.75 and CA-AT γ=0.7, γ=0.75, "
-            "γ=0.85, γ=0.9, γ=1: the fronts are compared over the clean accuracy both cover only") in found[0].because
+            "γ=0.85, γ=0.9, γ=1: the fronts are compared over the clean accuracy both cover only"
+            ) in found[0].because
 
 
 # ------------------------------------------------------------------------------------------ the shipped claims

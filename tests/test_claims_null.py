@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from claims_sim import (BOUND, COLUMNS, DRAWS, ROBUST, claim, exchanged, front_claim, pair, plane, real, resample,
+from claims_sim import (BOUND, DRAWS, ROBUST, claim, exchanged, front_claim, pair, plane, real, resample,
                         seeded, sweep, verdict)
 from tradeoff.report import claims, stats
 

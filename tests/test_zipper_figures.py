@@ -116,6 +116,17 @@ def test_the_learners_are_measured_on_the_validation_split_unless_the_run_says_t
         cfg.resolve(config)
     config["runs"][RUN]["method"]["track_learners"]["split"] = "test"
     assert cfg.resolve(config).runs[RUN].method.get("track_learners")["split"] == "test"
+    # a run that selects on the validation split but measures its learners on the test split every epoch: the
+    # tables' note on the split says so, instead of "the test images are measured once, at the end" alone
+    from types import SimpleNamespace
+    from tradeoff.report.tables import _selection_split_note
+
+    config = cfg.load_config([cfg.ROOT / "config" / "config.yaml"])
+    row = SimpleNamespace(runs=[RUN], label="Generalist")
+    assert _selection_split_note(cfg.resolve(config), [row]).endswith("measured once, at the end).")
+    config["runs"][RUN]["method"]["track_learners"]["split"] = "test"
+    assert _selection_split_note(cfg.resolve(config), [row]).endswith(
+        "measured once, at the end, but for the learners' per-epoch curves (track_learners.split: test)).")
 
 
 @pytest.mark.parametrize("change, message", [

@@ -488,7 +488,7 @@ def _tested(evidence: Evidence) -> tuple[stats.Test, list[str]]:
     test = claim["test"]
     kind, combine, s = test["kind"], test.get("combine", "all"), share(claim)
     if kind in ("better", "not_worse"):
-        found, floored, total, empty = [], {"0%": 0, "100%": 0}, 0, 0
+        found, floored, total = [], {"0%": 0, "100%": 0}, 0
         for pair in evidence.parts:
             keep = []
             for c, column in enumerate(pair.columns):
@@ -498,8 +498,7 @@ def _tested(evidence: Evidence) -> tuple[stats.Test, list[str]]:
                     floored[level] += 1
                 else:
                     keep.append(c)
-            if not keep:
-                empty += 1
+            if not keep:      # a pair with no column left: nothing of it to test (its columns are counted)
                 continue
             found.append(stats.combined(pair.a[:, keep], pair.b[:, keep], combine, s,
                                         [pair.columns[c] for c in keep], pair.label, pair.images))
@@ -681,7 +680,8 @@ def line(v: Verdict) -> str:
     text = (f"{head} ({_test_spec(c)}; {t.how}). Difference {t.diff:+.1f} {unit}" + (f" ({t.label})" if t.label else "")
             + f", 95% interval [{t.lo:+.1f}, {t.hi:+.1f}], {_n(v)}")
     if v.margin is not None:
-        text += f"; margin {v.margin:.2g} points ({100 * share(c):g}% of than's accuracy: {c['test']['margin']['reason']})"
+        reason = c["test"]["margin"]["reason"]
+        text += f"; margin {v.margin:.2g} points ({100 * share(c):g}% of than's accuracy: {reason})"
     if t.detectable is not None:
         what = ("the smallest true difference at which it holds" if kind == "not_worse"
                 else "the smallest difference detected")
