@@ -15,9 +15,10 @@ column and seed of a claim kept together), and where a scale trains several seed
   the column at this scale, declared per claim with its ``reason``): a t-test of each image's a - (1 - share) b.
 - ``trend``: ``row``'s accuracy falls over ``columns`` in order: the first column above the last; against it, a
   significant rise at some step (Holm over the steps).
-- ``front``: in a figure's clean-robust plane, series ``row``'s front lies above series ``than``'s at matched clean
-  accuracy, over the clean accuracy both series cover (the papers' "upper right"): the mean gap between the fronts
-  there, by a bootstrap over the test images; a sweep this scale thins is named with the points it lacks.
+- ``front``: in a figure's clean-robust plane, series ``row``'s front (its non-dominated points joined by straight
+  lines) lies above series ``than``'s at matched clean accuracy, over the clean accuracy both cover (the papers'
+  "upper right"): the mean gap between the fronts there, its standard error by a bootstrap over the test images; a
+  sweep this scale thins is named with the points it lacks.
 
 A claim may state a ``premise`` (rows at the same level within ``within`` points, as a claim that holds one method at
 another's clean accuracy): where the premise is shown unmet, the claim is untestable here. Claims whose tests
@@ -360,7 +361,7 @@ def _thinned(catalog: Catalog, name: str, series: list[str]) -> str | None:
             lacking.setdefault(row["series"], []).append(str(row.get("label") or row.get("key")))
     if not lacking:
         return None
-    return (f"{name} at this scale lacks the paper's " +
+    return (f"{name} at this scale: the paper's sweep less " +
             " and ".join(f"{s} {', '.join(labels)}" for s, labels in lacking.items()))
 
 
@@ -422,8 +423,19 @@ def _gather_one(catalog: Catalog, test: dict, several: bool) -> tuple[list, list
         keys.append((tuple(sorted(jobs[test["row"]])), tuple(sorted(jobs[test["than"]])),
                      tuple(catalog.column_jobs(clean)), tuple(catalog.column_jobs(robust))))
     thin = _thinned(catalog, name, [test["row"], test["than"]])
-    notes = [f"{thin}: the fronts are compared over the clean accuracy both cover only"] if thin else []
+    notes = [thin] if thin else []
     return planes, [f"{name}: " + "; ".join(texts) + " (clean, robust %)"], split, keys, notes
+
+
+def _merged(notes: list[str]) -> list[str]:
+    """Notes that differ only in the target they name said once, naming every target ("caat_figure4a, caat_figure4b
+    at this scale: ...")."""
+    out: dict[str, list[str]] = {}
+    for note in notes:
+        head, sep, rest = note.partition(" at this scale: ")
+        key = rest if sep else note
+        out.setdefault(key, []).append(head if sep else "")
+    return [f"{', '.join(heads)} at this scale: {rest}" if heads[0] else rest for rest, heads in out.items()]
 
 
 def gather(catalog: Catalog, path: Path | None = None) -> list[Verdict | Evidence]:
@@ -465,7 +477,7 @@ def gather(catalog: Catalog, path: Path | None = None) -> list[Verdict | Evidenc
         except tables.ReportError as exc:
             out.append(Verdict(claim, "untestable here", f"refused: {exc}"))
         else:
-            out.append(Evidence(claim, parts, "; ".join(texts), split, (*key, frozenset(keys)), notes))
+            out.append(Evidence(claim, parts, "; ".join(texts), split, (*key, frozenset(keys)), _merged(notes)))
     return out
 
 
@@ -530,9 +542,9 @@ def _tested(evidence: Evidence) -> tuple[stats.Test, list[str]]:
             continue
         try:
             planes.append(stats.front(plane.a, plane.b, plane.label, plane.images))
-        except stats.NoCommonRange:
-            raise _Untestable(f"{plane.label}: the two series share no range of clean accuracy (the fronts cannot "
-                              f"be compared at matched clean accuracy)") from None
+        except stats.NoCommonRange as exc:
+            raise _Untestable(f"{plane.label}: {exc}: the fronts cannot be compared at matched clean "
+                              f"accuracy") from None
     if dropped:
         notes.append(f"{dropped} of {len(evidence.parts)} planes with every point at 0% robust accuracy: not tested")
     if not planes:
@@ -560,8 +572,9 @@ def decide(items: list[Verdict | Evidence], figures: bool = True) -> list[Verdic
         try:
             combined, notes = _tested(item)
         except _Untestable as exc:
-            out.append(Verdict(item.claim, "untestable here", str(exc), numbers=item.numbers, split=item.split,
-                               notes=list(item.notes)))
+            left = f" ({'; '.join(item.notes)})" if item.notes else ""
+            out.append(Verdict(item.claim, "untestable here", str(exc) + left, numbers=item.numbers,
+                               split=item.split, notes=list(item.notes)))
             continue
         v = Verdict(item.claim, "", "", numbers=item.numbers, split=item.split, notes=list(item.notes) + notes,
                     combined=combined, seeds=max(leaf.seeds for leaf in stats.leaves(combined)))

@@ -411,8 +411,9 @@ def some(parts: Sequence[Test], what: str) -> Test:
 
 def _node(rule: str, parts: Sequence[Test], p_for: float, p_against: float, how: str) -> Test:
     shown = decisive(Test(p_for, p_against, 0, 0, 0, 0, rule=rule, parts=list(parts)), "for")
+    counted = [t.differing for t in parts]
     return replace(shown, p_for=p_for, p_against=p_against, rule=rule, parts=list(parts), how=how,
-                   differing=max((t.differing or 0) for t in parts), detectable=None, needed=None)
+                   differing=None if None in counted else max(counted), detectable=None, needed=None)
 
 
 def combined(a: np.ndarray, b: np.ndarray, combine: str, share: float = 0.0, columns: Sequence[str] = (),
@@ -502,34 +503,53 @@ def _weights_chunk(n: int, m: int, start: int) -> np.ndarray:
     return np.bincount(picks.ravel(), minlength=m * n).reshape(m, n).astype(float)
 
 
-def staircase_gap(clean: np.ndarray, robust: np.ndarray, is_a: np.ndarray) -> np.ndarray:
-    """The mean gap between two fronts over the clean accuracy both cover, per leading index: clean and robust
-    (..., points) of both series, ``is_a`` (points,) marking series a. A series' front at clean accuracy x is the
-    best robust accuracy of its points with clean accuracy at least x (the boundary of the region its points
-    dominate); over [lo, hi], lo the larger of the two series' lowest clean accuracy and hi the smaller of their
-    highest, the gap is the mean of a's front minus b's; where lo = hi (a series of one point inside the other's
-    span), the gap there; NaN where the range is empty."""
-    a_clean = np.where(is_a, clean, np.nan)
-    b_clean = np.where(~is_a, clean, np.nan)
-    lo = np.maximum(np.nanmin(a_clean, axis=-1), np.nanmin(b_clean, axis=-1))
-    hi = np.minimum(np.nanmax(a_clean, axis=-1), np.nanmax(b_clean, axis=-1))
-    width = hi - lo
-    x = np.sort(np.concatenate([np.clip(clean, lo[..., None], hi[..., None]), lo[..., None], hi[..., None]],
-                               axis=-1), axis=-1)
-    right = x[..., 1:]                                    # each interval's right end: (..., intervals)
-    widths = np.diff(x, axis=-1)
-    reach = clean[..., None, :] >= right[..., :, None] - 1e-12      # (..., intervals, points)
-    front_a = np.max(np.where(reach & is_a, robust[..., None, :], -np.inf), axis=-1)
-    front_b = np.max(np.where(reach & ~is_a, robust[..., None, :], -np.inf), axis=-1)
-    gap = np.where(widths > 0, front_a - front_b, 0.0)
-    gap = np.where(np.isfinite(gap), gap, 0.0)
-    # a range of one clean accuracy (a series of one point within the other's span): the gap at that point
-    at = clean >= lo[..., None] - 1e-12
-    point = (np.max(np.where(at & is_a, robust, -np.inf), axis=-1)
-             - np.max(np.where(at & ~is_a, robust, -np.inf), axis=-1))
+def _front_at(clean: np.ndarray, robust: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """A front's robust accuracy at clean accuracies x (..., k): its points (..., points) sorted by clean accuracy
+    (points off the front at +inf), joined by straight lines as the papers draw them."""
+    i = np.sum(clean[..., None, :] < x[..., :, None] - 1e-12, axis=-1)           # points left of x
+    last = np.sum(np.isfinite(clean), axis=-1, keepdims=True) - 1
+    right = np.minimum(i, last)
+    left = np.maximum(right - 1, 0)
+    cl, cr = np.take_along_axis(clean, left, -1), np.take_along_axis(clean, right, -1)
+    rl, rr = np.take_along_axis(robust, left, -1), np.take_along_axis(robust, right, -1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.sum(gap * widths, axis=-1) / np.where(width > 1e-12, width, 1.0)
-    return np.where(width > 1e-12, mean, np.where(width > -1e-12, point, np.nan))
+        t = np.where(cr > cl, (x - cl) / np.where(cr > cl, cr - cl, 1.0), 1.0)
+    return np.where(i == 0, rr, rl + np.clip(t, 0.0, 1.0) * (rr - rl))
+
+
+def _front(clean: np.ndarray, robust: np.ndarray, mine: np.ndarray) -> tuple[np.ndarray, ...]:
+    """One series' front: its points off which no other of its points lies up and to the right (the dominated
+    ones dropped), sorted by clean accuracy, the others at +inf; and the clean accuracy it spans (lo, hi)."""
+    c = np.where(mine, clean, np.nan)
+    r = np.where(mine, robust, np.nan)
+    above = ((c[..., None, :] >= c[..., :, None]) & (r[..., None, :] >= r[..., :, None])
+             & ((c[..., None, :] > c[..., :, None]) | (r[..., None, :] > r[..., :, None])))
+    on = mine & ~np.any(above, axis=-1)
+    c = np.where(on, clean, np.inf)
+    order = np.argsort(c, axis=-1, kind="stable")
+    c, r = np.take_along_axis(c, order, -1), np.take_along_axis(np.where(on, robust, 0.0), order, -1)
+    return c, r, c[..., 0], np.max(np.where(np.isfinite(c), c, -np.inf), axis=-1)
+
+
+def front_gap(clean: np.ndarray, robust: np.ndarray, is_a: np.ndarray) -> np.ndarray:
+    """The mean gap between two series' fronts over the clean accuracy both cover, per leading index: clean and
+    robust (..., points) of both series, ``is_a`` (points,) marking series a. A series' front joins its
+    non-dominated points by straight lines, as the papers draw them; over [lo, hi], lo the larger of the two fronts'
+    lowest clean accuracy and hi the smaller of their highest, the gap is the mean of a's front minus b's (exact:
+    both are straight between their points); where lo = hi (a front of one point inside the other's span), the gap
+    there; NaN where the range is empty."""
+    ca, ra, lo_a, hi_a = _front(clean, robust, is_a)
+    cb, rb, lo_b, hi_b = _front(clean, robust, ~is_a)
+    lo, hi = np.maximum(lo_a, lo_b), np.minimum(hi_a, hi_b)
+    width = hi - lo
+    x = np.concatenate([np.where(np.isfinite(ca), ca, hi[..., None]), np.where(np.isfinite(cb), cb, hi[..., None]),
+                        lo[..., None], hi[..., None]], axis=-1)
+    x = np.sort(np.clip(x, lo[..., None], np.maximum(hi, lo)[..., None]), axis=-1)
+    gap = _front_at(ca, ra, x) - _front_at(cb, rb, x)
+    area = np.sum((gap[..., 1:] + gap[..., :-1]) / 2 * np.diff(x, axis=-1), axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = area / np.where(width > 1e-12, width, 1.0)
+    return np.where(width > 1e-12, mean, np.where(width > -1e-12, gap[..., 0], np.nan))
 
 
 class NoCommonRange(ValueError):
@@ -540,17 +560,20 @@ def front(a: Sequence[tuple[np.ndarray, np.ndarray]], b: Sequence[tuple[np.ndarr
           key: str = "") -> Test:
     """Series a's front above series b's in the clean-robust plane, as the papers draw them: each point one model's
     (clean, robust) outcomes, (seeds, images) each. The statistic: the mean gap in robust accuracy between the two
-    fronts at matched clean accuracy, over the range of clean accuracy both series' points cover
-    (:func:`staircase_gap`), in points; a bootstrap over the test images (the same images for every point; with
+    fronts (non-dominated points joined by lines) at matched clean accuracy, over the clean accuracy both cover
+    (:func:`front_gap`), in points; a bootstrap over the test images (the same images for every point; with
     seeds, each point's seeds resampled too) gives its standard error, and the normal distribution its interval and
     one-sided p-values. Raises NoCommonRange where the series cover no common clean accuracy."""
     points = list(a) + list(b)
     is_a = np.array([True] * len(a) + [False] * len(b))
     clean = np.array([c.mean() for c, _ in points])
     robust = np.array([r.mean() for _, r in points])
-    observed = float(staircase_gap(clean, robust, is_a))
+    observed = float(front_gap(clean, robust, is_a))
+    spans = [_front(clean, robust, mine)[2:] for mine in (is_a, ~is_a)]      # each front's (lo, hi)
     if not np.isfinite(observed):
-        raise NoCommonRange("the two series cover no common range of clean accuracy")
+        (a_lo, a_hi), (b_lo, b_hi) = spans
+        raise NoCommonRange(f"the two fronts share no range of clean accuracy ({100 * a_lo:.1f}–{100 * a_hi:.1f}% "
+                            f"against {100 * b_lo:.1f}–{100 * b_hi:.1f}%)")
     n = points[0][0].shape[1]
     seeds = max(c.shape[0] for c, _ in points)
     # per (point, seed) image means of every resample, then each point's seeds resampled
@@ -567,16 +590,18 @@ def front(a: Sequence[tuple[np.ndarray, np.ndarray]], b: Sequence[tuple[np.ndarr
             cols_c, cols_r = np.take_along_axis(cols_c, pick, 1), np.take_along_axis(cols_r, pick, 1)
         bc.append(cols_c.mean(axis=1))
         br.append(cols_r.mean(axis=1))
-    gaps = staircase_gap(np.stack(bc, axis=1), np.stack(br, axis=1), is_a)
+    gaps = front_gap(np.stack(bc, axis=1), np.stack(br, axis=1), is_a)
     gaps = np.where(np.isfinite(gaps), gaps, 0.0)
     se = float(np.std(gaps, ddof=1))
-    p_for, p_against = _t_p(observed / se, None) if se > 0 else ((0.0, 1.0) if observed > 0 else (1.0, 0.0))
+    # no spread: the points that meet are the same in every resample (both at 0% robust, say): a tie unless apart
+    p_for, p_against = _t_p(observed / se, None) if se > 0 else (
+        (P_FLOOR, 1.0) if observed > TIE else (1.0, P_FLOOR) if observed < -TIE else (1.0, 1.0))
     half = _z(1 - (1 - LEVEL) / 2) * se
     lo, hi = observed - half, observed + half
-    a_clean, b_clean = clean[is_a], clean[~is_a]
-    lo_x, hi_x = max(a_clean.min(), b_clean.min()), min(a_clean.max(), b_clean.max())
-    how = (f"the mean gap between the fronts at matched clean accuracy over {100 * lo_x:.1f}–{100 * hi_x:.1f}% "
-           f"(the clean accuracy both series cover), its standard error by a bootstrap over the test images"
+    lo_x, hi_x = max(spans[0][0], spans[1][0]), min(spans[0][1], spans[1][1])
+    how = (f"the mean gap between the fronts (non-dominated points joined by lines) at matched clean accuracy over "
+           f"{100 * lo_x:.1f}–{100 * hi_x:.1f}% (the clean accuracy both fronts cover), its standard error by a "
+           f"bootstrap over the test images"
            + (" and each point's seeds" if seeds > 1 else "") + ", normal p-values and interval")
     return Test(p_for, p_against, 100 * observed, 100 * lo, 100 * hi, n, how=how, seeds=seeds, label=label,
                 se_images=se, key=key, reps=gaps - gaps.mean())
