@@ -501,8 +501,9 @@ def test_claims_that_are_one_test_at_this_scale_are_tested_and_counted_once(tmp_
     assert "1 of 2 pairs of rows are the same training jobs as another pair at this scale: counted once" in \
         found[0].because
     assert found[0].family == 2 and found[2].family == 2     # paper A: c0 and c2; c1 is c0's test, not B's family
-    assert claims.tally(found).startswith("2 distinct claims (config/claims.yaml): ")
-    assert "; 1 more repeat another claim's test at this scale" in claims.tally(found)
+    assert claims.tally(found).startswith("3 claims (config/claims.yaml), 2 distinct tests at this scale: ")
+    assert "; 1 repeats another claim's test (the same jobs under the same columns) and is counted with it" in \
+        claims.tally(found)
 
 
 # ------------------------------------------------------------------------------------------ seeds as the unit

@@ -715,12 +715,13 @@ def tally(found: list[Verdict]) -> str:
     counts = {v: sum(1 for f in distinct if f.verdict == v) for v in VERDICTS}
     repeats = len(found) - len(distinct)
     papers = len({f.claim["paper"] for f in distinct if f.combined is not None})
-    same = (f"; {repeats} more repeat another claim's test at this scale (the same jobs under the same columns) and "
-            f"are counted with it" if repeats else "")
+    same = (f"; {repeats} repeat{'s' if repeats == 1 else ''} another claim's test (the same jobs under the same "
+            f"columns) and {'is' if repeats == 1 else 'are'} counted with it" if repeats else "")
     overall = (f" Over the {papers} papers together the chance of some false “holds” is at most "
                f"{min(papers * stats.ALPHA, 1):.0%} (and of some false “fails” as much), not {stats.ALPHA:.0%}."
                if papers > 1 else "")
-    return (f"{len(distinct)} distinct claims (config/claims.yaml): {counts['holds']} hold, {counts['fails']} fail, "
+    return (f"{len(found)} claims (config/claims.yaml), {len(distinct)} distinct tests at this scale: "
+            f"{counts['holds']} hold, {counts['fails']} fail, "
             f"{counts['inconclusive']} inconclusive, {counts['untestable here']} untestable here{same}. Each paper's "
             f"tested claims are one family per tail: within each paper Holm's correction keeps the chance of any "
             f"false “holds” at most {stats.ALPHA:.0%}, and separately of any false “fails” at most "

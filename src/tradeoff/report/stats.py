@@ -517,17 +517,15 @@ def _front_at(clean: np.ndarray, robust: np.ndarray, x: np.ndarray) -> np.ndarra
     return np.where(i == 0, rr, rl + np.clip(t, 0.0, 1.0) * (rr - rl))
 
 
-def _front(clean: np.ndarray, robust: np.ndarray, mine: np.ndarray) -> tuple[np.ndarray, ...]:
-    """One series' front: its points off which no other of its points lies up and to the right (the dominated
-    ones dropped), sorted by clean accuracy, the others at +inf; and the clean accuracy it spans (lo, hi)."""
-    c = np.where(mine, clean, np.nan)
-    r = np.where(mine, robust, np.nan)
-    above = ((c[..., None, :] >= c[..., :, None]) & (r[..., None, :] >= r[..., :, None])
-             & ((c[..., None, :] > c[..., :, None]) | (r[..., None, :] > r[..., :, None])))
-    on = mine & ~np.any(above, axis=-1)
-    c = np.where(on, clean, np.inf)
+def _front(clean: np.ndarray, robust: np.ndarray) -> tuple[np.ndarray, ...]:
+    """One series' front from its points (..., points): the points off which no other lies up and to the right
+    (the dominated ones dropped), sorted by clean accuracy, the others at +inf; and the clean accuracy it spans
+    (lo, hi)."""
+    c1, c2, r1, r2 = clean[..., None, :], clean[..., :, None], robust[..., None, :], robust[..., :, None]
+    above = (c1 >= c2) & (r1 >= r2) & ((c1 > c2) | (r1 > r2))
+    c = np.where(np.any(above, axis=-1), np.inf, clean)
     order = np.argsort(c, axis=-1, kind="stable")
-    c, r = np.take_along_axis(c, order, -1), np.take_along_axis(np.where(on, robust, 0.0), order, -1)
+    c, r = np.take_along_axis(c, order, -1), np.take_along_axis(robust, order, -1)
     return c, r, c[..., 0], np.max(np.where(np.isfinite(c), c, -np.inf), axis=-1)
 
 
@@ -538,8 +536,8 @@ def front_gap(clean: np.ndarray, robust: np.ndarray, is_a: np.ndarray) -> np.nda
     lowest clean accuracy and hi the smaller of their highest, the gap is the mean of a's front minus b's (exact:
     both are straight between their points); where lo = hi (a front of one point inside the other's span), the gap
     there; NaN where the range is empty."""
-    ca, ra, lo_a, hi_a = _front(clean, robust, is_a)
-    cb, rb, lo_b, hi_b = _front(clean, robust, ~is_a)
+    ca, ra, lo_a, hi_a = _front(clean[..., is_a], robust[..., is_a])
+    cb, rb, lo_b, hi_b = _front(clean[..., ~is_a], robust[..., ~is_a])
     lo, hi = np.maximum(lo_a, lo_b), np.minimum(hi_a, hi_b)
     width = hi - lo
     x = np.concatenate([np.where(np.isfinite(ca), ca, hi[..., None]), np.where(np.isfinite(cb), cb, hi[..., None]),
@@ -569,7 +567,7 @@ def front(a: Sequence[tuple[np.ndarray, np.ndarray]], b: Sequence[tuple[np.ndarr
     clean = np.array([c.mean() for c, _ in points])
     robust = np.array([r.mean() for _, r in points])
     observed = float(front_gap(clean, robust, is_a))
-    spans = [_front(clean, robust, mine)[2:] for mine in (is_a, ~is_a)]      # each front's (lo, hi)
+    spans = [_front(clean[mine], robust[mine])[2:] for mine in (is_a, ~is_a)]      # each front's (lo, hi)
     if not np.isfinite(observed):
         (a_lo, a_hi), (b_lo, b_hi) = spans
         raise NoCommonRange(f"the two fronts share no range of clean accuracy ({100 * a_lo:.1f}–{100 * a_hi:.1f}% "
