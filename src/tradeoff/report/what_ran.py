@@ -98,10 +98,9 @@ def tracking_images(catalog: Catalog, run_ids: list[str]) -> str | None:
     for run in run_ids:
         track = (catalog.runs[run].method.params.get("track_learners") if run in catalog.runs else None)
         if track:
-            split, n = track.get("split", "validation"), int(track["examples"])
-            if split == "validation":
-                held = catalog.runs[run].selection.validation
-                return f"{min(n, held) if held else n:,} validation images, held out of training"
+            n, held = int(track["examples"]), catalog.runs[run].selection.validation
+            if track.get("split", "validation") == "validation" and held:   # (training.train.tracking_split)
+                return f"{min(n, held):,} validation images, held out of training"
             return f"{n:,} test images (the images the tables measure)"
     return None
 

@@ -53,7 +53,7 @@ class Generalist(MethodDeclaration):
                       Param("attacked", LIST, item=TEXT, choices=("nt", "at"), nonempty=True, distinct=True),
                       Param("split", TEXT, choices=("validation", "test"))),
               meaning="measure the learners after every epoch (Zipper Figure 5), on the validation split "
-                      "(default; `split: test` the test split)"),
+                      "(default; the test split where the run holds none out) or `split: test` the test split"),
         Param("snapshot_epochs", LIST, item=NUMBER, nonempty=True, optional=True, observer=True, epochs=True,
               meaning="keep the learners' weights at the end of these epochs (Zipper Figure 6)"),
     )
@@ -72,12 +72,6 @@ class Generalist(MethodDeclaration):
     @classmethod
     def check_params(cls, spec):
         # spec: the run's settings in their JSON form, a dict (see MethodDeclaration.check_params)
-        track = spec["method"].get("track_learners")
-        if isinstance(track, dict) and track.get("split", "validation") == "validation" \
-                and not (spec.get("selection") or {}).get("validation"):
-            raise ValueError("generalist: track_learners.split: validation, but the run holds out no validation "
-                             "split (its selection.split: test, or validation.<dataset>: 0); set "
-                             "track_learners.split: test to measure the learners on the test split")
         epochs = spec["method"].get("snapshot_epochs")
         if epochs is not None:  # its kind is checked by its declaration; the run's length here
             bad = [e for e in snapshot_epochs(epochs) if not 1 <= e <= spec["epochs"]]
