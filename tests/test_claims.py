@@ -456,6 +456,11 @@ def test_significant_before_correction_says_after_holm_over_how_many_claims():
     v = claims.decide([_pair(a2, b2, combine="any")] + _ties(4))[0]
     assert "excludes 0 before correction, but it is not significant after Holm over its 2 columns and the paper's " \
            "5 claims" in v.because
+    # against an `all` claim, Holm runs over its columns: said too
+    v = claims.decide([_pair(b2, a2, combine="all")] + _ties(4))[0]
+    assert v.because.startswith("the estimate goes against the claim, and its 95% interval (a vs b under col0) "
+                                "excludes 0 before correction, not significantly after Holm over its 2 columns and "
+                                "the paper's 5 claims")
 
 
 # ------------------------------------------------------------------------------------------ degenerate columns

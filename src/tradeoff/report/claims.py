@@ -610,7 +610,8 @@ def _word(v: Verdict, figures: bool = True) -> None:
     side = "against" if p_against < stats.ALPHA <= p_for else "for"
     shown = stats.decisive(c, side)
     detectable, needed = stats.power_figures(c, v.level) if figures else (None, None)
-    v.test = replace(shown, p_for=c.p_for, p_against=c.p_against, how=c.how, rule="leaf", parts=[],
+    how = c.how if shown is c else f"{c.how}; the estimate shown, {shown.label}: {shown.how}"
+    v.test = replace(shown, p_for=c.p_for, p_against=c.p_against, how=how, rule="leaf", parts=[],
                      detectable=detectable, needed=needed, differing=c.differing, seeds=v.seeds)
     v.margin = shown.margin if v.claim["test"]["kind"] == "not_worse" else None
     left = f" ({'; '.join(v.notes)})" if v.notes else ""
@@ -623,15 +624,24 @@ def _word(v: Verdict, figures: bool = True) -> None:
     v.because += left
 
 
-def _within(v: Verdict) -> str:
-    """What the claim's p was corrected over: the paper's claims, and Holm over columns of an ``any`` claim."""
-    inner = [len(node.parts) for node in _nodes(v.combined) if node.rule == "any"]
-    columns = f"its {inner[0]} columns and " if inner else ""
-    return f"after Holm over {columns}the paper's {v.family} claims"
+def _within(v: Verdict, side: str) -> str:
+    """What the claim's p on ``side`` was corrected over on its way to the shown leaf: Holm over the parts of an
+    ``any`` node (for the claim) or of an ``all`` node or a trend's steps (against it), and the paper's claims."""
+    corrected = {"for": ("any",), "against": ("all", "trend")}[side]
+    node, inner = v.combined, []
+    while node.rule != "leaf" and node.parts:
+        if node.rule in corrected and len(node.parts) > 1:
+            inner.append(f"its {len(node.parts) - (node.rule == 'trend')} {node.what}")
+        leaf = stats.decisive(node, side)
+        node = next((p for p in node.parts if _holds(p, leaf)), leaf)
+        if node is leaf:
+            break
+    return f"after Holm over {' and '.join(inner + [f'the paper{chr(39)}s {v.family} claims'])}"
 
 
-def _nodes(test: stats.Test) -> list[stats.Test]:
-    return [test] + [n for part in test.parts for n in _nodes(part)] if test.rule in ("all", "any") else [test]
+def _holds(node: stats.Test, leaf: stats.Test) -> bool:
+    """Whether ``leaf`` is somewhere under ``node``."""
+    return node is leaf or any(_holds(p, leaf) for p in node.parts)
 
 
 def _inconclusive(v: Verdict) -> str:
@@ -645,12 +655,12 @@ def _inconclusive(v: Verdict) -> str:
     if t.diff + margin < 0.0:
         if t.hi < -margin:
             return (f"the estimate goes against the claim, and its 95% interval ({t.label}) excludes {bound} before "
-                    f"correction, not significantly {_within(v)}")
+                    f"correction, not significantly {_within(v, 'against')}")
         return "the estimate goes against the claim, not significantly"
     level = f"at the level Holm leaves it ({v.level:.2g}, one-sided)"
     if t.lo > -margin:
         head = (f"the estimate favours the claim and its 95% interval ({t.label}) excludes {bound} before correction, "
-                f"but it is not significant {_within(v)}")
+                f"but it is not significant {_within(v, 'for')}")
     else:
         head = "the estimate favours the claim, not significantly"
     if t.needed is None:

@@ -133,6 +133,7 @@ class Test:
     label: str = ""             # which pair of rows and column the estimate is of
     margin: float = 0.0         # points: a not_worse leaf holds where the difference is above -margin
     rule: str = "leaf"          # "leaf", or how ``parts`` combine: "all", "any", "trend"
+    what: str = ""              # what the parts are ("columns", "pairs of rows", ...)
     parts: list["Test"] = field(default_factory=list)
     # the leaf's normal model, for the power figures (fractions): the null standard error's part that more test
     # images shrink (se_images) and the part between seeds that they do not (se_seeds); m2, the mean squared
@@ -397,7 +398,7 @@ def every(parts: Sequence[Test], what: str) -> Test:
     if len(parts) == 1:
         return parts[0]
     return _node("all", parts, max(t.p_for for t in parts), min(holm([t.p_against for t in parts])),
-                 f"every one of {len(parts)} {what} (intersection-union: the largest p; against: Holm)")
+                 f"every one of {len(parts)} {what} (intersection-union: the largest p; against: Holm)", what)
 
 
 def some(parts: Sequence[Test], what: str) -> Test:
@@ -406,13 +407,13 @@ def some(parts: Sequence[Test], what: str) -> Test:
     if len(parts) == 1:
         return parts[0]
     return _node("any", parts, min(holm([t.p_for for t in parts])), max(t.p_against for t in parts),
-                 f"some one of {len(parts)} {what} (Holm over them; against: the largest p)")
+                 f"some one of {len(parts)} {what} (Holm over them; against: the largest p)", what)
 
 
-def _node(rule: str, parts: Sequence[Test], p_for: float, p_against: float, how: str) -> Test:
+def _node(rule: str, parts: Sequence[Test], p_for: float, p_against: float, how: str, what: str) -> Test:
     shown = decisive(Test(p_for, p_against, 0, 0, 0, 0, rule=rule, parts=list(parts)), "for")
     counted = [t.differing for t in parts]
-    return replace(shown, p_for=p_for, p_against=p_against, rule=rule, parts=list(parts), how=how,
+    return replace(shown, p_for=p_for, p_against=p_against, rule=rule, parts=list(parts), how=how, what=what,
                    differing=None if None in counted else max(counted), detectable=None, needed=None)
 
 
@@ -445,7 +446,7 @@ def trend(cells: Sequence[np.ndarray], columns: Sequence[str] = (), label: str =
     steps = [paired(earlier, later, label=f"{label} {x} minus {y}".strip(), key=key)
              for earlier, later, x, y in zip(cells, cells[1:], columns, columns[1:])]
     p_against = min(holm([s.p_against for s in steps]))
-    return replace(first_last, p_against=p_against, rule="trend", parts=[first_last, *steps],
+    return replace(first_last, p_against=p_against, rule="trend", parts=[first_last, *steps], what="steps",
                    how=f"first minus last column ({first_last.how}); against: a rise at some step (Holm over "
                        f"{len(steps)} steps)", differing=_differing(np.stack(cells) - cells[0][None]))
 
