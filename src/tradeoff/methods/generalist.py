@@ -43,8 +43,9 @@ version); on the CPU it is the serial computation.
 
 Observing the learners (off unless a run sets them; they never change the trained weights):
 
-- ``track_learners: {examples: N, attack: <attack name>, attacked: [nt]}`` (Zipper Figure 5): after the last
-  step of every epoch, before any communication, the trainer measures on a fixed subset of N test images
+- ``track_learners: {examples: N, attack: <attack name>, attacked: [nt], split: validation}`` (Zipper Figure 5):
+  after the last step of every epoch, before any communication, the trainer measures on a fixed subset of N
+  images of the validation split (held out of training; ``split: test``: of the test split, the paper's practice)
   each learner's clean accuracy and the attacked learners' accuracy under the evaluation attack made against
   themselves and made against the other learner (transfer), into the curves as ``learner_at_clean``,
   ``learner_nt_clean``, ``learner_nt_pgd_self``, ``learner_nt_pgd_from_at`` (see :mod:`tradeoff.evaluation.learner_probes`).
@@ -261,7 +262,7 @@ class Generalist(declared.Generalist, Method):
         if track is None:
             return None
         return {"examples": int(track["examples"]), "attack": track["attack"],
-                "attacked": list(track.get("attacked", ["nt"]))}
+                "attacked": list(track.get("attacked", ["nt"])), "split": track.get("split", "validation")}
 
     def snapshots(self):
         return dict(sorted(self.kept.items()))

@@ -274,9 +274,14 @@ def plot_curves(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
             percent_limits(ax, percent_values)
     runs = [row.run for row in target.rows]
     attack = ran.tracking_attack(catalog, runs)
+    images = ran.tracking_images(catalog, runs)
+    said = []
     if attack and any(LEARNER_CURVE.match(c) and not c.endswith("_clean") for c in target.curve_columns):
-        axes[0].figure.text(0, 0, f"the learners' robust curves: {ran.attack_phrase(catalog, attack, runs)}",
-                            gid=FOOTNOTE)
+        said.append(f"the learners' robust curves: {ran.attack_phrase(catalog, attack, runs)}")
+    if images and any(LEARNER_CURVE.match(c) for c in target.curve_columns):
+        said.append(f"the learners measured after every epoch on {images}")
+    if said:
+        axes[0].figure.text(0, 0, "; ".join(said), gid=FOOTNOTE)
     figure_legend(axes[0].figure)
 
 

@@ -333,8 +333,11 @@ def _selection_split_note(catalog: Catalog, rows: list[Row]) -> str:
         if not sel.chooses:
             kind = "none (the last epoch is the model)"
         elif sel.split == "validation":
+            probed = ((catalog.runs[row.runs[0]].method.params.get("track_learners") or {}).get("split")
+                      == "test")   # its learners measured every epoch on the test split (Zipper Figure 5's option)
             kind = (f"the validation split ({min(sel.examples, sel.validation)} images held out of the training "
-                    "split, never trained on; the test images are measured once, at the end)")
+                    "split, never trained on; the test images are measured once, at the end"
+                    + (", but for the learners' per-epoch curves (track_learners.split: test))" if probed else ")"))
         else:
             kind = ("the test split (`selection.split: test`, the papers' practice: the test images of these cells "
                     "also chose the epoch)")

@@ -50,8 +50,10 @@ class Generalist(MethodDeclaration):
         Param("track_learners", MAPPING, optional=True, observer=True,
               fields=(Param("examples", INTEGER, range=count(1), required=True),
                       Param("attack", ATTACK, required=True),
-                      Param("attacked", LIST, item=TEXT, choices=("nt", "at"), nonempty=True, distinct=True)),
-              meaning="measure the learners after every epoch (Zipper Figure 5)"),
+                      Param("attacked", LIST, item=TEXT, choices=("nt", "at"), nonempty=True, distinct=True),
+                      Param("split", TEXT, choices=("validation", "test"))),
+              meaning="measure the learners after every epoch (Zipper Figure 5), on the validation split "
+                      "(default; the test split where the run holds none out) or `split: test` the test split"),
         Param("snapshot_epochs", LIST, item=NUMBER, nonempty=True, optional=True, observer=True, epochs=True,
               meaning="keep the learners' weights at the end of these epochs (Zipper Figure 6)"),
     )
