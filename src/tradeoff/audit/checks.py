@@ -1045,10 +1045,11 @@ class Auditor:
         title = f"Adaptive attacks: BPDA / straight-through and NES with APGD{tag}"
         staged = self._staged()
         suspect = (not self.usable) or staged is not None or any(
-            v in ("warn", "fail") for n, v in self._verdicts.items() if group_of(n) == "masking")
+            v == "fail" for n, v in self._verdicts.items() if group_of(n) == "masking") or any(
+            self._verdicts.get(n) == "warn" for n in ("gradients", "consistency", "surface"))
         if not suspect:
             return check(name, title, "", "", "skip", "n/a: no sign of masking (the gradients are usable and predict "
-                                                     "the loss; every masking check so far passes)")
+                                                     "the loss; no masking check so far fails)")
         wb = self.white_box(spec)
         found, parts = self._adaptive(spec)
         label = f"adaptive{tag}"
@@ -1123,10 +1124,6 @@ class Auditor:
         from tradeoff.attacks.autoattack import run_component
 
         settings = {"steps": self.settings.adaptive_steps, "restarts": 1, "rho": 0.75, **extra}
-        if kind == "apgd-t":
-            settings.pop("restarts")
-            settings = {"steps": settings["steps"], "restarts": 1, "rho": 0.75,
-                        "target_classes": extra.get("target_classes", 9)}
         clean = self._correct()
         robust, counts = [], {}
         with frozen(self.model):

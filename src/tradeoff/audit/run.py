@@ -129,12 +129,11 @@ def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0
                                       (meta.get("external") or {}).get("sha256"))
     aa_name = block.get("autoattack")
     autoattack = catalog.attack_for(aa_name, model_id) if aa_name else None
-    autoattack_l2 = catalog.attack_in_norm(aa_name, model_id, Norm.L2) if aa_name else None
     auditor = Auditor(model, x, y, attack=attack, black_box=black_box, settings=Settings.from_config(block),
                       seed=seed, batch_size=batch_size or catalog.runtime_settings.eval_batch_size,
                       surrogate=surrogate_model, no_surrogate=missing, protocol=pairs, reported=columns,
                       l2=catalog.attack_in_norm(block["attack"], model_id, Norm.L2), autoattack=autoattack,
-                      autoattack_l2=autoattack_l2, log=lambda text: log.info("%s: %s", model_id, text))
+                      log=lambda text: log.info("%s: %s", model_id, text))
     checks = auditor.run()
     extra = {"model": model_id, "scale": catalog.scale, "arch": spec.arch, "dataset": spec.dataset,
              "external": meta.get("external"), "surrogate": surrogate_id, "settings": thaw(block),
