@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tradeoff.attacks.autoattack import STANDARD, CheckLog, model_checks
+from tradeoff.attacks.autoattack import STANDARD, CheckLog, model_checks, run_component
 from tradeoff.attacks import from_spec, frozen
 from tradeoff.attacks.base import project, random_start, steepest_step
 from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
@@ -1121,8 +1121,6 @@ class Auditor:
 
     def _attack_through(self, label: str, wrapped: nn.Module, kind: str, spec: AttackSpec, extra: dict) -> str:
         """APGD (the official code) on ``wrapped`` (BPDA or NES), its adversarial examples judged on the model."""
-        from tradeoff.attacks.autoattack import run_component
-
         settings = {"steps": self.settings.adaptive_steps, "restarts": 1, "rho": 0.75, **extra}
         clean = self._correct()
         robust, counts = [], {}
