@@ -193,14 +193,18 @@ def figure(record: dict):
         axes_legend(budget)
         shown = {"clean": record["clean_accuracy"]}
         shown.update({k.upper(): v for k, v in checks["losses"]["numbers"].get("accuracies", {}).items()})
-        for name, key in (("targeted", "multi-targeted"), ("black-box", "Square"), ("transfer", "transfer")):
-            if "accuracy" in checks[name]["numbers"]:
+        aa = (checks.get("autoattack") or {}).get("numbers", {}).get("accuracies", {})
+        if "AutoAttack" in aa:
+            shown["AutoAttack"] = aa["AutoAttack"]
+        for name, key in (("targeted", "multi-targeted"), ("black-box", "Square"), ("transfer", "transfer"),
+                          ("random", "random"), ("decision", "RayS"), ("bpda", "adaptive")):
+            if name in checks and "accuracy" in checks[name]["numbers"]:
                 shown[key] = checks[name]["numbers"]["accuracy"]
         best = next(iter(record.get("best_known", {}).values()), None)
         if best is not None and best.get("accuracy") is not None:
             shown["best known" if record.get("trustworthy", True) else "upper bound"] = best["accuracy"]
         bars.bar(range(len(shown)), [100 * v for v in shown.values()], color=palette(len(shown)))
-        bars.set_xticks(range(len(shown)), list(shown), rotation=30, ha="right")
+        bars.set_xticks(range(len(shown)), list(shown), rotation=45, ha="right", fontsize="small")
         bars.set(ylabel="accuracy (%)", title=f"attacks at eps {a['eps']:.4g}", ylim=(0, 103))
         trace = checks["surface"]["numbers"]
         for i, (g, r) in enumerate(zip(trace.get("traces", {}).get("gradient", []),
