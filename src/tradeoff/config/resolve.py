@@ -258,7 +258,7 @@ def _check_audit(config: dict) -> None:
     audit = config.get("audit")
     if audit is None:
         return
-    for key, wanted in (("attack", "pgd"), ("black_box", "square")):
+    for key, wanted in (("attack", "pgd"), ("black_box", "square"), ("autoattack", "autoattack")):
         name = audit.get(key)
         if name is None:
             continue

@@ -117,6 +117,8 @@ def attack_passes(spec: AttackSpec | dict, classes: int) -> Passes:
         return F + _targets(p["target_classes"], classes) * restarts * (steps + 1) * (2 * F + BI)
     if kind == "square":
         return restarts * (int(p["queries"]) + 3) * F
+    if kind == "rays":  # one decision per query, at most
+        return int(p["queries"]) * F
     if kind == "autoattack":  # the clean pass, then each component and its success check, on every example
         total = F
         for component in p["components"] or STANDARD:
@@ -291,21 +293,29 @@ def evaluation_flops(run: RunSpec | ExternalSpec, attack: AttackSpec, table: dic
 
 
 def audit_passes(block: dict, attack: AttackSpec, black_box: AttackSpec | None,
-                 pairs: list[tuple[AttackSpec, AttackSpec]], classes: int, transfer: bool) -> Passes:
-    """One test example's share of an audit (tradeoff.audit.checks), for a deterministic model (a randomized one adds
-    EOT's draws): the attack; APGD-CE at each step multiple; the restart curve (at most ``restarts`` runs); the two
-    other losses; the multi-targeted attack; the best-iterate run; each other budget, the mid-grey and the whole-range
-    one; the same at the L2 budget; the black-box attack, the transfer attack (on a surrogate of the same cost), each
-    protocol pair, the input gradients and the repeated forward passes; the few traced examples are left out."""
+                 pairs: list[tuple[AttackSpec, AttackSpec]], classes: int, transfer: bool,
+                 autoattack: AttackSpec | None = None) -> Passes:
+    """One test example's share of an audit (tradeoff.audit.checks), for a deterministic model where no masking is
+    suspected (a randomized one adds EOT's draws, a suspected one the adaptive attacks): in each norm the attack,
+    APGD-CE at each step multiple, the two other losses, the multi-targeted attack, each other budget, the mid-grey
+    and the whole-range one, the black-box attack, the transfer attack (on a surrogate of the same cost), AutoAttack
+    and the random samples; the restart curve (at most ``restarts`` runs), the best-iterate run, FGSM and the
+    decision-based attack (L-inf); each protocol pair, the input gradients and the repeated forward passes; the few
+    traced examples are left out."""
     steps = int(_settings(attack)["steps"])
     apgd = [AttackSpec.from_dict({"type": "apgd-ce", "norm": attack.norm, "eps": attack.eps, "steps": steps * int(m)})
             for m in block["step_multipliers"]]
     targeted = attack.replace(type="t-pgd", target_classes=max(1, min(9, classes - 1)))
     budgets = [attack] * (len([m for m in block["eps_multipliers"] if m != 1]) + 2)
-    per_norm = [attack] + apgd + budgets
-    runs = per_norm * 2 + [attack] * (int(block["restarts"]) - 1 + 2 + 1) + [targeted]
-    runs += ([black_box] if black_box else []) + ([attack] if transfer else []) + [s for pair in pairs for s in pair]
+    per_norm = [attack] + apgd + budgets + [attack, attack, targeted] + ([black_box] if black_box else []) + (
+        [attack] if transfer else []) + ([autoattack] if autoattack else [])
+    fgsm = AttackSpec.from_dict({"type": "fgsm", "norm": attack.norm, "eps": attack.eps})
+    rays = AttackSpec.from_dict({"type": "rays", "norm": "linf", "eps": attack.eps,
+                                 "queries": int(block.get("decision_queries", 1000))})
+    runs = per_norm * 2 + [attack] * (int(block["restarts"]) - 1 + 1) + [fgsm, rays] + [s for pair in pairs
+                                                                                    for s in pair]
     total = F + 4 * G + 2 * F + int(block["eot_draws"]) * F + 8 * G  # clean, gradients, consistency, randomness
+    total = total + 2 * int(block.get("random_samples", 0)) * F     # the random samples, in each norm
     for spec in runs:
         total = total + evaluation_passes(spec, classes)
     return total
@@ -475,7 +485,9 @@ class JobSizes:
             black_box = catalog.attack_for(block["black_box"], run) if block["black_box"] else None
             pairs = [(catalog.attack_for(s, run), catalog.attack_for(p, run)) for s, p in protocol_pairs(catalog, run)]
             classes = _dataset(self.table, catalog.model_spec(run).dataset)["classes"]
-            passes = audit_passes(block, attack, black_box, pairs, classes, surrogate_for(catalog, run) is not None)
+            autoattack = catalog.attack_for(block["autoattack"], run) if block.get("autoattack") else None
+            passes = audit_passes(block, attack, black_box, pairs, classes, surrogate_for(catalog, run) is not None,
+                                  autoattack)
             return audit_flops(catalog.model_spec(run), passes, self.table, block["examples"]) / self.rate
         except UnknownCost:
             return None

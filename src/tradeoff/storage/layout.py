@@ -47,7 +47,10 @@ METRICS_FORMAT = "tradeoff-metrics/2"
 # A run's evaluations in one file (runtime.eval_unit: run): {"format", "run", "evaluations": {attack: record}}
 SUITE_FORMAT = "tradeoff-evaluations/1"
 FIGURE_FORMATS = ("png", "pdf")
-AUDIT_FORMATS = ("json", "md", "html", "png", "pdf")
+AUDIT_FORMATS = ("json", "md", "html", "png", "pdf", "flags")
+#: an audit's files by kind: the record, the page, its figure, and every measurement's per-example flags (compressed)
+AUDIT_SUFFIXES = {"json": "json", "md": "md", "html": "html", "png": "png", "pdf": "pdf",
+                  "flags": "flags.json.gz"}
 
 
 @dataclass(frozen=True)
@@ -135,8 +138,9 @@ class Layout:
         return self.root / "robustbench" / dataset / threat_model / f"{run_id}.json"
 
     def audit(self, model_id: str) -> dict[str, Path]:
-        """An audit of a model's evaluation (``tradeoff audit``): record (json), page (md, html), figure (png, pdf)."""
-        return {ext: self.folder("audit") / f"{model_id}.{ext}" for ext in AUDIT_FORMATS}
+        """An audit of a model's evaluation (``tradeoff audit``): record (json), page (md, html), figure (png, pdf),
+        per-example flags (flags: compressed)."""
+        return {kind: self.folder("audit") / f"{model_id}.{AUDIT_SUFFIXES[kind]}" for kind in AUDIT_FORMATS}
 
     FOLDERS = ("checkpoints", "curves", "metrics", "predictions", "analysis", "tables", "figures", "audit")
 

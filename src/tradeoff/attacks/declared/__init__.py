@@ -10,7 +10,7 @@ configuration checked is what runs (tests/test_declarations.py).
 May import: core.
 """
 
-from tradeoff.attacks.declared import autoattack, clean, pgd  # noqa: F401  (registers)
+from tradeoff.attacks.declared import autoattack, clean, pgd, rays  # noqa: F401  (registers)
 from tradeoff.attacks.declared.base import DECLARED, NORMS, AttackDeclaration
 
 __all__ = ["DECLARED", "NORMS", "AttackDeclaration"]
