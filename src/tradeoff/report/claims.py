@@ -166,6 +166,8 @@ def _measure(catalog: Catalog, run: str, job: str, what: str) -> tuple[tables.Ou
     o = tables.measure(catalog, run, job)
     if o.value is None or not (o.bits or o.kind == "nrob"):
         raise _Untestable(f"{job} is not measured (yet) for {what}")
+    if o.failed:  # checked before it is judged: a failed attack's number is not robustness (a ⊘ cell of its table)
+        raise _Untestable(f"the attack failed at {job} for {what}: {o.failed}")
     early = tables.early(o)
     if early:
         raise _Untestable(f"{what} was selected at epoch {', '.join(map(str, o.selected))}, before its mechanism "
