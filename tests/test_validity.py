@@ -445,6 +445,13 @@ def test_a_column_a_built_audit_finds_overstated_is_marked_with_what_it_overstat
     row = next(r for r in csv.DictReader(tables.render_csv(table, catalog).splitlines())
                if r["row"] == "at_beta1" and r["column"] == "pgd20")
     assert float(row["overstates"]) == pytest.approx(16.1) and float(row["best_known"]) == pytest.approx(15.6)
+    path = tmp_path / "claims.yaml"  # a claim tested on the marked column says so
+    path.write_text(yaml.safe_dump({"claims": [
+        {"id": "c", "paper": "P", "where": "T", "says": "AT is more robust",
+         "test": {"kind": "better", "target": "validity", "columns": ["pgd20"], "row": "at_beta1", "than": "nt"}}]}))
+    [verdict] = claims.verdicts(catalog, path)
+    assert f"at_beta1 46.9 ({tables.OVERSTATES} overstates by 16.1: the attack's number, not the model's " \
+           "robustness) vs nt 31.2 under pgd20" in verdict.numbers
 
 
 def test_an_untrustworthy_audit_judges_no_column_and_an_unbuilt_one_is_not_read(tmp_path):

@@ -177,6 +177,13 @@ def _measure(catalog: Catalog, run: str, job: str, what: str) -> tuple[tables.Ou
     return o, np.stack([_nrob_scores(catalog, r, job) for r in catalog.row_runs(run)])
 
 
+def _said(o: tables.Ours) -> str:
+    """A measurement as a verdict quotes it: its value, and where a written audit finds its column overstated, so."""
+    return f"{o.value:.1f}" + ("" if o.overstates is None else f" ({tables.OVERSTATES} overstates by "
+                                                               f"{o.overstates:.1f}: the attack's number, not the "
+                                                               "model's robustness)")
+
+
 def _nrob_scores(catalog: Catalog, run: str, job: str) -> np.ndarray:
     """Each test image's share of corrupted copies (every corruption and severity) classified right, from the
     predictions file, checked against its metrics file's NROB."""
@@ -224,7 +231,7 @@ def _pair(catalog: Catalog, test: dict, row: str, than: str) -> _Cells:
         (x, xa), (y, yb) = _measure(catalog, runs[row], job, row), _measure(catalog, runs[than], job, than)
         a.append(xa)
         b.append(yb)
-        texts.append(f"{row} {x.value:.1f} vs {than} {y.value:.1f} under {job}")
+        texts.append(f"{row} {_said(x)} vs {than} {_said(y)} under {job}")
     seeds = min(m.shape[0] for m in a + b)
     return _Cells(np.stack([m[:seeds] for m in a], axis=1), np.stack([m[:seeds] for m in b], axis=1), texts,
                   _split(catalog, runs[row], _jobs(catalog, test)[0]))
@@ -304,7 +311,7 @@ def _one(catalog: Catalog, test: dict, margin: float | None) -> tuple[stats.Test
         for job in _jobs(catalog, test):
             o, out = _measure(catalog, runs[row], job, row)
             outs.append(out)
-            texts.append(f"{job} {o.value:.1f}")
+            texts.append(f"{job} {_said(o)}")
         if all(float(o.mean()) == 0.0 for o in outs):
             raise _Untestable(f"{row} is at 0% under every column: no test image can show a fall")
         return stats.trend(outs), f"{row}: " + ", ".join(texts), _split(catalog, runs[row], _jobs(catalog, test)[0])

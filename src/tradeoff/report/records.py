@@ -203,7 +203,7 @@ def _verify_checks(path: Path, record: dict, spec: dict, bits: str) -> None:
                           "its evaluation")
 
 
-#: the rule that names survivors concentrated in one class an attack failure (docs/validity.md): more than half of
+#: the rule that names survivors concentrated in one class an attack failure (docs/reports.md, "Checked before it is judged"): more than half of
 #: the examples left robust are of one class, at least CONCENTRATION times its share of the evaluated examples, and
 #: an exact one-sided binomial test (that class's survivors among all survivors, at its share of the split) rejects
 #: at CONCENTRATION_LEVEL after Bonferroni's correction over the classes

@@ -502,7 +502,7 @@ def _cell_name(table: Table, proto: str, row: Row, c: Column) -> str:
 
 
 def _validity_legend(catalog: Catalog, table: Table) -> list[str]:
-    """What the marks of a cell checked before it is judged mean (docs/validity.md)."""
+    """What the marks of a cell checked before it is judged mean (docs/reports.md, "Checked before it is judged")."""
     out = []
     if _marked(table, "failed"):
         out.append(f"{FAILED}: the attack failed at this cell: a known bound rules its number out (an image of "
