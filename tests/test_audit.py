@@ -678,7 +678,9 @@ def test_the_audit_target_is_one_job_per_row_model_in_snakemake_dvc_and_plan(tmp
     dry = run(["snakemake", "-n", "--cores", "1", "audit_table1a", "--configfile", *SMOKE, "config/local.yaml"],
               work).stdout
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", dry, re.M))
-    assert counts["audit"] == "9" and counts["audit_table1a"] == "1" and "evaluate" not in counts
+    # each audit runs after the evaluations of the columns the tables report for its model, which it holds to its
+    # best known figure (the model's evaluation job at the smoke scale: one per model)
+    assert counts["audit"] == "9" and counts["audit_table1a"] == "1" and counts["evaluate"] == "9"
 
     stages = dvc.stages(catalog, list(SMOKE), ["audit_table1a"])
     audits = {name: s for name, s in stages.items() if name.startswith("audit@")}

@@ -267,6 +267,7 @@ def test_runs_that_differ_only_in_what_they_observe_share_a_job(paper_config):
     config["runs"] = {"plain": plain, "tracked": tracked, "other": copy.deepcopy(tracked)}
     config["runs"]["other"]["method"]["track_learners"] = {"examples": 10, "attack": "pgd20"}
     config["targets"] = {}
+    config["audit"]["build"] = []  # the audited tables are gone with the targets
     catalog = cfg.resolve(config)
     assert catalog.train_id["tracked"] == "tracked" and catalog.train_id["other"] == "other"
     assert catalog.train_id["plain"] == "plain"  # two observations asked for: no single job serves them all

@@ -29,7 +29,7 @@ from torch import nn
 
 from tradeoff.attacks.autoattack import STANDARD, CheckLog, model_checks, run_component
 from tradeoff.attacks import from_spec, frozen
-from tradeoff.attacks.base import project, random_start, steepest_step
+from tradeoff.attacks.base import add_counts, judge, project, random_start, steepest_step
 from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
 from tradeoff.core.spec import AttackSpec
 from tradeoff.evaluation.evaluate import batch_seed, run_attack
@@ -60,12 +60,6 @@ FINDS_ONLY = ("losses", "targeted", "losses-l2", "targeted-l2")
 #: ``random`` (sampling in the ball), ``rays`` (decisions only), ``bpda`` (an adaptive gradient: BPDA, NES), ``eot``
 #: (a randomized model's majority vote)
 NOT_WHITE_BOX = ("clean", "square", "autoattack", "bpda", "random", "rays", "eot")
-#: why an adversarial example is invalid (it then breaks nothing: the clean prediction stands), and valid examples on
-#: which the model's logits are not finite (counted as broken: no class is predicted there); the keys of
-#: tradeoff.attacks.base.INVALID, which an evaluation's Outcome.invalid counts
-INVALID = ("invalid_examples", "non_finite", "outside_budget", "outside_range", "non_finite_logits")
-
-
 def group_of(name: str) -> str:
     if name.startswith("column "):
         return "convergence"
@@ -210,34 +204,6 @@ class Guarded(nn.Module):
         return 0 if self.nonfinite is None else int(self.nonfinite)
 
 
-def judge(model: nn.Module, x: torch.Tensor, x_adv: torch.Tensor, y: torch.Tensor, eps: float,
-          norm: str) -> tuple[torch.Tensor, dict[str, int]]:
-    """Per example, is the model still right under the attack whose output is ``x_adv`` (judged on the audited
-    model itself), and the counts of :data:`INVALID`: an adversarial example that is not finite, outside the
-    eps-ball (beyond float rounding) or outside [0, 1] breaks nothing (the clean prediction stands); a valid one on
-    which the logits are not finite is broken (no class is predicted there). The rule of
-    tradeoff.attacks.base's judge of an evaluation, for the audit's own attack loops (adaptive attacks, sampling)."""
-    flat, delta = x_adv.flatten(1), (x_adv - x).flatten(1)
-    finite = torch.isfinite(flat).all(1)
-    size = delta.abs().amax(1) if norm == "linf" else delta.norm(p=2, dim=1)
-    outside = (size > eps * (1 + 1e-5) + 1e-6) & finite
-    off_range = ((flat.amin(1) < -1e-6) | (flat.amax(1) > 1 + 1e-6)) & finite
-    bad = ~finite | outside | off_range
-    with torch.no_grad():
-        logits = model(torch.where(bad.view(-1, *([1] * (x.dim() - 1))), x, x_adv))
-    ok = torch.isfinite(logits).all(1)
-    right = ok & (logits.argmax(1) == y)
-    counts = torch.stack([bad, ~finite, outside, off_range, ~ok & ~bad]).sum(1).tolist() if len(x) else [0] * 5
-    return right, dict(zip(INVALID, map(int, counts)))
-
-
-def add_counts(total: dict[str, int], more: dict[str, int] | None) -> dict[str, int]:
-    out = {**dict.fromkeys(INVALID, 0), **total}
-    for k, v in (more or {}).items():
-        out[k] = out.get(k, 0) + int(v)
-    return out
-
-
 #: the operations without a useful gradient that the straight-through probe passes the gradient through unchanged
 ROUNDING = ("round", "floor", "ceil", "trunc", "sign", "detach")
 
@@ -379,7 +345,7 @@ class Auditor:
         self.autoattack_l2 = typed(autoattack_l2) if autoattack_l2 is not None else (
             self.autoattack.replace(norm="l2", eps=self.l2.eps) if self.autoattack is not None and self.l2 else None)
         self.warnings: dict[str, list[str]] = {}      # per measurement: the attack's own checks' warnings
-        self.invalid: dict[str, dict[str, int]] = {}  # per measurement: the judge's counts (INVALID)
+        self.invalid: dict[str, dict[str, int]] = {}  # per measurement: the judge's counts (tradeoff.attacks.base.INVALID)
         self.votes: list[str] = []                    # measurements judged by the majority of a randomized model's draws
         self.randomized = False                       # the model's predictions vary between passes
         self.errors: dict[str, str] = {}              # measurements that could not run, and why
@@ -406,7 +372,7 @@ class Auditor:
             self.flags[label], self.specs[label] = bits(out.robust_correct), spec
             if out.checks:
                 self.warnings[label] = list(out.checks)
-            counts = getattr(out, "invalid", None)  # the evaluation's judge (where it counts them)
+            counts = out.invalid  # the evaluation's judge (tradeoff.attacks.base.judge)
             if counts:
                 self.invalid[label] = add_counts({}, counts)
             self.log(f"{label}: {_pct(accuracy(self.flags[label]))} ({out.seconds:.1f} s)")

@@ -258,6 +258,18 @@ def _check_audit(config: dict) -> None:
     audit = config.get("audit")
     if audit is None:
         return
+    for name in audit.get("build") or []:
+        target = config["targets"].get(name)
+        if target is None:
+            raise ConfigError("audit.build: " + unknown("target", name, config["targets"]))
+        leaves, tables = [name], []
+        while leaves:  # a group's members, down to its tables
+            spec = config["targets"].get(leaves.pop(), {})
+            leaves += spec.get("targets") or [] if spec.get("kind") == "group" else []
+            tables += [spec] if spec.get("kind") == "table" else []
+        if not tables:
+            raise ConfigError(f"audit.build: {name!r} is a {target.get('kind')} with no table; the build audits the "
+                              "rows of tables (or groups of tables)")
     for key, wanted in (("attack", "pgd"), ("black_box", "square"), ("autoattack", "autoattack")):
         name = audit.get(key)
         if name is None:

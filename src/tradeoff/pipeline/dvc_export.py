@@ -329,6 +329,8 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
     named = [t for t in targets or [] if t not in audit_targets]
     reports = report_targets(catalog, named) if named or not audits else []
     audited = list(dict.fromkeys(m for t in audits for m in audit_jobs.audited_models(catalog, t)))
+    if not targets:  # every build audits `audit.build`'s rows, before the tables that read them (as Snakemake's)
+        audited = list(dict.fromkeys(audited + catalog.built_audits()))
     pairs = list(dict.fromkeys(p for t in reports for p in catalog.evaluations(t)))
     units = list(dict.fromkeys((run, catalog.unit_of(attack)) for run, attack in pairs))
     order = list(catalog.training_runs())
@@ -497,7 +499,8 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
                       "outs": [str(layout.predictions("${item.run}", "${item.unit}"))]})
     each("analyze", {"cmd": cmd + "analyze ${key}", "deps": ["${item.models}", "${item.data}"],
                      "params": True, "outs": [str(layout.analysis("${key}"))]})
-    each("table", {"cmd": cmd + "report ${key}", "deps": folders(*reads) + reference,
+    audits = ["audit"] if "audit" in items else []  # a table marks the columns its rows' audits find overstated
+    each("table", {"cmd": cmd + "report ${key}", "deps": folders(*reads, *audits) + reference,
                    "params": True, "outs": list(map(str, layout.tables("${key}").values()))})
     each("figure", {"cmd": cmd + "report ${key}",
                     "deps": folders(*reads, *(["analysis"] if has["analyze"] else [])) + reference,
@@ -505,11 +508,14 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
     tables = layout.tables("${key}")
     each("figure_list", {"cmd": cmd + "report ${key}", "deps": folders("figures"),
                          "params": True, "outs": [str(tables["md"]), str(tables["html"])]})
+    # an audit reads the columns the tables report for its model (their metrics and predictions): after them
     each("audit", {"cmd": cmd + "audit --run ${key}",
-                   "deps": ["${item.model}", "${item.surrogate}", "${item.data}"],
+                   "deps": ["${item.model}", "${item.surrogate}", "${item.data}"]
+                   + folders(*(["metrics", "predictions"] if has["evaluate"] else [])),
                    "params": True, "outs": list(map(str, layout.audit("${key}").values()))})
     if not targets:
-        built = reads + (["analysis"] if has["analyze"] else []) + ["tables"] + (["figures"] if has["figure"] else [])
+        built = reads + (["analysis"] if has["analyze"] else []) + audits + ["tables"] + (
+            ["figures"] if has["figure"] else [])
         # the papers' claims beside reference/ (tradeoff.report.claims), as the stages see the path
         claims = [str(Path(reference[0]).parent / "claims.yaml")] if (
             Path(catalog.reference_dir).parent / "claims.yaml").exists() else []

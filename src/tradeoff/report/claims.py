@@ -235,6 +235,8 @@ def _measure(catalog: Catalog, run: str, job: str, what: str) -> tuple[tables.Ou
     o = tables.measure(catalog, run, job)
     if o.value is None or not (o.bits or o.kind == "nrob"):
         raise _Untestable(f"{job} is not measured (yet) for {what}")
+    if o.failed:  # checked before it is judged: a failed attack's number is not robustness (a ⊘ cell of its table)
+        raise _Untestable(f"the attack failed at {job} for {what}: {o.failed}")
     early = tables.early(o)
     if early:
         raise _Untestable(f"{what} was selected at epoch {', '.join(map(str, o.selected))}, before its mechanism "
@@ -242,6 +244,13 @@ def _measure(catalog: Catalog, run: str, job: str, what: str) -> tuple[tables.Ou
     if o.kind != "nrob":
         return o, stats.outcomes(o.bits)
     return o, np.stack([_nrob_scores(catalog, r, job) for r in catalog.row_runs(run)])
+
+
+def _said(o: tables.Ours) -> str:
+    """A measurement as a verdict quotes it: its value, and where a written audit finds its column overstated, so."""
+    return f"{o.value:.1f}" + ("" if o.overstates is None else f" ({tables.OVERSTATES} overstates by "
+                                                               f"{o.overstates:.1f}: the attack's number, not the "
+                                                               "model's robustness)")
 
 
 def _nrob_scores(catalog: Catalog, run: str, job: str) -> np.ndarray:
@@ -298,7 +307,7 @@ def _pair(catalog: Catalog, test: dict, row: str, than: str, label: str) -> tupl
         (x, xa), (y, yb) = _measure(catalog, runs[row], job, row), _measure(catalog, runs[than], job, than)
         a.append(xa)
         b.append(yb)
-        texts.append(f"{row} {x.value:.1f} vs {than} {y.value:.1f} under {job}")
+        texts.append(f"{row} {_said(x)} vs {than} {_said(y)} under {job}")
     seeds = min(m.shape[0] for m in a + b)
     pair = Pair(label, np.stack([m[:seeds] for m in a], axis=1), np.stack([m[:seeds] for m in b], axis=1),
                 list(test["columns"]), _images(catalog, runs[row]))
@@ -390,7 +399,7 @@ def _gather_one(catalog: Catalog, test: dict, several: bool) -> tuple[list, list
         for job in _jobs(catalog, test):
             o, out = _measure(catalog, runs[row], job, row)
             cells.append(out)
-            texts.append(f"{job} {o.value:.1f}")
+            texts.append(f"{job} {_said(o)}")
         seeds = min(c.shape[0] for c in cells)
         steps = Steps(f"{prefix}{row}", [c[:seeds] for c in cells], list(test["columns"]), _images(catalog, runs[row]))
         key = [(_trained(catalog, runs[row]), tuple(_jobs(catalog, test)))]

@@ -160,7 +160,7 @@ def plot_budget_lines(catalog: Catalog, name: str, target: TargetSpec, axes) -> 
     sweeps = _budget_sweeps(catalog, target)
     clean = [a for a in target.columns.values() if a not in sweeps]
     colours = palette(len(target.rows))
-    values = []
+    values, failed = [], []
     for ax, (column, attack) in zip(axes, [(c, a) for c, a in target.columns.items() if a in sweeps]):
         points = catalog.budget_sweep_points(attack)
         ticks = {0.0: "0"} if clean else {}
@@ -169,12 +169,19 @@ def plot_budget_lines(catalog: Catalog, name: str, target: TargetSpec, axes) -> 
         ticks.update({x: text if abs(ran[job] - x) < 1e-9 else f"{text}\n({ran[job]:.3g})" for x, text, job in points})
         for i, (row, color) in enumerate(zip(target.rows, colours)):
             pts = [(0.0, read_metric(catalog, row.run, clean[0]))] if clean else []
-            pts += [(x, read_metric(catalog, row.run, job)) for x, _, job in points]
+            cells = [(x, text, tables.measure(catalog, row.run, job)) for x, text, job in points]
+            pts += [(x, cell.value) for x, _, cell in cells]
             pts = [(x, y) for x, y in pts if y is not None]
             label = names[row.key]
             ax.plot(*(zip(*pts) if pts else ([], [])), marker=MARKERS[i % len(MARKERS)], markersize=4.5,
                     color=color, label=label if pts else f"{label} (no metrics)")
             values += [y for _, y in pts]
+            # a point where the attack failed (records.attack_failure) is no robustness: crossed out, said below
+            bad = [(x, text, cell) for x, text, cell in cells if cell.value is not None and cell.failed]
+            if bad:
+                ax.plot([x for x, _, _ in bad], [c.value for _, _, c in bad], linestyle="", marker="X", markersize=9,
+                        markerfacecolor="none", markeredgecolor="#c00000", markeredgewidth=1.3, zorder=4)
+            failed += [(label, _title(catalog, target, column), text, cell) for _, text, cell in bad]
         ax.set_xticks(list(ticks), list(ticks.values()), rotation=30 if len(ticks) > 5 else 0)
         rescaled = any(abs(ran[job] - x) > 1e-9 for x, _, job in points)
         ax.set_xlabel((target.x_label or "attack budget")
@@ -183,6 +190,12 @@ def plot_budget_lines(catalog: Catalog, name: str, target: TargetSpec, axes) -> 
         ax.set_title(_title(catalog, target, column))
     for ax in axes:
         percent_limits(ax, values)
+    if failed:  # the cross in the legend, what each one is in the footer
+        axes[0].plot([], [], linestyle="", marker="X", markersize=8, markerfacecolor="none", markeredgecolor="#c00000",
+                     markeredgewidth=1.3, label=f"{tables.FAILED} the attack failed: not robustness")
+        for label, column, budget, cell in failed:
+            axes[0].figure.text(0, 0, f"{tables.FAILED} {label}, {column} at {budget}: the attack failed: {cell.failed}",
+                                gid=FOOTNOTE)
     figure_legend(axes[0].figure)
 
 
