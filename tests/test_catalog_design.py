@@ -70,9 +70,38 @@ def test_compact_catalog_resolves_as_the_run_by_run_one(scale):
     assert got["config"] == expected["config"]  # attacks, presets, scales...: the whole config, run by run
 
 
-def test_config_yaml_is_compact():
-    lines = (ROOT / "config" / "config.yaml").read_text().count("\n")
-    assert lines <= 1060, f"config/config.yaml has {lines} lines (at most 1060: about a third of the run-by-run catalog)"
+def grid_runs(raw: dict) -> list[list[str]]:
+    """Runs written one by one (a config file's plain ``runs:``, not changes of designed runs) that differ only in
+    their method: each group, a design block's variants written out (its family settings repeated per run)."""
+    if not raw.get("runs"):
+        return []
+    designed = set(expand_design(raw["design"])) if raw.get("design") else set()
+    groups: dict[str, list[str]] = {}
+    for rid, run in (raw.get("runs") or {}).items():
+        if rid not in designed and isinstance(run, dict):
+            groups.setdefault(json.dumps({k: v for k, v in run.items() if k != "method"}, sort_keys=True,
+                                         default=str), []).append(rid)
+    return [ids for ids in groups.values() if len(ids) > 1]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "config").glob("*.yaml")))
+def test_the_shipped_files_write_grids_of_runs_as_designs(name):
+    """What the compact catalog protects (it was a third of the run-by-run one): no shipped file writes, one by one,
+    runs that differ only in their method (a block's variants); a file may grow by any number of blocks and runs."""
+    assert grid_runs(cfg.load_yaml(ROOT / "config" / name)) == []
+
+
+def test_runs_written_one_by_one_are_found_and_a_new_block_is_not():
+    family = {"preset": "p", "dataset": "cifar10", "arch": "resnet18"}
+    raw = {"runs": {"a-nt": {**family, "method": {"name": "nt"}}, "a-at": {**family, "method": {"name": "pgd_at"}},
+                    "b-nt": {**family, "arch": "wrn-32-10", "method": {"name": "nt"}}}}
+    assert grid_runs(raw) == [["a-nt", "a-at"]]
+    grown = cfg.load_yaml(ROOT / "config" / "config.yaml")
+    table1 = grown["design"]["generalist-table1"]["variants"]
+    grown["design"] = {**grown["design"], **{f"more{i}": {"families": {f"cifar10-more{i}": family}, "variants": table1}
+                                             for i in range(50)}}
+    grown["runs"] = {**raw["runs"], "a-at": {**family, "preset": "q", "method": {"name": "pgd_at"}}}
+    assert grid_runs(grown) == []  # growth by blocks is what the design is for, and one-off runs
 
 
 @pytest.mark.parametrize("scale", list(SCALES))
