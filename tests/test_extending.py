@@ -111,6 +111,7 @@ def test_a_method_added_as_docs_extending_says(repository):
     evaluations = {f"evaluate@{key}" for key in json.loads((work / "jobs.json").read_text())["evaluate"]
                    if key.startswith(f"{RUN}~")}
     assert evaluations and status == {"resolve", f"train-mart@{RUN}", "table@mart"} | evaluations, status
+    print(f"dvc status after adding MART: {sorted(status)}")
 
     ran = re.findall(r"^Running stage '([^']+)':$", _run(["dvc", "repro", "table@mart"], work, code).stdout, re.M)
     assert ran[0] == "resolve" and set(ran) == status, ran  # a smoke training, its evaluation, its table
@@ -170,3 +171,50 @@ def test_an_installed_plugin_adds_its_method(tmp_path):
             "assert torch.isfinite(out['loss']) and 0 <= int(out['correct']) <= 32, out\n")
     _run([sys.executable, "-c", step, str(ROOT / "tests")], tmp_path,
          {**plugin, "TRADEOFF_TEST_DATA": os.environ.get("TRADEOFF_TEST_DATA", str(tmp_path / "data"))})
+
+
+ATTACK_PLUGIN = '''"""An attack of an installed package: one module, its class its own declaration and code."""
+from tradeoff.attacks.base import Attack, register
+from tradeoff.attacks.declared.base import SEED, declare
+from tradeoff.core.params import Params
+from tradeoff.core.passes import F
+
+
+@register
+@declare
+class Shift(Attack):
+    name = "shift"
+    parameters = Params(SEED)
+
+    @classmethod
+    def passes(cls, p, classes):
+        return F
+
+    def _perturb(self, x, y):
+        return (x + self.eps).clamp(0, 1)
+'''
+
+
+def test_an_attack_of_an_installed_package_is_one_module_read_without_pytorch(tmp_path):
+    """An entry point of the group ``tradeoff.attacks`` (a distribution on the path): its declaration is read
+    without PyTorch and priced by its passes, and the same class attacks."""
+    site = tmp_path / "site"
+    (site / "shift_attack-0.1.dist-info").mkdir(parents=True)
+    (site / "shift_attack-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: shift-attack\n"
+                                                                 "Version: 0.1\n")
+    (site / "shift_attack-0.1.dist-info" / "entry_points.txt").write_text("[tradeoff.attacks]\nshift = shift_attack\n")
+    (site / "shift_attack.py").write_text(ATTACK_PLUGIN)
+    code = ("import sys\n"
+            "from tradeoff.attacks.declared import DECLARED\n"
+            "from tradeoff.pipeline.costs import evaluation_passes\n"
+            "assert DECLARED['shift'].__module__ == 'shift_attack'\n"
+            "assert evaluation_passes({'type': 'shift', 'eps': 0.1}, 10).f == 3\n"  # clean, its pass, classified
+            "assert 'torch' not in sys.modules\n"
+            "import torch\n"
+            "from tradeoff.attacks import ATTACKS, from_spec\n"
+            "from tradeoff.core.spec import AttackSpec\n"
+            "assert ATTACKS['shift'] is DECLARED['shift']\n"
+            "attack = from_spec(AttackSpec.from_dict({'type': 'shift', 'eps': 0.1}), torch.nn.Flatten())\n"
+            "x = torch.zeros(2, 3)\n"
+            "assert torch.allclose(attack.perturb(x, torch.zeros(2, dtype=torch.long)), x + 0.1)\n")
+    _run([sys.executable, "-c", code], tmp_path, {"PYTHONPATH": str(site)})
