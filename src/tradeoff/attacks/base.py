@@ -9,15 +9,21 @@ duration of ``perturb`` and only input gradients are computed.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ClassVar, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator
 
-import torch
-from torch import nn
-
+from tradeoff.core.lazy_imports import LazyModule
 from tradeoff.attacks.declared.base import DECLARED, STARTS, AttackDeclaration
 from tradeoff.core.errors import ConfigError
+from tradeoff.core.plugins import discover
 from tradeoff.core.registry import Registry
 from tradeoff.core.spec import AttackSpec
+
+if TYPE_CHECKING:
+    from torch import nn
+
+# imported when an attack first runs: an attack's class, and the declaration it subclasses, are read without PyTorch
+# (a plug-in's one module, docs/extending.md)
+torch = LazyModule("torch")
 
 
 class AttackError(ValueError):
@@ -198,7 +204,10 @@ def add_counts(total: dict[str, int], more: dict[str, int] | None) -> dict[str, 
     return out
 
 
-ATTACKS = Registry("attack", declarations=DECLARED)
+#: name -> every attack's code: every module of this package, and the installed plug-ins' (the entry points of the
+#: group ``tradeoff.attacks``), imported when it is first read
+ATTACKS = Registry("attack", declarations=DECLARED,
+                   discover=lambda: discover("tradeoff.attacks", group="tradeoff.attacks"))
 register = ATTACKS.register  # @register on a subclass of the declaration (tradeoff.attacks.declared) of its name
 
 

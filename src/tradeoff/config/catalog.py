@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tradeoff.core.errors import ConfigError
-from tradeoff.data.generated import GeneratedDataRoot
+from tradeoff.data.roots import GeneratedDataRoot
 from tradeoff.models.declared import PretrainedError, pretrained_checkpoint_path, pretrained_setting
 from tradeoff.core.settings import runtime_settings
 from tradeoff.core.spec import AttackSpec, ExternalSpec, FrozenDict, RunSpec, _Spec, freeze

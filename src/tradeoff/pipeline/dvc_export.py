@@ -4,9 +4,9 @@
   evaluate, analyze, table, figure, figure_list, summary; ``finetune`` is a ``train`` job that reads a pretrained
   backbone), over the jobs listed in jobs.json, plus ``resolve``, which writes jobs.json. A stage depends on the code
   its job runs (:func:`code_files`, from the import graph of the package): its subcommand's module, what that imports,
-  and of the plug-ins (the modules that register a method, a figure kind or an analysis, :func:`plugins`) only those
-  whose names the job uses, so editing TRADES re-runs the runs that train with its code, and a figure kind's module
-  the figures it draws. A kind's jobs that run the same code share a template (:func:`templates`: ``train-trades``,
+  and of the plug-ins (the modules that register a method, a figure kind, an analysis or an attack's code,
+  :func:`plugins`) only those whose names the job uses, so editing TRADES re-runs the runs that train with its code,
+  a figure kind's module the figures it draws, and adding a method's module no job but the resolve stage. A kind's jobs that run the same code share a template (:func:`templates`: ``train-trades``,
   ``figure-front``, ``evaluate``).
 - **jobs.json** (``vars`` of dvc.yaml) lists the jobs the targets need, exactly those of Snakemake's DAG at the same
   scale, each with the digest of its resolved settings: a stage's ``params`` are its entry there, so DVC re-runs
@@ -58,9 +58,18 @@ COMMAND = {"resolve": "export-dvc", "download": "download", "train": "train", "f
 
 #: the registries whose entries are plug-ins, by the module that holds the function registering them: a job depends
 #: on a plug-in module only if it uses a name the module registers (a run's method, a figure's plot, a figure's
-#: analysis), or if a module it depends on imports it to use it
-PLUGIN_REGISTRIES = {"tradeoff.methods.base": "method", "tradeoff.methods.declared.base": "method",
-                     "tradeoff.report.kinds": "figure", "tradeoff.analysis.base": "analysis"}
+#: analysis, an attack), or if a module it depends on imports it to use it
+PLUGIN_REGISTRIES = {"tradeoff.methods.base": "method", "tradeoff.report.kinds": "figure",
+                     "tradeoff.analysis.base": "analysis", "tradeoff.attacks.base": "attack"}
+#: the plug-ins that name a template (``train-trades``, ``figure-front``); not the attacks, which every job that builds
+#: one may run
+NAMING = ("method", "figure", "analysis")
+#: the kinds of job that build attacks (a training attack, an evaluation's, the selection's, an analysis's, the
+#: audit's): they may run every attack's code; the others (reports, downloads) resolve the catalog only, which reads
+#: the attacks' declarations (tradeoff.attacks.declared), not their code
+RUN_ATTACKS = ("train", "finetune", "evaluate", "analyze", "audit")
+#: the function that imports every module of a package (tradeoff.core.plugins): a module that calls it imports them
+DISCOVER = ("tradeoff.core.plugins", "discover")
 #: the plug-in modules of every registry: what the resolve stage, which reads every method's declarations, uses
 EVERY_PLUGIN = None
 
@@ -108,11 +117,11 @@ def _imports(path: Path) -> tuple[tuple[str, bool], ...]:
     """The modules of this package that ``path`` imports, each with whether it only registers: import statements
     (a function's lazy ones too, relative ones resolved), strings naming a module (a call's argument:
     ``importlib.import_module("tradeoff.x")``; ``"tradeoff.x:function"`` anywhere), the parent packages that
-    importing them runs, and, of a lazy package it imports (:func:`_lazy_names`), the modules that own the names it
+    importing them runs, of a lazy package it imports (:func:`_lazy_names`), the modules that own the names it
     reads there (``from tradeoff.methods import METHODS``, ``attacks.from_spec``): importing a lazy package runs none
-    of them. An import only registers when it binds a plug-in module (:func:`plugins`) by a name the module never
-    uses (``from tradeoff.methods import trades  # noqa: F401 (registers)``): it fills the registry, and a job that
-    does not use the plug-in's name does not run its code."""
+    of them, and of a package it discovers (``discover("tradeoff.methods")``, :data:`DISCOVER`), every module. An
+    import only registers when it binds a plug-in module (:func:`plugins`) by a name the module never uses, or
+    discovers it: it fills the registry, and a job that does not use the plug-in's name does not run its code."""
     tree = _tree(path)
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
     used |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}  # __all__
@@ -127,6 +136,16 @@ def _imports(path: Path) -> tuple[tuple[str, bool], ...]:
             if _module_file(name):
                 found[name] = found.get(name, True) and (only_registers if name == module else False)
 
+    origin = {alias.asname or alias.name: (_absolute(path, node), alias.name) for node in ast.walk(tree)
+              if isinstance(node, ast.ImportFrom) for alias in node.names}
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):  # discover("tradeoff.methods", ...)
+        if not (isinstance(call.func, ast.Name) and origin.get(call.func.id) == DISCOVER and call.args):
+            continue
+        arg = call.args[0]
+        package = arg.value if isinstance(arg, ast.Constant) else \
+            _module_name(path) if isinstance(arg, ast.Name) and arg.id == "__name__" else None
+        for module in _package_modules(str(package)) if package else []:
+            add(module, module in plugin_modules)  # a plug-in it imports only fills its registry
     named = {id(arg) for call in ast.walk(tree) if isinstance(call, ast.Call) for arg in call.args}
     named |= {id(value) for table in ast.walk(tree) if isinstance(table, ast.Dict) for value in table.values}
     def add_lazy(package: str, names) -> None:  # the owners of the names read from a lazy package
@@ -151,6 +170,17 @@ def _imports(path: Path) -> tuple[tuple[str, bool], ...]:
                 and node.value not in table.values():  # a call's argument, or a "module:function"
             add(node.value.partition(":")[0])
     return tuple(sorted(found.items()))
+
+
+def _package_modules(package: str) -> list[str]:
+    """The modules of a package of this one (not its subpackages'), as :func:`tradeoff.core.plugins.package_modules`
+    finds them (read from the folder: no import)."""
+    path = _module_file(package)
+    if path is None or path.name != "__init__.py":
+        return []
+    found = [p.stem for p in path.parent.glob("*.py") if p.name != "__init__.py"]
+    found += [d.name for d in path.parent.iterdir() if (d / "__init__.py").is_file()]  # a subpackage
+    return sorted(f"{package}.{name}" for name in found)
 
 
 @cache
@@ -400,14 +430,20 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
 
 def uses(catalog: Catalog, kind: str, key: str) -> frozenset:
     """The plug-ins (registry, name) that a job of ``kind`` runs: a training run's method, a figure's plot, a figure's
-    analysis; none for the other jobs."""
+    analysis, and every attack for a job that builds attacks (RUN_ATTACKS); none for the other jobs."""
+    out = set(_every("attack")) if kind in RUN_ATTACKS else set()
     if kind in ("train", "finetune"):
-        return frozenset({("method", catalog.runs[key].method.name)})
+        out.add(("method", catalog.runs[key].method.name))
     if kind == "figure":
-        return frozenset({("figure", catalog.targets[key].plot)})
+        out.add(("figure", catalog.targets[key].plot))
     if kind == "analyze":
-        return frozenset({("analysis", catalog.targets[key].analysis.name)})
-    return frozenset()
+        out.add(("analysis", catalog.targets[key].analysis.name))
+    return frozenset(out)
+
+
+def _every(registry: str) -> frozenset[tuple[str, str]]:
+    """Every plug-in (registry, name) of one registry ("method", "attack")."""
+    return frozenset(pair for registered in plugins().values() for pair in registered if pair[0] == registry)
 
 
 def _short(module: str) -> str:
@@ -433,7 +469,7 @@ def templates(catalog: Catalog, items: dict) -> dict[str, dict]:
             group["uses"] |= use
             group["jobs"].append(key)
         for group in groups.values():
-            modules = sorted({_short(m) for m in plugin_modules(group["uses"])})
+            modules = sorted({_short(m) for m in plugin_modules({u for u in group["uses"] if u[0] in NAMING})})
             name = "-".join([kind, "_".join(modules)] if modules else [kind])
             jobs_of = group["jobs"] if isinstance(entries, list) else {k: entries[k] for k in group["jobs"]}
             out[name] = {"kind": kind, "uses": frozenset(group["uses"]), "jobs": jobs_of}
@@ -467,7 +503,7 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
                           *(f for f in files if f != PARAMS and not f.startswith("config/"))})
     stages: dict = {"resolve": {
         "cmd": cmd + "export-dvc --jobs" + (" --targets " + " ".join(targets) if targets else ""),
-        "deps": code_deps(COMMAND["resolve"]) + config_deps,  # every plug-in: it reads every method's declarations
+        "deps": code_deps(COMMAND["resolve"], _every("method")) + config_deps,  # it reads every method
         "params": [{PARAMS: None}],
         "outs": [{JOBS: {"cache": False, "persist": True}}]}}
 

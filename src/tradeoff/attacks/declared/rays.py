@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tradeoff.core.params import INTEGER, NUMBER, Param, Params
+from tradeoff.core.passes import F, Passes
 from tradeoff.core.ranges import between, count
 from tradeoff.attacks.declared.base import SEED, AttackDeclaration, declare
 
@@ -15,3 +16,8 @@ class RayS(AttackDeclaration):
                               "example, at most"),
                         Param("tolerance", NUMBER, 1e-3, range=between(0, 1, low_open=True),
                               meaning="the binary search's resolution of the radius (L-inf)"), SEED)
+
+    @classmethod
+    def passes(cls, p, classes: int) -> Passes:
+        """One decision (a forward pass) per query, at most."""
+        return int(p.queries) * F
