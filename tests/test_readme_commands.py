@@ -60,6 +60,9 @@ SKIP = {  # a command as written (without its comment) -> why it does not run he
     "scripts/gpu-node.sh results/node 480": "on an offline GPU node",
     "PYTHON=.venv/bin/python scripts/gpu-node.sh results/node-cpu 60 --cpu-only --steps 1 --warmup 0 --images 32":
         "needs the wheelhouse the line above downloads; tests/test_gpu_node.py runs exactly this",
+    ".venv/bin/tradeoff --config config/config.yaml --config config/smoke.yaml gpu-check --cpu-only --images 32 "
+    "--steps 1 --warmup 0": "a minute of CPU; tests/test_gpucheck.py::"
+                            "test_cpu_only_runs_every_part_and_writes_one_report runs this command",
     ".venv/bin/tradeoff bench-train --run cifar10-resnet18-at-beta1 --batch-size 512": GPU,
     ".venv/bin/tradeoff bench-ratios --compare cifar10-resnet18-generalist/cifar10-resnet18-at-beta1":
         "a CPU timing benchmark of ResNet-18 steps at paper shape (minutes)",
@@ -211,6 +214,10 @@ def adopted(smoke_clone, home) -> dict:
         pytest.skip(f"this environment was not installed by `make install` ({installed_stamp()} is missing): `make` "
                     "in the clone would install into it")
     clone = smoke_clone
+    # the build is complete after the commands above too (`report --all` rewrites every report: members first)
+    dry = run_bare(".venv/bin/snakemake -n --cores 2 --configfile config/smoke.yaml", clone, home, timeout=600)
+    assert "Nothing to be done" in dry.stdout + dry.stderr, "Snakemake has jobs to do after the README's commands:\n" \
+        + dry.stdout[-3000:]
     export = run_bare(".venv/bin/tradeoff --config config/config.yaml --config config/smoke.yaml export-dvc", clone,
                       home)
     assert export.returncode == 0, export.stderr[-3000:]
