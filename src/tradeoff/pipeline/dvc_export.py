@@ -46,6 +46,10 @@ PARAMS = "params.yaml"
 HEADER = ("# Written by `tradeoff export-dvc` (src/tradeoff/pipeline/dvc_export.py) from the catalog; do not edit: change config/\n"
           "# (or params.yaml) and run it again. tests/test_pipeline.py::test_shipped_dvc_yaml_is_current fails when\n"
           "# stale.\n")
+#: how a stage runs the CLI: the checkout's .venv (`make install`) first, else the `tradeoff` on PATH (an activated
+#: environment), so that `.venv/bin/dvc repro` works without activating anything ($DVC_ROOT: DVC sets it to the
+#: repository's folder for every stage's command)
+TRADEOFF = 'PATH="$DVC_ROOT/.venv/bin:$PATH" tradeoff'
 PARAMS_TEXT = ("# A config overlay that every DVC stage reads last (after config/config.yaml and config/demo.yaml):\n"
                "# the parameters of an experiment, e.g. `dvc exp run -S '+scale_map.epochs=12'`. Empty: the demo as\n"
                "# shipped.\n"
@@ -446,6 +450,18 @@ def _every(registry: str) -> frozenset[tuple[str, str]]:
     return frozenset(pair for registered in plugins().values() for pair in registered if pair[0] == registry)
 
 
+def wall_clock(catalog: Catalog, kind: str, key: str) -> bool:
+    """Whether a job's outputs carry the clock's measurements: a table (or a group's table) with a training-time
+    column (``train:minutes``, Table 4), whose minutes come from the runs' sidecars. Its template declares them
+    uncached (``cache: false``): they differ at every rebuild, so they are not results to cache, push and pull, and a
+    faithful rebuild hashes the same in every cached output."""
+    if kind != "table":
+        return False
+    leaves = catalog.leaf_targets(key)
+    return any("train:minutes" in catalog.targets[leaf].columns.values() for leaf in leaves
+               if catalog.targets[leaf].kind == "table")
+
+
 def _short(module: str) -> str:
     """A plug-in module's name in a template's name: its own, less the prefix its package's plug-ins share
     (``tradeoff.report.fig_front``: ``front``)."""
@@ -458,21 +474,23 @@ def _short(module: str) -> str:
 def templates(catalog: Catalog, items: dict) -> dict[str, dict]:
     """dvc.yaml's templates over the jobs ``items``: the jobs of a kind whose code dependencies are equal share one
     (DVC's ``foreach`` cannot vary a stage's list of deps by item, treeverse/dvc#8171), named after the kind and the
-    plug-in modules its jobs run (``train-trades``, ``figure-front``; ``evaluate`` when they run none). Each is
-    ``{"kind", "uses", "jobs"}``, its jobs as in ``items`` (a dict, or download's list)."""
+    plug-in modules its jobs run (``train-trades``, ``figure-front``; ``evaluate`` when they run none), and apart,
+    ``-clock``, the jobs whose outputs carry the clock's measurements (:func:`wall_clock`). Each is ``{"kind", "uses",
+    "clock", "jobs"}``, its jobs as in ``items`` (a dict, or download's list)."""
     out: dict[str, dict] = {}
     for kind, entries in items.items():
         groups: dict[tuple, dict] = {}
         for key in entries:
-            use = uses(catalog, kind, key)
-            group = groups.setdefault(code_files(COMMAND[kind], use), {"kind": kind, "uses": set(), "jobs": []})
+            use, clock = uses(catalog, kind, key), wall_clock(catalog, kind, key)
+            group = groups.setdefault((code_files(COMMAND[kind], use), clock),
+                                      {"kind": kind, "uses": set(), "clock": clock, "jobs": []})
             group["uses"] |= use
             group["jobs"].append(key)
         for group in groups.values():
             modules = sorted({_short(m) for m in plugin_modules({u for u in group["uses"] if u[0] in NAMING})})
-            name = "-".join([kind, "_".join(modules)] if modules else [kind])
+            name = "-".join([kind, "_".join(modules)] if modules else [kind]) + ("-clock" if group["clock"] else "")
             jobs_of = group["jobs"] if isinstance(entries, list) else {k: entries[k] for k in group["jobs"]}
-            out[name] = {"kind": kind, "uses": frozenset(group["uses"]), "jobs": jobs_of}
+            out[name] = {"kind": kind, "uses": frozenset(group["uses"]), "clock": group["clock"], "jobs": jobs_of}
     return out
 
 
@@ -487,7 +505,7 @@ def config_files(files: list[str]) -> list[str]:
 def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str] | None = None) -> dict:
     """dvc.yaml: the templates (:func:`templates`) over the jobs ``items`` (by kind, as :func:`jobs` returns them)."""
     layout, groups = catalog.layout, templates(catalog, items)
-    cmd = "tradeoff ${config} "
+    cmd = "${tradeoff} ${config} "
 
     def folders(*names: str) -> list[str]:
         return [str(layout.folder(n)) for n in names]
@@ -513,6 +531,8 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
         for name, group in groups.items():
             if group["kind"] == kind:
                 do = {**stage, "deps": code_deps(COMMAND[kind], group["uses"]) + stage["deps"]}
+                if group["clock"]:  # the clock's minutes: uncached (wall_clock)
+                    do["outs"] = [{out: {"cache": False}} for out in stage["outs"]]
                 if "params" in stage:
                     do["params"] = [{JOBS: [f"{name}.${{key}}"]}]
                 stages[name] = {"foreach": f"${{{name}}}", "do": do}
@@ -558,7 +578,8 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
         stages["summary"] = {"cmd": cmd + "summary",  # it draws no figure: no plug-in
                              "deps": code_deps(COMMAND["summary"], frozenset()) + folders(*built) + reference + claims,
                              "outs": list(map(str, layout.summary().values()))}
-    return {"vars": [JOBS, {"config": " ".join(f"--config {f}" for f in config_files(files))}], "stages": stages}
+    return {"vars": [JOBS, {"tradeoff": TRADEOFF, "config": " ".join(f"--config {f}" for f in config_files(files))}],
+            "stages": stages}
 
 
 # ---------------------------------------------------------------------------------------------- YAML output
@@ -604,13 +625,15 @@ def _pipeline_text(data: dict) -> str:
         "evaluate": "# one per evaluation job of a run (runtime.eval_unit: every attack of a run, or one attack)",
         "analyze": "# a figure's analysis (t-SNE, image grid, synthetic experiment): the checkpoints of its runs",
         "table": "# reports read the folders of metrics, predictions, curves, analyses (a varying number of files per\n"
-                 "# target, which DVC's templating cannot list per item)",
+                 "# target, which DVC's templating cannot list per item); table-clock: the tables with a training\n"
+                 "# time (the clock's minutes, from the sidecars), uncached",
         "figure": "# figure-<kind>: the figures drawn by one drawing module (report/fig_<kind>.py)",
         "figure_list": "# a group of figures: the list of its members", "summary": None}
     lines = [HEADER.rstrip("\n"),
              "# Templates per kind of job (Snakemake's rules), over the jobs in jobs.json; the code a stage depends",
              "# on is what its `tradeoff` subcommand runs for it: a method, a figure kind or an analysis counts",
              "# for the jobs that use it only (docs/dvc.md). Your experiment's settings go in params.yaml.",
+             "# ${tradeoff}: the checkout's .venv/bin/tradeoff, else the one on PATH.",
              _dump({"vars": data["vars"]}).rstrip("\n"), "stages:"]
     said = set()
     for name, stage in data["stages"].items():
@@ -662,7 +685,7 @@ def stages(catalog: Catalog, files: list[str], targets: list[str] | None = None)
     items = jobs(catalog, targets)
     data = pipeline(catalog, files, items, targets)
     grouped = template_jobs(catalog, items)
-    context = {"config": data["vars"][1]["config"], **grouped}
+    context = {**data["vars"][1], **grouped}
     out = {}
     for name, stage in data["stages"].items():
         if "foreach" not in stage:

@@ -18,7 +18,9 @@ def add_parser(sub) -> None:
 
 
 def run(args, catalog: cfg.Catalog) -> int:
-    names = list(catalog.targets) if args.all else args.targets
+    # --all: members before the groups that list them (a group's page read after its members were rewritten would
+    # be older than they are, and Snakemake would make it again)
+    names = sorted(catalog.targets, key=lambda t: _depth(catalog, t)) if args.all else args.targets
     if not names:
         raise cfg.ConfigError("report: name one or more targets, or --all")
     for name in names:
@@ -29,3 +31,9 @@ def run(args, catalog: cfg.Catalog) -> int:
     if args.all:
         print(f"summary: {build_summary(catalog)['md']}")
     return 0
+
+
+def _depth(catalog: cfg.Catalog, name: str) -> int:
+    """0 for a table or figure, 1 + its deepest member's for a group."""
+    members = catalog.targets[name].targets if catalog.targets[name].kind == "group" else ()
+    return 1 + max((_depth(catalog, m) for m in members), default=0) if members else 0
