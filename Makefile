@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 CORES ?= 2
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: install demo smoke test dvc-demo figures clean-demo readme wheelhouse
+.PHONY: install demo smoke test dvc-demo dvc-adopt figures clean-demo readme wheelhouse
 
 install: $(STAMP)
 
@@ -16,7 +16,9 @@ install: $(STAMP)
 # every core. Not skipped: where PYTHONDONTWRITEBYTECODE is set, each of the pipeline's processes would otherwise
 # compile PyTorch's modules anew (~8 s a job). A few files that are not Python 3.11 (packages' test data) fail to
 # compile, as they do under pip. The packages' own test suites (3,600 files) are never imported and not compiled.
-$(STAMP): pyproject.toml
+# The stamp's name holds pyproject.toml's hash: its content decides, not its time (a checkout whose pyproject.toml
+# is newer but the same, beside an installed .venv, installs nothing).
+$(STAMP): | pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet --no-compile -e '.[test]'
@@ -39,6 +41,11 @@ test: install
 # records what it ran in dvc.lock; `dvc push` then sends the results to the remote `localremote`.
 dvc-demo: install
 	$(BIN)/dvc repro
+
+# After `make demo` (Snakemake): DVC records that build as its own (dvc commit, file times unchanged), so that
+# `dvc status` is up to date and `snakemake -n` still has nothing to do (docs/dvc.md).
+dvc-adopt: install
+	$(BIN)/tradeoff dvc-adopt
 
 # The README's table excerpt, from the demo's built Table 1(a) (after `make demo`): generated, never hand-copied.
 readme: install

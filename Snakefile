@@ -28,3 +28,6 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/audit.smk"
+
+
+check_requested_targets()  # a misspelt target: one line with the closest names (workflow/rules/common.smk)

@@ -91,3 +91,12 @@ def pytest_sessionfinish(session, exitstatus):
         else:
             print(message)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session")
+def smoke_clone(tmp_path_factory):
+    """A fresh clone of the working tree with every target built at the smoke scale by the README's own command,
+    nothing activated (tests/readme_clone.py): tests/test_pipeline.py and tests/test_readme_commands.py share it."""
+    from readme_clone import built_clone
+
+    return built_clone(tmp_path_factory.mktemp("smoke-clone"))

@@ -49,7 +49,7 @@ def write_measurement(catalog, run_id: str, attack_name: str, robust, /, *, clea
     outcomes (a '0'/'1' string or booleans; ``clean`` defaults to all correct), the record made by the evaluation's
     own code (tradeoff.evaluation.evaluate.record) from the catalog's resolved settings, so that a report vouches for it as for a
     real one. ``overrides`` replace fields of the metrics record (to make a bad file). Returns the metrics file."""
-    from tradeoff.evaluation.evaluate import record
+    from tradeoff.evaluation.evaluate import COUNTS, record
 
     run, attack = run_id, attack_name  # positional only: `run` and `attack` may be overridden record fields
     train_id = catalog.train_id[run]
@@ -68,6 +68,9 @@ def write_measurement(catalog, run_id: str, attack_name: str, robust, /, *, clea
                "accuracy": robust.count("1") / n, "clean_accuracy": clean.count("1") / n, "examples": n,
                "robust_examples": robust.count("1"), "clean_examples": clean.count("1"), "seed": 0,
                "batch_size": 500, "seconds": 1.0, "images_per_s": float(n), "precision": "fp32",
+               "invalid": dict.fromkeys(COUNTS, 0),
+               **({} if spec["type"] == "clean" else {"bound": {"probes": [], "whole_range": False, "ruled_out": 0,
+                                                                "accuracy_bound": 1.0, "robust_despite": []}}),
                "resumed_batches": 0, "libraries": {}, "provenance": PROVENANCE, **overrides}
     labels = list(labels) if labels is not None else [k % 10 for k in range(n)]
     assert len(labels) == n

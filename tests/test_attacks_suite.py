@@ -29,6 +29,7 @@ FAST = {
     "fab-t": {"steps": 10, "target_classes": 3},
     "square": {"queries": 100},
     "autoattack": {},
+    "rays": {"queries": 100},
 }
 
 

@@ -1,4 +1,6 @@
-"""The claims' tests are calibrated on real predictions, and find a planted difference.
+"""The claims' verdicts are calibrated: under the null each kind says "holds" and "fails" each at most at 5%, within
+two standard errors of DRAWS draws, through the verdict layer (``claims.decide``: what ``claims.verdicts`` runs on
+the arrays it reads), on real predictions.
 
 The fixture tests/data/claims_null_predictions.json holds real per-example outcomes: two models of the demo build
 (digits, small CNN, 360 test digits; `results/demo/predictions/<run>/all.json` at commit 2b501e0), each under seven
@@ -9,126 +11,122 @@ columns. It was extracted with::
 
 for run in cifar10-resnet18-at-beta1 and cifar10-resnet18-iat (the demo's AT and IAT rows of Table 1(a)).
 
-The null: the two models' outcomes exchanged test image by test image (a fair coin per image, all columns of the image
-together), so that neither row is better while every image keeps its real pattern of outcomes across columns (PGD-20
-and PGD-100 agree on almost every image: the case that counting an image once per column got wrong). Under it, each
-kind of claim test (one column; several columns under all, any and mean; not-worse at its margin; a trend; a front)
-must say "holds" and "fails" each at most at the nominal 5%, within simulation error."""
+The null: the test images drawn with replacement, and the two models' outcomes exchanged image by image (a fair coin
+per image, all columns of the image together), so that neither row is better while every image keeps its real
+pattern of outcomes across columns (PGD-20 and PGD-100 agree on almost every image: the case that counting an image
+once per column got wrong). A not_worse claim's null is its margin's boundary (a's accuracy (1 - share) times b's);
+a front's, two sweeps whose points are the two models' exchanged; several seeds', rows whose seeds vary as training
+runs do, alike for both rows.
+"""
 
 from __future__ import annotations
 
-import json
-import math
-
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
-from helpers import ROOT
-from tradeoff.report import stats
-
-REPS = 200
-# the rate's one-sided 99.9% simulation bound above 5% at REPS draws
-BOUND = stats.ALPHA + 3.1 * math.sqrt(stats.ALPHA * (1 - stats.ALPHA) / REPS)
-ROBUST = [1, 2, 3, 4, 5, 6]  # pgd20, pgd100, mim, cw, square, aa
+from claims_sim import (BOUND, DRAWS, ROBUST, claim, exchanged, front_claim, pair, plane, real, resample,
+                        seeded, sweep, verdict)
+from tradeoff.report import claims, stats
 
 
 @pytest.fixture(scope="module")
-def real():
-    data = json.loads((ROOT / "tests" / "data" / "claims_null_predictions.json").read_text())
-    a, b = ([stats.outcomes([row[c]]) for c in data["columns"]] for row in data["rows"].values())
-    return np.stack(a, axis=1), np.stack(b, axis=1)    # (1 seed, 7 columns, 360 images)
+def rows():
+    return real()
 
 
 @pytest.fixture(autouse=True)
-def fast(monkeypatch):
-    monkeypatch.setattr(stats, "RESAMPLES", 400)   # Monte-Carlo p-values stay valid (the +1 rule), only coarser
-    # statsmodels' Holm (multipletests) runs gc.collect() on every call: a tenth of a second in a test process
-    import gc
-    monkeypatch.setattr(gc, "collect", lambda *args: 0)
+def one_thread():
+    # the fronts' bootstrap is a matrix product: on a shared 2-core machine one BLAS thread is the fast one
+    with threadpool_limits(limits=1):
+        yield
 
 
-def _exchanged(a, b, rng):
-    swap = rng.random(a.shape[-1]) < 0.5           # one coin per image, every column of it together
-    return np.where(swap, b, a), np.where(swap, a, b)
+def _one(rows, rng):
+    a, b = exchanged(*resample(np.stack(rows), rng), rng)
+    return a, b
 
 
-def _rates(tests) -> tuple[float, float]:
-    return (sum(t.p_for < stats.ALPHA for t in tests) / len(tests),
-            sum(t.p_against < stats.ALPHA for t in tests) / len(tests))
+def _thinned(a, b, share, rng):
+    """a on its margin's boundary: each image a gets right turned wrong with probability ``share``."""
+    return np.where(rng.random(a.shape) < share, 0.0, a), b
+
+
+def _trend(rows, rng):
+    x = resample(rows[0][:, [1, 3, 6]], rng)                     # pgd20, mim, aa of one model
+    order = np.argsort(rng.random((x.shape[1], x.shape[2])), axis=0)    # the columns exchanged, image by image
+    x = np.take_along_axis(x, order[None], axis=1)
+    return claims.Evidence(claim("trend", ["pgd20", "mim", "aa"], than=None),
+                           [claims.Steps("a", [x[:, i] for i in range(3)], ["pgd20", "mim", "aa"])])
+
+
+def _seeds(rows, rng, columns, combine=None):
+    """Five seeds a row, the same 720 images: each seed's outcomes its own exchange of the real pair (training
+    noise, image by image) with its own difference planted (the variation between runs: 3 points a seed), a's seeds
+    and b's drawn alike."""
+    effects = rng.normal(0, 0.03, 5) - rng.normal(0, 0.03, 5)
+    a, b = seeded(rows[0][:, columns], rows[1][:, columns], effects, rng, 720)
+    return pair(claim(combine=combine), a, b)
 
 
 KINDS = {
-    "one column": lambda a, b: stats.paired(a[:, 1], b[:, 1]),
-    "all": lambda a, b: stats.combined(a[:, ROBUST], b[:, ROBUST], "all"),
-    "any": lambda a, b: stats.combined(a[:, ROBUST], b[:, ROBUST], "any"),
-    "mean": lambda a, b: stats.combined(a[:, ROBUST], b[:, ROBUST], "mean"),
-    # at its margin's boundary: with a margin of (almost) 0 the exchanged rows sit on it (a margin above 0 takes
-    # the Newcombe-interval path, which margin 0 would not: that is the exact McNemar test, the first kind)
-    "not_worse": lambda a, b: stats.paired(a[:, 6], b[:, 6], margin=1e-9),
-    "front": lambda a, b: stats.front([(a[:, 0], a[:, 1]), (a[:, 0], a[:, 6])], [(b[:, 0], b[:, 1]), (b[:, 0], b[:, 6])]),
+    "one column": lambda r, rng: pair(claim(), *[x[:, [1]] for x in _one(r, rng)]),
+    "all": lambda r, rng: pair(claim(combine="all"), *[x[:, ROBUST] for x in _one(r, rng)]),
+    "any": lambda r, rng: pair(claim(combine="any"), *[x[:, ROBUST] for x in _one(r, rng)]),
+    "mean": lambda r, rng: pair(claim(combine="mean"), *[x[:, ROBUST] for x in _one(r, rng)]),
+    # at its real margin (a tenth of than's accuracy, the shipped claims'), on its boundary
+    "not_worse clean": lambda r, rng: pair(claim("not_worse", share=0.1),
+                                           *_thinned(*[x[:, [0]] for x in _one(r, rng)], 0.1, rng)),
+    "not_worse pgd20": lambda r, rng: pair(claim("not_worse", share=0.1),
+                                           *_thinned(*[x[:, [1]] for x in _one(r, rng)], 0.1, rng)),
+    "trend": _trend,
+    "front": lambda r, rng: plane(front_claim(), *sweep(*_one(r, rng))),
+    "several seeds": lambda r, rng: _seeds(r, rng, [1]),
+    "several seeds, mean": lambda r, rng: _seeds(r, rng, [1, 3, 6], "mean"),
 }
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_each_kind_says_holds_and_fails_at_most_at_its_nominal_rate_under_the_null(real, kind):
-    rng = np.random.default_rng(28)
-    tests = [KINDS[kind](*_exchanged(*real, rng)) for _ in range(REPS)]
-    holds, fails = _rates(tests)
-    print(f"{kind}: holds {holds:.3f}, fails {fails:.3f} under the null ({REPS} draws)")
+def test_each_kind_says_holds_and_fails_at_most_at_its_nominal_rate_under_the_null(rows, kind):
+    rng = np.random.default_rng(38)
+    found = [verdict(KINDS[kind](rows, rng)).verdict for _ in range(DRAWS)]
+    holds, fails = found.count("holds") / DRAWS, found.count("fails") / DRAWS
+    print(f"{kind}: holds {holds:.3f}, fails {fails:.3f} under the null ({DRAWS} draws; bound {BOUND:.4f})")
     assert holds <= BOUND and fails <= BOUND
 
 
-def test_a_trend_says_holds_and_fails_at_most_at_its_nominal_rate_under_the_null(real):
-    """A trend's null: one model's outcomes under three columns exchanged among the columns, image by image."""
-    a = real[0][:, [1, 2, 3]]                       # pgd20, pgd100, mim of one model
-    rng = np.random.default_rng(29)
-    tests = []
-    for _ in range(REPS):
-        order = np.argsort(rng.random((a.shape[1], a.shape[2])), axis=0)    # a random order of columns per image
-        shuffled = np.take_along_axis(a, order[None], axis=1)
-        tests.append(stats.trend([shuffled[:, i] for i in range(3)]))
-    holds, fails = _rates(tests)
-    print(f"trend: holds {holds:.3f}, fails {fails:.3f} under the null ({REPS} draws)")
-    assert holds <= BOUND and fails <= BOUND
+def test_the_verdicts_of_the_simulations_are_the_verdicts_with_their_power_figures(rows):
+    """The simulations decide without the power figures (figures=False), which decide no verdict: the same words."""
+    rng = np.random.default_rng(1)
+    for make in KINDS.values():
+        evidence = make(rows, rng)
+        fast, full = verdict(evidence), verdict(evidence, figures=True)
+        assert fast.verdict == full.verdict and fast.test.p_for == full.test.p_for
 
 
-def test_counting_an_image_once_per_column_is_what_the_null_rejects(real):
+def test_counting_an_image_once_per_column_is_what_the_null_rejects(rows):
     """The old procedure (the discordant pairs of every column pooled into one McNemar test) says "holds" far above
     5% under the same null: the calibration test above can fail."""
     from scipy.stats import binomtest
 
     rng = np.random.default_rng(28)
     wrong = 0
-    for _ in range(REPS):
-        a, b = _exchanged(real[0][:, [1, 2]], real[1][:, [1, 2]], rng)     # PGD-20 and its near-copy PGD-100
+    for _ in range(DRAWS // 5):
+        a, b = exchanged(rows[0][:, [1, 2]], rows[1][:, [1, 2]], rng)     # PGD-20 and its near-copy PGD-100
         only_a, only_b = int(np.sum(a > b)), int(np.sum(a < b))
         wrong += binomtest(only_a, only_a + only_b, 0.5, alternative="greater").pvalue < stats.ALPHA
-    assert wrong / REPS > BOUND
+    assert wrong / (DRAWS // 5) > BOUND
 
 
-def _planted(a, points, rng):
-    """b: a's outcomes with `points` percent of the images a gets right turned wrong (a is better by that much)."""
-    b = a.copy()
-    right = np.flatnonzero(a[0, 0])
-    b[0, :, rng.choice(right, size=round(points / 100 * a.shape[-1]), replace=False)] = 0
-    return b
-
-
-def test_a_planted_difference_is_found_by_every_kind(real):
-    rng = np.random.default_rng(30)
-    a = real[0][:, [1, 2, 6]]                       # pgd20, pgd100, aa: 113, 112, 57 of 360 right
-    right = a[0].min(axis=0) == 1                   # images right under every column
-    a = np.where(right, a, 0)                       # so that a planted loss hits every column of an image
-    b = _planted(a, 8, rng)
-    for combine in stats.COMBINE:
-        found = stats.combined(a, b, combine)
-        assert found.p_for < stats.ALPHA and found.p_against > 0.5 and found.lo > 0, combine
-        assert 5 < found.diff < 11
-    assert stats.paired(a[:, 0], b[:, 0], margin=0.02).p_for < stats.ALPHA
-    assert stats.paired(b[:, 0], a[:, 0], margin=0.02).p_against < stats.ALPHA     # 8 points worse, margin 2
-    assert stats.trend([a[:, 0], b[:, 0]]).p_for < stats.ALPHA
-    clean = real[0][:, 0]
-    assert stats.front([(clean, a[:, 0])], [(clean, b[:, 0])]).p_for < stats.ALPHA
+def test_a_sign_flip_over_images_of_seed_means_is_what_the_multi_seed_null_rejects(rows):
+    """The former multi-seed test (a sign-flip over images of the seeds' mean outcomes) under the several-seeds
+    null says "holds" far above 5%: the variation between training runs is not in it."""
+    rng = np.random.default_rng(38)
+    wrong = 0
+    for _ in range(200):
+        e = _seeds(rows, rng, [1])
+        wrong += stats._sign_flip_p((e.parts[0].a - e.parts[0].b)[:, 0].mean(axis=0))[0] < stats.ALPHA
+    assert wrong / 200 > 0.15
 
 
 def test_newcombes_interval_is_his_published_example():
@@ -138,28 +136,32 @@ def test_newcombes_interval_is_his_published_example():
     b = np.array([1] * 36 + [0] * 12 + [1] * 2)
     diff, lo, hi = stats.newcombe(a, b)
     assert (round(diff, 4), round(lo, 4), round(hi, 4)) == (0.2, 0.0569, 0.3404)
+    assert stats._wilson(7, 20, 1.959963984540054) == pytest.approx(stats.wilson(7, 20))
 
 
-def test_seeds_are_seeds_not_more_test_images(real):
-    """Three seeds that happen to give the same outcomes are as much evidence as one seed about the test images: the
-    bootstrap over seeds and images keeps the interval (a test counting (seed, image) pairs would narrow it by
-    sqrt(3)), and n stays in test images."""
-    a, b = real[0][:, 1], real[1][:, 1]
-    one = stats.paired(a, b)
-    three = stats.paired(a.repeat(3, axis=0), b.repeat(3, axis=0))
-    assert three.images == one.images == 360
-    assert three.diff == pytest.approx(one.diff)
-    assert (three.hi - three.lo) > 0.85 * (one.hi - one.lo)
-    mean = stats.combined(real[0][:, ROBUST].repeat(3, axis=0), real[1][:, ROBUST].repeat(3, axis=0), "mean")
-    assert "sign-flip test over images of 3 seeds' mean outcomes; interval: bootstrap over seeds and images" in \
-        mean.how and mean.images == 360
-    # a table's test between two rows over seeds (its daggers and bold): 5 images for a, none for b, in each of
-    # three identical seeds, is the exact McNemar test's 5 of 5 (p = 1/16), not 15 of 15 (p = 6e-5)
-    five = "1" * 5 + "0" * 355, "0" * 360
-    assert stats.mcnemar([five]) == pytest.approx(1 / 16)
-    assert stats.mcnemar([five] * 3) == pytest.approx(1 / 16)
+def test_holm_is_statsmodels_holm():
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(3)
+    for m in (1, 2, 7, 30):
+        p = rng.random(m) ** 3
+        p[:m // 3] = p[0]                                   # ties
+        assert stats.holm(p) == pytest.approx(list(multipletests(p, method="holm")[1]))
+    assert stats.holm_level([0.2, 0.5], 3) == pytest.approx(0.05 / 3)
+    assert stats.holm_level([0.001, 0.5], 3) == pytest.approx(0.05 / 2)   # one other holds before it
 
 
-def test_the_area_a_front_dominates():
-    assert stats.hypervolume(np.array([[0.5, 0.5]])) == pytest.approx(0.25)
-    assert stats.hypervolume(np.array([[1.0, 0.2], [0.2, 1.0], [0.1, 0.1]])) == pytest.approx(0.2 + 0.8 * 0.2)
+def test_the_exact_sign_flip_test_is_exact():
+    """A mean over columns of 0/1 outcomes (a lattice of thirds): the exact distribution of the sign-flip sum, as
+    enumerating all 2^10 sign patterns gives it; for 0/1 differences it is the exact McNemar test."""
+    import itertools
+
+    d = np.array([1, -2, 3, 1, 2, -1, 3, 3, -1, 2]) / 3
+    sums = np.array([np.dot(s, np.abs(d)) for s in itertools.product([-1, 1], repeat=len(d))])
+    above, below = stats._sign_flip_p(d)
+    assert above == pytest.approx(np.mean(sums >= d.sum() - 1e-9)) and below == pytest.approx(
+        np.mean(sums <= d.sum() + 1e-9))
+    from scipy.stats import binomtest
+    d = np.array([1] * 9 + [-1] * 3 + [0] * 20, dtype=float)
+    assert stats._sign_flip_p(d)[0] == pytest.approx(binomtest(9, 12, 0.5, alternative="greater").pvalue)
+

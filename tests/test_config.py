@@ -143,9 +143,9 @@ def _mutated(config: dict, path: list, value) -> dict:
 _DELETE = object()
 
 
-@pytest.mark.parametrize(
-    "path, value, expected",
-    [
+#: bad inputs (a key path of the paper-scale config, its bad value) and what the one line must match: here the
+#: library's error; tests/test_front_doors.py runs them as overlays through `tradeoff check-config` and Snakemake
+BAD_CONFIGS = [
         (["runs", "cifar10-resnet18-nt", "method", "name"], "madry", r"runs\.cifar10-resnet18-nt\.method\.name: unknown method 'madry'; allowed: \["),
         (["runs", "cifar10-resnet18-nt", "dataset"], "imagenet", r"runs\.cifar10-resnet18-nt\.dataset: unknown value 'imagenet'; allowed: \["),
         (["runs", "cifar10-resnet18-nt", "arch"], "vgg16", r"runs\.cifar10-resnet18-nt\.arch: unknown value 'vgg16'; allowed"),
@@ -165,8 +165,10 @@ _DELETE = object()
         (["scale"], "huge", r"scale: 'huge' is not allowed; allowed: \['paper', 'demo', 'smoke', 'rehearsal'\]"),
         (["runs", "cifar10-resnet18-nt", "preset"], "nope", r"runs\.cifar10-resnet18-nt\.preset: unknown preset 'nope'"),
         (["runs", "cifar10-resnet18-at-beta1", "method", "bets"], 1.0, r"runs\.cifar10-resnet18-at-beta1\.method\.bets: unknown parameter of method 'pgd_at'; did you mean 'beta'\? allowed: \["),
-    ],
-)
+    ]
+
+
+@pytest.mark.parametrize("path, value, expected", BAD_CONFIGS)
 def test_bad_config_names_the_key(paper_config, path, value, expected):
     with pytest.raises(cfg.ConfigError, match=expected):
         cfg.resolve(_mutated(paper_config, path, value))
@@ -267,6 +269,7 @@ def test_runs_that_differ_only_in_what_they_observe_share_a_job(paper_config):
     config["runs"] = {"plain": plain, "tracked": tracked, "other": copy.deepcopy(tracked)}
     config["runs"]["other"]["method"]["track_learners"] = {"examples": 10, "attack": "pgd20"}
     config["targets"] = {}
+    config["audit"]["build"] = []  # the audited tables are gone with the targets
     catalog = cfg.resolve(config)
     assert catalog.train_id["tracked"] == "tracked" and catalog.train_id["other"] == "other"
     assert catalog.train_id["plain"] == "plain"  # two observations asked for: no single job serves them all

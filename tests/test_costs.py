@@ -169,14 +169,82 @@ def test_attack_formulas_match_counted_evaluations_at_a_second_length(catalogs, 
     _check_attacks(catalogs, units, cap=SECOND_LENGTH)
 
 
-def test_every_declared_attack_and_registered_method_has_a_formula():
-    for kind in ATTACK_DECLARATIONS:
-        attack_passes({"type": kind}, 10)  # the declared defaults priced (an unknown type raises UnknownCost)
+def test_every_attack_and_method_declares_its_passes_and_costs_knows_none_by_name():
+    """Issue 39: each attack's and method's pass count is declared beside its parameters (its ``passes``, torch-free),
+    and every one prices at its declared defaults through tradeoff.pipeline.costs, which compares no setting with, and
+    keys nothing by, a method's or an attack's name (no formula there)."""
+    import ast
+
+    from tradeoff.attacks.declared import AttackDeclaration
+    from tradeoff.methods import Method
+
+    for kind, cls in ATTACK_DECLARATIONS.items():
+        assert cls.passes.__func__ is not AttackDeclaration.passes.__func__, kind
+        assert attack_passes({"type": kind}, 10).f >= 0  # its declared defaults priced
     pgd = {"type": "pgd", "steps": 10}
     for name, cls in METHODS.items():
+        assert cls.passes.__func__ is not Method.passes.__func__, name
         method = MethodSpec.from_dict({"name": name, **cls.parameters.defaults(),
                                        **{k: pgd for k in cls.parameters.named(type=ATTACK)}})
         assert method_passes(method, 10).f > 0, name
+    names = set(ATTACK_DECLARATIONS) | set(METHODS)
+    tree = ast.parse((ROOT / "src" / "tradeoff" / "pipeline" / "costs.py").read_text())
+
+    def named(node) -> set:
+        inside = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+        return {n.value for n in inside if isinstance(n, ast.Constant)} & names
+
+    switches = [f"costs.py:{n.lineno}" for n in ast.walk(tree)
+                if isinstance(n, ast.Compare) and any(named(x) for x in [n.left, *n.comparators])
+                or isinstance(n, ast.Dict) and any(named(k) for k in n.keys if k is not None)]
+    assert not switches, switches
+
+
+def test_a_method_that_declares_no_passes_is_unpriced_and_the_plan_says_so(paper, monkeypatch):
+    """A method without its pass count plans its training job at the stage's fixed runtime, and the plan names the
+    method as the reason (not an architecture missing from flops.json)."""
+    from tradeoff.methods import Method
+
+    monkeypatch.setattr(METHODS["nt"], "passes", classmethod(Method.passes.__func__))
+    run = "cifar10-resnet18-nt"
+    sizes = JobSizes(paper, bench_folder="/nonexistent")
+    assert sizes.planned_train(run) is None and sizes.train_minutes(run) == 1440
+    assert "method 'nt' declares no passes" in sizes.unpriced[("train", run)]
+    line = next(x for x in costs.format_plan(costs.plan(paper, "table1a", 8, bench_folder="/nonexistent")).splitlines()
+                if x.startswith("not priced"))
+    assert f"train {run}: method 'nt' declares no passes" in line and "flops.json" not in line, line
+
+
+PASSES = ROOT / "tests" / "data" / "passes.json"
+
+
+def priced(catalogs) -> dict[str, list[float]]:
+    """The pass counts [F, Bi, Bw] of every training step and every evaluation of these catalogs, keyed by a digest
+    of what they are priced from (a method's settings, or an attack's, with the number of classes)."""
+    from tradeoff.core.spec import json_digest
+
+    table, out = load_table(), {}
+    for catalog in catalogs:
+        for rid, spec in catalog.training_runs().items():
+            classes = table["datasets"][spec.dataset]["classes"]
+            p = method_passes(spec.method, classes)
+            out[f"method {json_digest([spec.method.as_dict(), classes])}"] = [p.f, p.bi, p.bw]
+            for name in catalog.model_attacks(rid):
+                attack = catalog.attack_for(name, rid)
+                p = evaluation_passes(attack, classes, table.get("corruption_images"))
+                out[f"attack {json_digest([attack.as_dict(), classes])}"] = [p.f, p.bi, p.bw]
+    return dict(sorted(out.items()))
+
+
+def test_the_plan_prices_the_shipped_catalogs_as_before_the_passes_were_declared(catalogs):
+    """tests/data/passes.json holds the pass counts of the shipped catalogs as tradeoff.pipeline.costs' own formulas
+    counted them (recorded from the commit before issue 39 moved them beside the declarations): every step and
+    evaluation priced then is priced the same now (so is `tradeoff plan`'s every job). What the catalog adds later
+    is new keys, not compared."""
+    before, now = json.loads(PASSES.read_text()), priced(catalogs)
+    common = set(before) & set(now)
+    assert len(common) > 0.9 * len(before) > 100
+    assert {k: now[k] for k in common} == {k: before[k] for k in common}
 
 
 def test_flops_table_covers_the_shipped_scales_and_matches_a_recount(catalogs):
@@ -438,3 +506,8 @@ def test_a_node_report_of_another_device_or_the_cpu_is_not_read(paper, tmp_path)
         assert not sizes.benches and sizes.fraction == costs.ASSUMED_FRACTION
         sizes.planned_train("cifar10-resnet18-at-beta1")
         assert not sizes.measured
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--write-passes"]:  # records tests/data/passes.json
+    recorded = priced([cfg.load_catalog([ROOT / f for f in files]) for files in SHIPPED_SCALES])
+    PASSES.write_text("{\n" + ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in recorded.items()) + "\n}\n")

@@ -48,65 +48,53 @@ def test_code_deps_come_from_the_import_graph():
         deps = tdvc.code_deps(command)
         assert deps == sorted(set(deps)) and all((tdvc.ROOT / d).exists() for d in deps), command
     resolve = tdvc.code_deps("export-dvc")
-    assert "src/tradeoff/methods/declared" in resolve  # a folder all of whose sources are needed
-    assert not any(d.startswith(("src/tradeoff/methods/", "src/tradeoff/attacks/"))
-                   and d not in ("src/tradeoff/methods/__init__.py", "src/tradeoff/attacks/__init__.py")
-                   and "/declared" not in d for d in resolve)  # the declarations, not the code that trains
+    assert "src/tradeoff/methods" in resolve  # a folder all of whose sources are needed: every method's module
     with pytest.raises(KeyError, match="no_such"):
         tdvc.code_files("no-such")
 
 
 def test_the_plugins_are_what_the_registries_hold():
-    """The modules that register a method, a figure kind or an analysis, read from the source (no import), are the
-    modules the registries hold at run time, with the same names."""
+    """The modules that register a method, a figure kind, an analysis or an attack's code, read from the source (no
+    import), are the modules the registries hold at run time, with the same names."""
     from tradeoff.analysis import ANALYSES
+    from tradeoff.attacks import ATTACKS
     from tradeoff.methods import METHODS
     from tradeoff.report.kinds import drawing, drawn
     from tradeoff.report import figures  # noqa: F401  (attaches the kinds' drawings)
-
-    from tradeoff.methods.declared import DECLARED
 
     found: dict = {}
     for module, names in tdvc.plugins().items():
         for pair in names:
             found.setdefault(pair, set()).add(module)
-    running = {("method", name): {cls.__module__, DECLARED[name].__module__} for name, cls in METHODS.items()} \
+    running = {("method", name): {cls.__module__} for name, cls in METHODS.items()} \
+        | {("attack", name): {cls.__module__} for name, cls in ATTACKS.items()} \
         | {("figure", name): {drawing(name).draw.__module__} for name in drawn()} \
         | {("analysis", name): {analysis.run.__module__} for name, analysis in ANALYSES.items()}
     assert found == running
 
 
 def test_a_plugin_counts_for_the_jobs_that_use_it():
-    """methods/registry.py imports every method to fill the registry; a run depends on its own method's modules (its
-    code and its declaration) and what they import (vanilla imports trades and clp), not on the others; a figure on
-    its kind's drawing module only; the resolve stage, which reads every method's declarations, on all of them and on
-    no method's code."""
+    """methods/base.py discovers every module of the package to fill the registry (no list names them); a run depends
+    on its own method's module and what it imports (vanilla imports trades and clp, Generalist natural and pgd_at),
+    and on the modules the methods share, not on the other methods' modules; a figure on its kind's drawing module
+    only; the resolve stage, which reads every method, on all of them."""
     package = tdvc.PACKAGE
     methods = package / "methods"
-    registering = dict(tdvc._imports(methods / "registry.py"))
-    assert registering["tradeoff.methods.trades"] and not registering["tradeoff.methods.base"]
-    declaring = dict(tdvc._imports(methods / "declared" / "__init__.py"))
-    assert declaring["tradeoff.methods.declared.trades"] and not declaring["tradeoff.methods.declared.base"]
+    registering = dict(tdvc._imports(methods / "base.py"))  # METHODS: discover("tradeoff.methods")
+    assert registering["tradeoff.methods.trades"] and not registering["tradeoff.methods.common"]
     assert not dict(tdvc._imports(methods / "vanilla.py"))["tradeoff.methods.trades"]  # used: kl_divergence
 
     def method_files(name: str) -> set[str]:
         return {p.stem for p in tdvc.code_files("train", frozenset({("method", name)})) if p.parent == methods}
 
-    def declaration_files(name: str) -> set[str]:
-        return {p.stem for p in tdvc.code_files("train", frozenset({("method", name)}))
-                if p.parent == methods / "declared"}
-
-    shared = {"__init__", "base", "optim", "registry"}
+    shared = {"__init__", "base", "common", "optim"}
     assert method_files("nt") == shared | {"natural"}
-    assert method_files("trades") == shared | {"trades", "common", "pgd_at"}  # common.py imports pgd_at
-    assert method_files("vanilla") == method_files("trades") | {"vanilla", "clp"}
+    assert method_files("trades") == shared | {"trades"}  # no other method's module, no list of them
+    assert method_files("vanilla") == shared | {"vanilla", "trades", "clp"}
+    assert method_files("caat") == method_files("vanilla") | {"caat"}
     assert method_files("generalist") == shared | {"generalist", "natural", "pgd_at"}
-    assert declaration_files("nt") == {"__init__", "base", "natural"}
-    assert declaration_files("caat") == {"__init__", "base", "caat", "vanilla", "trades", "clp", "pgd_at"}
     resolve = tdvc.code_files("export-dvc")
-    assert {p.stem for p in resolve if p.parent == methods / "declared"} == {
-        p.stem for p in (methods / "declared").glob("*.py")}
-    assert {p.stem for p in resolve if p.parent == methods} == {"__init__"}
+    assert {p.stem for p in resolve if p.parent == methods} == {p.stem for p in methods.glob("*.py")}
     figures = {kind: {p.stem for p in tdvc.code_files("report", frozenset({("figure", kind)}))
                       if p.stem.startswith("fig_")} for kind in ("front", "bars", "lines", "tsne")}
     assert figures == {"front": {"fig_front"}, "bars": {"fig_basic"}, "lines": {"fig_basic"}, "tsne": {"fig_tsne"}}
@@ -115,8 +103,9 @@ def test_a_plugin_counts_for_the_jobs_that_use_it():
 
 
 def test_editing_trades_marks_only_the_stages_that_run_it_at_the_demo_scale():
-    """The shipped pipeline: the stages whose code deps hold methods/trades.py are the resolve stage and the training
-    jobs of runs whose method's module imports it (TRADES, vanilla AT and CA-AT, whose TRADES loss is vanilla's); a
+    """The shipped pipeline: the stages whose code deps hold methods/trades.py are the resolve stage (it reads every
+    method) and the training jobs of runs whose method's module imports it (TRADES, vanilla AT and CA-AT, whose TRADES
+    loss is vanilla's); a
     figure's drawing module is a dependency of the figures it draws only; a CLI subcommand that no stage runs, the
     README and docs/ are no stage's."""
     files = [*DEMO, "params.yaml"]
@@ -127,11 +116,10 @@ def test_editing_trades_marks_only_the_stages_that_run_it_at_the_demo_scale():
         return {name for name, stage in expanded.items()
                 if any(d.startswith("src/") and (path == d or path.startswith(d + "/")) for d in stage["deps"])}
 
-    trades = marked("src/tradeoff/methods/trades.py")
+    trades = marked("src/tradeoff/methods/trades.py") - {"resolve"}
     train = {name for name in expanded if tdvc.stage_kind(name) in ("train", "finetune")}
     assert trades == {n for n in train if catalog.runs[n.partition("@")[2]].method.name in (
-        "trades", "vanilla", "caat")}  # not the resolve stage: it reads the declarations (methods/declared/)
-    assert marked("src/tradeoff/methods/declared/trades.py") == trades | {"resolve"}
+        "trades", "vanilla", "caat")} and "resolve" in marked("src/tradeoff/methods/trades.py")
     assert 10 < len(trades) < len(train) < len(expanded) / 2
     assert {n for n in trades if "@" in n} == {n for n in trades if n.split("@")[0] in (
         "train-trades", "train-vanilla", "train-caat", "finetune-vanilla", "finetune-caat")}
@@ -149,10 +137,12 @@ def test_shipped_pipeline_is_short_and_templated():
     jobs.json holds the jobs."""
     text = (ROOT / "dvc.yaml").read_text()
     pipeline = yaml.safe_load(text)
-    # (a template's deps list each file its job reads: 500 lines at the demo scale, with the declarations apart)
-    assert len(text.splitlines()) < 540 and len((ROOT / "jobs.json").read_text().splitlines()) < 250
+    # a template per kind of job and code, however many jobs: far fewer stages than jobs (no cap on either)
+    jobs = json.loads((ROOT / "jobs.json").read_text())
+    count = sum(len(items) for items in jobs.values() if isinstance(items, (dict, list)))
+    assert len(pipeline["stages"]) * 3 < count
     templated = {name for name, stage in pipeline["stages"].items() if "foreach" in stage}
-    assert {"train", "finetune", "evaluate", "analyze", "table", "figure", "figure_list", "download"} == {
+    assert {"train", "finetune", "evaluate", "analyze", "table", "figure", "figure_list", "download", "audit"} <= {
         tdvc.stage_kind(name) for name in templated}
     assert {"train-trades", "train-generalist", "figure-front", "figure-basic", "evaluate", "table"} <= templated
     assert set(pipeline["stages"]) - templated == {"resolve", "claims", "summary"}
@@ -352,20 +342,20 @@ def _changed_by(work: Path, *edits: tuple[str, str]) -> set[str]:
 @pytest.mark.slow
 def test_a_change_reruns_only_what_it_touches(built):
     """Issue 30: after `dvc repro`, editing methods/trades.py marks the training stages of the runs whose method runs
-    TRADES's code (vanilla AT and CA-AT import its loss; Generalist does not), and not the resolve stage, which reads
-    the methods' declarations only; editing TRADES's declaration (methods/declared/trades.py) marks those and the
-    resolve stage (seconds; it rewrites jobs.json only if a run's settings changed); editing a figure kind's module
-    marks the figures drawn with it; the README, docs and a CLI subcommand that no stage runs (or a new one) mark
-    nothing."""
+    TRADES's code (vanilla AT and CA-AT import its loss; Generalist does not) and the resolve stage, which reads every
+    method (seconds; it rewrites jobs.json only if a run's settings changed); a new method's module marks the resolve
+    stage only (issue 39: no list of the methods to edit); editing a figure kind's module marks the figures drawn with
+    it; the README, docs and a CLI subcommand that no stage runs (or a new one) mark nothing."""
     work = built["work"]
     grouped = json.loads((work / "jobs.json").read_text())
     methods = {name: set(grouped[name]) for name in grouped if tdvc.stage_kind(name) == "train"}
     assert set(methods) == {"train-generalist", "train-vanilla", "train-caat"}
     trades = _changed_by(work, ("src/tradeoff/methods/trades.py", "# a comment\n"))
-    assert trades == {f"{name}@{run_id}" for name in ("train-vanilla", "train-caat") for run_id in methods[name]}
-    assert _changed_by(work, ("src/tradeoff/methods/declared/trades.py", "# a comment\n")) == trades | {"resolve"}
+    assert trades == {f"{name}@{run_id}" for name in ("train-vanilla", "train-caat") for run_id in methods[name]} \
+        | {"resolve"}
+    assert _changed_by(work, ("src/tradeoff/methods/another.py", '"""Another method."""\n')) == {"resolve"}
     assert _changed_by(work, ("src/tradeoff/methods/generalist.py", "# a comment\n")) == {
-        f"train-generalist@{run_id}" for run_id in methods["train-generalist"]}
+        f"train-generalist@{run_id}" for run_id in methods["train-generalist"]} | {"resolve"}
     assert _changed_by(work, ("src/tradeoff/report/fig_basic.py", "# a comment\n")) == {"figure-basic@figure3b"}
     assert _changed_by(work, ("src/tradeoff/report/fig_front.py", "# a comment\n")) == set()  # no front here
     assert _changed_by(work, ("README.md", "\nMore.\n"), ("docs/dvc.md", "\nMore.\n"),
@@ -451,8 +441,8 @@ def test_a_name_read_from_a_lazy_package_counts_as_an_import_of_its_module():
     splits = set(dict(tdvc._imports(package / "training" / "train.py")))  # `data.load_run_data(...)`
     assert "tradeoff.data.splits" in splits
     evaluate = set(dict(tdvc._imports(package / "evaluation" / "evaluate.py")))  # `attacks.from_spec`
-    assert "tradeoff.attacks.registry" in evaluate
+    assert "tradeoff.attacks.base" in evaluate
     train = set(dict(tdvc._imports(package / "training" / "train.py")))  # `from tradeoff.methods import METHODS`
-    assert "tradeoff.methods.registry" in train
-    assert "tradeoff.methods.registry" not in set(dict(tdvc._imports(package / "config" / "show.py")))
-    assert tdvc._lazy_names("tradeoff.methods.declared") == {} and tdvc._lazy_names("tradeoff.no_such") == {}
+    assert "tradeoff.methods.base" in train
+    assert "tradeoff.methods.base" not in set(dict(tdvc._imports(package / "config" / "design.py")))
+    assert tdvc._lazy_names("tradeoff.attacks.declared") == {} and tdvc._lazy_names("tradeoff.no_such") == {}

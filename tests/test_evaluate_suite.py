@@ -19,6 +19,7 @@ from tradeoff import config as cfg
 from tradeoff.evaluation.evaluate import AttackJob, Evaluation, Shard, evaluate, merge_shards
 from tradeoff.evaluation.load import RunModel
 from tradeoff.core.runtime import Runtime
+from tradeoff.core.spec import AttackSpec
 from tradeoff.storage.provenance import read_sidecar
 from tradeoff.training.train import train
 
@@ -111,19 +112,29 @@ def test_autoattack_runs_its_components_in_turn_on_what_is_still_robust(models, 
     assert aa["breakdown"]["apgd-ce"] == alone["accuracy"]
 
 
-@pytest.mark.parametrize("attack", ["pgd20", "apgd_ce"])
-def test_sharded_evaluation_merges_to_exactly_the_unsharded_one(models, tmp_path, attack):
-    full = _evaluate(models, AT, attack, batch_size=50, predictions_out=tmp_path / "full.json")
+@pytest.mark.parametrize("attack,eps", [("pgd20", None), ("apgd_ce", None), ("pgd20", 1.0)])
+def test_sharded_evaluation_merges_to_exactly_the_unsharded_one(models, tmp_path, attack, eps):
+    """Also the record's counts of invalid examples and its bound (at eps 1, the whole image range: every correctly
+    classified test image of another class is within the budget of every example)."""
+    catalog = models[0]
+    spec = catalog.attack_for(attack, AT)
+    spec = spec if eps is None else AttackSpec.from_dict({**spec.as_dict(), "eps": eps, "step_size": eps / 4})
+    full = _evaluate(models, AT, attack, spec=spec, batch_size=50, predictions_out=tmp_path / "full.json")
     parts = []
     for k in range(3):
         parts.append(tmp_path / f"shard{k}.json")
-        part = _evaluate(models, AT, attack, batch_size=50, shard=(k, 3), shard_out=parts[-1],
+        part = _evaluate(models, AT, attack, spec=spec, batch_size=50, shard=(k, 3), shard_out=parts[-1],
                          state_path=tmp_path / f"shard{k}.state")
         assert part["first_batch"] * 50 == part["start"]
         assert not (tmp_path / f"shard{k}.state").exists()  # removed once the shard's result is written
     merged = merge_shards(parts, predictions_out=tmp_path / "merged.json")
     assert merged["accuracy"] == full["accuracy"] and merged["examples"] == full["examples"] == 360
     assert (tmp_path / "merged.json").read_text() == (tmp_path / "full.json").read_text()
+    assert merged["bound"] == full["bound"] and merged["invalid"] == full["invalid"]
+    assert full["bound"]["whole_range"] == (eps == 1.0)
+    if eps == 1.0:  # any image is reachable: nothing can be robust, and what PGD leaves robust is named
+        assert full["bound"]["accuracy_bound"] == 0.0
+        assert len(full["bound"]["robust_despite"]) == full["robust_examples"]
 
 
 def test_autoattack_killed_midway_resumes_from_its_state_file(models, aa_reference, tmp_path):

@@ -12,7 +12,8 @@ from torch import nn
 from tradeoff import attacks
 from tradeoff import config as cfg
 from tradeoff.core.spec import AttackSpec
-from tradeoff.evaluation.evaluate import EvalState, MergeError, batch_seed, merge_shards, run_attack, shard_range
+from tradeoff.evaluation.evaluate import (SHARD_FORMAT, EvalState, MergeError, batch_seed, merge_shards, run_attack,
+                                         shard_range)
 
 ROOT = cfg.ROOT
 
@@ -127,13 +128,15 @@ def test_merge_refuses_gaps_and_mismatches(tmp_path):
         dataset="digits", arch="small_cnn").as_dict()
 
     def part(k, start, stop, seed=0):
-        return {"format": "tradeoff-eval-shard/2", "run": "r", "attack": "a", "spec": {"type": "pgd", "eps": 0.1},
+        return {"format": SHARD_FORMAT, "run": "r", "attack": "a", "spec": {"type": "pgd", "eps": 0.1},
                 "seed": seed, "batch_size": 2, "examples_total": 4, "shard": k, "shards": 2, "first_batch": start // 2,
                 "start": start, "stop": stop, "seconds": 1.0, "breakdown": {},
                 "meta": {"run": "r", "spec": settings, "selected_epoch": 1},
                 "context": {"scale": "smoke", "model": "0" * 16, "test_examples": None, "test_size": 4}, "provenance": {},
                 "labels": [0] * (stop - start), "clean_correct": "1" * (stop - start),
-                "robust_correct": "10"[: stop - start] * 1 + "0" * max(0, stop - start - 2)}
+                "robust_correct": "10"[: stop - start] * 1 + "0" * max(0, stop - start - 2),
+                "invalid": {"invalid_examples": 1, "non_finite": 1}, "whole_range": False, "ruled_out": "0" * (stop - start),
+                "probes": [{"level": 0.5, "class": 3, "reachable": 0}]}
 
     def write(*parts):
         paths = []
@@ -144,6 +147,11 @@ def test_merge_refuses_gaps_and_mismatches(tmp_path):
 
     merged = merge_shards(write(part(0, 0, 2), part(1, 2, 4)))
     assert merged["examples"] == 4 and merged["accuracy"] == 0.5 and merged["shards"] == 2
+    assert merged["invalid"]["invalid_examples"] == 2 and merged["invalid"]["non_finite"] == 2  # summed over shards
+    assert merged["bound"] == {"probes": [], "whole_range": False, "ruled_out": 0, "accuracy_bound": 1.0,
+                               "robust_despite": []}
+    with pytest.raises(MergeError, match="older tradeoff"):
+        merge_shards(write({**part(0, 0, 2), "format": "tradeoff-eval-shard/2"}, part(1, 2, 4)))
     with pytest.raises(MergeError, match="starts at example 3"):
         merge_shards(write(part(0, 0, 2), part(1, 3, 4)))
     with pytest.raises(MergeError, match="'seed'"):

@@ -381,8 +381,8 @@ def _bad_model(kind: str, path: Path) -> None:
 
 BAD_MODELS = {  # what the one line must say after the file's name
     "empty": ": the file is empty (0 bytes)",
-    "truncated": ": it is not a complete PyTorch checkpoint (truncated or corrupted)",
-    "not a checkpoint": ": it is not a PyTorch checkpoint of tensors (unreadable, or corrupted)",
+    "truncated": ": it is truncated: a PyTorch checkpoint cut short (",
+    "not a checkpoint": ": it is not a checkpoint: neither a PyTorch archive (zip) nor a pickle (it begins with b'model we'",
     "other keys": " is not a model written by `tradeoff train`: it holds keys ['state_dict']; a model.pt holds 'model' "
                   "and 'meta'",
     "not a dict": " is not a model written by `tradeoff train`: it holds a list",
@@ -564,9 +564,9 @@ BAD_FOR_SNAKEMAKE = {  # overlay -> what the message must say (the key, and the 
     "attacks:\n  pgd20: {type: deepfool}\n": ["attacks.pgd20.type: unknown attack 'deepfool'; allowed: ['"],
     "runs:\n  cifar10-resnet18-nt: {lr: {epochs: [0, 40, 60], values: [0.1, 0.01]}}\n":
         ["runs.cifar10-resnet18-nt.lr: 3 breakpoints (epochs) but 2 values"],
-    # the JSON schema (Snakemake's validate, which prints the allowed properties)
-    "runs:\n  cifar10-resnet18-nt: {epoch: 3}\n": ["'epoch' was unexpected", "instance['runs']['cifar10-resnet18-nt']",
-                                                   "'epochs'"],
+    # the JSON schema (check-config's one line, through Snakemake too: the key, the allowed keys, the closest)
+    "runs:\n  cifar10-resnet18-nt: {epoch: 3}\n": ["runs.cifar10-resnet18-nt.epoch: unknown key(s) ['epoch']",
+                                                   "did you mean 'epochs'?"],
     # the YAML loader (Snakemake's own keeps the last of two equal keys; the check in common.smk does not)
     "runs:\n  cifar10-resnet18-nt: {seed: 1}\n  cifar10-resnet18-nt: {seed: 2}\n":
         ["duplicate key 'cifar10-resnet18-nt' at line 3"],

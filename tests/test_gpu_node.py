@@ -50,7 +50,8 @@ def test_the_wheelhouse_holds_the_list_and_no_more_within_48_mib(wheels):
     assert sum(w.stat().st_size for w in wheels.glob("*.whl")) <= 48 * 2**20
     node = {wheelhouse.canonical(r.name) for r in node_requirements()}
     assert not names & node  # nothing the node has already
-    assert not names & {"snakemake", "scmrepo", "dulwich", "gto", "hydra-core", "pulp"}  # DVC's and Snakemake's weight
+    assert "snakemake" in names  # section e, the rehearsal through Snakemake (test below)
+    assert not names & {"scmrepo", "dulwich", "gto", "hydra-core", "pulp"}  # DVC's and Snakemake's weight
     aa = next(wheels.glob("pyautoattack-*.whl"))
     with zipfile.ZipFile(aa) as z:  # the example model left out, the code and a RECORD that matches kept
         files = z.namelist()
@@ -117,3 +118,26 @@ def test_the_script_checks_a_node_of_only_the_list_and_the_wheelhouse_within_its
     text = report_path.with_suffix(".md").read_text()
     assert text.startswith("# gpu-check on cpu") and "## Sections" in text and "| jsonschema | the config | 4." in text
     assert f"report: {report_path.with_suffix('.md')}" in done.stdout
+
+
+def test_the_wheelhouse_runs_snakemake_and_its_jobs_on_a_node_of_only_the_list(tmp_path, wheels):
+    """Section e runs the rehearsal through Snakemake (`python -m snakemake`): on a node of only the list and the
+    wheelhouse, installed as scripts/gpu-node.sh installs it (no index, a folder on PYTHONPATH, no scripts on PATH),
+    Snakemake reads the workflow and runs a job, which runs `python -m tradeoff.cli` under the same Python."""
+    from helpers import workflow_copy
+
+    python, linked = make_node_venv(tmp_path / "node", [r.name for r in node_requirements()])
+    assert "snakemake" not in linked  # the node alone lacks it
+    site = tmp_path / "site"
+    install = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
+                              "--disable-pip-version-check", "--no-compile", "--target", str(site),
+                              *map(str, sorted(wheels.glob("*.whl")))], capture_output=True, text=True)
+    assert install.returncode == 0, install.stderr[-3000:]
+    work = workflow_copy(tmp_path / "wf")
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "PYTHONPATH": f"{site}:{ROOT / 'src'}",
+           "PIP_NO_INDEX": "1"}
+    done = subprocess.run([str(python), "-m", "snakemake", "data/.ready/digits", "--cores", "1", "--scheduler",
+                           "greedy", "--configfile", "config/smoke.yaml"], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert (work / "data" / ".ready" / "digits").is_file() and "1 of 1 steps (100%) done" in done.stderr

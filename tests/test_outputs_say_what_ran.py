@@ -153,6 +153,8 @@ def test_figures_say_what_ran_and_what_they_show(demo):
     fill_target(demo, "zipper_figure5")
     _, text = _figure(demo, "zipper_figure5")
     assert "the learners' robust curves: PGD-20, ε = 8/255 (here 0.3)" in text
+    # ... and which images they measured every epoch: the validation split's, never the test split's (issue 38)
+    assert "the learners measured after every epoch on 300 validation images, held out of training" in text
     # an analysis of its own dataset: its title says what it read
     assert ran.title(demo, "caat_figure2").endswith("— demo scale ran: 8×8 digits (at its own image size)")
 

@@ -16,10 +16,10 @@ SMOKE = ["--configfile", "config/smoke.yaml"]
 
 
 @pytest.fixture(scope="module")
-def smoke_build(tmp_path_factory):
-    work = workflow_copy(tmp_path_factory.mktemp("snakemake"))
-    run(["snakemake", "--cores", "2", *SMOKE], work, timeout=3000)  # every target and the summary
-    return work
+def smoke_build(smoke_clone):
+    """Every target and the summary at the smoke scale: the README's command in a fresh clone, nothing activated
+    (tests/conftest.py; tests/test_readme_commands.py runs the README's other commands there)."""
+    return smoke_clone
 
 
 def test_snakemake_builds_table1_with_paper_numbers(smoke_build):

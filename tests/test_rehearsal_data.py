@@ -11,7 +11,7 @@ import pytest
 from tradeoff import config as cfg
 from tradeoff import data
 from tradeoff.data import generated as rehearsal_data
-from tradeoff.data.generated import GeneratedDataRoot
+from tradeoff.data.roots import GeneratedDataRoot
 from tradeoff.models import adapters
 
 ROOT = cfg.ROOT

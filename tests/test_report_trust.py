@@ -20,6 +20,7 @@ from tradeoff import config as cfg
 from tradeoff.report import records, stats, tables
 from tradeoff.report.build import build_target
 from tradeoff.report.summary import build_summary
+from tradeoff.storage.layout import METRICS_FORMAT
 
 FILES = [ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"]
 NT, AT, HALF = "cifar10-resnet18-nt", "cifar10-resnet18-at-beta1", "cifar10-resnet18-at-beta0_5"
@@ -430,4 +431,4 @@ def test_a_runs_suite_file_is_read_and_vouched_for_like_its_own_files(tmp_path, 
     assert f"{suite}: holds no evaluation 'pgd20'" in capsys.readouterr().err
     suite.write_text(json.dumps(data["evaluations"]["clean"]))  # one attack's record where the suite should be
     assert _cli(tmp_path, "report", "trust") == 1
-    assert f"{suite}: field 'format' is 'tradeoff-metrics/2', not 'tradeoff-evaluations/1'" in capsys.readouterr().err
+    assert f"{suite}: field 'format' is '{METRICS_FORMAT}', not 'tradeoff-evaluations/1'" in capsys.readouterr().err

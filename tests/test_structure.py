@@ -158,6 +158,17 @@ def _lazy_names(package: str, modules: dict[str, Path]) -> dict[str, str]:
     return {}
 
 
+def _discovered(name: str, node: ast.AST, modules: dict[str, Path]) -> list[str]:
+    """The modules a top-level ``discover("tradeoff.x")`` (or ``discover(__name__)``) of module ``name`` imports:
+    every module of that package (tradeoff.core.plugins)."""
+    call = node.value if isinstance(node, ast.Expr) else None
+    if not (isinstance(call, ast.Call) and getattr(call.func, "id", None) == "discover" and call.args):
+        return []
+    arg = call.args[0]
+    package = arg.value if isinstance(arg, ast.Constant) else name if getattr(arg, "id", None) == "__name__" else None
+    return [m for m in modules if package and m.rpartition(".")[0] == package]
+
+
 def test_an_import_inside_a_function_is_for_start_up_time():
     """An import sits at the top of its module, unless it loads a heavy package (tradeoff.core.lazy_imports.HEAVY:
     PyTorch, SciPy, ...) that the module's own top-level imports do not load: the one reason, said once there."""
@@ -178,6 +189,7 @@ def test_an_import_inside_a_function_is_for_start_up_time():
                 for node in trees[module].body:
                     if isinstance(node, (ast.Import, ast.ImportFrom)):
                         found.update(*(loads(t) for t in _top_level_targets(module, node, modules)))
+                    found.update(*(loads(m) for m in _discovered(module, node, modules)))
             heavy[target] = frozenset(found)
         return heavy[target]
 
@@ -314,13 +326,11 @@ def test_every_registry_is_one_kind_of_registry_and_refuses_a_name_twice():
     from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
     from tradeoff.data import DATASETS
     from tradeoff.methods import METHODS
-    from tradeoff.methods.declared import DECLARED as METHOD_DECLARATIONS
     from tradeoff.models import MODELS, PRETRAINED_MODELS
     from tradeoff.core.registry import Registry
     from tradeoff.core.targets import PLOTS  # figure kinds: declared once, drawn by tradeoff.report (no second registry)
 
-    for registry in (ATTACKS, ATTACK_DECLARATIONS, DATASETS, METHODS, METHOD_DECLARATIONS, MODELS, PRETRAINED_MODELS,
-                     PLOTS):
+    for registry in (ATTACKS, ATTACK_DECLARATIONS, DATASETS, METHODS, MODELS, PRETRAINED_MODELS, PLOTS):
         assert isinstance(registry, Registry) and registry
     with pytest.raises(ValueError, match="method 'trades' registered twice"):
         METHODS.register(METHODS["trades"])

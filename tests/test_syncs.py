@@ -172,7 +172,8 @@ def test_the_trainer_reads_no_device_value_per_step(tmp_path):
 STEP_CODE = {  # the functions that run once per training step or per attack step
     "training/train.py": ["augment", "_to_device", "note"],
     "methods/base.py": ["train_step", "cross_entropy"],
-    "methods/pgd_at.py": ["adversarial_examples", "loss"],
+    "methods/common.py": ["adversarial_examples", "adversarial"],
+    "methods/pgd_at.py": ["loss"],
     "methods/trades.py": ["kl_divergence", "kl_adversarial", "loss"],
     "methods/vanilla.py": ["gradient_conflict", "losses", "combined_step", "_flat", "loss", "train_step"],
     "methods/caat.py": ["project_gradient", "direction", "train_step"],

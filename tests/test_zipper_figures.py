@@ -104,6 +104,38 @@ def test_bad_options_are_refused_naming_the_key(method, message):
         cfg.resolve(config)
 
 
+def test_the_learners_are_measured_on_the_validation_split_unless_the_run_says_test():
+    """Zipper Figure 5's per-epoch measurements read the validation split (the tables' test images stay measured
+    once, at the end); under `split: test`, or where the run holds none out (`selection.split: test`, the papers'
+    practice), the test split, and the figure and the tables' note on the split say so."""
+    from types import SimpleNamespace
+    from tradeoff.report import what_ran as ran
+    from tradeoff.report.tables import _selection_split_note
+    from tradeoff.training.train import tracking_split
+
+    def resolved(**change):
+        config = cfg.load_config([cfg.ROOT / "config" / "config.yaml"])
+        for key, value in change.items():
+            block = config["runs"][RUN]["method"]["track_learners"] if key == "split" else config["runs"][RUN]
+            block[key] = value if key == "split" else {**config["runs"][RUN].get(key, {}), **value}
+        catalog = cfg.resolve(config)
+        spec = catalog.runs[RUN]
+        return catalog, tracking_split(spec, spec.method.get("track_learners")), ran.tracking_images(catalog, [RUN])
+
+    row = SimpleNamespace(runs=[RUN], label="Generalist")
+    catalog, split, images = resolved()
+    assert catalog.runs[RUN].method.get("track_learners")["split"] == "validation"
+    assert (split, images) == ("validation", "1,000 validation images, held out of training")
+    assert _selection_split_note(catalog, [row]).endswith("measured once, at the end).")
+    catalog, split, images = resolved(split="test")
+    assert (split, images) == ("test", "1,000 test images (the images the tables measure)")
+    assert _selection_split_note(catalog, [row]).endswith(
+        "measured once, at the end, but for the learners' per-epoch curves (track_learners.split: test)).")
+    catalog, split, images = resolved(selection={"split": "test"})
+    assert (split, images) == ("test", "1,000 test images (the images the tables measure)")
+    assert "the test images of these cells also chose the epoch" in _selection_split_note(catalog, [row])
+
+
 @pytest.mark.parametrize("change, message", [
     ({"analysis": {"name": "learner_tsne", "embed": "features"}}, r"analysis\.embed: 'features' is not allowed"),
     ({"analysis": {"name": "learner_tsne", "examples": 1}}, r"analysis\.examples: expected an integer >= 2"),
@@ -173,7 +205,7 @@ def test_tracked_numbers_equal_an_independent_evaluation_of_the_snapshots(tracke
     obj = checkpoint.load(paths.model)
     model, _ = load_model(RunModel(paths.model))
     ds = load_run_data(spec, data_root())
-    x, y = subset(ds.x_test, ds.y_test, 40)
+    x, y = subset(ds.x_val, ds.y_val, 40)  # the validation split (track_learners.split), never the test images
     attack = AttackSpec.from_dict(spec.method.get("track_learners")["attack"])  # the JSON form a run holds
     rows = _curves(paths.curves)
     for epoch in (1, 2, 3):

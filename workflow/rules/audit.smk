@@ -1,7 +1,9 @@
 # Audits (docs/audit.md): `tradeoff audit` of a model, the sanity checks of its evaluation on one page with their
 # verdicts, results/<scale>/audit/<model>.{json,md,html,png,pdf}. `snakemake audit_<table>` (a table, or a group of
-# tables) audits every row's model; not part of the default target. An audit reads the model's file and its transfer
-# surrogate's (tradeoff.audit.jobs, which DVC's audit stages ask too); a change of its resolved settings re-runs it.
+# tables) audits every row's model; the default target audits the rows of `audit.build`'s tables, whose tables read
+# the audits (tradeoff.report.build.target_inputs). An audit reads the model's file and its transfer surrogate's
+# (tradeoff.audit.jobs, which DVC's audit stages ask too) and the columns the tables report for the model (it runs
+# after their evaluations); a change of its resolved settings re-runs it.
 from tradeoff.audit import jobs as audit_jobs
 
 AUDIT_TARGETS = audit_jobs.audit_targets(CATALOG)
@@ -10,6 +12,8 @@ AUDIT_TARGETS = audit_jobs.audit_targets(CATALOG)
 rule audit:
     input:
         lambda wc: audit_jobs.job_inputs(CATALOG, wc.run),
+        # the metrics and predictions of the columns the tables report for the model, which it audits
+        lambda wc: CATALOG.reported_files(wc.run),
     output:
         **{ext: str(path) for ext, path in LAYOUT.audit("{run}").items()},
     params:

@@ -7,39 +7,57 @@ import re
 import shlex
 import sys
 
-from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
-
-from tradeoff import config as tcfg
+try:
+    from tradeoff import config as tcfg
+except ImportError as exc:  # the Python that runs Snakemake runs every job (job_shell): it must have the package
+    print(f"tradeoff: cannot start any job: the Python that runs Snakemake ({sys.executable}) cannot import tradeoff "
+          f"({exc}); run the checkout's own .venv/bin/snakemake (`make install` makes it), or install the package "
+          "into this environment (pip install -e .)", file=sys.stderr)
+    sys.exit(1)
+from tradeoff.cli import configuration_error, unknown_target
+from tradeoff.cli.commands.check_config import checked_catalog
 from tradeoff.config.design import expand
 from tradeoff.pipeline.costs import JobSizes
 from tradeoff.report.build import target_caption, target_inputs, target_outputs
-from tradeoff.report.claims import claims_file, load_claims
+from tradeoff.report.claims import claims_file
 from tradeoff.storage.layout import ready_marker
 
-# The effective config is config/config.yaml overlaid by each --configfile, in order. Jobs re-read exactly
+
+def refuse(exc):
+    """A bad configuration: the one line of `tradeoff check-config` and its exit status, 2, before any job (not
+    Snakemake's traceback of the Snakefile)."""
+    print(configuration_error(exc), file=sys.stderr)
+    sys.exit(2)
+
+
+# The effective config is config/config.yaml overlaid by each --configfile, in order (named as the command line
+# names them, relative to the workflow's folder, so that a message names them alike). Jobs re-read exactly
 # these files through the CLI, so values given with --config key=value (which jobs would not see) are refused.
-CONFIG_FILES = ["config/config.yaml"] + [str(f) for f in workflow.config_settings.configfiles]
+CONFIG_FILES = ["config/config.yaml"] + [os.path.relpath(f) if os.path.abspath(f).startswith(os.getcwd() + os.sep)
+                                         else str(f) for f in workflow.config_settings.configfiles]
 OVERRIDE_HELP = ("--config key=value overrides are not supported (jobs read the config files); put the values in a "
                  "YAML overlay (e.g. config/mine.yaml) and pass it with --configfile config/mine.yaml")
-if workflow.config_settings.config:  # before the schema, which would report the override's strings as type errors
-    raise WorkflowError(f"configuration error: {OVERRIDE_HELP} (given: --config "
-                        + " ".join(f"{k}=..." for k in workflow.config_settings.config) + ")")
-validate(config, schema="../schemas/config.schema.yaml")
+if workflow.config_settings.config:
+    refuse(tcfg.ConfigError(f"{OVERRIDE_HELP} (given: --config "
+                            + " ".join(f"{k}=..." for k in workflow.config_settings.config) + ")"))
 try:
-    # resolved afresh, or read from the cache that the jobs of an earlier call kept of the same files and code
-    # (this process only reads it, so that a dry run writes nothing)
-    CATALOG = tcfg.load_catalog(CONFIG_FILES, write_cache=False)
+    # The checks of `tradeoff check-config` (the schema, on the catalog as expanded run by run, then every name,
+    # range and file; the claims), and nothing else: one validator, one line. The catalog is resolved afresh, or
+    # read from the cache that the jobs of an earlier call kept of the same files and code (this process only reads
+    # it, so that a dry run writes nothing).
+    CATALOG = checked_catalog(CONFIG_FILES)
     if CATALOG.config != expand(config):  # the files as written (compact) -> run by run, as load_catalog
         raise tcfg.ConfigError(OVERRIDE_HELP)
-    load_claims(CATALOG)  # config/claims.yaml, checked against the catalog
 except tcfg.ConfigError as exc:
-    raise WorkflowError(f"configuration error: {exc}")
+    refuse(exc)
 
 # Every job reads these files (the CLI's default, $TRADEOFF_CONFIG, exported by every job's shell before its
-# command). Neither a param nor part of a rule's command: which overlay files hold the settings is not a setting,
-# and a job reruns only when its own resolved settings change (`params: settings`).
-shell.prefix(f"set -euo pipefail; export TRADEOFF_CONFIG={shlex.quote(os.pathsep.join(CONFIG_FILES))}; ")
+# command), and runs under this Python ($TRADEOFF_PYTHON: job_shell). Neither is a param or part of a rule's command,
+# which Snakemake compares between runs: which overlay files hold the settings is not a setting, another checkout's
+# interpreter no change of code; a job reruns only when its own resolved settings change (`params: settings`).
+JOB_PREFIX = (f"set -euo pipefail; export TRADEOFF_CONFIG={shlex.quote(os.pathsep.join(CONFIG_FILES))}; "
+              f"TRADEOFF_PYTHON={shlex.quote(sys.executable)}; ")
+shell.prefix(JOB_PREFIX)
 LAYOUT = CATALOG.layout
 CLAIMS = [str(p) for p in [claims_file(CATALOG)] if p.exists()]  # the papers' claims, checked by the summary
 RES = config.get("resources", {})
@@ -47,7 +65,7 @@ try:
     # what each job costs (tradeoff.pipeline.costs: pass counts x a committed FLOP table, no PyTorch) and asks a cluster for
     SIZES = JobSizes(CATALOG, bench_folder=LAYOUT.bench)
 except tcfg.ConfigError as exc:
-    raise WorkflowError(f"configuration error: {exc}")
+    refuse(exc)
 TRAIN_IDS = sorted(CATALOG.training_runs())
 MODEL_IDS = CATALOG.evaluated_models()  # the training jobs and the external models (`external:`): both evaluated
 EVALUATED = {run: CATALOG.eval_units(run) for run in MODEL_IDS}
@@ -71,13 +89,21 @@ wildcard_constraints:
 
 
 def job_shell(args):
-    """A job's shell command: `tradeoff <args>`, its output in the job's log. Snakemake deletes a job's `log:` file
-    whenever it starts the job (again: after a kill, a requeue, a resubmission by `retries`), so `--log` makes
-    tradeoff also append everything it writes to the log's history (`<name>.history.log`), after a header line per
-    start: the lines before a resume are kept there. `exec` makes tradeoff the job's process itself, so the signals
-    SLURM sends a job (SIGTERM at a time limit, a preemption, or the profile's early --signal) reach it: training
-    then saves the step it reached."""
-    return f"exec tradeoff --log {{log}} {args} > {{log}} 2>&1"
+    """A job's shell command: ``tradeoff <args>``, run by the Python that runs this Snakemake (``python -m
+    tradeoff.cli``; $TRADEOFF_PYTHON, set by every job's shell: JOB_PREFIX), so `.venv/bin/snakemake` needs no
+    environment on PATH, on a login node or a SLURM node (whose Snakemake runs under the same interpreter). A job
+    that cannot start says so in Snakemake's own output, not only in its log: the check before ``exec``. (Snakemake
+    removes a job's old outputs before its shell starts: that this interpreter imports tradeoff was checked when it
+    read this Snakefile, before any job.)
+
+    Its output goes to the job's log. Snakemake deletes a job's `log:` file whenever it starts the job (again: after a
+    kill, a requeue, a resubmission by `retries`), so `--log` makes tradeoff also append everything it writes to the
+    log's history (`<name>.history.log`), after a header line per start: the lines before a resume are kept there.
+    `exec` makes tradeoff the job's process itself, so the signals SLURM sends a job (SIGTERM at a time limit, a
+    preemption, or the profile's early --signal) reach it: training then saves the step it reached."""
+    return ('test -x "$TRADEOFF_PYTHON" || {{ echo "tradeoff: cannot start the job: no Python at $TRADEOFF_PYTHON '
+            '(the one that runs Snakemake)" >&2; exit 127; }}; '
+            f'exec "$TRADEOFF_PYTHON" -m tradeoff.cli --log {{log}} {args} > {{log}} 2>&1')
 
 
 def resource(stage, key, default):
@@ -132,6 +158,31 @@ if workflow.is_main_process:
     warn_placeholder_account()
 
 
+def requested_targets():
+    """The targets named on this Snakemake's command line (read from it with Snakemake's own parser: the Snakefile is
+    read before Snakemake holds them); none when it was not started from a command line (the API)."""
+    from snakemake.cli import get_argument_parser
+
+    if not os.path.basename(sys.argv[0]).startswith("snakemake") and not sys.argv[0].endswith("snakemake/__main__.py"):
+        return []
+    try:
+        args, _ = get_argument_parser().parse_known_args(sys.argv[1:])
+    except SystemExit:  # Snakemake's own parser reports its errors itself
+        return []
+    return list(getattr(args, "targets", None) or [])
+
+
+def check_requested_targets():
+    """A target that names no rule (a catalog target, an audit target, ...) and no path gets the one line naming it
+    with the closest names, exit status 2, as `tradeoff plan tabel1a` says it (not Snakemake's MissingRuleException).
+    Called at the end of the Snakefile, when every rule is defined; files (a path) are Snakemake's to find."""
+    rules = {r.name for r in workflow.rules}
+    for name in requested_targets():
+        if name in rules or "/" in name or os.path.exists(name):
+            continue
+        refuse(tcfg.ConfigError(unknown_target(name, [*CATALOG.targets, *AUDIT_TARGETS])))
+
+
 # ------------------------------------------------------------------------------------------- input functions
 
 
@@ -146,7 +197,7 @@ def pretrained_input(wildcards):
     try:
         path = CATALOG.pretrained_checkpoint(wildcards.run)
     except tcfg.ConfigError as exc:
-        raise WorkflowError(f"configuration error: {exc}")
+        refuse(exc)
     return [] if path is None else [str(path)]
 
 

@@ -49,6 +49,7 @@ from typing import Any
 from tradeoff.core.lazy_imports import LazyModule
 from tradeoff.analysis.base import register
 from tradeoff import data
+from tradeoff.config import parse_budget
 
 torch = LazyModule("torch")  # imported when the analysis runs: the report jobs import this module, not PyTorch
 F = LazyModule("torch.nn.functional")
@@ -227,8 +228,6 @@ def caat_synthetic(catalog, target: str, params: dict) -> dict:
 
 
 def _caat_synthetic(catalog, params: dict) -> dict:
-    from tradeoff.config import parse_budget
-
     p = {**DEFAULTS, **params}
     paper_dataset = p["dataset"]
     dataset = catalog.scaled_dataset(paper_dataset)

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from tradeoff.attacks import from_spec
+from tradeoff.core.errors import ConfigError
 from tradeoff.core.targets import row_keys
 from tradeoff.analysis.base import register
 from tradeoff.evaluation.load import load_model, source_for
@@ -140,8 +142,6 @@ def _panel(preds: dict, x, y, classes, cond: dict, count: int, seed: int, advers
 @register("disagreement_grid")
 def disagreement_grid(catalog, target: str, params: dict) -> dict:
     """The analysis job: load the rows' checkpoints and the test set, compute both panels."""
-    from tradeoff.config import ConfigError
-    from tradeoff.attacks import from_spec
     from tradeoff.core.runtime import Runtime
     from tradeoff.data import load_run_data
 

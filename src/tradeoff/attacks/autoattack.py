@@ -35,7 +35,8 @@ from typing import Any, Iterator, Protocol
 import torch
 
 from tradeoff.core.progress import Bar
-from tradeoff.attacks.base import Attack, AttackError, frozen, register
+from tradeoff.attacks.base import (INVALID, Attack, AttackError, add_counts, classified, count_invalid, frozen, register,
+                                   still_right)
 from tradeoff.attacks.declared import autoattack as declared
 from tradeoff.attacks.declared.autoattack import COMPONENTS, STANDARD
 
@@ -365,21 +366,25 @@ class AutoAttack(declared.AutoAttack, _AutoAttackBase):
 
     def _chain(self, x: torch.Tensor, y: torch.Tensor, seed: int,
                progress: Progress | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The ensemble on one batch; returns (adversarial examples, robust flags). With ``progress`` the flags
-        are saved after every component and restored from a previous, interrupted call: examples broken
-        before the interruption keep x in the returned images (their flags are what counts)."""
+        """The ensemble on one batch; returns (adversarial examples, robust flags). Each component's examples are
+        judged as every attack's (tradeoff.attacks.base.still_right: an invalid one breaks nothing, non-finite logits
+        are no class), their counts kept (``invalid()``). With ``progress`` the flags and those counts are saved after
+        every component and restored from a previous, interrupted call: examples broken before the interruption keep
+        x in the returned images (their flags are what counts)."""
         seq = self.sequence()
         x_adv = x.clone()
         with torch.no_grad():
-            robust = self.model(x).argmax(1) == y
+            robust = classified(self.model(x), y)[0]
         done: list[str] = []
         after: dict[str, int] = {}
+        invalid = dict.fromkeys(INVALID, 0)
         saved = progress.load() if progress is not None else None
         if saved:
             if saved.get("n") != len(x) or saved.get("components") != list(seq) or saved.get("seed") != seed:
                 raise AttackError("autoattack: the saved progress belongs to another batch or setting")
             robust = torch.tensor([c == "1" for c in saved["robust"]], dtype=torch.bool, device=x.device)
             done, after = list(saved["done"]), dict(saved["after"])
+            invalid = add_counts(invalid, saved.get("invalid"))
             log.info("autoattack: resuming a batch after %s (%d of %d robust)", ", ".join(done) or "the clean pass",
                      int(robust.sum()), len(x))
         bar = Bar(len(seq), "autoattack", unit="component", initial=len(done), leave=False) \
@@ -391,8 +396,9 @@ class AutoAttack(declared.AutoAttack, _AutoAttackBase):
             t0 = time.perf_counter()
             if idx.numel():
                 adv = self._component(kind, x[idx], y[idx], seed)
-                with torch.no_grad():
-                    fooled = self.model(adv).argmax(1) != y[idx]
+                correct, why, finite = still_right(self.model, x[idx], adv, y[idx], self.eps, self.norm)
+                fooled = ~correct
+                invalid = add_counts(invalid, count_invalid(why, finite))
                 robust[idx[fooled]] = False
                 x_adv[idx[fooled]] = adv[fooled]
             done.append(kind)
@@ -403,9 +409,10 @@ class AutoAttack(declared.AutoAttack, _AutoAttackBase):
                                    f"{seconds:.1f} s ({idx.numel() / seconds if seconds > 0 else 0.0:.1f} images/s)")
             if progress is not None:
                 progress.save({"n": len(x), "components": list(seq), "seed": seed, "done": done, "after": after,
-                               "robust": "".join("1" if v else "0" for v in robust.tolist())})
+                               "robust": "".join("1" if v else "0" for v in robust.tolist()), "invalid": invalid})
         if bar is not None:
             bar.close()
         #: examples still robust after each component (the ensemble's trace, as AutoAttack logs it)
         self.breakdown = after
+        self.found_invalid = invalid
         return x_adv, robust

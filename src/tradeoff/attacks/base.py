@@ -9,15 +9,21 @@ duration of ``perturb`` and only input gradients are computed.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ClassVar, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator
 
-import torch
-from torch import nn
-
+from tradeoff.core.lazy_imports import LazyModule
 from tradeoff.attacks.declared.base import DECLARED, STARTS, AttackDeclaration
 from tradeoff.core.errors import ConfigError
+from tradeoff.core.plugins import discover
 from tradeoff.core.registry import Registry
 from tradeoff.core.spec import AttackSpec
+
+if TYPE_CHECKING:
+    from torch import nn
+
+# imported when an attack first runs: an attack's class, and the declaration it subclasses, are read without PyTorch
+# (a plug-in's one module, docs/extending.md)
+torch = LazyModule("torch")
 
 
 class AttackError(ValueError):
@@ -81,12 +87,14 @@ class Attack(AttackDeclaration):
         raise NotImplementedError
 
     def robust(self, x: torch.Tensor, y: torch.Tensor, progress: Any = None) -> torch.Tensor:
-        """Per example: does the model still classify x correctly under this attack? The default classifies
-        the output of ``perturb``; attacks that track success themselves (AutoAttack) override it and may keep
-        partial results of the batch in ``progress`` (``load() -> dict | None``, ``save(dict)``) to resume."""
+        """Per example: does the model still classify x correctly under this attack? The default judges the output
+        of ``perturb`` (:func:`judge`: an invalid adversarial example breaks nothing, non-finite logits are never a
+        correct classification) and keeps what it found invalid for ``invalid()``; attacks that track success
+        themselves (AutoAttack) override it, judge each of their stages alike, and may keep partial results of the
+        batch in ``progress`` (``load() -> dict | None``, ``save(dict)``) to resume."""
         x_adv = self.perturb(x, y)
-        with torch.no_grad():
-            return self.model(x_adv).argmax(1) == y
+        correct, self.found_invalid = judge(self.model, x, x_adv, y, self.eps, self.norm)
+        return correct
 
     # What an evaluation (tradeoff.evaluation.evaluate.run_attack) asks of an attack besides ``robust``; the defaults: an attack
     # without sanity checks of its own and without stages.
@@ -102,6 +110,14 @@ class Attack(AttackDeclaration):
         """The warnings of the attack's sanity checks since ``prepare``. Default: none."""
         return []
 
+    #: set by ``robust``: the counts of :data:`INVALID` in the batch it judged
+    found_invalid: dict[str, int] | None = None
+
+    def invalid(self) -> dict[str, int]:
+        """After ``robust``: how many of the batch's adversarial examples were invalid, and why, and on how many
+        valid ones the model's logits were not finite (:data:`INVALID`; every key, zeros included)."""
+        return {**dict.fromkeys(INVALID, 0), **(self.found_invalid or {})}
+
     def trace(self) -> dict[str, int]:
         """After ``robust``: the examples still robust after each stage of the attack (an ensemble's components), in
         order. Default: none."""
@@ -114,7 +130,84 @@ class Attack(AttackDeclaration):
         return []
 
 
-ATTACKS = Registry("attack", declarations=DECLARED)
+# ------------------------------------------------------------------------------------ judging an adversarial example
+
+#: What the judge of an attack's output counts, per batch (an evaluation sums them into its metrics file): adversarial
+#: examples that break the threat model (non-finite values, outside the eps-ball of the norm, outside [0, 1]), which
+#: count as NOT broken (the clean prediction stands), and valid ones on which the model's logits are not finite (a
+#: finding of its own: no class is predicted there, so the example is not classified correctly). An example invalid
+#: for several reasons counts under each; ``invalid_examples`` counts it once.
+INVALID = ("invalid_examples", "non_finite", "outside_budget", "outside_range", "non_finite_logits")
+
+#: float rounding allowed beyond the budget (relative, then absolute) and beyond [0, 1]: a projection's last ulp
+BUDGET_TOLERANCE = (1e-5, 1e-6)
+RANGE_TOLERANCE = 1e-6
+
+
+def invalid_examples(x: torch.Tensor, x_adv: torch.Tensor, eps: float, norm: str) -> dict[str, torch.Tensor]:
+    """Per example (on the device, no sync), why an adversarial example breaks the threat model: ``non_finite``
+    (a NaN or an infinity anywhere), ``outside_budget`` (||x_adv - x|| above eps in ``norm``, beyond float rounding)
+    and ``outside_range`` (a value outside [0, 1]); the last two only of finite examples."""
+    flat, delta = x_adv.flatten(1), (x_adv - x).flatten(1)
+    finite = torch.isfinite(flat).all(1)
+    size = delta.abs().amax(1) if norm == "linf" else delta.norm(p=2, dim=1)
+    rel, tol = BUDGET_TOLERANCE
+    outside = (size > eps * (1 + rel) + tol) & finite
+    off_range = ((flat.amin(1) < -RANGE_TOLERANCE) | (flat.amax(1) > 1 + RANGE_TOLERANCE)) & finite
+    return {"non_finite": ~finite, "outside_budget": outside, "outside_range": off_range}
+
+
+def classified(logits: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(per example: classified as y, the logits are finite). Non-finite logits name no class (argmax would read a
+    NaN row as class 0): such an example is never classified correctly."""
+    finite = torch.isfinite(logits).all(1)
+    return finite & (logits.argmax(1) == y), finite
+
+
+def still_right(model: nn.Module, x: torch.Tensor, x_adv: torch.Tensor, y: torch.Tensor, eps: float,
+                norm: str) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+    """(per example: is the model still right under the attack, :func:`invalid_examples`' flags, the logits'
+    finiteness), on the device without a sync: an invalid adversarial example does not count as broken (the model is
+    judged on x itself there, in the same forward pass: its clean prediction stands); a valid one on which the
+    model's logits are not finite counts as broken (no class is predicted there)."""
+    why = invalid_examples(x, x_adv, eps, norm)
+    bad = why["non_finite"] | why["outside_budget"] | why["outside_range"]
+    with torch.no_grad():
+        correct, finite = classified(model(torch.where(_rows(bad, x), x, x_adv)), y)
+    return correct, why, finite
+
+
+def judge(model: nn.Module, x: torch.Tensor, x_adv: torch.Tensor, y: torch.Tensor, eps: float,
+          norm: str) -> tuple[torch.Tensor, dict[str, int]]:
+    """(per example: is the model still right under the attack (:func:`still_right`), the counts of
+    :data:`INVALID`); one host-device sync, for the counts."""
+    correct, why, finite = still_right(model, x, x_adv, y, eps, norm)
+    return correct, count_invalid(why, finite)
+
+
+def count_invalid(why: dict[str, torch.Tensor], finite: torch.Tensor) -> dict[str, int]:
+    """The counts of :data:`INVALID` of one judged batch (:func:`still_right`'s flags); one host-device sync."""
+    bad = why["non_finite"] | why["outside_budget"] | why["outside_range"]
+    found = torch.stack([bad, *why.values(), ~finite & ~bad]).sum(1).tolist() if len(finite) else [0] * len(INVALID)
+    return dict(zip(INVALID, map(int, found)))
+
+
+def _rows(flags: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    return flags.view(-1, *([1] * (like.dim() - 1)))
+
+
+def add_counts(total: dict[str, int], more: dict[str, int] | None) -> dict[str, int]:
+    """Counts of :data:`INVALID` summed (every key, zeros included)."""
+    out = {**dict.fromkeys(INVALID, 0), **total}
+    for k, v in (more or {}).items():
+        out[k] = out.get(k, 0) + int(v)
+    return out
+
+
+#: name -> every attack's code: every module of this package, and the installed plug-ins' (the entry points of the
+#: group ``tradeoff.attacks``), imported when it is first read
+ATTACKS = Registry("attack", declarations=DECLARED,
+                   discover=lambda: discover("tradeoff.attacks", group="tradeoff.attacks"))
 register = ATTACKS.register  # @register on a subclass of the declaration (tradeoff.attacks.declared) of its name
 
 

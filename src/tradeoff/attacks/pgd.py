@@ -15,7 +15,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from tradeoff.attacks.base import Attack, AttackError, project, random_start, register, steepest_step
+from tradeoff.attacks.base import Attack, AttackError, project, random_start, register, steepest_step, still_right
 from tradeoff.attacks.declared import pgd as declared
 from tradeoff.attacks.declared.base import STARTS
 
@@ -101,8 +101,7 @@ class PGD(declared.PGD, Attack):
         broken = torch.zeros(len(x), dtype=torch.bool, device=x.device)
         for _ in range(int(self.restarts)):
             x_adv = self._one_run(x, objective, gen)
-            with torch.no_grad():
-                fooled = self.model(x_adv).argmax(1) != y
+            fooled = ~still_right(self.model, x, x_adv, y, self.eps, self.norm)[0]  # an invalid example breaks nothing
             # an example keeps the first perturbation that broke it; the others take the newest one (a select, not a
             # boolean mask, whose indexing would make the host wait for the device)
             best = torch.where(broken.view(-1, *([1] * (x.dim() - 1))), best, x_adv)
@@ -218,8 +217,7 @@ class TargetedPGD(declared.TargetedPGD, PGD):
                     return best
                 yi, ti = y[idx], ranking[idx, rank]
                 x_adv = self._one_run(x[idx], lambda logits, yi=yi, ti=ti: loss_fn(logits, yi, ti, kappa), gen)
-                with torch.no_grad():
-                    fooled = self.model(x_adv).argmax(1) != yi
+                fooled = ~still_right(self.model, x[idx], x_adv, yi, self.eps, self.norm)[0]
                 best[idx] = x_adv
                 broken[idx] = fooled
         return best

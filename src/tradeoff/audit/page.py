@@ -1,15 +1,21 @@
-"""An audit's page: Markdown and HTML that open with the best known robust accuracy and the three verdicts (masking,
+"""An audit's page: Markdown and HTML that open with the best known robust accuracy (or, where the masking group fails,
+"no trustworthy figure: masking" and the best adaptive figure as an upper bound only) and the three verdicts (masking,
 convergence, protocol) and the overall one, then every check with its verdict, numbers and next step, every check's
-rule and source, every measurement, and one figure (PNG and PDF) of the curves behind the verdicts. From the
-audit's record alone."""
+rule and source, every measurement with its invalid examples and its attack's warnings, and one figure (PNG and PDF)
+of the curves behind the verdicts. From the audit's record alone; every measurement's per-example flags are written
+beside it (:func:`write_flags`, :func:`read_flags`), from which the headline is re-derived."""
 
 from __future__ import annotations
 
+import base64
+import gzip
 import html
 import json
 from pathlib import Path
 
-from tradeoff.storage.atomic import atomic_write_text
+import numpy as np
+
+from tradeoff.storage.atomic import atomic_write_bytes, atomic_write_text
 from tradeoff.storage.provenance import write_sidecar
 from tradeoff.report.figures import panel_figure, save_figure
 from tradeoff.report.style import STYLE, axes_legend, palette, plt
@@ -35,11 +41,46 @@ def verdict_lines(record: dict) -> list[str]:
     return lines
 
 
+def _figure(h: dict) -> str:
+    if not h.get("measured", h.get("accuracy") is not None):
+        return f"not measured at {h['norm']} eps {h['eps']:.4g}"
+    return f"{100 * h['accuracy']:.1f}% at {h['norm']} eps {h['eps']:.4g}"
+
+
 def headline(record: dict) -> str:
-    parts = [f"{100 * h['accuracy']:.1f}% at {h['norm']} eps {h['eps']:.4g}"
-             for h in record.get("best_known", {}).values()]
-    return ("Best known robust accuracy (per example, the worst case over every attack measured at the budget: the "
-            "audit's and the table's): " + "; ".join(parts) + ".") if parts else ""
+    """The page's first line: the best known robust accuracy per budget (a budget where nothing ran: "not
+    measured"); where the masking group fails, "No trustworthy figure: masking" and that figure as an upper bound only
+    (Markdown: only the words in bold, never the number)."""
+    found = list(record.get("best_known", {}).values())
+    if not found:
+        return ""
+    if record.get("trustworthy", True):
+        return ("**Best known robust accuracy (per example, the worst case over every attack measured at the budget: "
+                "the audit's and the table's): " + "; ".join(map(_figure, found)) + ".**")
+    failed = record.get("masking_failed") or []
+    bounds = "; ".join(("at most " + _figure(h)) if h.get("measured", True) else _figure(h) for h in found)
+    return (f"**No trustworthy figure: masking** (fails: {', '.join(failed) or 'masking'}). The best adaptive "
+            "figure, an upper bound only (per example, the worst case over every attack measured, the adaptive ones "
+            f"included: BPDA / straight-through and NES with APGD, EOT with the majority vote): {bounds}.")
+
+
+def plain_headline(record: dict) -> str:
+    """The headline without Markdown (the command's output, the HTML page)."""
+    return headline(record).replace("**", "")
+
+
+def _measurement_rows(record: dict) -> list[tuple[str, str, str, str]]:
+    """(attack, robust accuracy, invalid examples, its warnings) of every measurement."""
+    invalid, warned = record.get("invalid") or {}, record.get("attack_warnings") or {}
+    rows = []
+    for label, acc in record["measurements"].items():
+        counts = invalid.get(label) or {}
+        bad = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items() if v and k != "invalid_examples")
+        shown = (f"{counts.get('invalid_examples', 0)}" + (f" ({bad})" if bad else "")) if counts else "-"
+        rows.append((label, f"{100 * acc:.1f}%", shown, "; ".join(warned.get(label, [])) or "-"))
+    for label, error in (record.get("errors") or {}).items():
+        rows.append((label, "not measured", "-", f"could not run: {error}"))
+    return rows
 
 
 def _head(record: dict) -> tuple[str, str]:
@@ -55,7 +96,7 @@ def _head(record: dict) -> tuple[str, str]:
 
 def markdown(record: dict, figure: str) -> str:
     title, head = _head(record)
-    lines = [f"# {title}", "", f"**{headline(record)}**", ""]
+    lines = [f"# {title}", "", headline(record), ""]
     lines += [f"- **{line}**" for line in verdict_lines(record)]
     lines += ["", head, "", "| group | check | verdict | numbers | next step |", "|---|---|---|---|---|"]
     lines += [f"| {c.get('group', '')} | {c['title']} | **{MARK[c['verdict']]}** | {c['summary']} | "
@@ -64,8 +105,11 @@ def markdown(record: dict, figure: str) -> str:
     lines += [f"- **{g}**: {EXPLAIN[g]}" for g in record["groups"]]
     lines += ["", "## Checks, their rules and sources", ""]
     lines += [f"- **{c['title']}** ({c['name']}): {c['rule']}. *{c['source']}*" for c in record["checks"] if c["rule"]]
-    lines += ["", "## Every measurement", "", "| attack | robust accuracy |", "|---|---|"]
-    lines += [f"| {label} | {100 * acc:.1f}% |" for label, acc in record["measurements"].items()]
+    lines += ["", "## Every measurement", "", "Invalid examples (non-finite, outside the eps-ball or outside [0, 1]) "
+              "count as not broken; non-finite logits on a valid one count as broken. Per-example flags: "
+              f"`{record.get('flags_file', '')}`.", "",
+              "| attack | robust accuracy | invalid examples | the attack's warnings |", "|---|---|---|---|"]
+    lines += [f"| {' | '.join(row)} |" for row in _measurement_rows(record)]
     return "\n".join(lines) + "\n"
 
 
@@ -76,17 +120,20 @@ def html_text(record: dict, figure: str) -> str:
                    f"<td>{html.escape(c.get('next', ''))}</td></tr>" for c in record["checks"])
     rules = "".join(f"<li><b>{html.escape(c['title'])}</b> ({c['name']}): {html.escape(c['rule'])}. "
                     f"<i>{html.escape(c['source'])}</i></li>" for c in record["checks"] if c["rule"])
-    measured = "".join(f"<tr><td>{html.escape(label)}</td><td>{100 * acc:.1f}%</td></tr>"
-                       for label, acc in record["measurements"].items())
+    measured = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
+                       for row in _measurement_rows(record))
     verdicts = "".join(f"<li><b>{html.escape(line)}</b></li>" for line in verdict_lines(record))
     groups = "".join(f"<li><b>{g}</b>: {html.escape(EXPLAIN[g])}</li>" for g in record["groups"])
-    body = (f"<h1>{html.escape(title)}</h1><p><b>{html.escape(headline(record))}</b></p><ul>{verdicts}</ul>"
+    first = headline(record)
+    lead, _, rest = first.partition("**")[2].partition("**") if first.startswith("**") else ("", "", first)
+    body = (f"<h1>{html.escape(title)}</h1><p><b>{html.escape(lead)}</b>{html.escape(rest)}</p><ul>{verdicts}</ul>"
             f"<p>{html.escape(head)}</p><table class='tradeoff'><thead><tr><th>group</th><th>check</th>"
             f"<th>verdict</th><th>numbers</th><th>next step</th></tr></thead><tbody>{rows}</tbody></table>"
             f"<p><img src='{html.escape(figure)}' alt='the audit curves' style='max-width: 100%'></p>"
             f"<h2>The groups</h2><ul>{groups}</ul>"
             f"<h2>Checks, their rules and sources</h2><ul>{rules}</ul><h2>Every measurement</h2>"
-            f"<table class='tradeoff'><thead><tr><th>attack</th><th>robust accuracy</th></tr></thead>"
+            f"<table class='tradeoff'><thead><tr><th>attack</th><th>robust accuracy</th><th>invalid examples</th>"
+            f"<th>the attack's warnings</th></tr></thead>"
             f"<tbody>{measured}</tbody></table>")
     return html_page(title, body)
 
@@ -146,14 +193,18 @@ def figure(record: dict):
         axes_legend(budget)
         shown = {"clean": record["clean_accuracy"]}
         shown.update({k.upper(): v for k, v in checks["losses"]["numbers"].get("accuracies", {}).items()})
-        for name, key in (("targeted", "multi-targeted"), ("black-box", "Square"), ("transfer", "transfer")):
-            if "accuracy" in checks[name]["numbers"]:
+        aa = (checks.get("autoattack") or {}).get("numbers", {}).get("accuracies", {})
+        if "AutoAttack" in aa:
+            shown["AutoAttack"] = aa["AutoAttack"]
+        for name, key in (("targeted", "multi-targeted"), ("black-box", "Square"), ("transfer", "transfer"),
+                          ("random", "random"), ("decision", "RayS"), ("bpda", "adaptive")):
+            if name in checks and "accuracy" in checks[name]["numbers"]:
                 shown[key] = checks[name]["numbers"]["accuracy"]
         best = next(iter(record.get("best_known", {}).values()), None)
-        if best is not None:
-            shown["best known"] = best["accuracy"]
+        if best is not None and best.get("accuracy") is not None:
+            shown["best known" if record.get("trustworthy", True) else "upper bound"] = best["accuracy"]
         bars.bar(range(len(shown)), [100 * v for v in shown.values()], color=palette(len(shown)))
-        bars.set_xticks(range(len(shown)), list(shown), rotation=30, ha="right")
+        bars.set_xticks(range(len(shown)), list(shown), rotation=45, ha="right", fontsize="small")
         bars.set(ylabel="accuracy (%)", title=f"attacks at eps {a['eps']:.4g}", ylim=(0, 103))
         trace = checks["surface"]["numbers"]
         for i, (g, r) in enumerate(zip(trace.get("traces", {}).get("gradient", []),
@@ -188,8 +239,37 @@ def figure(record: dict):
     return fig
 
 
+FLAGS_FORMAT = "tradeoff-audit-flags/1"
+
+
+def write_flags(flags: dict[str, str], path: Path) -> None:
+    """Every measurement's per-example robust flags ('0'/'1' strings over the audit's examples), compressed: gzip of
+    a JSON object whose ``flags`` map each measurement to its bits packed eight to a byte (numpy.packbits, first
+    example in the highest bit), base64; ``examples`` says how many bits each holds."""
+    n = max((len(f) for f in flags.values()), default=0)
+    packed = {label: base64.b64encode(np.packbits(np.frombuffer(f.encode(), dtype=np.uint8) == ord("1"))).decode()
+              for label, f in flags.items()}
+    text = json.dumps({"format": FLAGS_FORMAT, "examples": n, "flags": packed}, sort_keys=True)
+    atomic_write_bytes(path, gzip.compress(text.encode(), mtime=0))
+
+
+def read_flags(path: Path) -> dict[str, str]:
+    """The per-example flags :func:`write_flags` wrote, as '0'/'1' strings."""
+    data = json.loads(gzip.decompress(Path(path).read_bytes()))
+    n = int(data["examples"])
+    return {label: "".join("1" if b else "0" for b in np.unpackbits(
+        np.frombuffer(base64.b64decode(packed), dtype=np.uint8))[:n]) for label, packed in data["flags"].items()}
+
+
 def write_page(record: dict, paths: dict[str, Path]) -> dict[str, Path]:
-    """The record (JSON), the page (Markdown, HTML) and its figure (PNG, PDF) at ``paths`` (Layout.audit)."""
+    """The record (JSON), the page (Markdown, HTML), its figure (PNG, PDF) and, where ``paths`` names it (``flags``)
+    and the record holds them (``per_example``), every measurement's per-example flags, at ``paths``
+    (Layout.audit)."""
+    per_example = record.get("per_example") or {}
+    record = {k: v for k, v in record.items() if k != "per_example"}
+    if "flags" in paths:
+        record["flags_file"] = Path(paths["flags"]).name
+        write_flags(per_example, paths["flags"])
     fig = figure(record)
     try:
         save_figure(fig, {"png": paths["png"], "pdf": paths["pdf"]})

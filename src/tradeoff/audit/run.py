@@ -26,7 +26,7 @@ from tradeoff.report.records import ReportError, predictions, read_json
 
 log = logging.getLogger("tradeoff.audit")
 
-FORMAT = "tradeoff-audit/2"
+FORMAT = "tradeoff-audit/3"
 NOT_COLUMNS = ("clean", "corruptions")
 
 
@@ -127,10 +127,13 @@ def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0
              for strong, code in protocol_pairs(catalog, model_id)]
     columns, notes = reported_columns(catalog, model_id, y, examples, loaded.test_size,
                                       (meta.get("external") or {}).get("sha256"))
+    aa_name = block.get("autoattack")
+    autoattack = catalog.attack_for(aa_name, model_id) if aa_name else None
     auditor = Auditor(model, x, y, attack=attack, black_box=black_box, settings=Settings.from_config(block),
                       seed=seed, batch_size=batch_size or catalog.runtime_settings.eval_batch_size,
                       surrogate=surrogate_model, no_surrogate=missing, protocol=pairs, reported=columns,
-                      l2=catalog.attack_in_norm(block["attack"], model_id, Norm.L2), log=lambda text: log.info("%s: %s", model_id, text))
+                      l2=catalog.attack_in_norm(block["attack"], model_id, Norm.L2), autoattack=autoattack,
+                      log=lambda text: log.info("%s: %s", model_id, text))
     checks = auditor.run()
     extra = {"model": model_id, "scale": catalog.scale, "arch": spec.arch, "dataset": spec.dataset,
              "external": meta.get("external"), "surrogate": surrogate_id, "settings": thaw(block),
@@ -140,14 +143,27 @@ def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0
 
 
 def make_record(auditor: Auditor, checks: list[dict], extra: dict, *, seconds: float, device: str) -> dict:
-    """The record an audit's page is made from (tradeoff.audit.page.write_page), from an auditor that has run."""
+    """The record an audit's page is made from (tradeoff.audit.page.write_page), from an auditor that has run.
+    ``best_known`` is the per-example worst case over every attack measured at each budget: always an upper bound
+    on the robust accuracy, and the figure to quote only where ``trustworthy`` is true (the masking group does not
+    fail); ``per_example`` (every measurement's flags) is written beside the record, not in it."""
     groups = group_verdicts(checks)
+    best = auditor.headline()
+    trusted = groups["masking"] != "fail"
+    masking_failed = [c["name"] for c in checks if c.get("group") == "masking" and c["verdict"] == "fail"]
     return {"format": FORMAT, "model": extra.get("model", "model"), "scale": extra.get("scale", "-"),
             "arch": extra.get("arch", "-"), "dataset": extra.get("dataset", "-"), "examples": len(auditor.y),
             "clean_accuracy": auditor.curves()["clean"], "attack": auditor.attack.as_dict(),
             "l2": auditor.l2.as_dict() if auditor.l2 else None,
-            "black_box": auditor.black_box.as_dict() if auditor.black_box else None, "seed": auditor.seed, "device": device, **extra,
+            "black_box": auditor.black_box.as_dict() if auditor.black_box else None,
+            "autoattack": auditor.autoattack.as_dict() if auditor.autoattack else None,
+            "seed": auditor.seed, "device": device, **extra,
             "checks": checks, "groups": groups, "overall": overall_line(groups),
             "verdict": overall_line(groups).split(" ")[0].replace("n/a", "pass"),
-            "best_known": auditor.headline(), "reported": {n: AttackSpec.from_dict(c["spec"]).as_dict() for n, c in auditor.reported.items()},
-            "loss_trace": auditor.loss_trace, "measurements": auditor.curves(), "seconds": seconds}
+            "trustworthy": trusted, "no_trustworthy_figure": None if trusted else "masking",
+            "masking_failed": masking_failed, "best_known": best,
+            "randomized": auditor.randomized,
+            "reported": {n: AttackSpec.from_dict(c["spec"]).as_dict() for n, c in auditor.reported.items()},
+            "loss_trace": auditor.loss_trace, "measurements": auditor.curves(),
+            "attack_warnings": dict(auditor.warnings), "invalid": dict(auditor.invalid),
+            "errors": dict(auditor.errors), "seconds": seconds, "per_example": dict(auditor.flags)}

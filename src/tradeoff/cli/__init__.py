@@ -36,6 +36,18 @@ from tradeoff.storage.layout import log_history
 CONFIG_ENV = "TRADEOFF_CONFIG"  # the config files of a job that names none (Snakemake's common.smk sets it)
 
 
+def configuration_error(exc: Exception) -> str:
+    """The one line of a bad configuration, exit status 2: every subcommand's, and Snakemake's (the Snakefile prints
+    it before any job: workflow/rules/common.smk)."""
+    return f"tradeoff: configuration error: {exc}"
+
+
+def unknown_target(name: str, known) -> str:
+    """The message of a target that is none of ``known`` (the catalog's targets, and a subcommand's or Snakemake's
+    own: the audit targets): the closest names. The same words on the command line and in Snakemake."""
+    return cfg.unknown("target", name, known, LIST_TARGETS)
+
+
 # ------------------------------------------------------------------------------------------ the subcommands
 
 
@@ -60,7 +72,8 @@ class _Quiet(argparse.ArgumentParser):
 def _add_global_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", action="append", metavar="FILE",
                         help="configuration file; repeat to overlay (default: the files in $TRADEOFF_CONFIG, "
-                             "separated by ':', as Snakemake's jobs get them; else config/config.yaml)")
+                             "separated by ':', as Snakemake's jobs get them; else config/config.yaml of the "
+                             "workflow the command runs in)")
     parser.add_argument("-v", "--verbose", action="store_true")
     parser.add_argument("--log", metavar="FILE",
                         help="the job's log file (Snakemake's `log:`, deleted whenever Snakemake starts the job): "
@@ -148,6 +161,18 @@ def _open_history(log: str, argv: list[str]):
     return history
 
 
+def default_config(start: Path | None = None) -> Path:
+    """The config file of a command that names none: the workflow's that the command runs in (the nearest folder,
+    from ``start`` (the current folder) up, with a Snakefile and config/config.yaml: a checkout, a clone, a copy),
+    else the package's own (tradeoff.config.DEFAULT_CONFIG). Not the package's first: an environment installed from
+    one checkout that runs in another (a clone beside it) must read and write that other's files."""
+    here = (start or Path.cwd()).absolute()
+    for folder in (here, *here.parents):
+        if (folder / "Snakefile").is_file() and (folder / "config" / "config.yaml").is_file():
+            return folder / "config" / "config.yaml"
+    return cfg.DEFAULT_CONFIG
+
+
 def enter_workflow(config_files: list[str]) -> list[str]:
     """Work from the workflow's folder (the one with the Snakefile above the first config file), as Snakemake and
     DVC do, whatever folder the command was started in: the config's relative paths (``results``, ``data``) then
@@ -196,7 +221,7 @@ def _main(args) -> int:
     command = sys.modules[command_modules()[args.command]]
     cwd = os.getcwd()
     try:
-        args.config = enter_workflow(args.config or [str(cfg.DEFAULT_CONFIG)])
+        args.config = enter_workflow(args.config or [str(default_config())])
         catalog = cfg.load_catalog(args.config, write_cache=getattr(command, "JOB", False))
         if getattr(command, "GPU", False) and _device_wanted(args, catalog) != "cpu":
             gpus.claim_gpu()  # several GPUs on this machine: one of its own (before CUDA starts), see tradeoff.core.gpus
@@ -204,14 +229,15 @@ def _main(args) -> int:
         # catalog its stages read); a subcommand may know targets beyond the catalog's (plan: the audit targets)
         named = [args.target] if getattr(args, "target", None) is not None else list(getattr(args, "targets", []))
         more = getattr(args, "more_targets", None)
+        known = [*catalog.targets, *(more(catalog) if more is not None else ())]
         for name in [] if getattr(args, "own_targets", False) else named:
-            if name not in catalog.targets and not (more is not None and name in more(catalog)):
-                raise cfg.ConfigError(cfg.unknown("target", name, catalog.targets, LIST_TARGETS))
+            if name not in known:
+                raise cfg.ConfigError(unknown_target(name, known))
         status = args.func(args, catalog)
         sys.stdout.flush()  # here, so that a reader that went away (`| head`) is seen now, not at exit
         return status
     except cfg.ConfigError as exc:
-        print(f"tradeoff: configuration error: {exc}", file=sys.stderr)
+        print(configuration_error(exc), file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C: one line in the log, the shell's status for SIGINT
         print("tradeoff: interrupted", file=sys.stderr)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tradeoff.core.errors import ConfigError
-from tradeoff.data.generated import GeneratedDataRoot
+from tradeoff.data.roots import GeneratedDataRoot
 from tradeoff.models.declared import PretrainedError, pretrained_checkpoint_path, pretrained_setting
 from tradeoff.core.settings import runtime_settings
 from tradeoff.core.spec import AttackSpec, ExternalSpec, FrozenDict, RunSpec, _Spec, freeze
@@ -371,6 +371,39 @@ class Catalog:
 
     def table_targets(self, name: str) -> list[str]:
         return [t for t in self.leaf_targets(name) if self.targets[t].kind == "table"]
+
+    def table_models(self, name: str) -> list[str]:
+        """The models (training jobs and external models) of every row of a table or a group's tables, in row order."""
+        found: dict[str, None] = {}
+        for leaf in self.table_targets(name):
+            for row in self.targets[leaf].rows:
+                for run in self.row_runs(row.run):
+                    found[self.train_id.get(run, run)] = None
+        return list(found)
+
+    def built_audits(self) -> list[str]:
+        """The models every build audits (``audit.build``: the tables whose rows' models, docs/audit.md): the default
+        target and ``dvc repro`` write their audit pages before the tables that show them, which mark the columns an
+        audit finds overstated; empty without an ``audit:`` block or ``audit.build``."""
+        names = (self.audit or {}).get("build") or ()
+        return list(dict.fromkeys(m for name in names for m in self.table_models(name)))
+
+    def reported_evaluations(self, model_id: str) -> list[tuple[str, str]]:
+        """(model id, evaluation) of every column that the tables showing a model report for it (their protocols'
+        too): what an audit of the model audits, so its job runs after them."""
+        pairs: dict[tuple[str, str], None] = {}
+        for name, target in self.targets.items():
+            if target.kind != "table" or model_id not in self.table_models(name):
+                continue
+            for attack in self.target_attacks(name, model_id):
+                pairs[(model_id, attack)] = None
+        return list(pairs)
+
+    def reported_files(self, model_id: str) -> list[str]:
+        """The metrics and predictions files of :meth:`reported_evaluations` (an audit job's inputs besides its
+        models)."""
+        return list(dict.fromkeys(str(p) for model, attack in self.reported_evaluations(model_id)
+                                  for p in (self.metrics_file(model, attack), self.predictions_file(model, attack))))
 
     def evaluations(self, target: str) -> list[tuple[str, str]]:
         """(model id, evaluation name) pairs that a target needs, without repeats."""

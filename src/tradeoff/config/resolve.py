@@ -49,7 +49,7 @@ from tradeoff.storage.atomic import WriteError, atomic_write_text
 from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
 from tradeoff.data.declared import DECLARED as DATASET_DECLARATIONS
 from tradeoff.data.declared import SPLIT_SIZES, corruption_dataset_names, dataset_names
-from tradeoff.methods.declared import DECLARED as METHOD_DECLARATIONS
+from tradeoff.methods import METHODS
 from tradeoff.models.declared import PRETRAINED, model_names
 from tradeoff.models.zoo_names import FORMATS, canonical_arch, layouts, parse_normalize
 
@@ -57,7 +57,7 @@ def load_catalog(paths: Iterable[str | Path] | None = None, *, write_cache: bool
     """The resolved catalog of these config files, from the cache of an earlier resolution when there is one.
 
     Resolving validates every run against the declarations of methods, attacks, models and datasets (no PyTorch:
-    tradeoff.methods.declared and its siblings), a few tenths of a second of CPU in each of the pipeline's hundreds of
+    tradeoff.methods and the declarations of the others), a few tenths of a second of CPU in each of the pipeline's hundreds of
     small jobs. A resolution is kept in ``<results>/<scale>/work/catalog/<key>.json``, where the key hashes the files'
     bytes and the source of this package (schema included), so any change to either resolves (and validates)
     afresh. Only the pipeline's jobs write it (``write_cache=True``: the CLI); a library call reads it at most, so
@@ -176,8 +176,8 @@ def resolve(config: dict, references: Path = REFERENCE_DIR) -> Catalog:
 
     _check_validation_sizes(config, [d for d in datasets if d not in corruption_sets])
     raw_runs, seed_runs = expand_seeds(config)
-    runs = {rid: resolve_run(rid, raw, config, METHOD_DECLARATIONS, datasets, archs) for rid, raw in raw_runs.items()}
-    train_id = _training_jobs(runs, METHOD_DECLARATIONS)
+    runs = {rid: resolve_run(rid, raw, config, METHODS, datasets, archs) for rid, raw in raw_runs.items()}
+    train_id = _training_jobs(runs, METHODS)
     externals = {}
     for ext_id, raw in (config.get("external") or {}).items():
         if ext_id in runs:
@@ -258,7 +258,19 @@ def _check_audit(config: dict) -> None:
     audit = config.get("audit")
     if audit is None:
         return
-    for key, wanted in (("attack", "pgd"), ("black_box", "square")):
+    for name in audit.get("build") or []:
+        target = config["targets"].get(name)
+        if target is None:
+            raise ConfigError("audit.build: " + unknown("target", name, config["targets"]))
+        leaves, tables = [name], []
+        while leaves:  # a group's members, down to its tables
+            spec = config["targets"].get(leaves.pop(), {})
+            leaves += spec.get("targets") or [] if spec.get("kind") == "group" else []
+            tables += [spec] if spec.get("kind") == "table" else []
+        if not tables:
+            raise ConfigError(f"audit.build: {name!r} is a {target.get('kind')} with no table; the build audits the "
+                              "rows of tables (or groups of tables)")
+    for key, wanted in (("attack", "pgd"), ("black_box", "square"), ("autoattack", "autoattack")):
         name = audit.get(key)
         if name is None:
             continue

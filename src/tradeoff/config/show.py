@@ -18,7 +18,7 @@ from tradeoff.config.design import _method, _sweep, _table
 from tradeoff.config.load import CORRUPTIONS_TYPE, load_yaml, merge
 from tradeoff.config.scale import resolve_attack
 from tradeoff.config.resolve import RUN_DEFAULTS
-from tradeoff.methods.declared import DECLARED as METHOD_DECLARATIONS
+from tradeoff.methods import METHODS
 
 #: where a resolved run setting that differs from what its files wrote comes from: the scale's mapping
 #: (the scale_map key whose file is named, the label)
@@ -123,7 +123,7 @@ def _run(catalog: Catalog, files: list[tuple[str, dict]], rid: str) -> dict:
     method_name = run.method.name
     before: dict[str, Any] = _leaves({**copy.deepcopy(RUN_DEFAULTS),
                                       "method": {"name": method_name,
-                                                 **METHOD_DECLARATIONS[method_name].parameters.defaults()}})
+                                                 **METHODS[method_name].parameters.defaults()}})
     sources: dict[str, str] = {}
     for label, settings in layers:
         for path, value in _leaves({k: v for k, v in settings.items() if k != "preset"}).items():
@@ -171,7 +171,7 @@ def _run(catalog: Catalog, files: list[tuple[str, dict]], rid: str) -> dict:
 
 def _declared(method: str, name: str):
 
-    params = METHOD_DECLARATIONS[method].parameters
+    params = METHODS[method].parameters
     return params[name] if name in params else None
 
 

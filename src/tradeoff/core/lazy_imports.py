@@ -35,10 +35,15 @@ def lazy_package(package: str, names: dict[str, str]):
 
 
 class LazyModule:
-    """A module imported when one of its attributes is first read."""
+    """A module imported when one of its attributes is first read (``torch = LazyModule("torch")`` at the top of a
+    method's module: its class is read by the configuration without PyTorch, its code runs with it)."""
 
     def __init__(self, name: str):
         self._name = name
+        self._module = None
 
     def __getattr__(self, attr: str):
-        return getattr(importlib.import_module(self._name), attr)
+        module = self._module
+        if module is None:
+            module = self._module = importlib.import_module(self._name)
+        return getattr(module, attr)

@@ -3,25 +3,71 @@
 with a ``name``, or a call with an explicit name). Adding a method, an attack, a model, a dataset or a figure kind is
 writing it and registering it; nothing else lists them.
 
-Methods and attacks are declared apart from their code (what the configuration reads without PyTorch:
-tradeoff.methods.declared, tradeoff.attacks.declared), as are datasets and architectures (tradeoff.data.declared,
-tradeoff.models.declared); the registry of the implementations then takes only a declared name, and for a class a
-subclass of the declaration of that name (datasets: their decorator, tradeoff.data.registry.dataset)."""
+What the configuration reads is read without PyTorch: a method's class itself (one module of tradeoff.methods, its
+code importing PyTorch when it runs), the declarations of attacks (tradeoff.attacks.declared), datasets and
+architectures (tradeoff.data.declared, tradeoff.models.declared), each apart from its code; the registry of the
+implementations then takes only a declared name, and for a class a subclass of the declaration of that name
+(datasets: their decorator, tradeoff.data.registry.dataset). The registries of methods and attacks fill themselves
+when first read (tradeoff.core.plugins: every module of their package, and installed plug-ins)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 
 class Registry(dict):
-    """name -> registered thing, for one kind of thing (``what``: "method", "attack", ...)."""
+    """name -> registered thing, for one kind of thing (``what``: "method", "attack", ...).
 
-    def __init__(self, what: str, declarations: dict[str, Any] | None = None):
+    ``discover``: what fills it (tradeoff.core.plugins.discover: every module of a package, and the installed
+    plug-ins), called once, when it is first read (a name looked up, the names listed), not when it is imported: a
+    plug-in that fails to load is then a user's error inside the command that reads it (one line), and a module that
+    only imports the registry imports none of them."""
+
+    def __init__(self, what: str, declarations: dict[str, Any] | None = None,
+                 discover: Callable[[], None] | None = None):
         super().__init__()
         self.what = what
         #: for a registry of implementations: name -> its declaration (a class: one the implementation must
         #: subclass); nothing registers under a name not declared
         self.declarations = declarations
+        self._discover = discover
+        self._discovering = False
+
+    def _filled(self) -> "Registry":
+        """Itself, filled by its ``discover`` first if it has not been (a read during the discovery sees what has
+        registered so far; a discovery that failed runs again at the next read)."""
+        if self._discover is not None and not self._discovering:
+            self._discovering = True
+            try:
+                self._discover()
+                self._discover = None
+            finally:
+                self._discovering = False
+        return self
+
+    def __getitem__(self, key: str) -> Any:
+        return dict.__getitem__(self._filled(), key)
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self._filled(), key)
+
+    def __iter__(self):
+        return dict.__iter__(self._filled())
+
+    def __len__(self) -> int:
+        return dict.__len__(self._filled())
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return dict.get(self._filled(), key, default)
+
+    def keys(self):
+        return dict.keys(self._filled())
+
+    def values(self):
+        return dict.values(self._filled())
+
+    def items(self):
+        return dict.items(self._filled())
 
     def register(self, thing: Any = None, *, name: str | None = None) -> Any:
         """Add ``thing`` under ``name`` (default: its ``name`` attribute) and return it; without ``thing``, a
@@ -29,7 +75,7 @@ class Registry(dict):
         other)."""
         def add(obj: Any) -> Any:
             key = name if name is not None else getattr(obj, "name")
-            if key in self:
+            if dict.__contains__(self, key):  # (registering runs no discovery: a module it imports registers too)
                 raise ValueError(f"{self.what} {key!r} registered twice")
             if self.declarations is not None:
                 what = f"{self.what} {key!r} ({getattr(obj, '__name__', type(obj).__name__)})"

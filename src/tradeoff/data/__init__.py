@@ -8,10 +8,11 @@ decorator, which registers a declared dataset's code), ``fetch``
 next to the data), ``decode`` (image files to arrays), ``torchvision_sets`` (digits, MNIST, SVHN, CIFAR),
 ``archive_sets`` (Tiny ImageNet, Tiny-ImageNet-C, CUB-200-2011, Stanford Dogs), ``corruption_sets`` and ``digits_c``
 (datasets of corrupted test images), ``hendrycks`` and ``corruptions`` (the corruptions, NROB), ``datasets`` (every
-dataset by name), ``splits`` (a run's data), ``generated`` (the rehearsal's generated files).
+dataset by name), ``splits`` (a run's data), ``generated`` (the rehearsal's generated files) and ``roots`` (the
+data root's kinds: where generated files may be read).
 
-Importing the package imports no PyTorch (the configuration and the report jobs read ``declared`` and ``generated``
-without it): its names below are reached in their modules on first use, through the one table ``_NAMES``.
+Importing the package imports no PyTorch (the configuration and the report jobs read ``declared`` and ``roots``
+without it, nor NumPy): its names below are reached in their modules on first use, through the one table ``_NAMES``.
 
 May import: core, storage.
 """

@@ -19,7 +19,7 @@ from tradeoff.data.cache import cached, fingerprint
 from tradeoff.data.corruption_sets import CorruptedTestSets, CorruptionSets
 from tradeoff.data.decode import decode
 from tradeoff.data.fetch import download_command, expected_md5, fetch_files, verified_folder
-from tradeoff.data.generated import MARKER as GENERATED_MARKER
+from tradeoff.data.roots import MARKER as GENERATED_MARKER
 from tradeoff.data.registry import DATASETS, Data, DatasetError, DatasetSpec, dataset
 
 tv_utils = LazyModule("torchvision.datasets.utils")

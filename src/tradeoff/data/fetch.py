@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tradeoff.core.lazy_imports import LazyModule
 from tradeoff.data import generated
-from tradeoff.data.generated import MARKER as GENERATED_MARKER, GeneratedDataRoot
+from tradeoff.data.roots import MARKER as GENERATED_MARKER, GeneratedDataRoot
 from tradeoff.data.registry import DatasetError, DatasetSpec
 
 tv_utils = LazyModule("torchvision.datasets.utils")

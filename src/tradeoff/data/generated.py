@@ -31,20 +31,13 @@ from pathlib import Path
 
 import numpy as np
 from tradeoff.data.hendrycks import CORRUPTIONS, SEVERITIES
+from tradeoff.data.roots import MARKER
 
-MARKER = "GENERATED.json"
 VERSION = 1
 SEED = 0
 
 # Enough for two steps of the catalog's largest batch (CA-AT's 1024): the rehearsal's steps_per_epoch cap.
 SMALL_TRAIN, SMALL_TEST = 2048, 512
-
-
-class GeneratedDataRoot(type(Path())):
-    """A data root under which generated datasets (``GENERATED.json``) are read, verified against that marker.
-
-    A path of this class (and every path derived from it with ``/``) carries the permission; a plain ``Path`` does
-    not, so the paper scale never reads generated files by accident (``tradeoff.config.Catalog.data_root``)."""
 
 
 def _images(rng: np.random.Generator, labels: np.ndarray, classes: int, shape: tuple[int, int, int]) -> np.ndarray:

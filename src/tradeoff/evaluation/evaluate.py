@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from tradeoff import attacks
+from tradeoff.attacks.base import INVALID, add_counts, classified
 from tradeoff.storage.atomic import sha256_file
 from tradeoff.core.progress import Bar
 from tradeoff.core.errors import UserError
@@ -54,6 +55,8 @@ class Outcome:
     breakdown: dict[str, int] = field(default_factory=dict)
     #: for an attack with sanity checks of its own (Attack.sanity_checked): their warnings
     checks: list[str] = field(default_factory=list)
+    #: the judge's counts (COUNTS): invalid adversarial examples (counted as not broken) and non-finite logits
+    invalid: dict[str, int] = field(default_factory=dict)
 
     @property
     def accuracy(self) -> float:
@@ -62,6 +65,13 @@ class Outcome:
     @property
     def clean_accuracy(self) -> float:
         return int(self.clean_correct.sum()) / len(self.labels) if len(self.labels) else float("nan")
+
+
+#: what an evaluation counts of its examples' validity, summed over batches and shards into the metrics file's
+#: ``invalid``: the attack's (tradeoff.attacks.base.INVALID: adversarial examples that break the threat model, counted
+#: as not broken, and valid ones with non-finite logits, counted as broken) and the clean pass's non-finite logits
+#: (``non_finite_logits_clean``: those examples count as misclassified)
+COUNTS = (*INVALID, "non_finite_logits_clean")
 
 
 def batch_seed(seed: int, batch_index: int) -> int:
@@ -106,9 +116,11 @@ class EvalState:
         return self.data["batches"].get(str(batch))
 
     def finish(self, batch: int, clean: torch.Tensor, robust: torch.Tensor, seconds: float,
-               breakdown: dict[str, int], checks: list[str] | None = None) -> None:
+               breakdown: dict[str, int], checks: list[str] | None = None,
+               invalid: dict[str, int] | None = None) -> None:
         self.data["batches"][str(batch)] = {"clean": bits(clean), "robust": bits(robust), "seconds": seconds,
-                                            "breakdown": breakdown, **({"checks": checks} if checks else {})}
+                                            "breakdown": breakdown, **({"checks": checks} if checks else {}),
+                                            "invalid": dict(invalid or {})}
         self.data["partial"] = None
         self._write()
 
@@ -167,17 +179,21 @@ def run_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: AttackS
                 tb = time.perf_counter()
                 xb, yb = x[start:start + batch_size], y[start:start + batch_size]
                 with torch.no_grad():
-                    clean = model(xb).argmax(1) == yb
+                    clean, finite = classified(model(xb), yb)  # non-finite logits name no class: misclassified
                 attack = attacks.from_spec(spec, model, seed=batch_seed(seed, gb))
                 attack.prepare(xb, yb, first=gb == 0, show_progress=progress is not None)
                 robust = clean.clone()
                 todo = clean if attack.skips_misclassified else torch.ones_like(clean)
+                judged = {}
                 if not spec.clean and todo.any():
                     saving = state.progress(gb) if state is not None else None
                     robust[todo] = attack.robust(xb[todo], yb[todo], saving)
+                    judged = attack.invalid()
                 if attack.skips_misclassified:
                     robust &= clean
-                tally.finish(gb, clean, robust, time.perf_counter() - tb, attack.trace(), attack.warnings())
+                counts = add_counts(judged, {"non_finite_logits_clean": int((~finite).sum())})
+                _say_invalid(progress or spec.type, gb, counts)
+                tally.finish(gb, clean, robust, time.perf_counter() - tb, attack.trace(), attack.warnings(), counts)
                 if progress is not None:
                     timed["images"] += len(xb)
                     timed["seconds"] += time.perf_counter() - tb
@@ -191,7 +207,18 @@ def run_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: AttackS
             bar.close()
     cat = lambda parts: torch.cat(parts).cpu() if parts else torch.zeros(0, dtype=torch.bool)  # noqa: E731
     return Outcome(y.cpu(), cat(tally.clean), cat(tally.robust), time.perf_counter() - t0 + tally.resumed_seconds,
-                   tally.breakdown, tally.warnings if tally.checked else [])
+                   tally.breakdown, tally.warnings if tally.checked else [], tally.invalid)
+
+
+def _say_invalid(name: str, batch: int, counts: dict[str, int]) -> None:
+    """Log a batch's invalid adversarial examples and non-finite logits (the metrics file counts them)."""
+    if not any(counts.get(k) for k in COUNTS):
+        return
+    log.warning("%s, batch %d: %d invalid adversarial example(s) counted as not broken (non-finite %d, outside the "
+                "budget %d, outside [0, 1] %d); non-finite logits on %d valid adversarial and %d clean example(s), "
+                "counted as misclassified", name, batch, counts.get("invalid_examples", 0), counts.get("non_finite", 0),
+                counts.get("outside_budget", 0), counts.get("outside_range", 0), counts.get("non_finite_logits", 0),
+                counts.get("non_finite_logits_clean", 0))
 
 
 class _Tally:
@@ -204,6 +231,7 @@ class _Tally:
         self.robust: list[torch.Tensor] = []
         self.breakdown: dict[str, int] = {}
         self.warnings: list[str] = []
+        self.invalid: dict[str, int] = dict.fromkeys(COUNTS, 0)
         self.resumed_seconds = 0.0
 
     def restore(self, batch: int, device: torch.device) -> bool:
@@ -216,16 +244,18 @@ class _Tally:
         self.resumed_seconds += saved["seconds"]
         self._add_trace(saved["breakdown"])
         self.add_warnings(saved.get("checks", []) if self.checked else [], log_them=True)
+        self.invalid = add_counts(self.invalid, saved.get("invalid"))
         return True
 
     def finish(self, batch: int, clean: torch.Tensor, robust: torch.Tensor, seconds: float, trace: dict[str, int],
-               warnings: list[str]) -> None:
+               warnings: list[str], invalid: dict[str, int] | None = None) -> None:
         self._add_trace(trace)
         self.clean.append(clean)
         self.robust.append(robust)
         self.add_warnings(warnings)
+        self.invalid = add_counts(self.invalid, invalid)
         if self.state is not None:
-            self.state.finish(batch, clean, robust, seconds, trace, warnings if self.checked else None)
+            self.state.finish(batch, clean, robust, seconds, trace, warnings if self.checked else None, invalid)
 
     def add_warnings(self, texts: list[str], log_them: bool = False) -> None:
         for text in texts:
@@ -250,6 +280,67 @@ def _robust_so_far(robust_parts: list, timed: dict) -> str:
 def accuracy_under(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: AttackSpec, *, seed: int,
                    batch_size: int) -> float:
     return run_attack(model, x, y, spec, seed=seed, batch_size=batch_size).accuracy
+
+
+# ------------------------------------------------------------------------------------------------ the bound
+# What no attack can fail to find, and so no robust accuracy may exceed: an image of another class within the budget.
+# The evaluation looks at a few such images that need no search (constant images, each a forward pass; at a budget
+# that reaches the whole image range, every test image the model classifies correctly) and records, per attack,
+# which were reachable, the bound they give and the examples the attack left robust although one of them was within
+# their budget: there the attack failed, and the report marks the cell (tradeoff.report.tables).
+
+#: the grey levels of the constant images probed (0.5 is the mid-grey image, within L-inf 0.5 of every image in
+#: [0, 1]^d and within L2 eps of x where ||x - 0.5||_2 <= eps)
+PROBE_LEVELS = tuple(k / 10 for k in range(11))
+L2_SLACK = 1e-6  # an L2 distance within this relative rounding of eps does not count as reachable
+
+
+def whole_range(spec: AttackSpec, x: torch.Tensor) -> bool:
+    """Does the budget reach the whole image range (L-inf 1, L2 sqrt(d)): every image of [0, 1]^d from every image?"""
+    reach = 1.0 if str(spec.norm) == "linf" else math.sqrt(x[0].numel())
+    return float(spec.eps) >= reach
+
+
+def constant_probes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, spec: AttackSpec) -> tuple[list[dict],
+                                                                                                  torch.Tensor]:
+    """The constant images (PROBE_LEVELS) the model classifies, one forward pass: ([{level, class (None for
+    non-finite logits), reachable (the examples within the budget of it)}], per example: is one of another class
+    than its label within its budget)."""
+    eps, norm = float(spec.eps), str(spec.norm)
+    levels = torch.tensor(PROBE_LEVELS, dtype=x.dtype, device=x.device)
+    images = levels.view(-1, *([1] * (x.dim() - 1))) * torch.ones_like(x[:1])
+    with torch.no_grad(), torch.autocast(device_type=x.device.type, enabled=False):
+        logits = model(images)
+    finite = torch.isfinite(logits).all(1)
+    classes = logits.argmax(1)
+    flat = x.flatten(1)
+    if norm == "linf":  # max_j |x_j - c|: exact in floating point at the levels that matter (0, 0.5, 1)
+        reach = torch.maximum(levels[None] - flat.amin(1)[:, None], flat.amax(1)[:, None] - levels[None]) <= eps
+    else:
+        reach = torch.stack([(flat - c).norm(p=2, dim=1) for c in levels], 1) <= eps * (1 - L2_SLACK)
+    other = reach & finite[None] & (classes[None] != y[:, None])
+    counts, found, named = reach.sum(0).tolist(), finite.tolist(), classes.tolist()
+    probes = [{"level": level, "class": int(c) if ok else None, "reachable": int(k)}
+              for level, c, ok, k in zip(PROBE_LEVELS, named, found, counts)]
+    return probes, other.any(1)
+
+
+def bound_record(probes: list[dict], ruled: torch.Tensor, whole: bool, labels: torch.Tensor, clean: torch.Tensor,
+                 robust: torch.Tensor) -> dict:
+    """An evaluation's ``bound``: the constant images within the budget of some example (``probes``: level, class,
+    how many examples reach it), whether the budget reaches the whole range (then every test image the model
+    classifies correctly is reachable from every example), how many examples an image of another class within their
+    budget rules out, the highest robust accuracy left possible, and the examples robust despite it (their indices
+    among the evaluated examples): each one an attack failure."""
+    ruled = ruled.clone()
+    if whole:  # any image is reachable: a correctly classified test image of another class breaks the example
+        named = torch.unique(labels[clean])
+        ruled |= (named[None] != labels[:, None]).any(1) if len(named) else torch.zeros_like(ruled)
+    n = len(labels)
+    despite = (robust & ruled).nonzero().flatten().tolist()
+    return {"probes": [p for p in probes if p["reachable"]], "whole_range": bool(whole),
+            "ruled_out": int(ruled.sum()), "accuracy_bound": (n - int(ruled.sum())) / n if n else float("nan"),
+            "robust_despite": despite}
 
 
 # ---------------------------------------------------------------------------------------------- shards
@@ -332,7 +423,7 @@ def _metrics(meta: dict, attack_name: str, spec: AttackSpec, out: Outcome, *, se
         "robust_examples": int(out.robust_correct.sum()), "clean_examples": int(out.clean_correct.sum()),
         "seed": seed, "batch_size": batch_size,
         "seconds": out.seconds, "images_per_s": n / out.seconds if out.seconds else None,
-        "precision": "fp32",
+        "precision": "fp32", "invalid": {k: int(out.invalid.get(k, 0)) for k in COUNTS},
     }
     if out.breakdown:
         # AutoAttack's trace: accuracy after each component of the ensemble (the last one is the AA accuracy)
@@ -533,22 +624,27 @@ class Loaded:
         out = run_attack(model, x[start:stop], y[start:stop], spec, seed=seed, batch_size=batch_size,
                          first_batch=first_batch, state=state, progress=attack_name, whole=shard is None)
         checked = {"checks": out.checks} if attacks.ATTACKS[spec.type].sanity_checked else {}  # their warnings
+        probes, ruled = ([], None) if spec.clean else constant_probes(model, x[start:stop], y[start:stop], spec)
+        whole = not spec.clean and whole_range(spec, x)
         if shard is not None:
-            partial = {"format": "tradeoff-eval-shard/2", "run": meta["run"], "attack": attack_name,
+            partial = {"format": SHARD_FORMAT, "run": meta["run"], "attack": attack_name,
                        "spec": spec.as_dict(),
                        "seed": seed, "batch_size": batch_size, "examples_total": n, "shard": shard.index,
                        "shards": shard.count, "first_batch": first_batch, "start": start, "stop": stop,
                        "seconds": out.seconds, "breakdown": out.breakdown, "meta": meta,
-                       "context": self.context, "provenance": provenance(device),
+                       "context": self.context, "provenance": provenance(device), "invalid": out.invalid,
+                       **({} if spec.clean else {"probes": probes, "ruled_out": bits(ruled), "whole_range": whole}),
                        **_predictions(meta["run"], attack_name, out), **checked}
             if shard.out is not None:
                 _write_json(shard.out, partial)
             result = partial
         else:
+            bound = {} if spec.clean else {"bound": bound_record(probes, ruled.cpu(), whole, out.labels,
+                                                                 out.clean_correct, out.robust_correct)}
             result = (_metrics(meta, attack_name, spec, out, seed=seed, batch_size=batch_size,
                                provenance=provenance(device), context=self.context,
                                extra={"resumed_batches": state.resumed_batches if state is not None else 0,
-                                      **checked}),
+                                      **checked, **bound}),
                       _predictions(meta["run"], attack_name, out))
         if state is not None:
             state.remove()
@@ -591,6 +687,9 @@ class MergeError(UserError, ValueError):
     pass
 
 
+SHARD_FORMAT = "tradeoff-eval-shard/3"
+
+
 def merge_shards(paths: list[str | Path], *, metrics_out=None, predictions_out=None) -> dict:
     """Merge the partial results of all shards of one (run, attack) into the metrics and predictions files an
     unsharded job writes; refuses shards that do not tile the example space exactly or disagree on settings."""
@@ -598,6 +697,10 @@ def merge_shards(paths: list[str | Path], *, metrics_out=None, predictions_out=N
     if not parts:
         raise MergeError("no shard files to merge")
     first = parts[0]
+    old = [p["shard"] for p in parts if p.get("format") != SHARD_FORMAT]
+    if old:
+        raise MergeError(f"shard(s) {old} are not in the format {SHARD_FORMAT!r} (written by an older tradeoff, "
+                         "without the counts of invalid examples or the bound): re-run them")
     same = ("run", "attack", "spec", "seed", "batch_size", "examples_total", "shards", "context")
     for part in parts[1:]:
         for k in same:
@@ -617,15 +720,24 @@ def merge_shards(paths: list[str | Path], *, metrics_out=None, predictions_out=N
     for p in parts:
         for k, v in p["breakdown"].items():
             breakdown[k] = breakdown.get(k, 0) + v
+    invalid: dict[str, int] = dict.fromkeys(COUNTS, 0)
+    for p in parts:
+        invalid = add_counts(invalid, p["invalid"])
     out = Outcome(labels, unbits("".join(p["clean_correct"] for p in parts)),
-                  unbits("".join(p["robust_correct"] for p in parts)), sum(p["seconds"] for p in parts), breakdown)
+                  unbits("".join(p["robust_correct"] for p in parts)), sum(p["seconds"] for p in parts), breakdown,
+                  invalid=invalid)
     checked = {}
     spec = AttackSpec.from_dict(first["spec"])
+    if not spec.clean:  # the constant images each shard probed, over all the examples
+        probes = [{**p, "reachable": sum(q["probes"][i]["reachable"] for q in parts)}
+                  for i, p in enumerate(first["probes"])]
+        checked["bound"] = bound_record(probes, unbits("".join(p["ruled_out"] for p in parts)),
+                                        first["whole_range"], labels, out.clean_correct, out.robust_correct)
     kind = attacks.ATTACKS[spec.type]
     if kind.sanity_checked:  # the shards' warnings, then the checks of the whole evaluation
         warnings = list(dict.fromkeys(text for p in parts for text in p.get("checks", [])))
         whole = kind.whole_warnings(int(out.clean_correct.sum()), breakdown, len(labels))
-        checked = {"checks": warnings + [text for text in whole if text not in warnings]}
+        checked["checks"] = warnings + [text for text in whole if text not in warnings]
     metrics = _metrics(first["meta"], first["attack"], spec, out, seed=first["seed"],
                        batch_size=first["batch_size"], provenance=first["provenance"], context=first["context"],
                        extra={"shards": first["shards"], "shard_seconds": [p["seconds"] for p in parts], **checked})

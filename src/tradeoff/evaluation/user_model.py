@@ -77,11 +77,50 @@ def build(path: str | Path, function: str, device: torch.device | str = "cpu") -
     return model.to(device).float().eval()
 
 
+#: the images of the forward pass that checks a user's model before any evaluation (check_forward)
+CHECK_BATCH = 2
+
+
+def check_forward(model: nn.Module, where: str, dataset: str, device: torch.device | str = "cpu") -> None:
+    """One forward pass of ``model`` on a batch of ``dataset``'s shape (CHECK_BATCH seeded images in [0, 1]), before
+    any evaluation: a model that does not take the dataset's images, or whose outputs are not the dataset's logits (a
+    2-D tensor, one row per image and one column per class, finite), is refused in one line naming ``where`` (the
+    file and function) and what was expected, instead of a PyTorch traceback or a silent evaluation of the wrong
+    classes."""
+    declared = DATASET_DECLARATIONS[dataset]
+    shape, classes = tuple(declared.image_shape), declared.num_classes
+    images = "×".join(map(str, shape))
+    expected = f"logits of shape ({CHECK_BATCH}, {classes}) for {dataset}'s {classes} classes"
+    generator = torch.Generator().manual_seed(0)
+    x = torch.rand((CHECK_BATCH, *shape), generator=generator).to(device)
+    try:
+        with torch.no_grad():
+            out = model(x)
+    except Exception as exc:  # noqa: BLE001 - whatever the user's code raises is the finding
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+        raise UserModelError(f"{where}: a batch of {dataset}'s images ({CHECK_BATCH}×{images}, in [0, 1]) made it raise "
+                             f"{type(exc).__name__}" + (f": {first}" if first else "") + f"; expected a model "
+                             f"that takes {images} images and returns {expected}") from None
+    if not isinstance(out, torch.Tensor):
+        raise UserModelError(f"{where}: on a batch of {dataset}'s images it returned a {type(out).__name__}, not a "
+                             f"tensor; expected {expected}")
+    if out.dim() != 2 or out.shape[0] != CHECK_BATCH:
+        raise UserModelError(f"{where}: on a batch of {CHECK_BATCH} {dataset} images ({images}) it returned a tensor "
+                             f"of shape {tuple(out.shape)}; expected {expected}")
+    if out.shape[1] != classes:
+        raise UserModelError(f"{where}: it returns {out.shape[1]} outputs per image, but {dataset} has {classes} "
+                             f"classes; expected {expected}")
+    if not torch.isfinite(out).all():
+        raise UserModelError(f"{where}: its outputs on a batch of {dataset}'s images ({CHECK_BATCH}×{images}, in "
+                             f"[0, 1]) are not finite (NaN or infinite); expected finite {expected}")
+
+
 def load(path: str | Path, spec: ExternalSpec, device: torch.device | str = "cpu", *,
          model_id: str = "external") -> tuple[nn.Module, dict]:
-    """A model that FUNCTION() of the user's Python file returns (``arch`` ``python:FUNCTION``), with the metadata an
-    external model's load gives (tradeoff.evaluation.external.load); its SHA-256 is the file's. Callers load it
-    through tradeoff.evaluation.load.load_model."""
+    """A model that FUNCTION() of the user's Python file returns (``arch`` ``python:FUNCTION``), checked by one
+    forward pass on a batch of its dataset's shape (:func:`check_forward`), with the metadata an external model's
+    load gives (tradeoff.evaluation.external.load); its SHA-256 is the file's. Callers load it through
+    tradeoff.evaluation.load.load_model."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"cannot load model file {path}: no such file")
@@ -95,6 +134,7 @@ def load(path: str | Path, spec: ExternalSpec, device: torch.device | str = "cpu
     normalize = thaw(spec.normalize)
     if normalize is not None:
         model = Normalized(model, normalize["mean"], normalize["std"]).to(device)
+    check_forward(model, f"{path}:{function}()", spec.dataset, device)
     meta = {"run": model_id, "spec": spec.as_dict(), "selected_epoch": None, "num_classes": num_classes,
             "in_channels": shape[0], "image_size": shape[1],
             "external": {"checkpoint": str(path), "sha256": sha, "layout": "python", "function": function,

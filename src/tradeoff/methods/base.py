@@ -1,5 +1,11 @@
 """The method interface and registry.
 
+A method is one class, in one module of this package (or of an installed plug-in: docs/extending.md), decorated
+``@register``: what the configuration reads of it (its ``name``, its ``parameters``, their joint checks
+``check_params``, the form training uses them in ``canonical``, and its cost ``passes``), read without PyTorch, and
+the code that trains (``train_step`` or, for a :class:`SingleLearner`, ``loss``), which imports PyTorch when it first
+runs (``torch = LazyModule("torch")``). The configuration checks a run against the very class that trains it.
+
 A method owns its learner(s) and optimizer(s): given a batch it updates them. The trainer never branches on a
 method's name; it calls ``set_epoch``, ``train_step``, ``end_epoch`` and checkpoints ``state_dict``. What is
 evaluated and checkpointed as the run's model is ``eval_model()``.
@@ -7,24 +13,64 @@ evaluated and checkpointed as the run's model is ``eval_model()``.
 
 from __future__ import annotations
 
-from typing import Callable
-
-import torch
-import torch.nn.functional as F
-from torch import nn
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from tradeoff import attacks
-from tradeoff.methods.optim import build_optimizer, piecewise_linear, set_lr
+from tradeoff.core.lazy_imports import LazyModule
+from tradeoff.core.params import Params
+from tradeoff.core.passes import Passes, UnknownCost
+from tradeoff.core.plugins import discover
 from tradeoff.core.registry import Registry
-from tradeoff.methods.declared.base import DECLARED, MethodDeclaration
-from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import RunSpec
+from tradeoff.methods.optim import build_optimizer, piecewise_linear, set_lr
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from tradeoff.core.runtime import Runtime
+
+torch = LazyModule("torch")
+F = LazyModule("torch.nn.functional")
 
 
-class Method(MethodDeclaration):
-    """Base class of the methods. A method is a subclass of its declaration first (name, parameters, their checks:
-    tradeoff.methods.declared) and of this class (or one of its subclasses), and implements the training step; it
-    adds no declaration of its own (tests/test_declarations.py)."""
+class Method:
+    """Base class of the methods. Subclasses set ``name`` and ``parameters``, declare ``passes``, and implement the
+    training step."""
+
+    name: ClassVar[str]
+    #: every parameter the method takes, declared once (tradeoff.core.params): its default, its kind, range and choices,
+    #: whether it is optional (off by default), epoch-valued, a learning rate, an attack, an observer
+    parameters: ClassVar[Params] = Params()
+
+    # ------------------------------------------------------------------ what the configuration reads (no PyTorch)
+
+    @classmethod
+    def check_params(cls, spec: dict) -> None:
+        """What the declaration of each parameter cannot say (several parameters together, the run's length, the
+        resolved training attack): raise ValueError naming the parameter and what is allowed. Called when the config
+        is resolved, before any job starts, and when the method is built.
+
+        ``spec`` is the run's settings in their JSON form (a dict: ``spec["method"]`` the method's name and
+        parameters, ``spec["epochs"]``), as the resolver holds them while it builds them (tradeoff.config.resolve);
+        a built method passes its RunSpec's ``as_dict()``."""
+
+    @classmethod
+    def canonical(cls, method: dict) -> dict:
+        """The resolved parameters as the method uses them: a value it rounds, rounded (Generalist's communication
+        period in whole epochs). Runs that compute the same thing then have the same settings, share one training
+        job, and a table says they are one model, instead of showing copies as a sweep. Called by the resolver only,
+        with the method's settings as the dict it builds (``name`` and every parameter)."""
+        return method
+
+    @classmethod
+    def passes(cls, p: Any, classes: int) -> Passes:
+        """What one training step costs per example, its training attack included (tradeoff.core.passes), from the
+        method's settings ``p`` (``parameters.settings``: every parameter at its value, an attack an AttackSpec) and
+        the number of classes: what `tradeoff plan` and the cluster jobs' times are priced by. Every method declares
+        it; tests/test_costs.py checks it against PyTorch's FLOP counter on a real step."""
+        raise UnknownCost(f"method {cls.name!r} declares no passes ({cls.__module__}.{cls.__qualname__}.passes)")
+
+    # ------------------------------------------------------------------ the code that trains
 
     def __init__(self, spec: RunSpec, build_model: Callable[[], nn.Module], runtime: Runtime):
         self.spec = spec
@@ -96,8 +142,14 @@ class Method(MethodDeclaration):
         raise NotImplementedError
 
 
-METHODS = Registry("method", declarations=DECLARED)
-register = METHODS.register  # @register on a subclass of the declaration (tradeoff.methods.declared) of its name
+#: name -> every method: every module of this package, and the installed plug-ins' (the entry points of the group
+#: ``tradeoff.methods``), imported when it is first read; none imports PyTorch when imported
+METHODS = Registry("method", discover=lambda: discover("tradeoff.methods", group="tradeoff.methods"))
+register = METHODS.register  # @register on a Method subclass with its `name`
+
+
+def method_names() -> list[str]:
+    return sorted(METHODS)
 
 
 class SingleLearner(Method):

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import math
 
-import torch
-
+from tradeoff.core.lazy_imports import LazyModule
+from tradeoff.core.params import FLAG, NUMBER, Param
+from tradeoff.core.ranges import between
 from tradeoff.methods.base import register
-from tradeoff.methods.declared import caat as declared
 from tradeoff.methods.vanilla import TwoLosses
+
+torch = LazyModule("torch")
 
 
 def project_gradient(g_adv: torch.Tensor, g_clean: torch.Tensor, gamma: float) -> torch.Tensor:
@@ -41,7 +43,17 @@ def project_gradient(g_adv: torch.Tensor, g_clean: torch.Tensor, gamma: float) -
 
 
 @register
-class CAAT(declared.CAAT, TwoLosses):
+class CAAT(TwoLosses):
+    name = "caat"
+    parameters = TwoLosses.parameters.extend(
+        Param("gamma", NUMBER, 0.8, range=between(-1, 1), meaning="the cosine threshold between the two gradients"),
+        Param("per_tensor", FLAG, False, meaning="project each parameter tensor on its own"))
+
+    @classmethod
+    def passes(cls, p, classes):
+        """Both gradients, always (the clean and the adversarial loss weigh equally in its count)."""
+        return cls.step_passes(p, classes, lam=0.5, combined=True)
+
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
         self.sizes = [p.numel() for p in self.model.parameters() if p.requires_grad]

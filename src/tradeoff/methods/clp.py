@@ -9,12 +9,16 @@ both.
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
-
+from tradeoff.attacks.declared.base import attack_passes
+from tradeoff.core.lazy_imports import LazyModule
+from tradeoff.core.params import NUMBER, Param
+from tradeoff.core.passes import TRAIN2
+from tradeoff.core.ranges import at_least
 from tradeoff.methods.base import register
-from tradeoff.methods.common import AdversarialLearner
-from tradeoff.methods.declared import clp as declared
+from tradeoff.methods.common import Adversarial
+
+torch = LazyModule("torch")
+F = LazyModule("torch.nn.functional")
 
 
 def softmax_distance(logits_adv: torch.Tensor, logits_clean: torch.Tensor) -> torch.Tensor:
@@ -24,7 +28,16 @@ def softmax_distance(logits_adv: torch.Tensor, logits_clean: torch.Tensor) -> to
 
 
 @register
-class CLP(declared.CLP, AdversarialLearner):
+class CLP(Adversarial):
+    name = "clp"
+    parameters = Adversarial.parameters.extend(
+        Param("lam", NUMBER, 1.0, range=at_least(0), meaning="the weight of the logit-pairing term"))
+
+    @classmethod
+    def passes(cls, p, classes):
+        """The attack, then the clean and the adversarial pass."""
+        return attack_passes(p.attack, classes) + TRAIN2
+
     def loss(self, x, y):
         x_adv = self.adversarial(x, y)
         with self.runtime.autocast():  # two passes: each batch normalised with its own statistics

@@ -15,16 +15,23 @@ the eps-ball and adds omega N(0, 1) after every step: ``random_start: uniform`` 
 from __future__ import annotations
 
 import bisect
-
-import torch
-import torch.nn.functional as F
-from torch import nn
+from typing import TYPE_CHECKING
 
 from tradeoff.attacks.base import frozen, project, random_start, steepest_step
-from tradeoff.core.runtime import Runtime
+from tradeoff.core.lazy_imports import LazyModule
+from tradeoff.core.params import FLAG, INTEGER, LIST, NUMBER, TEXT, Param, Params
+from tradeoff.core.passes import TRAIN1, G
+from tradeoff.core.ranges import at_least, count
 from tradeoff.methods.base import SingleLearner, register
-from tradeoff.methods.common import attack_budget
-from tradeoff.methods.declared import fat as declared
+from tradeoff.methods.common import TRAINING_ATTACK, attack_budget, check_pgd_budget, own_steps
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from tradeoff.core.runtime import Runtime
+
+torch = LazyModule("torch")
+F = LazyModule("torch.nn.functional")
 
 
 def early_stopped_pgd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps: float, norm: str, steps: int,
@@ -66,7 +73,32 @@ def early_stopped_pgd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps
 
 
 @register
-class FAT(declared.FAT, SingleLearner):
+class FAT(SingleLearner):
+    name = "fat"
+    parameters = Params(
+        TRAINING_ATTACK,
+        Param("tau_values", LIST, [0, 1, 2], item=INTEGER, range=count(0), nonempty=True,
+              meaning="the early-stopping budget tau, one more entry than tau_epochs"),
+        Param("tau_epochs", LIST, [50, 90], item=NUMBER, range=at_least(0), epochs=True,
+              meaning="the epochs after which tau takes its next value"),
+        Param("omega", NUMBER, 0.001, range=at_least(0), meaning="the start's noise"),
+        Param("random_start", TEXT, "normal", choices=("normal", "uniform"), meaning="where the search starts"),
+        Param("step_noise", FLAG, False, meaning="omega N(0, 1) added after every step (the authors' code)"))
+
+    @classmethod
+    def check_params(cls, spec):
+        method = {**cls.parameters.defaults(), **spec["method"]}
+        check_pgd_budget(cls.name, method["attack"])
+        values, bounds = method["tau_values"], method["tau_epochs"]
+        if len(values) != len(bounds) + 1 or any(b <= a for a, b in zip(bounds, bounds[1:])):
+            raise ValueError(f"fat: tau_values needs one more entry than the increasing tau_epochs, got "
+                             f"{values} and {bounds}")
+
+    @classmethod
+    def passes(cls, p, classes):
+        """Every step of its PGD (early stopping only shortens it: an upper bound), then the adversarial pass."""
+        return own_steps(p.attack) * G + TRAIN1
+
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
         self.tau = int(self.p.tau_values[0])

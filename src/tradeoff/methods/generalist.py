@@ -43,8 +43,9 @@ version); on the CPU it is the serial computation.
 
 Observing the learners (off unless a run sets them; they never change the trained weights):
 
-- ``track_learners: {examples: N, attack: <attack name>, attacked: [nt]}`` (Zipper Figure 5): after the last
-  step of every epoch, before any communication, the trainer measures on a fixed subset of N test images
+- ``track_learners: {examples: N, attack: <attack name>, attacked: [nt], split: validation}`` (Zipper Figure 5):
+  after the last step of every epoch, before any communication, the trainer measures on a fixed subset of N
+  images of the validation split (held out of training; ``split: test``: of the test split, the paper's practice)
   each learner's clean accuracy and the attacked learners' accuracy under the evaluation attack made against
   themselves and made against the other learner (transfer), into the curves as ``learner_at_clean``,
   ``learner_nt_clean``, ``learner_nt_pgd_self``, ``learner_nt_pgd_from_at`` (see :mod:`tradeoff.evaluation.learner_probes`).
@@ -58,18 +59,25 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import TYPE_CHECKING
 
-import torch
-from torch import nn
-
-from tradeoff.data import SPLIT_SIZES
-from tradeoff.methods.optim import piecewise_linear, set_lr
+from tradeoff.attacks.declared.base import attack_passes
+from tradeoff.core.lazy_imports import LazyModule
+from tradeoff.core.params import ATTACK, FLAG, INTEGER, LIST, MAPPING, NUMBER, SCHEDULE, TEXT, Param, Params
+from tradeoff.core.passes import TRAIN1
+from tradeoff.core.ranges import PROBABILITY, Range, at_least, count, positive
 from tradeoff.core.spec import MethodSpec, Optimizer
+from tradeoff.data import SPLIT_SIZES
 from tradeoff.methods.base import Method, register
-from tradeoff.methods.declared import generalist as declared
-from tradeoff.methods.declared.generalist import snapshot_epochs
+from tradeoff.methods.common import ATTACK_MODE, TRAINING_ATTACK
 from tradeoff.methods.natural import Natural
+from tradeoff.methods.optim import piecewise_linear, set_lr
 from tradeoff.methods.pgd_at import PGDAT
+
+if TYPE_CHECKING:
+    from torch import nn
+
+torch = LazyModule("torch")
 
 # Training-set sizes, for the iterations per epoch that ``ema_horizon`` converts into a per-iteration decay.
 TRAIN_SIZES = {name: sizes[0] for name, sizes in SPLIT_SIZES.items()}
@@ -97,12 +105,84 @@ def communication_epoch(epoch: int, t_prime: float, c: float) -> bool:
     return epoch >= t_prime - 1e-9 and epoch % period == 0
 
 
+def snapshot_epochs(epochs: list[float] | None) -> list[int]:
+    """The whole (1-based) epochs of ``snapshot_epochs`` (rescaled at smaller scales): rounded half up, once each."""
+    return sorted({math.floor(float(e) + 0.5) for e in epochs or ()})
+
+
 def _float_state(model: nn.Module) -> list[torch.Tensor]:
     return [*model.parameters(), *(b for b in model.buffers() if b.is_floating_point())]
 
 
 @register
-class Generalist(declared.Generalist, Method):
+class Generalist(Method):
+    name = "generalist"
+    parameters = Params(
+        TRAINING_ATTACK,
+        # the AT learner's attack runs with the model in eval mode, as the authors' PGD (model.eval() before the
+        # attack); the paper does not say. "train" lets BatchNorm see the attack's batches (Madry's, Rice's code)
+        ATTACK_MODE.but(default="eval"),
+        Param("gamma", SCHEDULE, {"epochs": [0, 40, 80, 120], "values": [1.0, 1.0, 1.0, 0.0]}, range=PROBABILITY,
+              epochs=True, meaning="the AT learner's share of the mix"),
+        Param("t_prime", NUMBER, 75, range=at_least(0), epochs=True, meaning="the first communication epoch t'"),
+        Param("c", NUMBER, 5, range=at_least(0), epochs=True, meaning="the communication period in epochs"),
+        Param("ema", FLAG, True, meaning="theta_g an EMA of the mix (false: the mix itself)"),
+        Param("ema_decay", NUMBER, 0.999, range=PROBABILITY, meaning="the per-iteration decay alpha'"),
+        Param("ema_horizon", NUMBER, None, range=positive(), nullable=True, epochs=True,
+              meaning="the averaging window in epochs, replacing ema_decay"),
+        Param("ema_warmup", FLAG, False, meaning="decay min(a, (t+1)/(t+10)) (the authors' code)"),
+        Param("nt_wa", FLAG, False, meaning="average the NT learner's weights"),
+        Param("at_wa", FLAG, False, meaning="average the AT learner's weights"),
+        Param("average_buffers", FLAG, False, meaning="average BatchNorm buffers like the weights"),
+        Param("communication", TEXT, "epoch", choices=("epoch", "iteration"),
+              meaning="when the learners restart from theta_g in a communication epoch"),
+        Param("nt_optimizer", MAPPING, {"name": "sgd", "momentum": 0.9, "weight_decay": 5.0e-4, "nesterov": False},
+              fields=(Param("name", TEXT, choices=("sgd", "adam"), required=True),
+                      Param("momentum", NUMBER, range=PROBABILITY), Param("weight_decay", NUMBER, range=at_least(0)),
+                      Param("nesterov", FLAG), Param("betas", LIST, item=NUMBER, range=Range(0, 1, high_open=True))),
+              meaning="the NT learner's optimizer"),
+        Param("nt_lr", NUMBER, 0.1, range=at_least(0), lr=True, meaning="the NT learner's learning rate"),
+        Param("nt_lr_schedule", TEXT, "scaled", choices=("scaled", "constant", "at"),
+              meaning="the NT learner's schedule: the run's rescaled to nt_lr, constant, or the AT learner's"),
+        Param("parallel", FLAG, False, meaning="the two learners' steps on two CUDA streams"),
+        # observers (tested: bit-identical weights with and without them)
+        Param("track_learners", MAPPING, optional=True, observer=True,
+              fields=(Param("examples", INTEGER, range=count(1), required=True),
+                      Param("attack", ATTACK, required=True),
+                      Param("attacked", LIST, item=TEXT, choices=("nt", "at"), nonempty=True, distinct=True),
+                      Param("split", TEXT, choices=("validation", "test"))),
+              meaning="measure the learners after every epoch (Zipper Figure 5), on the validation split "
+                      "(default; the test split where the run holds none out) or `split: test` the test split"),
+        Param("snapshot_epochs", LIST, item=NUMBER, nonempty=True, optional=True, observer=True, epochs=True,
+              meaning="keep the learners' weights at the end of these epochs (Zipper Figure 6)"),
+    )
+
+    @classmethod
+    def canonical(cls, method):
+        """The snapshot epochs as whole epochs, and with ``communication: iteration`` (whole communication epochs)
+        c too, as training uses them. (At resolution: ``method`` the dict the resolver builds.)"""
+        out = dict(method)
+        if out.get("communication", cls.parameters["communication"].default) == "iteration":
+            out["c"] = max(1, math.floor(float(method["c"]) + 0.5))
+        if out.get("snapshot_epochs") is not None:
+            out["snapshot_epochs"] = snapshot_epochs(out["snapshot_epochs"])
+        return out
+
+    @classmethod
+    def check_params(cls, spec):
+        # spec: the run's settings in their JSON form, a dict (see Method.check_params)
+        epochs = spec["method"].get("snapshot_epochs")
+        if epochs is not None:  # its kind is checked by its declaration; the run's length here
+            bad = [e for e in snapshot_epochs(epochs) if not 1 <= e <= spec["epochs"]]
+            if bad:
+                raise ValueError(f"generalist: snapshot_epochs {bad} (rounded to whole epochs) are outside the "
+                                 f"run's epochs 1..{spec['epochs']}")
+
+    @classmethod
+    def passes(cls, p, classes):
+        """The NT learner's step, and the AT learner's PGD-AT step (beta 1): its attack, then its adversarial pass."""
+        return TRAIN1 + attack_passes(p.attack, classes) + TRAIN1
+
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
         p = self.p
@@ -177,7 +257,6 @@ class Generalist(declared.Generalist, Method):
                 value.record_stream(current)
         return outs
 
-    @torch.no_grad()
     def _track(self, target: nn.Module, source: list[torch.Tensor], source_model: nn.Module,
                decay: float | None) -> None:
         """target <- decay target + (1 - decay) source, or target <- source when decay is None; ``source`` is
@@ -185,13 +264,14 @@ class Generalist(declared.Generalist, Method):
         (otherwise copied); its integer counters are copied from ``source_model``."""
         dst = self.floats[id(target)]
         averaged = 0 if decay is None else len(dst) if self.p.average_buffers else self.n_params
-        if averaged:
-            torch._foreach_lerp_(dst[:averaged], source[:averaged], 1.0 - decay)
-        if averaged < len(dst):
-            torch._foreach_copy_(dst[averaged:], source[averaged:])
-        for b_dst, b_src in zip(target.buffers(), source_model.buffers()):
-            if not b_dst.is_floating_point():
-                b_dst.copy_(b_src)
+        with torch.no_grad():
+            if averaged:
+                torch._foreach_lerp_(dst[:averaged], source[:averaged], 1.0 - decay)
+            if averaged < len(dst):
+                torch._foreach_copy_(dst[averaged:], source[averaged:])
+            for b_dst, b_src in zip(target.buffers(), source_model.buffers()):
+                if not b_dst.is_floating_point():
+                    b_dst.copy_(b_src)
 
     def communicate(self) -> None:
         state = self.global_model.state_dict()
@@ -261,7 +341,7 @@ class Generalist(declared.Generalist, Method):
         if track is None:
             return None
         return {"examples": int(track["examples"]), "attack": track["attack"],
-                "attacked": list(track.get("attacked", ["nt"]))}
+                "attacked": list(track.get("attacked", ["nt"])), "split": track.get("split", "validation")}
 
     def snapshots(self):
         return dict(sorted(self.kept.items()))

@@ -9,12 +9,16 @@ the global RNG (checkpointed by the trainer, so a resumed run draws the same one
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
-
+from tradeoff.attacks.declared.base import attack_passes
+from tradeoff.core.lazy_imports import LazyModule
+from tradeoff.core.params import NUMBER, Param
+from tradeoff.core.passes import TRAIN2
+from tradeoff.core.ranges import positive
 from tradeoff.methods.base import register
-from tradeoff.methods.common import AdversarialLearner
-from tradeoff.methods.declared import iat as declared
+from tradeoff.methods.common import Adversarial
+
+torch = LazyModule("torch")
+F = LazyModule("torch.nn.functional")
 
 
 def mixup(x: torch.Tensor, y: torch.Tensor, alpha: float):
@@ -25,7 +29,16 @@ def mixup(x: torch.Tensor, y: torch.Tensor, alpha: float):
 
 
 @register
-class IAT(declared.IAT, AdversarialLearner):
+class IAT(Adversarial):
+    name = "iat"
+    parameters = Adversarial.parameters.extend(
+        Param("alpha", NUMBER, 1.0, range=positive(), meaning="mixup's Beta(alpha, alpha)"))
+
+    @classmethod
+    def passes(cls, p, classes):
+        """The attack, then the mixed clean and the mixed adversarial pass."""
+        return attack_passes(p.attack, classes) + TRAIN2
+
     def mixup_loss(self, x, y):
         x_mix, y_a, y_b, lam = mixup(x, y, self.p.alpha)
         with self.runtime.autocast():

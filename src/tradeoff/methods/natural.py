@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from tradeoff.core.passes import TRAIN1
 from tradeoff.methods.base import SingleLearner, cross_entropy, register
-from tradeoff.methods.declared import natural as declared
 
 
 @register
-class Natural(declared.Natural, SingleLearner):
+class Natural(SingleLearner):
+    name = "nt"
+
+    @classmethod
+    def passes(cls, p, classes):
+        return TRAIN1
+
     def loss(self, x, y):
         return cross_entropy(self.model, x, y, self.runtime)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-import torch
-
+from tradeoff.core.lazy_imports import LazyModule
 from tradeoff.core.spec import Optimizer
+
+torch = LazyModule("torch")  # imported when an optimizer is built: the methods' classes are read without PyTorch
 
 
 def piecewise_linear(t: float, epochs: Sequence[float], values: Sequence[float]) -> float:

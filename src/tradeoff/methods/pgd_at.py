@@ -10,31 +10,28 @@ runs it in eval mode as TRADES does.
 
 from __future__ import annotations
 
-import torch
-
-from tradeoff.attacks import from_spec
-from tradeoff.methods.base import SingleLearner, cross_entropy, register
-from tradeoff.methods.declared import pgd_at as declared
-
-
-def adversarial_examples(method: SingleLearner, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    model = method.model
-    model.train(method.p.attack_mode == "train")
-    with method.runtime.autocast():
-        x_adv = method.attack.perturb(x, y)
-    model.train()
-    return x_adv
+from tradeoff.attacks.declared.base import attack_passes
+from tradeoff.core.params import NUMBER, Param, Params
+from tradeoff.core.passes import TRAIN1, TRAIN2
+from tradeoff.core.ranges import PROBABILITY
+from tradeoff.methods.base import cross_entropy, register
+from tradeoff.methods.common import ATTACK_MODE, TRAINING_ATTACK, Adversarial
 
 
 @register
-class PGDAT(declared.PGDAT, SingleLearner):
-    def __init__(self, spec, build_model, runtime):
-        super().__init__(spec, build_model, runtime)
-        self.attack = from_spec(self.p.attack, self.model)
+class PGDAT(Adversarial):
+    name = "pgd_at"
+    parameters = Params(Param("beta", NUMBER, 1.0, range=PROBABILITY, meaning="the adversarial loss's weight"),
+                        TRAINING_ATTACK, ATTACK_MODE)
+
+    @classmethod
+    def passes(cls, p, classes):
+        """The attack, then the adversarial pass (and the clean one unless beta = 1)."""
+        return attack_passes(p.attack, classes) + (TRAIN1 if float(p.beta) == 1.0 else TRAIN2)
 
     def loss(self, x, y):
         beta = float(self.p.beta)
-        x_adv = adversarial_examples(self, x, y)
+        x_adv = self.adversarial(x, y)
         adv_loss, adv_logits = cross_entropy(self.model, x_adv, y, self.runtime)
         if beta == 1.0:
             return adv_loss, adv_logits

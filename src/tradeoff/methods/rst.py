@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
-from tradeoff.storage import checkpoint
+from tradeoff.core.lazy_imports import LazyModule
+from tradeoff.core.params import TEXT, Param
 from tradeoff.methods.base import register
-from tradeoff.methods.declared import rst as declared
 from tradeoff.methods.pgd_at import PGDAT
+from tradeoff.storage import checkpoint
+
+torch = LazyModule("torch")
 
 
 def load_unlabeled(path: str | Path) -> tuple[torch.Tensor, torch.Tensor]:
@@ -47,7 +48,17 @@ def load_unlabeled(path: str | Path) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @register
-class RST(declared.RST, PGDAT):
+class RST(PGDAT):
+    name = "rst"
+    parameters = PGDAT.parameters.extend(
+        Param("unlabeled", TEXT, None, nullable=True, meaning="a .pt file of pseudo-labelled images you provide"),
+        beta=0.5, attack="pgd10-rst", attack_mode="eval")
+
+    @classmethod
+    def passes(cls, p, classes):
+        """PGD-AT's step, on twice the images with ``unlabeled`` (as many pseudo-labelled as labelled)."""
+        return super().passes(p, classes) * (2 if p.unlabeled else 1)
+
     def __init__(self, spec, build_model, runtime):
         super().__init__(spec, build_model, runtime)
         self.unlabeled = None

@@ -13,16 +13,25 @@ PGD or APGD, in ``attack_mode``) instead of the KL maximiser.
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
-from torch import nn
+from typing import TYPE_CHECKING
 
 from tradeoff.attacks.base import frozen, project, steepest_step
-from tradeoff.core.runtime import Runtime
+from tradeoff.attacks.declared.base import attack_passes
+from tradeoff.core.lazy_imports import LazyModule
+from tradeoff.core.params import NUMBER, TEXT, Param
+from tradeoff.core.passes import F as FORWARD, G, TRAIN1, TRAIN2, Passes
+from tradeoff.core.ranges import at_least
 from tradeoff.core.spec import AttackSpec
 from tradeoff.methods.base import register
-from tradeoff.methods.common import AdversarialLearner, attack_budget
-from tradeoff.methods.declared import trades as declared
+from tradeoff.methods.common import Adversarial, attack_budget, own_steps
+
+if TYPE_CHECKING:
+    from tradeoff.core.runtime import Runtime
+
+torch = LazyModule("torch")
+F = LazyModule("torch.nn.functional")
+
+INNER = ("kl", "attack")
 
 
 def kl_divergence(logits_adv: torch.Tensor, logits_clean: torch.Tensor) -> torch.Tensor:
@@ -31,7 +40,7 @@ def kl_divergence(logits_adv: torch.Tensor, logits_clean: torch.Tensor) -> torch
                     reduction="sum")
 
 
-def kl_adversarial(model: nn.Module, x: torch.Tensor, *, eps: float, norm: str, steps: int, step_size: float,
+def kl_adversarial(model: torch.nn.Module, x: torch.Tensor, *, eps: float, norm: str, steps: int, step_size: float,
                    runtime: Runtime) -> torch.Tensor:
     """TRADES' inner maximiser (module docstring). Leaves the model in train mode."""
     model.eval()
@@ -48,7 +57,7 @@ def kl_adversarial(model: nn.Module, x: torch.Tensor, *, eps: float, norm: str, 
     return x_adv.clamp(0, 1).detach()
 
 
-def kl_adversarial_from_spec(model: nn.Module, x: torch.Tensor, spec: AttackSpec, runtime: Runtime,
+def kl_adversarial_from_spec(model: torch.nn.Module, x: torch.Tensor, spec: AttackSpec, runtime: Runtime,
                              scale: float = 1.0) -> torch.Tensor:
     """The KL maximiser with the budget, norm, steps and step size of a resolved training-attack spec (times
     ``scale`` during an eps warm-up)."""
@@ -56,8 +65,23 @@ def kl_adversarial_from_spec(model: nn.Module, x: torch.Tensor, spec: AttackSpec
     return kl_adversarial(model, x, eps=eps, norm=norm, steps=steps, step_size=step_size, runtime=runtime)
 
 
-class KLInner(declared.KLInner, AdversarialLearner):
+def kl_passes(spec: AttackSpec) -> Passes:
+    """What the KL maximiser costs per example: the clean logits, then its steps (its training attack's)."""
+    return FORWARD + own_steps(spec) * G
+
+
+class KLInner(Adversarial):
     """An adversarial learner whose ``inner`` parameter picks TRADES' KL maximiser or the registry attack."""
+
+    parameters = Adversarial.parameters.extend(
+        Param("inner", TEXT, "kl", choices=INNER, meaning="TRADES' KL maximiser, or the training attack"),
+        attack_mode="eval")
+    own_maximiser = ("inner", "kl")
+
+    @classmethod
+    def inner_passes(cls, p, classes):
+        """What its adversarial examples cost: the KL maximiser's or the training attack's."""
+        return kl_passes(p.attack) if p.inner == "kl" else attack_passes(p.attack, classes)
 
     def adversarial(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if self.p.inner == "attack":
@@ -66,7 +90,17 @@ class KLInner(declared.KLInner, AdversarialLearner):
 
 
 @register
-class TRADES(declared.TRADES, KLInner):
+class TRADES(KLInner):
+    name = "trades"
+    parameters = KLInner.parameters.extend(
+        Param("lam", NUMBER, 6.0, range=at_least(0), meaning="the weight of the KL term, TRADES' beta = 1/lambda"))
+
+    @classmethod
+    def passes(cls, p, classes):
+        """Its adversarial examples, then the clean and the adversarial pass (lam = 0: the clean pass alone)."""
+        if float(p.lam) == 0:
+            return TRAIN1
+        return cls.inner_passes(p, classes) + TRAIN2
 
     def loss(self, x, y):
         lam = float(self.p.lam)

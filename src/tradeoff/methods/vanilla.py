@@ -18,14 +18,20 @@ from __future__ import annotations
 
 from typing import Callable
 
-import torch
-import torch.nn.functional as F
-
+from tradeoff.attacks.declared.base import attack_passes
+from tradeoff.core.lazy_imports import LazyModule
+from tradeoff.core.params import FLAG, NUMBER, TEXT, Param
+from tradeoff.core.passes import BW, NONE, F as FORWARD
+from tradeoff.core.ranges import PROBABILITY
 from tradeoff.methods.base import register
 from tradeoff.methods.clp import softmax_distance
-from tradeoff.methods.common import AdversarialLearner
-from tradeoff.methods.declared import vanilla as declared
-from tradeoff.methods.trades import kl_adversarial_from_spec, kl_divergence
+from tradeoff.methods.common import Adversarial
+from tradeoff.methods.trades import kl_adversarial_from_spec, kl_divergence, kl_passes
+
+torch = LazyModule("torch")
+F = LazyModule("torch.nn.functional")
+
+ADV_LOSSES = ("ce", "trades", "clp")
 
 
 def gradient_conflict(g_adv: torch.Tensor, g_clean: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -35,8 +41,27 @@ def gradient_conflict(g_adv: torch.Tensor, g_clean: torch.Tensor) -> dict[str, t
     return {"mu": norm_c * norm_a * (1 - cos), "cos": cos, "norm_gc": norm_c, "norm_ga": norm_a}
 
 
-class TwoLosses(declared.TwoLosses, AdversarialLearner):
+class TwoLosses(Adversarial):
     """A clean and an adversarial loss on the same batch, combined per step (vanilla AT, CA-AT)."""
+
+    # the training attack runs with the model in eval mode, as the CA-AT code's (ctx_noparamgrad_and_eval; the paper
+    # does not say): only BatchNorms that keep running statistics (the ResNet stem's) tell the modes apart
+    parameters = Adversarial.parameters.extend(
+        Param("adv_loss", TEXT, "ce", choices=ADV_LOSSES, meaning="the adversarial loss"), attack_mode="eval")
+    own_maximiser = ("adv_loss", "trades")  # the TRADES loss: TRADES' KL maximiser
+
+    @classmethod
+    def step_passes(cls, p, classes, *, lam: float, combined: bool):
+        """A step that weights the adversarial loss by ``lam`` (the clean one by 1 - lam), each computed only where
+        its weight is not 0, or with ``combined`` both, as two gradients (the clean one, then the adversarial one,
+        through the clean pass too unless its loss is CE)."""
+        kind = p.adv_loss
+        adv, clean = lam > 0 or combined, lam < 1 or combined
+        maximiser = (kl_passes(p.attack) if kind == "trades" else attack_passes(p.attack, classes)) if adv else NONE
+        if combined:
+            return maximiser + 2 * FORWARD + (2 * BW if kind == "ce" else 3 * BW)
+        passes = int(adv) + int(clean or (adv and kind != "ce"))
+        return maximiser + passes * (FORWARD + BW)
 
     def adversarial(self, x, y):
         if self.p.adv_loss == "trades":
@@ -84,7 +109,16 @@ def _flat(grads, params) -> torch.Tensor:
 
 
 @register
-class Vanilla(declared.Vanilla, TwoLosses):
+class Vanilla(TwoLosses):
+    name = "vanilla"
+    parameters = TwoLosses.parameters.extend(
+        Param("lam", NUMBER, 0.5, range=PROBABILITY, meaning="(1 - lam) clean loss + lam adversarial loss"),
+        Param("track_conflict", FLAG, False, meaning="report CA-AT's gradient conflict (one more backward pass)"))
+
+    @classmethod
+    def passes(cls, p, classes):
+        return cls.step_passes(p, classes, lam=float(p.lam), combined=bool(p.track_conflict))
+
     def loss(self, x, y):
         lam = float(self.p.lam)
         l_clean, l_adv, logits = self.losses(x, y, clean=lam < 1, adv=lam > 0)

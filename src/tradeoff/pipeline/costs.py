@@ -3,11 +3,12 @@ time each Snakemake job asks the cluster for (workflow/rules/common.smk reads it
 
 A job's FLOPs are pass counts times pass costs:
 
-- pass counts per example, by the formulas below: how many forward passes (F), input-only backward passes (Bi: an
+- pass counts per example (tradeoff.core.passes): how many forward passes (F), input-only backward passes (Bi: an
   attack's gradient, the weights frozen) and training backward passes (Bw: the weights' gradients) one training step
   of a method, or one attack, makes, from its resolved settings (attack steps, restarts, target classes, queries, the
-  losses a method combines). tests/test_costs.py counts a real step of every method and attack of the shipped
-  catalogs with PyTorch's FLOP counter and checks these formulas against it;
+  losses a method combines), as each method and attack declares beside its parameters (its ``passes``): nothing here
+  knows a method or an attack by name. tests/test_costs.py counts a real step of every method and attack of the
+  shipped catalogs with PyTorch's FLOP counter and checks the declared counts against it;
 - pass costs per example of each architecture and dataset, counted once with PyTorch's FLOP counter by
   `tradeoff bench-flops` (tradeoff.pipeline.bench.pass_flops) into ``flops.json`` beside this module, with each dataset's
   sizes and classes and each corruption dataset's images per test image. A test keeps the file current.
@@ -20,7 +21,8 @@ assumed; fp32 FLOPs count FP32_COST times: evaluation's always, training's unles
 What a cluster job asks for (`resources.plan` in the config): its planned minutes x ``safety`` plus ``start_minutes``,
 at least ``floor_minutes`` (a group of evaluations shares one floor), at most ``max_minutes``; a run's evaluations
 planned under ``group_minutes`` each go to the cluster as one job (a Snakemake group). Without ``resources.plan``, or
-for a job whose cost is unknown (an architecture missing from flops.json), the stage's fixed ``runtime``.
+for a job whose cost is unknown (an architecture missing from flops.json, a method or attack that declares no passes),
+the stage's fixed ``runtime``.
 """
 
 from __future__ import annotations
@@ -33,10 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tradeoff.attacks.declared import DECLARED
-from tradeoff.attacks.declared.autoattack import STANDARD
+from tradeoff.attacks.declared.base import (
+    attack_passes as declared_attack_passes,
+    evaluation_passes as declared_evaluation_passes,
+    priced_settings,
+)
+from tradeoff.audit.jobs import audit_targets, audited_models, protocol_pairs, surrogate_for
 from tradeoff.core.errors import ConfigError
-from tradeoff.core.spec import CORRUPTIONS_TYPE, AttackSpec, ExternalSpec, MethodSpec, RunSpec
+from tradeoff.core.passes import F, G, Passes, UnknownCost
+from tradeoff.core.spec import AttackSpec, ExternalSpec, MethodSpec, RunSpec
+from tradeoff.methods import METHODS
 
 FLOPS_FILE = Path(__file__).with_name("flops.json")
 
@@ -53,131 +61,32 @@ FP32_COST = 2.0
 # ------------------------------------------------------------------------------------------------ pass counts
 
 
-@dataclass(frozen=True)
-class Passes:
-    """Passes per example: forwards, input-only backwards (an attack's gradient) and training backwards."""
-
-    f: float = 0.0
-    bi: float = 0.0
-    bw: float = 0.0
-
-    def __add__(self, other: "Passes") -> "Passes":
-        return Passes(self.f + other.f, self.bi + other.bi, self.bw + other.bw)
-
-    def __mul__(self, k: float) -> "Passes":
-        return Passes(self.f * k, self.bi * k, self.bw * k)
-
-    __rmul__ = __mul__
-
-    def flops(self, unit: dict) -> float:
-        """FLOPs per example, given one architecture's pass costs (flops.json ``passes``)."""
-        return self.f * unit["forward"] + self.bi * unit["input_backward"] + self.bw * unit["train_backward"]
-
-
-NONE, F, BI, BW = Passes(), Passes(f=1), Passes(bi=1), Passes(bw=1)
-G = F + BI  # one gradient step of an attack
-
-
-class UnknownCost(LookupError):
-    """No formula for a method or attack, or no pass costs for an architecture or dataset."""
-
-
-def _settings(spec: AttackSpec) -> dict:
-    """The parameters of an attack at their values in its settings, a declared one not given at its default
-    (tradeoff.attacks.declared: what its cost depends on is among them)."""
-    if spec.type not in DECLARED:
-        raise UnknownCost(f"no cost formula for attack type {spec.type!r}: no attack declares it "
-                          "(tradeoff.attacks.declared)")
-    return {**DECLARED[spec.type].defaults, **{k: v for k, v in spec.params.items() if v is not None}}
-
-
-def _targets(wanted: Any, classes: int) -> int:
-    return max(1, min(int(wanted), classes - 1))
-
-
 def attack_passes(spec: AttackSpec | dict, classes: int) -> Passes:
-    """What ``perturb`` of a resolved attack costs per attacked example (no final classification)."""
-    spec = AttackSpec.from_dict(spec)  # a method's training attack is a mapping of its parameters
-    kind, p = spec.type, _settings(spec)
-    steps, restarts = int(p.get("steps", 1)), int(p.get("restarts", 1))
-    if kind == "clean":
-        return NONE
-    if kind in ("pgd", "mim", "cw", "pgd-dlr", "fgsm"):
-        steps = 1 if kind == "fgsm" else steps
-        return restarts * steps * G + (restarts * F if restarts > 1 else NONE)  # restarts: a success check each
-    if kind == "t-pgd":
-        return F + _targets(p["target_classes"], classes) * restarts * (steps * G + F)  # ranking, then each target
-    if kind in ("apgd-ce", "apgd-dlr"):
-        return F + restarts * (steps + 1) * G
-    if kind == "apgd-t":
-        return F + _targets(p["target_classes"], classes) * restarts * ((steps + 1) * G + F)
-    if kind == "fab":  # the Jacobian of every class per step
-        return restarts * (steps * (2 * F + classes * BI) + 3 * F)
-    if kind == "fab-t":
-        return F + _targets(p["target_classes"], classes) * restarts * (steps + 1) * (2 * F + BI)
-    if kind == "square":
-        return restarts * (int(p["queries"]) + 3) * F
-    if kind == "autoattack":  # the clean pass, then each component and its success check, on every example
-        total = F
-        for component in p["components"] or STANDARD:
-            settings = {"type": component, "steps": p["steps"], "queries": p["queries"]}
-            total = total + attack_passes(settings, classes) + F
-        return total
-    raise UnknownCost(f"no cost formula for attack type {kind!r}")  # pragma: no cover - a test gives every declared type one
+    """What ``perturb`` of a resolved attack costs per attacked example (no final classification), as its type
+    declares (tradeoff.attacks.declared: ``passes``)."""
+    return declared_attack_passes(spec, classes)
 
 
 def evaluation_passes(spec: AttackSpec | dict, classes: int, corruption_images: dict[str, int] | None = None) -> Passes:
-    """One evaluation of one test example (tradeoff.evaluation.evaluate.run_attack): the clean pass, then the attack and the
-    classification of its result (AutoAttack classifies inside its chain)."""
+    """One evaluation of one test example (tradeoff.evaluation.evaluate.run_attack): as its attack's type declares
+    (``evaluation_passes``: the clean pass, the attack, the classification of its result); an entry of corrupted
+    images (NROB, no attack) a forward pass of the clean image and of each of its corrupted copies."""
     spec = AttackSpec.from_dict(spec)
-    kind = spec.type
-    if kind == CORRUPTIONS_TYPE:
+    if spec.corruptions:
         images = (corruption_images or {}).get(spec.dataset)
         if images is None:
             raise UnknownCost(f"no image count for corruption dataset {spec.dataset!r} in flops.json")
         return (1 + images) * F
-    if kind == "clean":
-        return F
-    return F + attack_passes(spec, classes) + (NONE if kind == "autoattack" else F)
+    return declared_evaluation_passes(spec, classes)
 
 
 def method_passes(method: MethodSpec, classes: int) -> Passes:
-    """One training step of a resolved method, per example (its training attack included)."""
-    name = method.name
-    train1, train2 = F + BW, 2 * F + 2 * BW  # one loss's pass; a clean and an adversarial pass in one loss
-
-    def attack() -> Passes:
-        return attack_passes(method.params["attack"], classes)
-
-    def kl() -> Passes:  # TRADES' maximiser: the clean logits, then its steps
-        return F + int(_settings(AttackSpec.from_dict(method.params["attack"])).get("steps", 10)) * G
-
-    if name == "nt":
-        return train1
-    if name in ("pgd_at", "rst"):
-        step = attack() + (train1 if float(method.get("beta", 1.0)) == 1.0 else train2)
-        return step * (2 if name == "rst" and method.get("unlabeled") else 1)  # as many pseudo-labelled images
-    if name == "trades":
-        if float(method.get("lam", 6.0)) == 0:
-            return train1
-        return (kl() if method.get("inner", "kl") == "kl" else attack()) + train2
-    if name in ("iat", "clp"):
-        return attack() + train2
-    if name == "fat":  # early stopping only shortens it
-        return int(_settings(AttackSpec.from_dict(method.params["attack"])).get("steps", 10)) * G + train1
-    if name == "generalist":  # the NT learner's step and the AT learner's PGD-AT step (beta 1)
-        return train1 + attack() + train1
-    if name in ("vanilla", "caat"):
-        kind = method.get("adv_loss", "ce")
-        lam = float(method.get("lam", 0.5)) if name == "vanilla" else 0.5
-        combined = name == "caat" or bool(method.get("track_conflict"))
-        adv, clean = lam > 0 or combined, lam < 1 or combined
-        maximiser = (kl() if kind == "trades" else attack()) if adv else NONE
-        if combined:  # the clean gradient, then the adversarial one (through the clean pass too unless CE)
-            return maximiser + 2 * F + (2 * BW if kind == "ce" else 3 * BW)
-        passes = int(adv) + int(clean or (adv and kind != "ce"))
-        return maximiser + passes * (F + BW)
-    raise UnknownCost(f"no cost formula for method {name!r} (tradeoff.pipeline.costs.method_passes)")
+    """One training step of a resolved method, per example (its training attack included), as the method declares
+    (tradeoff.methods: ``passes``)."""
+    cls = METHODS.get(method.name)
+    if cls is None:
+        raise UnknownCost(f"no method is named {method.name!r} (tradeoff.methods)")
+    return cls.passes(cls.parameters.settings(method.params, f"method {method.name!r}"), classes)
 
 
 # ------------------------------------------------------------------------------------------------ the table
@@ -291,21 +200,29 @@ def evaluation_flops(run: RunSpec | ExternalSpec, attack: AttackSpec, table: dic
 
 
 def audit_passes(block: dict, attack: AttackSpec, black_box: AttackSpec | None,
-                 pairs: list[tuple[AttackSpec, AttackSpec]], classes: int, transfer: bool) -> Passes:
-    """One test example's share of an audit (tradeoff.audit.checks), for a deterministic model (a randomized one adds
-    EOT's draws): the attack; APGD-CE at each step multiple; the restart curve (at most ``restarts`` runs); the two
-    other losses; the multi-targeted attack; the best-iterate run; each other budget, the mid-grey and the whole-range
-    one; the same at the L2 budget; the black-box attack, the transfer attack (on a surrogate of the same cost), each
-    protocol pair, the input gradients and the repeated forward passes; the few traced examples are left out."""
-    steps = int(_settings(attack)["steps"])
+                 pairs: list[tuple[AttackSpec, AttackSpec]], classes: int, transfer: bool,
+                 autoattack: AttackSpec | None = None) -> Passes:
+    """One test example's share of an audit (tradeoff.audit.checks), for a deterministic model where no masking is
+    suspected (a randomized one adds EOT's draws, a suspected one the adaptive attacks): in each norm the attack,
+    APGD-CE at each step multiple, the two other losses, the multi-targeted attack, each other budget, the mid-grey
+    and the whole-range one, the black-box attack, the transfer attack (on a surrogate of the same cost), AutoAttack
+    and the random samples; the restart curve (at most ``restarts`` runs), the best-iterate run, FGSM and the
+    decision-based attack (L-inf); each protocol pair, the input gradients and the repeated forward passes; the few
+    traced examples are left out."""
+    steps = int(priced_settings(attack).steps)
     apgd = [AttackSpec.from_dict({"type": "apgd-ce", "norm": attack.norm, "eps": attack.eps, "steps": steps * int(m)})
             for m in block["step_multipliers"]]
     targeted = attack.replace(type="t-pgd", target_classes=max(1, min(9, classes - 1)))
     budgets = [attack] * (len([m for m in block["eps_multipliers"] if m != 1]) + 2)
-    per_norm = [attack] + apgd + budgets
-    runs = per_norm * 2 + [attack] * (int(block["restarts"]) - 1 + 2 + 1) + [targeted]
-    runs += ([black_box] if black_box else []) + ([attack] if transfer else []) + [s for pair in pairs for s in pair]
+    per_norm = [attack] + apgd + budgets + [attack, attack, targeted] + ([black_box] if black_box else []) + (
+        [attack] if transfer else []) + ([autoattack] if autoattack else [])
+    fgsm = AttackSpec.from_dict({"type": "fgsm", "norm": attack.norm, "eps": attack.eps})
+    rays = AttackSpec.from_dict({"type": "rays", "norm": "linf", "eps": attack.eps,
+                                 "queries": int(block.get("decision_queries", 1000))})
+    runs = per_norm * 2 + [attack] * (int(block["restarts"]) - 1 + 1) + [fgsm, rays] + [s for pair in pairs
+                                                                                    for s in pair]
     total = F + 4 * G + 2 * F + int(block["eot_draws"]) * F + 8 * G  # clean, gradients, consistency, randomness
+    total = total + 2 * int(block.get("random_samples", 0)) * F     # the random samples, in each norm
     for spec in runs:
         total = total + evaluation_passes(spec, classes)
     return total
@@ -415,6 +332,8 @@ class JobSizes:
     _train: dict = field(default_factory=dict, init=False, repr=False)
     measured: dict = field(default_factory=dict, init=False, repr=False)  # run -> the bench its steps are priced by
     _eval: dict = field(default_factory=dict, init=False, repr=False)
+    #: why a job is not priced (UnknownCost's message), by ("train", run), ("evaluate", run, unit) or ("audit", run)
+    unpriced: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self):
         resources = self.catalog.resources
@@ -440,8 +359,9 @@ class JobSizes:
             spec = self.catalog.runs[run]
             try:
                 steps, measuring = training_parts(spec, self.table, self.precision)
-            except UnknownCost:
+            except UnknownCost as exc:
                 self._train[run] = None
+                self.unpriced[("train", run)] = str(exc)
                 return None
             bench = measured_steps(spec, self.precision, self.benches, self.table)
             if bench is not None:
@@ -461,23 +381,25 @@ class JobSizes:
                 self._eval[key] = sum(evaluation_flops(self.catalog.model_spec(run), self.catalog.attack_for(a, run),
                                                        self.table)
                                       for a in self.catalog.unit_attacks(run, unit)) / self.rate
-            except UnknownCost:
+            except UnknownCost as exc:
                 self._eval[key] = None
+                self.unpriced[("evaluate", *key)] = str(exc)
         return self._eval[key]
 
     def planned_audit(self, run: str) -> float | None:
         """An audit job of a model (tradeoff.audit: `tradeoff audit --run`)."""
-        from tradeoff.audit.jobs import protocol_pairs, surrogate_for
-
         block, catalog = self.catalog.audit, self.catalog
         try:
             attack = catalog.attack_for(block["attack"], run)
             black_box = catalog.attack_for(block["black_box"], run) if block["black_box"] else None
             pairs = [(catalog.attack_for(s, run), catalog.attack_for(p, run)) for s, p in protocol_pairs(catalog, run)]
             classes = _dataset(self.table, catalog.model_spec(run).dataset)["classes"]
-            passes = audit_passes(block, attack, black_box, pairs, classes, surrogate_for(catalog, run) is not None)
+            autoattack = catalog.attack_for(block["autoattack"], run) if block.get("autoattack") else None
+            passes = audit_passes(block, attack, black_box, pairs, classes, surrogate_for(catalog, run) is not None,
+                                  autoattack)
             return audit_flops(catalog.model_spec(run), passes, self.table, block["examples"]) / self.rate
-        except UnknownCost:
+        except UnknownCost as exc:
+            self.unpriced[("audit", run)] = str(exc)
             return None
 
     # what a job asks for (minutes, first attempt)
@@ -537,6 +459,7 @@ class Job:
     asked_minutes: int = 0     # what its rule asks for at the first attempt (a sharded one: all shards together)
     shards: int = 1
     measured: str | None = None  # a training job whose steps a node report measured: that report's file name
+    why: str | None = None     # a job without a price (hours None): why
 
 
 def plan(catalog, target: str, gpus: int, device: str | None = None, bench_folder: str | Path = "results/bench",
@@ -549,12 +472,10 @@ def plan(catalog, target: str, gpus: int, device: str | None = None, bench_folde
 
     audit = target not in catalog.targets
     if audit:  # an audit target (tradeoff.audit.jobs): the audit jobs of its rows' models
-        from tradeoff.audit.jobs import audit_targets, audited_models
-
         for run in audited_models(catalog, audit_targets(catalog)[target]):
             planned = sizes.planned_audit(run)
             jobs.append(Job(f"audit {run}", "audit", None if planned is None else planned / 60, None, f"audit {run}",
-                            sizes.audit_minutes(run)))
+                            sizes.audit_minutes(run), why=sizes.unpriced.get(("audit", run))))
     runs = dict.fromkeys(model(run) for run, _ in catalog.evaluations(target)) if not audit else {}
     for leaf in catalog.leaf_targets(target) if not audit else []:  # training-only rows (a table of training times)
         for row in catalog.targets[leaf].rows:
@@ -570,17 +491,20 @@ def plan(catalog, target: str, gpus: int, device: str | None = None, bench_folde
             name = f"train {run}"
             bench = sizes.measured.get(run)
             jobs.append(Job(name, "train", None if planned is None else planned / 60, None, name,
-                            sizes.train_minutes(run), measured=bench["source"] if bench else None))
+                            sizes.train_minutes(run), measured=bench["source"] if bench else None,
+                            why=sizes.unpriced.get(("train", run))))
         for unit in [u for u in catalog.eval_units(run) if u in needed.get(run, ())]:
             planned = sizes.planned_eval(run, unit)
             shards = catalog.shards_for(unit)
             group = sizes.eval_group(run, unit)
             asked = sizes.shard_minutes(run, unit, shards) * shards if shards > 1 else sizes.eval_minutes(run, unit)
             jobs.append(Job(f"evaluate {run} {unit}", "evaluate", None if planned is None else planned / 60, name,
-                            group or f"evaluate {run} {unit}", asked, shards))
+                            group or f"evaluate {run} {unit}", asked, shards,
+                            why=sizes.unpriced.get(("evaluate", run, unit))))
     # a figure's analysis job: not priced, its stage's fixed runtime
     for name in catalog.analysis_targets(target) if not audit else []:
-        jobs.append(Job(f"analyze {name}", "analyze", None, None, f"analyze {name}", sizes.fixed["evaluate"]))
+        jobs.append(Job(f"analyze {name}", "analyze", None, None, f"analyze {name}", sizes.fixed["evaluate"],
+                        why="analyses are not priced"))
     known = [j.hours for j in jobs if j.hours is not None]
     trains = [j for j in jobs if j.kind == "train"]
     groups = {j.cluster_job for j in jobs if j.cluster_job != j.name}
@@ -638,8 +562,12 @@ def format_plan(result: dict) -> str:
     lines += ["", f"total: {result['total_hours']:.1f} GPU-hours planned; makespan on {result['gpus']} GPU(s): "
                   f"{result['makespan_hours']:.1f} h"]
     if result["unknown"]:
-        lines.append(f"not priced (asks its stage's fixed runtime): {', '.join(result['unknown'])} (an analysis job, "
-                     "or an architecture missing from flops.json: `tradeoff bench-flops`)")
+        why = {j.name: j.why for j in result["jobs"] if j.hours is None}
+        reasons: dict[str, list[str]] = {}
+        for name in result["unknown"]:
+            reasons.setdefault(why.get(name) or "no price", []).append(name)
+        lines.append("not priced (asks its stage's fixed runtime): "
+                     + "; ".join(f"{', '.join(names)}: {reason}" for reason, names in reasons.items()))
     how = (f"planned x {result['settings']['safety']:g} + {result['settings']['start_minutes']} min, at least "
            f"{result['settings']['floor_minutes']} min" if result["planned_resources"]
            else "the stages' fixed runtimes (no resources.plan in the config)")

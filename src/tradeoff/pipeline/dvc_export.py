@@ -4,9 +4,9 @@
   evaluate, analyze, table, figure, figure_list, summary; ``finetune`` is a ``train`` job that reads a pretrained
   backbone), over the jobs listed in jobs.json, plus ``resolve``, which writes jobs.json. A stage depends on the code
   its job runs (:func:`code_files`, from the import graph of the package): its subcommand's module, what that imports,
-  and of the plug-ins (the modules that register a method, a figure kind or an analysis, :func:`plugins`) only those
-  whose names the job uses, so editing TRADES re-runs the runs that train with its code, and a figure kind's module
-  the figures it draws. A kind's jobs that run the same code share a template (:func:`templates`: ``train-trades``,
+  and of the plug-ins (the modules that register a method, a figure kind, an analysis or an attack's code,
+  :func:`plugins`) only those whose names the job uses, so editing TRADES re-runs the runs that train with its code,
+  a figure kind's module the figures it draws, and adding a method's module no job but the resolve stage. A kind's jobs that run the same code share a template (:func:`templates`: ``train-trades``,
   ``figure-front``, ``evaluate``).
 - **jobs.json** (``vars`` of dvc.yaml) lists the jobs the targets need, exactly those of Snakemake's DAG at the same
   scale, each with the digest of its resolved settings: a stage's ``params`` are its entry there, so DVC re-runs
@@ -46,6 +46,10 @@ PARAMS = "params.yaml"
 HEADER = ("# Written by `tradeoff export-dvc` (src/tradeoff/pipeline/dvc_export.py) from the catalog; do not edit: change config/\n"
           "# (or params.yaml) and run it again. tests/test_pipeline.py::test_shipped_dvc_yaml_is_current fails when\n"
           "# stale.\n")
+#: how a stage runs the CLI: the checkout's .venv (`make install`) first, else the `tradeoff` on PATH (an activated
+#: environment), so that `.venv/bin/dvc repro` works without activating anything ($DVC_ROOT: DVC sets it to the
+#: repository's folder for every stage's command)
+TRADEOFF = 'PATH="$DVC_ROOT/.venv/bin:$PATH" tradeoff'
 PARAMS_TEXT = ("# A config overlay that every DVC stage reads last (after config/config.yaml and config/demo.yaml):\n"
                "# the parameters of an experiment, e.g. `dvc exp run -S '+scale_map.epochs=12'`. Empty: the demo as\n"
                "# shipped.\n"
@@ -58,9 +62,18 @@ COMMAND = {"resolve": "export-dvc", "download": "download", "train": "train", "f
 
 #: the registries whose entries are plug-ins, by the module that holds the function registering them: a job depends
 #: on a plug-in module only if it uses a name the module registers (a run's method, a figure's plot, a figure's
-#: analysis), or if a module it depends on imports it to use it
-PLUGIN_REGISTRIES = {"tradeoff.methods.base": "method", "tradeoff.methods.declared.base": "method",
-                     "tradeoff.report.kinds": "figure", "tradeoff.analysis.base": "analysis"}
+#: analysis, an attack), or if a module it depends on imports it to use it
+PLUGIN_REGISTRIES = {"tradeoff.methods.base": "method", "tradeoff.report.kinds": "figure",
+                     "tradeoff.analysis.base": "analysis", "tradeoff.attacks.base": "attack"}
+#: the plug-ins that name a template (``train-trades``, ``figure-front``); not the attacks, which every job that builds
+#: one may run
+NAMING = ("method", "figure", "analysis")
+#: the kinds of job that build attacks (a training attack, an evaluation's, the selection's, an analysis's, the
+#: audit's): they may run every attack's code; the others (reports, downloads) resolve the catalog only, which reads
+#: the attacks' declarations (tradeoff.attacks.declared), not their code
+RUN_ATTACKS = ("train", "finetune", "evaluate", "analyze", "audit")
+#: the function that imports every module of a package (tradeoff.core.plugins): a module that calls it imports them
+DISCOVER = ("tradeoff.core.plugins", "discover")
 #: the plug-in modules of every registry: what the resolve stage, which reads every method's declarations, uses
 EVERY_PLUGIN = None
 
@@ -108,11 +121,11 @@ def _imports(path: Path) -> tuple[tuple[str, bool], ...]:
     """The modules of this package that ``path`` imports, each with whether it only registers: import statements
     (a function's lazy ones too, relative ones resolved), strings naming a module (a call's argument:
     ``importlib.import_module("tradeoff.x")``; ``"tradeoff.x:function"`` anywhere), the parent packages that
-    importing them runs, and, of a lazy package it imports (:func:`_lazy_names`), the modules that own the names it
+    importing them runs, of a lazy package it imports (:func:`_lazy_names`), the modules that own the names it
     reads there (``from tradeoff.methods import METHODS``, ``attacks.from_spec``): importing a lazy package runs none
-    of them. An import only registers when it binds a plug-in module (:func:`plugins`) by a name the module never
-    uses (``from tradeoff.methods import trades  # noqa: F401 (registers)``): it fills the registry, and a job that
-    does not use the plug-in's name does not run its code."""
+    of them, and of a package it discovers (``discover("tradeoff.methods")``, :data:`DISCOVER`), every module. An
+    import only registers when it binds a plug-in module (:func:`plugins`) by a name the module never uses, or
+    discovers it: it fills the registry, and a job that does not use the plug-in's name does not run its code."""
     tree = _tree(path)
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
     used |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}  # __all__
@@ -127,6 +140,16 @@ def _imports(path: Path) -> tuple[tuple[str, bool], ...]:
             if _module_file(name):
                 found[name] = found.get(name, True) and (only_registers if name == module else False)
 
+    origin = {alias.asname or alias.name: (_absolute(path, node), alias.name) for node in ast.walk(tree)
+              if isinstance(node, ast.ImportFrom) for alias in node.names}
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):  # discover("tradeoff.methods", ...)
+        if not (isinstance(call.func, ast.Name) and origin.get(call.func.id) == DISCOVER and call.args):
+            continue
+        arg = call.args[0]
+        package = arg.value if isinstance(arg, ast.Constant) else \
+            _module_name(path) if isinstance(arg, ast.Name) and arg.id == "__name__" else None
+        for module in _package_modules(str(package)) if package else []:
+            add(module, module in plugin_modules)  # a plug-in it imports only fills its registry
     named = {id(arg) for call in ast.walk(tree) if isinstance(call, ast.Call) for arg in call.args}
     named |= {id(value) for table in ast.walk(tree) if isinstance(table, ast.Dict) for value in table.values}
     def add_lazy(package: str, names) -> None:  # the owners of the names read from a lazy package
@@ -151,6 +174,17 @@ def _imports(path: Path) -> tuple[tuple[str, bool], ...]:
                 and node.value not in table.values():  # a call's argument, or a "module:function"
             add(node.value.partition(":")[0])
     return tuple(sorted(found.items()))
+
+
+def _package_modules(package: str) -> list[str]:
+    """The modules of a package of this one (not its subpackages'), as :func:`tradeoff.core.plugins.package_modules`
+    finds them (read from the folder: no import)."""
+    path = _module_file(package)
+    if path is None or path.name != "__init__.py":
+        return []
+    found = [p.stem for p in path.parent.glob("*.py") if p.name != "__init__.py"]
+    found += [d.name for d in path.parent.iterdir() if (d / "__init__.py").is_file()]  # a subpackage
+    return sorted(f"{package}.{name}" for name in found)
 
 
 @cache
@@ -329,6 +363,8 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
     named = [t for t in targets or [] if t not in audit_targets]
     reports = report_targets(catalog, named) if named or not audits else []
     audited = list(dict.fromkeys(m for t in audits for m in audit_jobs.audited_models(catalog, t)))
+    if not targets:  # every build audits `audit.build`'s rows, before the tables that read them (as Snakemake's)
+        audited = list(dict.fromkeys(audited + catalog.built_audits()))
     pairs = list(dict.fromkeys(p for t in reports for p in catalog.evaluations(t)))
     units = list(dict.fromkeys((run, catalog.unit_of(attack)) for run, attack in pairs))
     order = list(catalog.training_runs())
@@ -398,14 +434,32 @@ def jobs(catalog: Catalog, targets: list[str] | None = None) -> dict:
 
 def uses(catalog: Catalog, kind: str, key: str) -> frozenset:
     """The plug-ins (registry, name) that a job of ``kind`` runs: a training run's method, a figure's plot, a figure's
-    analysis; none for the other jobs."""
+    analysis, and every attack for a job that builds attacks (RUN_ATTACKS); none for the other jobs."""
+    out = set(_every("attack")) if kind in RUN_ATTACKS else set()
     if kind in ("train", "finetune"):
-        return frozenset({("method", catalog.runs[key].method.name)})
+        out.add(("method", catalog.runs[key].method.name))
     if kind == "figure":
-        return frozenset({("figure", catalog.targets[key].plot)})
+        out.add(("figure", catalog.targets[key].plot))
     if kind == "analyze":
-        return frozenset({("analysis", catalog.targets[key].analysis.name)})
-    return frozenset()
+        out.add(("analysis", catalog.targets[key].analysis.name))
+    return frozenset(out)
+
+
+def _every(registry: str) -> frozenset[tuple[str, str]]:
+    """Every plug-in (registry, name) of one registry ("method", "attack")."""
+    return frozenset(pair for registered in plugins().values() for pair in registered if pair[0] == registry)
+
+
+def wall_clock(catalog: Catalog, kind: str, key: str) -> bool:
+    """Whether a job's outputs carry the clock's measurements: a table (or a group's table) with a training-time
+    column (``train:minutes``, Table 4), whose minutes come from the runs' sidecars. Its template declares them
+    uncached (``cache: false``): they differ at every rebuild, so they are not results to cache, push and pull, and a
+    faithful rebuild hashes the same in every cached output."""
+    if kind != "table":
+        return False
+    leaves = catalog.leaf_targets(key)
+    return any("train:minutes" in catalog.targets[leaf].columns.values() for leaf in leaves
+               if catalog.targets[leaf].kind == "table")
 
 
 def _short(module: str) -> str:
@@ -420,21 +474,23 @@ def _short(module: str) -> str:
 def templates(catalog: Catalog, items: dict) -> dict[str, dict]:
     """dvc.yaml's templates over the jobs ``items``: the jobs of a kind whose code dependencies are equal share one
     (DVC's ``foreach`` cannot vary a stage's list of deps by item, treeverse/dvc#8171), named after the kind and the
-    plug-in modules its jobs run (``train-trades``, ``figure-front``; ``evaluate`` when they run none). Each is
-    ``{"kind", "uses", "jobs"}``, its jobs as in ``items`` (a dict, or download's list)."""
+    plug-in modules its jobs run (``train-trades``, ``figure-front``; ``evaluate`` when they run none), and apart,
+    ``-clock``, the jobs whose outputs carry the clock's measurements (:func:`wall_clock`). Each is ``{"kind", "uses",
+    "clock", "jobs"}``, its jobs as in ``items`` (a dict, or download's list)."""
     out: dict[str, dict] = {}
     for kind, entries in items.items():
         groups: dict[tuple, dict] = {}
         for key in entries:
-            use = uses(catalog, kind, key)
-            group = groups.setdefault(code_files(COMMAND[kind], use), {"kind": kind, "uses": set(), "jobs": []})
+            use, clock = uses(catalog, kind, key), wall_clock(catalog, kind, key)
+            group = groups.setdefault((code_files(COMMAND[kind], use), clock),
+                                      {"kind": kind, "uses": set(), "clock": clock, "jobs": []})
             group["uses"] |= use
             group["jobs"].append(key)
         for group in groups.values():
-            modules = sorted({_short(m) for m in plugin_modules(group["uses"])})
-            name = "-".join([kind, "_".join(modules)] if modules else [kind])
+            modules = sorted({_short(m) for m in plugin_modules({u for u in group["uses"] if u[0] in NAMING})})
+            name = "-".join([kind, "_".join(modules)] if modules else [kind]) + ("-clock" if group["clock"] else "")
             jobs_of = group["jobs"] if isinstance(entries, list) else {k: entries[k] for k in group["jobs"]}
-            out[name] = {"kind": kind, "uses": frozenset(group["uses"]), "jobs": jobs_of}
+            out[name] = {"kind": kind, "uses": frozenset(group["uses"]), "clock": group["clock"], "jobs": jobs_of}
     return out
 
 
@@ -449,7 +505,7 @@ def config_files(files: list[str]) -> list[str]:
 def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str] | None = None) -> dict:
     """dvc.yaml: the templates (:func:`templates`) over the jobs ``items`` (by kind, as :func:`jobs` returns them)."""
     layout, groups = catalog.layout, templates(catalog, items)
-    cmd = "tradeoff ${config} "
+    cmd = "${tradeoff} ${config} "
 
     def folders(*names: str) -> list[str]:
         return [str(layout.folder(n)) for n in names]
@@ -465,7 +521,7 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
                           *(f for f in files if f != PARAMS and not f.startswith("config/"))})
     stages: dict = {"resolve": {
         "cmd": cmd + "export-dvc --jobs" + (" --targets " + " ".join(targets) if targets else ""),
-        "deps": code_deps(COMMAND["resolve"]) + config_deps,  # every plug-in: it reads every method's declarations
+        "deps": code_deps(COMMAND["resolve"], _every("method")) + config_deps,  # it reads every method
         "params": [{PARAMS: None}],
         "outs": [{JOBS: {"cache": False, "persist": True}}]}}
 
@@ -475,6 +531,8 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
         for name, group in groups.items():
             if group["kind"] == kind:
                 do = {**stage, "deps": code_deps(COMMAND[kind], group["uses"]) + stage["deps"]}
+                if group["clock"]:  # the clock's minutes: uncached (wall_clock)
+                    do["outs"] = [{out: {"cache": False}} for out in stage["outs"]]
                 if "params" in stage:
                     do["params"] = [{JOBS: [f"{name}.${{key}}"]}]
                 stages[name] = {"foreach": f"${{{name}}}", "do": do}
@@ -497,7 +555,8 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
                       "outs": [str(layout.predictions("${item.run}", "${item.unit}"))]})
     each("analyze", {"cmd": cmd + "analyze ${key}", "deps": ["${item.models}", "${item.data}"],
                      "params": True, "outs": [str(layout.analysis("${key}"))]})
-    each("table", {"cmd": cmd + "report ${key}", "deps": folders(*reads) + reference,
+    audits = ["audit"] if "audit" in items else []  # a table marks the columns its rows' audits find overstated
+    each("table", {"cmd": cmd + "report ${key}", "deps": folders(*reads, *audits) + reference,
                    "params": True, "outs": list(map(str, layout.tables("${key}").values()))})
     each("figure", {"cmd": cmd + "report ${key}",
                     "deps": folders(*reads, *(["analysis"] if has["analyze"] else [])) + reference,
@@ -505,11 +564,14 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
     tables = layout.tables("${key}")
     each("figure_list", {"cmd": cmd + "report ${key}", "deps": folders("figures"),
                          "params": True, "outs": [str(tables["md"]), str(tables["html"])]})
+    # an audit reads the columns the tables report for its model (their metrics and predictions): after them
     each("audit", {"cmd": cmd + "audit --run ${key}",
-                   "deps": ["${item.model}", "${item.surrogate}", "${item.data}"],
+                   "deps": ["${item.model}", "${item.surrogate}", "${item.data}"]
+                   + folders(*(["metrics", "predictions"] if has["evaluate"] else [])),
                    "params": True, "outs": list(map(str, layout.audit("${key}").values()))})
     if not targets:
-        built = reads + (["analysis"] if has["analyze"] else []) + ["tables"] + (["figures"] if has["figure"] else [])
+        built = reads + (["analysis"] if has["analyze"] else []) + audits + ["tables"] + (
+            ["figures"] if has["figure"] else [])
         # the papers' claims beside reference/ (tradeoff.report.claims), as the stages see the path
         claims = [str(Path(reference[0]).parent / "claims.yaml")] if (
             Path(catalog.reference_dir).parent / "claims.yaml").exists() else []
@@ -520,7 +582,8 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
         stages["summary"] = {"cmd": cmd + "summary",  # it draws no figure: no plug-in
                              "deps": code_deps(COMMAND["summary"], frozenset()) + folders(*built) + reference + claims,
                              "outs": list(map(str, layout.summary().values()))}
-    return {"vars": [JOBS, {"config": " ".join(f"--config {f}" for f in config_files(files))}], "stages": stages}
+    return {"vars": [JOBS, {"tradeoff": TRADEOFF, "config": " ".join(f"--config {f}" for f in config_files(files))}],
+            "stages": stages}
 
 
 # ---------------------------------------------------------------------------------------------- YAML output
@@ -566,7 +629,8 @@ def _pipeline_text(data: dict) -> str:
         "evaluate": "# one per evaluation job of a run (runtime.eval_unit: every attack of a run, or one attack)",
         "analyze": "# a figure's analysis (t-SNE, image grid, synthetic experiment): the checkpoints of its runs",
         "table": "# reports read the folders of metrics, predictions, curves, analyses (a varying number of files per\n"
-                 "# target, which DVC's templating cannot list per item)",
+                 "# target, which DVC's templating cannot list per item); table-clock: the tables with a training\n"
+                 "# time (the clock's minutes, from the sidecars), uncached",
         "figure": "# figure-<kind>: the figures drawn by one drawing module (report/fig_<kind>.py)",
         "figure_list": "# a group of figures: the list of its members",
         "claims": "# the claims' forest plot (the summary embeds it), then the summary page and cells.csv",
@@ -575,6 +639,7 @@ def _pipeline_text(data: dict) -> str:
              "# Templates per kind of job (Snakemake's rules), over the jobs in jobs.json; the code a stage depends",
              "# on is what its `tradeoff` subcommand runs for it: a method, a figure kind or an analysis counts",
              "# for the jobs that use it only (docs/dvc.md). Your experiment's settings go in params.yaml.",
+             "# ${tradeoff}: the checkout's .venv/bin/tradeoff, else the one on PATH.",
              _dump({"vars": data["vars"]}).rstrip("\n"), "stages:"]
     said = set()
     for name, stage in data["stages"].items():
@@ -626,7 +691,7 @@ def stages(catalog: Catalog, files: list[str], targets: list[str] | None = None)
     items = jobs(catalog, targets)
     data = pipeline(catalog, files, items, targets)
     grouped = template_jobs(catalog, items)
-    context = {"config": data["vars"][1]["config"], **grouped}
+    context = {**data["vars"][1], **grouped}
     out = {}
     for name, stage in data["stages"].items():
         if "foreach" not in stage:

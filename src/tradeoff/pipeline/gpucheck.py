@@ -35,7 +35,6 @@ import json
 import math
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -72,7 +71,7 @@ from tradeoff.report.stats import mcnemar
 from tradeoff.storage.layout import bits
 from tradeoff.training.train import train
 from tradeoff.evaluation.load import RunModel, load_model
-import importlib
+import importlib.util
 import platform
 from importlib import metadata
 
@@ -390,9 +389,15 @@ def targets(bench: list[dict], evaluation: dict, device: str = "") -> dict:
 # ------------------------------------------------------------------------------------------------ paper shape
 
 
-def _snakemake() -> str:
-    beside = Path(sys.executable).with_name("snakemake")  # this environment's, as the Makefile's .venv/bin
-    return str(beside) if beside.exists() else "snakemake"
+def _snakemake() -> list[str]:
+    """Snakemake as a module of this Python (`python -m snakemake`): this environment's, as the Makefile's .venv, or
+    the node's wheelhouse on PYTHONPATH (scripts/gpu-node.sh), whose scripts are on no PATH."""
+    return [sys.executable, "-m", "snakemake"]
+
+
+def snakemake_missing() -> bool:
+    """Whether this Python lacks Snakemake (section e needs it; the node's wheelhouse carries it)."""
+    return importlib.util.find_spec("snakemake") is None
 
 
 def epoch_seconds(model: Path) -> float | None:
@@ -424,7 +429,8 @@ def rehearse(root: Path, device: str, *, images: int = 1000, target: str = REHEA
     overlay.write_text(json.dumps({"runtime": {"device": "cuda"},  # JSON is YAML: Snakemake reads it as a config
                                    "scale_map": {**REHEARSAL_UNCAPPED, "test_examples": test_examples}}) + "\n")
     catalog = load_catalog([root / "config" / "config.yaml", rehearsal, overlay], write_cache=False)
-    command = [_snakemake(), target, "--cores", str(cores), "--configfile", str(rehearsal), str(overlay)]
+    command = [*_snakemake(), target, "--cores", str(cores), "--configfile", str(rehearsal), str(overlay),
+               "--scheduler", "greedy"]  # the ILP scheduler's PuLP is not in the node's wheelhouse
     t0 = time.perf_counter()
     done = runner(command, cwd=root, capture_output=True, text=True)
     out = {"target": target, "command": " ".join(command), "returncode": done.returncode,
@@ -496,7 +502,7 @@ NEEDED = (("torch", "torch", "everything"), ("numpy", "numpy", "everything"), ("
           ("scipy", "scipy", "statistics"), ("statsmodels", "statsmodels", "statistics (McNemar)"),
           ("pyautoattack", "pyautoattack", "AutoAttack"), ("dvclive", "dvclive", "training curves"),
           ("sklearn", "scikit-learn", "the demo's digits"))
-OPTIONAL = (("snakemake", "snakemake", "section e (the rehearsal) only; not in the wheelhouse"),)
+OPTIONAL = (("snakemake", "snakemake", "section e (the rehearsal) only; in the wheelhouse"),)
 
 
 class OutOfTime(BaseException):
@@ -612,8 +618,9 @@ def gpu_check(catalog, *, cpu_only: bool = False, batch: int = 16, bench_steps: 
             "not asked for (--no-precision-check), or no config/demo.yaml" if demo is None else None,
             "e": "on CUDA only (--cpu-only)" if cpu_only else
             "not asked for (--no-rehearsal), or no workflow folder" if root is None else None}
-    if not skip["e"] and shutil.which(_snakemake()) is None:
-        skip["e"] = "Snakemake is not installed here (the node's wheelhouse leaves it out: config/node-wheels.txt)"
+    if not skip["e"] and snakemake_missing():
+        skip["e"] = ("Snakemake is not installed here: section e needs it (the node's wheelhouse carries it, "
+                     "config/node-wheels.txt)")
     bodies = {"a": a, "b": b, "c": c, "d": d, "e": e}
 
     def progress():
@@ -686,8 +693,31 @@ def gpu_check(catalog, *, cpu_only: bool = False, batch: int = 16, bench_steps: 
     return report
 
 
+def measured(report: dict) -> bool:
+    """Whether any section measured something: a step compared, a bench timed, an attack timed, a run trained in
+    both precisions, a rehearsal's epochs. A check whose every section ran out of time, was skipped or failed
+    measured nothing, and is no pass."""
+    return bool(report["methods"] or report["bench_train"] or (report["bench_eval"] or {}).get("attacks")
+                or (report["bf16_against_fp32"] or {}).get("attacks") or (report["rehearsal"] or {}).get("methods"))
+
+
+def verdict(report: dict) -> str:
+    """The check's verdict in words: the report's first line and the console's say the same."""
+    if not measured(report):
+        said = "NOTHING MEASURED: every section ran out of time, was skipped or failed"
+    elif report["ok"]:
+        said = "no step comparison finished" if not report["methods"] else "every comparison within its tolerance"
+    else:
+        said = "NOT OK: a comparison out of its tolerance, a package missing, a section failed or the check stopped"
+    short = [k for k, row in (report.get("sections") or {}).items() if row["status"] != "done"]
+    return said + (f"; sections not done: {', '.join(short)} (see Sections)" if short else "")
+
+
 def _ok(report: dict) -> bool:
-    """Every comparison within its tolerance, nothing missing, no section failed, the rehearsal passed."""
+    """Something measured, every comparison within its tolerance, nothing missing, no section failed, the rehearsal
+    passed."""
+    if not measured(report):
+        return False
     methods = report["methods"]
     ok = all(row[key]["ok"] for row in methods.values()
              for key in ("gpu_vs_cpu", "bf16_vs_fp32", "parallel_vs_serial") if key in row)
@@ -707,14 +737,9 @@ def _f(value: Any, spec: str = ".4g") -> str:
 
 def format_report(report: dict) -> str:
     budget = f", budget {report['budget_s']:.0f} s" if report.get("budget_s") else ""
-    verdict = ("no step comparison finished" if report["ok"] and not report["methods"] else
-               "every comparison within its tolerance" if report["ok"] else
-               "NOT OK: a comparison out of its tolerance, a package missing, a section failed or the check stopped")
-    short = [k for k, row in (report.get("sections") or {}).items() if row["status"] != "done"]
-    partial = f"; sections not done: {', '.join(short)} (see Sections)" if short else ""
     lines = [f"# gpu-check on {report['device']}", "",
              f"Scale {report['scale']}{' (--cpu-only: the CPU against itself)' if report['cpu_only'] else ''}; "
-             f"{verdict}{partial}; {report['seconds']:.0f} s{budget}.", ""]
+             f"{verdict(report)}; {report['seconds']:.0f} s{budget}.", ""]
     lines += _section_lines(report.get("sections") or {}) + _import_lines(report.get("imports") or {})
     lines += ["", "## a. One training step per method", "",
               "Tolerances: " + "; ".join(f"{k}: |loss diff| <= {t['rel']:g} x loss + {t['abs']:g}, update cosine >= "

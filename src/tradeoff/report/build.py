@@ -25,7 +25,8 @@ from tradeoff.report import claims, what_ran as ran, tables
 def target_inputs(catalog: Catalog, name: str) -> list[Path]:
     """Every file a target reads (Snakemake's inputs and DVC's deps of its report job): the metrics files of its
     evaluations (and their predictions, for a table's intervals and tests and a per-class figure), the curves and
-    analyses it draws, its paper numbers, or a group's members' outputs."""
+    analyses it draws, its paper numbers, a table's rows' audits that the build writes, or a group's members'
+    outputs."""
     target = catalog.targets[name]
     if target.kind == "group":
         return [p for member in target.targets for p in target_outputs(catalog, member)]
@@ -37,6 +38,9 @@ def target_inputs(catalog: Catalog, name: str) -> list[Path]:
     files += [catalog.layout.analysis(t) for t in catalog.analysis_targets(name)]
     if target.reference:
         files.append(Path(catalog.reference_dir) / f"{target.reference}.csv")
+    if target.kind == "table":  # the audits the build writes of its rows' models (`audit.build`): its marks read them
+        built = set(catalog.built_audits())
+        files += [catalog.layout.audit(m)["json"] for m in catalog.table_models(name) if m in built]
     return list(dict.fromkeys(files))
 
 

@@ -196,7 +196,7 @@ def plot_budget_lines(catalog: Catalog, name: str, target: TargetSpec, axes) -> 
     sweeps = _budget_sweeps(catalog, target)
     clean = [a for a in target.columns.values() if a not in sweeps]
     colours = palette(len(target.rows))
-    values = []
+    values, failed = [], []
     for ax, (column, attack) in zip(axes, [(c, a) for c, a in target.columns.items() if a in sweeps]):
         points = catalog.budget_sweep_points(attack)
         ticks = {0.0: "0"} if clean else {}
@@ -205,6 +205,7 @@ def plot_budget_lines(catalog: Catalog, name: str, target: TargetSpec, axes) -> 
         ticks.update({x: text if abs(ran[job] - x) < 1e-9 else f"{text}\n({ran[job]:.3g})" for x, text, job in points})
         for i, (row, color) in enumerate(zip(target.rows, colours)):
             pts = [(0.0, measured(catalog, row.run, clean[0]))] if clean else []
+            cells = [(x, text, tables.measure(catalog, row.run, job)) for x, text, job in points]
             pts += [(x, measured(catalog, row.run, job)) for x, _, job in points]
             pts = [(x, m) for x, m in pts if m is not None]
             label = names[row.key]
@@ -215,6 +216,12 @@ def plot_budget_lines(catalog: Catalog, name: str, target: TargetSpec, axes) -> 
                            ecolor=color, elinewidth=0.9, capsize=2.0, alpha=0.7)
                 interval_note(ax.figure)
             values += [v for _, m in pts for v in (m[1], m[2])]
+            # a point where the attack failed (records.attack_failure) is no robustness: crossed out, said below
+            bad = [(x, text, cell) for x, text, cell in cells if cell.value is not None and cell.failed]
+            if bad:
+                ax.plot([x for x, _, _ in bad], [c.value for _, _, c in bad], linestyle="", marker="X", markersize=9,
+                        markerfacecolor="none", markeredgecolor="#c00000", markeredgewidth=1.3, zorder=4)
+            failed += [(label, _title(catalog, target, column), text, cell) for _, text, cell in bad]
         ax.set_xticks(list(ticks), list(ticks.values()), rotation=30 if len(ticks) > 5 else 0)
         rescaled = any(abs(ran[job] - x) > 1e-9 for x, _, job in points)
         ax.set_xlabel((target.x_label or "attack budget")
@@ -223,6 +230,12 @@ def plot_budget_lines(catalog: Catalog, name: str, target: TargetSpec, axes) -> 
         ax.set_title(_title(catalog, target, column))
     for ax in axes:
         percent_limits(ax, values)
+    if failed:  # the cross in the legend, what each one is in the footer
+        axes[0].plot([], [], linestyle="", marker="X", markersize=8, markerfacecolor="none", markeredgecolor="#c00000",
+                     markeredgewidth=1.3, label=f"{tables.FAILED} the attack failed: not robustness")
+        for label, column, budget, cell in failed:
+            axes[0].figure.text(0, 0, f"{tables.FAILED} {label}, {column} at {budget}: the attack failed: {cell.failed}",
+                                gid=FOOTNOTE)
     figure_legend(axes[0].figure)
 
 
@@ -319,9 +332,14 @@ def plot_curves(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
             percent_limits(ax, percent_values)
     runs = [row.run for row in target.rows]
     attack = ran.tracking_attack(catalog, runs)
+    images = ran.tracking_images(catalog, runs)
+    said = []
     if attack and any(LEARNER_CURVE.match(c) and not c.endswith("_clean") for c in target.curve_columns):
-        axes[0].figure.text(0, 0, f"the learners' robust curves: {ran.attack_phrase(catalog, attack, runs)}",
-                            gid=FOOTNOTE)
+        said.append(f"the learners' robust curves: {ran.attack_phrase(catalog, attack, runs)}")
+    if images and any(LEARNER_CURVE.match(c) for c in target.curve_columns):
+        said.append(f"the learners measured after every epoch on {images}")
+    if said:
+        axes[0].figure.text(0, 0, "; ".join(said), gid=FOOTNOTE)
     figure_legend(axes[0].figure)
 
 

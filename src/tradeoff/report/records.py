@@ -27,7 +27,9 @@ from tradeoff.storage.provenance import SidecarError, read_sidecar, training_epo
 # every metrics file has these; an accuracy's file also the counts
 REQUIRED = ("format", "run", "attack", "scale", "dataset", "arch", "spec_digest", "spec", "test_examples",
             "test_size", "examples", "accuracy")
-COUNTED = ("robust_examples", "clean_accuracy", "clean_examples")
+COUNTED = ("robust_examples", "clean_accuracy", "clean_examples", "invalid")
+#: an attack's record (not a clean one's) also holds the bound it is checked against (tradeoff.evaluation.evaluate)
+BOUND = ("probes", "whole_range", "ruled_out", "accuracy_bound", "robust_despite")
 
 
 class ReportError(UserError, ValueError):
@@ -44,6 +46,7 @@ class Measurement:
     correct: int | None          # examples robust (correct under the attack); None for NROB
     robust_bits: str | None      # per-example correctness ('0'/'1'), from the predictions file; None for NROB
     record: dict
+    labels: tuple[int, ...] | None = None   # per example, its class (the predictions file's); None for NROB
 
 
 def _fail(path: Path, what: str) -> ReportError:
@@ -172,7 +175,92 @@ def verify(catalog: Catalog, run_id: str, attack: str, path: Path, record: dict)
     if bits.count("1") != robust or predictions.get("run") != train_id or predictions.get("attack") != attack:
         raise _fail(predictions_path, f"does not belong to {path} (its run, attack or robust count differ); re-run "
                                       "the evaluation")
-    return Measurement(path, accuracy, examples, robust, bits, record)
+    labels = predictions.get("labels")
+    if not isinstance(labels, list) or len(labels) != examples or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in labels):
+        raise _fail(predictions_path, f"field 'labels' is not a list of {examples} classes")
+    _verify_checks(path, record, expected_spec, bits)
+    return Measurement(path, accuracy, examples, robust, bits, record, tuple(labels))
+
+
+def _verify_checks(path: Path, record: dict, spec: dict, bits: str) -> None:
+    """The record's counts of invalid examples, and an attack's bound (tradeoff.evaluation.evaluate): present, well
+    formed, and its examples robust despite the bound robust in the predictions."""
+    invalid = record["invalid"]
+    if not isinstance(invalid, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                                for v in invalid.values()):
+        raise _fail(path, f"field 'invalid' is {invalid!r}, not counts of invalid examples")
+    if spec.get("type") == "clean":
+        return
+    bound = record.get("bound")
+    if not isinstance(bound, dict) or set(BOUND) - set(bound):
+        raise _fail(path, f"field 'bound' is {bound!r}, not the bound the evaluation checks (keys {list(BOUND)}); "
+                          "re-run its evaluation")
+    despite = bound["robust_despite"]
+    if not isinstance(despite, list) or not all(isinstance(i, int) and 0 <= i < len(bits) and bits[i] == "1"
+                                                for i in despite):
+        raise _fail(path, "field 'bound.robust_despite' does not name robust examples of its predictions; re-run "
+                          "its evaluation")
+
+
+#: the rule that names survivors concentrated in one class an attack failure (docs/reports.md, "Checked before it is judged"): more than half of
+#: the examples left robust are of one class, at least CONCENTRATION times its share of the evaluated examples, and
+#: an exact one-sided binomial test (that class's survivors among all survivors, at its share of the split) rejects
+#: at CONCENTRATION_LEVEL after Bonferroni's correction over the classes
+CONCENTRATION = 3.0
+CONCENTRATION_LEVEL = 1e-3
+
+
+def concentrated(labels: tuple[int, ...], bits: str) -> dict | None:
+    """The class the survivors of an attack crowd into (see CONCENTRATION): {class, survivors (of it), of (all
+    survivors), share (of the split), p (exact binomial, one-sided)}, or None."""
+    from scipy.stats import binomtest
+
+    survivors = [label for label, bit in zip(labels, bits) if bit == "1"]
+    if not survivors:
+        return None
+    classes = sorted(set(labels))
+    top = max(classes, key=survivors.count)
+    k, n = survivors.count(top), len(survivors)
+    share = labels.count(top) / len(labels)
+    if k / n <= 0.5 or k / n < CONCENTRATION * share or share >= 1.0:
+        return None
+    p = binomtest(k, n, share, alternative="greater").pvalue
+    if p >= CONCENTRATION_LEVEL / len(classes):
+        return None
+    return {"class": top, "survivors": k, "of": n, "share": share, "p": p}
+
+
+def attack_failure(found: Measurement) -> str | None:
+    """Why a measurement of robust accuracy cannot be robustness (an attack failure, checked before it is judged),
+    in one clause saying what was expected, or None: examples left robust although an image of another class lies
+    within their budget (the evaluation's ``bound``), or survivors crowded into one class (:func:`concentrated`)."""
+    record = found.record
+    if found.robust_bits is None or record.get("spec", {}).get("type") == "clean":
+        return None
+    bound, n = record.get("bound") or {}, found.examples
+    despite = bound.get("robust_despite") or []
+    if despite:
+        return (f"{len(despite)} of {n} test images left robust although {_reachable(bound)} lies within their "
+                f"budget: at most {100 * bound['accuracy_bound']:.1f}% can be robust, not "
+                f"{100 * found.accuracy:.1f}%")
+    crowd = concentrated(found.labels or (), found.robust_bits) if found.labels else None
+    if crowd:
+        return (f"{crowd['survivors']} of the {crowd['of']} images left robust are of class {crowd['class']} "
+                f"({100 * crowd['share']:.1f}% of the test images; exact binomial p = {crowd['p']:.2g}): "
+                "expected survivors spread over the classes")
+    return None
+
+
+def _reachable(bound: dict) -> str:
+    """What the bound found within the budget, as a reader says it."""
+    if bound.get("whole_range"):
+        return "every image (the budget spans the whole image range; correctly classified test images of other " \
+               "classes among them)"
+    probes = sorted((p for p in bound.get("probes") or [] if p.get("class") is not None),
+                    key=lambda p: abs(p["level"] - 0.5))  # the mid-grey image first
+    named = "; ".join(f"{p['level']:g}: class {p['class']}" for p in probes[:4]) + ("; …" if len(probes) > 4 else "")
+    return f"a constant image of another class (grey level {named})"
 
 
 def _verify_external(catalog: Catalog, model_id: str, path: Path, record: dict) -> None:
@@ -310,6 +398,35 @@ def failed_checks(catalog: Catalog) -> list[tuple[str, str, str]]:
     return found
 
 
+@dataclass(frozen=True)
+class AuditFindings:
+    """What a written audit of a model says of the columns reported for it (tradeoff.audit writes it)."""
+
+    path: Path                                   # its JSON record
+    trustworthy: bool                            # False: no trustworthy figure (masking): nothing is judged on it
+    overstated: dict[str, tuple[float, float]]   # column -> (points above the best known, the best known), percent
+    why: str = ""                                # why not trustworthy, where the record says
+
+
+def audit_findings(catalog: Catalog, model_id: str) -> AuditFindings | None:
+    """The columns a written audit of a model (its training job) found overstated: a ``column <name>`` check that
+    fails (more than the audit's tolerance above the best known robust accuracy at its budget, significantly), or
+    None without a readable audit. An audit that says its figures are not trustworthy (``trustworthy: false``, as
+    when masking fails) overstates nothing: no column is judged against an untrustworthy figure."""
+    path = catalog.layout.audit(catalog.train_id.get(model_id, model_id))["json"]
+    try:
+        record = json.loads(path.read_text())
+        checks = [c for c in record["checks"] if c["name"].startswith("column ") and c["verdict"] == "fail"]
+        found = {c["numbers"]["column"]: (100 * float(c["numbers"]["gap"]), 100 * float(c["numbers"]["best_known"]))
+                 for c in checks if c["numbers"].get("trustworthy", True) is not False}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if record.get("trustworthy", True) is False:
+        why = record.get("untrustworthy") or record.get("headline") or "its masking check fails"
+        return AuditFindings(path, False, {}, why if isinstance(why, str) else "its masking check fails")
+    return AuditFindings(path, True, found)
+
+
 def overstated_columns(catalog: Catalog, model_id: str) -> tuple[float, list[tuple[str, float]]] | None:
     """What a written audit of a model (its training job) finds of the columns reported for it: (the best known
     robust accuracy at the audit's budget, [(column, points above it)] of the columns its ``column`` checks fail), or
@@ -321,6 +438,8 @@ def overstated_columns(catalog: Catalog, model_id: str) -> tuple[float, list[tup
         found = [(c["numbers"]["column"], c["numbers"]["gap"]) for c in record["checks"]
                  if c["name"].startswith("column ") and c["verdict"] == "fail"]
     except (OSError, ValueError, KeyError, TypeError, StopIteration):
+        return None
+    if not isinstance(best, (int, float)):  # nothing measured at the audit's budget (tradeoff-audit/3: null)
         return None
     return best, found
 

@@ -78,25 +78,33 @@ def regenerate(catalog: Catalog, names: list[str], *, everything: bool = False, 
     order."""
     global _CATALOG
     _CATALOG = catalog
-    digests = {name: build.digest(catalog, name) for name in names}
-    stale = {name: force or not build.fresh(catalog, name, build.target_outputs(catalog, name), digests[name])
-             for name in names}
     summary_outputs = list(catalog.layout.summary().values())
+    digests, stale, done = {}, {}, {}
     jobs_of = ([build.CLAIMS] if everything or claims_figure else []) + ([build.SUMMARY] if everything else [])
     for key in jobs_of:
         outputs = summary_outputs if key == build.SUMMARY else list(catalog.layout.claims_figure().values())
         digests[key] = build.digest(catalog, key)
         stale[key] = force or not build.fresh(catalog, key, outputs, digests[key])
     page = everything and stale[build.SUMMARY]
-    tasks = []  # (function, arguments), the longest first
-    if build.CLAIMS in jobs_of and (stale[build.CLAIMS] or page):
-        tasks.append((_claims, (stale[build.CLAIMS], digests[build.CLAIMS])))
-    tasks += [(_target, (name, stale[name], digests[name], page)) for name in names
-              if stale[name] or (page and catalog.targets[name].kind == "table")]
-    if any(function is _claims or catalog.targets[arguments[0]].kind == "figure" for function, arguments in tasks):
-        import tradeoff.report.figures  # noqa: F401  (matplotlib loaded once, before the workers fork)
-    gc.freeze()  # what is loaded stays: the collections that statsmodels forces then walk only what a job makes
-    done = {d.name: d for d in _run(tasks, jobs)}
+    # in waves: a group after the members it lists (its digest reads what they wrote, and its page is never older
+    # than theirs, or Snakemake would make it again)
+    waves: dict[int, list[str]] = {}
+    for name in names:
+        waves.setdefault(depth(catalog, name), []).append(name)
+    for level in sorted(waves) or [0]:
+        wave = waves.get(level, [])
+        for name in wave:
+            digests[name] = build.digest(catalog, name)
+            stale[name] = force or not build.fresh(catalog, name, build.target_outputs(catalog, name), digests[name])
+        tasks = []  # (function, arguments), the longest first
+        if level == min(waves, default=0) and build.CLAIMS in jobs_of and (stale[build.CLAIMS] or page):
+            tasks.append((_claims, (stale[build.CLAIMS], digests[build.CLAIMS])))
+        tasks += [(_target, (name, stale[name], digests[name], page)) for name in wave
+                  if stale[name] or (page and catalog.targets[name].kind == "table")]
+        if any(function is _claims or catalog.targets[arguments[0]].kind == "figure" for function, arguments in tasks):
+            import tradeoff.report.figures  # noqa: F401  (matplotlib loaded once, before the workers fork)
+        gc.freeze()  # what is loaded stays: the collections that statsmodels forces then walk only what a job makes
+        done.update({d.name: d for d in _run(tasks, jobs)})
     out = [done.get(name) or Done(name, skipped=True) for name in names]
     if build.CLAIMS in jobs_of:
         out.append(done.get(build.CLAIMS) or Done(build.CLAIMS, skipped=True))
@@ -110,6 +118,12 @@ def regenerate(catalog: Catalog, names: list[str], *, everything: bool = False, 
     elif everything:
         out.append(Done(build.SUMMARY, skipped=True))
     return out
+
+
+def depth(catalog: Catalog, name: str) -> int:
+    """0 for a table or figure, 1 + its deepest member's for a group."""
+    members = catalog.targets[name].targets if catalog.targets[name].kind == "group" else ()
+    return 1 + max((depth(catalog, m) for m in members), default=0) if members else 0
 
 
 def _run(tasks: list, jobs: int) -> list[Done]:

@@ -38,7 +38,9 @@ from tradeoff.report.labels import column_label
 from tradeoff.report.records import (
     Measurement,
     ReportError,
-    audit_notes,
+    AuditFindings,
+    attack_failure,
+    audit_findings,
     measurement,
     training_machines,
     training_minutes,
@@ -48,6 +50,8 @@ from tradeoff.config import load_yaml
 STRONG = "strong"
 MARK = "†"  # differs significantly from the table's compare row
 EARLY = "‡"  # selected before its method's mechanism acts
+FAILED = "⊘"  # the attack failed: a number that a known bound rules out, or survivors crowded into one class
+OVERSTATES = "↑"  # a written audit finds the column above the model's best known robust accuracy
 
 
 @dataclass
@@ -65,6 +69,12 @@ class Ours:
     same_as_strong: bool = False       # the protocol runs the column's own attack: nothing new to show
     selected: list[int | None] = field(default_factory=list)   # per seed: the epoch its model was selected at
     mechanism: dict | None = None      # when its method's mechanism first shaped the model (tradeoff.methods)
+    #: why the attack failed here (records.attack_failure, of some seed's measurement), or None: the cell is marked
+    #: (FAILED), never bold nor compared, and a claim that would use it is untestable
+    failed: str | None = None
+    #: points above the best known robust accuracy of its model that a written audit found (OVERSTATES), or None
+    overstates: float | None = None
+    best_known: float | None = None    # that best known robust accuracy, percent
 
 
 @dataclass
@@ -151,9 +161,12 @@ def measure(catalog: Catalog, run_id: str, attack: str) -> Ours:
     if not values or any(v is None for v in values):
         return Ours(None, kind)
     mean = sum(values) / len(values)
+    failures = [f for f in map(attack_failure, found) if f]
     out = Ours(mean, kind, files=[str(m.metrics_path) for m in found],
                selected=[m.record.get("selected_epoch") for m in found],
-               mechanism=found[0].record.get("mechanism") if found else None)
+               mechanism=found[0].record.get("mechanism") if found else None,
+               failed=(failures[0] if len(runs) == 1 else f"{len(failures)} of {len(runs)} seeds: {failures[0]}")
+               if failures else None)
     if len(values) > 1:
         out.std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
     if kind == "accuracy":
@@ -164,7 +177,20 @@ def measure(catalog: Catalog, run_id: str, attack: str) -> Ours:
             out.lo, out.hi = 100.0 * lo, 100.0 * hi
     elif kind == "nrob":
         out.examples = found[0].examples
+    if kind == "accuracy":
+        found_over = [a.overstated[attack] for a in row_audits(catalog, run_id)
+                      if a.trustworthy and attack in a.overstated]
+        if found_over:  # the largest gap among the seeds' audits
+            out.overstates, out.best_known = max(found_over)
     return out
+
+
+def row_audits(catalog: Catalog, run_id: str) -> list[AuditFindings]:
+    """The readable audits of a row's models (one per seed) that the build writes (``audit.build``: the tables read
+    only those, their inputs); an audit written by hand of another model is not read."""
+    built = set(catalog.built_audits())
+    models = [catalog.train_id.get(r, r) for r in catalog.row_runs(run_id)]
+    return [a for a in (audit_findings(catalog, m) for m in models if m in built) if a is not None]
 
 
 def read_metric(catalog: Catalog, run_id: str, attack: str) -> float | None:
@@ -217,15 +243,18 @@ def _is_clean(catalog: Catalog, attack: str) -> bool:
 def _mean_cell(ours: dict, proto: str, row: Row, columns: list[Column], catalog: Catalog) -> Ours:
     """The mean of a row's robust columns (all but the clean ones, times and other means); a column the protocol
     does not change counts with its strong value."""
-    values = []
+    values, failed = [], []
     for c in columns:
         if c.attack in PSEUDO_COLUMNS or _is_clean(catalog, c.attack):
             continue
         cell = ours[(proto, row.key, c.key)]
-        values.append((ours[(STRONG, row.key, c.key)] if cell.same_as_strong else cell).value)
+        cell = ours[(STRONG, row.key, c.key)] if cell.same_as_strong else cell
+        values.append(cell.value)
+        failed += [c.label] if cell.failed else []
     if not values or None in values:
         return Ours(None, "mean")
-    return Ours(sum(values) / len(values), "mean")
+    return Ours(sum(values) / len(values), "mean",
+                failed=f"it averages columns where the attack failed ({', '.join(failed)})" if failed else None)
 
 
 def build(catalog: Catalog, name: str) -> Table:
@@ -284,7 +313,8 @@ def _compare_group(table: Table, group: str, rows: list[Row]) -> None:
     for proto, _ in table.protocols:
         for c in table.columns:
             cells = {row.key: table.ours[(proto, row.key, c.key)] for row in rows}
-            measured = {k: o for k, o in cells.items() if o.value is not None}
+            # a failed attack's number is not robustness: never bold, never compared
+            measured = {k: o for k, o in cells.items() if o.value is not None and not o.failed}
             if not measured or next(iter(measured.values())).kind == "minutes":
                 continue
             if table.generated:
@@ -333,8 +363,11 @@ def _selection_split_note(catalog: Catalog, rows: list[Row]) -> str:
         if not sel.chooses:
             kind = "none (the last epoch is the model)"
         elif sel.split == "validation":
+            probed = ((catalog.runs[row.runs[0]].method.params.get("track_learners") or {}).get("split")
+                      == "test")   # its learners measured every epoch on the test split (Zipper Figure 5's option)
             kind = (f"the validation split ({min(sel.examples, sel.validation)} images held out of the training "
-                    "split, never trained on; the test images are measured once, at the end)")
+                    "split, never trained on; the test images are measured once, at the end"
+                    + (", but for the learners' per-epoch curves (track_learners.split: test))" if probed else ")"))
         else:
             kind = ("the test split (`selection.split: test`, the papers' practice: the test images of these cells "
                     "also chose the epoch)")
@@ -461,9 +494,51 @@ def _shared_note(catalog: Catalog, table: Table) -> list[str]:
     return [note[0].upper() + note[1:] + "." for note in ran.shared_job_notes(catalog, table.name, _labels(table))]
 
 
+def _marked(table: Table, flag: str) -> list[tuple[str, Row, Column, Ours]]:
+    """The measured cells with ``flag`` (``failed``, ``overstates``) set: (protocol, row, column, cell), in order."""
+    return [(proto, row, c, o) for proto, _ in table.protocols for row in table.rows for c in table.columns
+            if (o := table.ours[(proto, row.key, c.key)]).value is not None and getattr(o, flag) is not None]
+
+
+def _cell_name(table: Table, proto: str, row: Row, c: Column) -> str:
+    return f"{row.label} under {c.label}" + ("" if proto == STRONG else f" ({proto})")
+
+
+def _validity_legend(catalog: Catalog, table: Table) -> list[str]:
+    """What the marks of a cell checked before it is judged mean (docs/reports.md, "Checked before it is judged")."""
+    out = []
+    if _marked(table, "failed"):
+        out.append(f"{FAILED}: the attack failed at this cell: a known bound rules its number out (an image of "
+                   "another class lies within the budget of an image it leaves robust), or the images it leaves robust "
+                   "crowd into one class; not robustness: never bold, not compared, and no claim is judged on it.")
+    if _marked(table, "overstates"):
+        out.append(f"{OVERSTATES}: a written audit of the row's model finds this column more than its tolerance above "
+                   "the model's best known robust accuracy at the budget (the per-example worst case over every attack "
+                   "it measured there), significantly: the attack's number, not the model's robustness.")
+    return out
+
+
+def _failed_note(catalog: Catalog, table: Table) -> list[str]:
+    return [f"{FAILED} {_cell_name(table, proto, row, c)}: the attack failed: {o.failed}."
+            for proto, row, c, o in _marked(table, "failed")]
+
+
 def _audit_note(catalog: Catalog, table: Table) -> list[str]:
-    """The reported columns that a written audit found overstated (docs/audit.md)."""
-    return audit_notes(catalog, {row.label: row.runs[0] for row in table.rows})
+    """The cells that a written audit found overstated (docs/audit.md), and the audits that judge nothing."""
+    out = [f"{OVERSTATES} {_cell_name(table, proto, row, c)}: overstates by {o.overstates:.1f} points: "
+           f"{_attack_name(c)}'s number, not the model's robustness (best known {o.best_known:.1f}%, "
+           f"audit/{row.runs[0]}.md)." for proto, row, c, o in _marked(table, "overstates")]
+    for row in table.rows:
+        found = [a for a in row_audits(catalog, row.members[0].run) if not a.trustworthy]
+        if found:
+            out.append(f"The audit of {row.label} ({found[0].path.name}) has no trustworthy figure ({found[0].why}): "
+                       "no column of the row is judged against it.")
+    return out
+
+
+def _attack_name(c: Column) -> str:
+    """A column's attack without its budget ("PGD-20" of "PGD-20, ε = 8/255 (here 0.3)")."""
+    return re.split(r",| \(", c.label)[0]
 
 
 HERE_NOTE = ("— here …: the setting a row studies as this scale ran it, where it differs from its label (the "
@@ -598,10 +673,11 @@ def _columns_note(catalog: Catalog, table: Table) -> list[str]:
     return out
 
 
-NOTES = (_scale_note, _target_note, _twin_note, _seeds_note, _how_to_read, _protocol_note, _merged_note,
-         _shared_note, _audit_note, _settings_note, _epochs_note, _early_note, _flat_note, _jobs_note, _columns_note)
-LEGEND = {_scale_note, _twin_note, _how_to_read, _protocol_note, _merged_note, _settings_note, _epochs_note,
-          _early_note}
+NOTES = (_scale_note, _target_note, _twin_note, _seeds_note, _how_to_read, _validity_legend, _protocol_note,
+         _merged_note, _shared_note, _failed_note, _audit_note, _settings_note, _epochs_note, _early_note, _flat_note,
+         _jobs_note, _columns_note)
+LEGEND = {_scale_note, _twin_note, _how_to_read, _validity_legend, _protocol_note, _merged_note, _settings_note,
+          _epochs_note, _early_note}
 
 
 def _notes(catalog: Catalog, table: Table) -> tuple[list[str], list[str]]:
@@ -682,6 +758,7 @@ def ours_text(table: Table, proto: str, row: Row, c: Column, *, bold: str = "**{
     p = table.adjusted.get((proto, row.key, c.key))
     if p is not None and p < stats.ALPHA:
         text += mark
+    text += (FAILED if o.failed else "") + (OVERSTATES if o.overstates is not None else "")
     if o.lo is not None:
         text += f" [{_num(o.lo)}, {_num(o.hi)}]"
     return text
@@ -720,7 +797,8 @@ def render_markdown(table: Table) -> str:
 
 CSV_FIELDS = ("target", "row", "label", "column", "column_label", "protocol", "attack", "ours", "ci_low", "ci_high",
               "ours_std", "seeds", "examples", "paper", "paper_std", "diff", "p_vs_compare", "p_holm", "significant",
-              "bold", "selected_epoch", "mechanism_epoch", "before_mechanism", "jobs", "metrics", "scale", "title")
+              "bold", "selected_epoch", "mechanism_epoch", "before_mechanism", "jobs", "metrics", "scale", "title",
+              "attack_failed", "overstates", "best_known")
 
 
 def render_csv(table: Table, catalog: Catalog) -> str:
@@ -755,7 +833,8 @@ def render_csv(table: Table, catalog: Catalog) -> str:
                                      " ".join("" if e is None else str(e) for e in selected_epochs(table, row)),
                                      "" if mech.get("epoch") is None else mech["epoch"],
                                      "" if not mech else int(early is not None), " ".join(row.runs),
-                                     " ".join(o.files), table.scale, table.title])
+                                     " ".join(o.files), table.scale, table.title, o.failed or "",
+                                     fmt(o.overstates), fmt(o.best_known)])
     return buffer.getvalue()
 
 
@@ -764,7 +843,7 @@ def render_csv(table: Table, catalog: Catalog) -> str:
 TEX_CHARS = {"β": r"$\beta$", "λ": r"$\lambda$", "γ": r"$\gamma$", "δ": r"$\delta$", "ε": r"$\varepsilon$",
              "μ": r"$\mu$", "τ": r"$\tau$", "ω": r"$\omega$", "α": r"$\alpha$", "∞": r"$\infty$", "—": "---",
              "–": "--", "−": "$-$", "±": r"$\pm$", "×": r"$\times$", "½": "1/2", "†": r"\dag{}",
-             "‡": r"\ddag{}", "…": r"\ldots{}",
+             "‡": r"\ddag{}", "…": r"\ldots{}", "⊘": r"$\oslash$", "↑": r"$\uparrow$",
              "‖": r"$\|$", "≥": r"$\geq$", "≤": r"$\leq$", "→": r"$\rightarrow$", "·": r"$\cdot$", "’": "'",
              "é": r"\'e", "ü": r"\"u"}
 TEX_SPECIAL = {"<": r"\textless{}", ">": r"\textgreater{}",

@@ -92,6 +92,19 @@ def tracking_attack(catalog: Catalog, run_ids: list[str]) -> str | None:
     return None
 
 
+def tracking_images(catalog: Catalog, run_ids: list[str]) -> str | None:
+    """Which images a Generalist run's learner tracking (its ``learner_*`` curves) measures after every epoch, as a
+    figure says it ("1,000 validation images, held out of training"), or None."""
+    for run in run_ids:
+        track = (catalog.runs[run].method.params.get("track_learners") if run in catalog.runs else None)
+        if track:
+            n, held = int(track["examples"]), catalog.runs[run].selection.validation
+            if track.get("split", "validation") == "validation" and held:   # (training.train.tracking_split)
+                return f"{min(n, held):,} validation images, held out of training"
+            return f"{n:,} test images (the images the tables measure)"
+    return None
+
+
 def _names(values, names: dict) -> str:
     return ", ".join(names.get(v, v) for v in dict.fromkeys(values))
 

@@ -22,6 +22,7 @@ import os
 import re
 import socket
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -89,30 +90,65 @@ def load(path: str | Path, map_location: Any = "cpu") -> Any:
         raise CheckpointError(f"cannot load checkpoint {path}: {_load_problem(Path(path), exc)}") from None
 
 
+#: the first bytes of torch.save's format (a zip archive) and of a pickle (protocol 2 and later; torch's legacy format)
+ZIP_MAGIC, PICKLE_MAGIC = b"PK\x03\x04", b"\x80"
+#: a zip archive's last record: its signature, and its length without the archive's comment
+ZIP_END, ZIP_END_SIZE = b"PK\x05\x06", 22
+
+
+def _zip_complete(path: Path, size: int) -> bool:
+    """Whether a zip archive ends with its end record (the last 64 KiB hold it, comment included): a file cut short
+    (a copy or download that stopped) does not."""
+    with open(path, "rb") as f:
+        f.seek(max(0, size - (ZIP_END_SIZE + 65535)))
+        tail = f.read()
+    at = tail.rfind(ZIP_END)
+    if at < 0 or len(tail) - at < ZIP_END_SIZE:
+        return False
+    comment = int.from_bytes(tail[at + 20:at + 22], "little")
+    return at + ZIP_END_SIZE + comment == len(tail)
+
+
 def _load_problem(path: Path, exc: Exception) -> str:
-    """What is wrong with a file that torch.load (weights only) refused, in a few words: never PyTorch's advice to load
-    it with weights_only=False, which would run whatever code the file carries."""
+    """What is wrong with a file that torch.load (weights only) refused, in a few words that say which: "truncated"
+    (a PyTorch archive or pickle cut short), "not a checkpoint" (neither), or pickled code refused; never PyTorch's
+    advice to load it with weights_only=False, which would run whatever code the file carries."""
     text = str(exc)
     if isinstance(exc, FileNotFoundError):
         return "no such file"
     if isinstance(exc, IsADirectoryError):
         return "it is a folder"
-    if isinstance(exc, EOFError):
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError as err:
+        return f"cannot read it ({err.strerror or err})"
+    if size == 0:
+        return "the file is empty (0 bytes)"
+    found = re.search(r"GLOBAL (\S+)", text) if "Weights only load failed" in text else None
+    if found:
+        return (f"it carries pickled Python objects ({found.group(1)}), not only tensors: refused, nothing in it "
+                "was run (a checkpoint of this pipeline holds tensors and plain containers only)")
+    if head.startswith(ZIP_MAGIC) or ZIP_MAGIC.startswith(head):
+        if not _zip_complete(path, size):
+            return (f"it is truncated: a PyTorch checkpoint cut short ({size} bytes, without the archive's end; a copy "
+                    "or download that stopped?)")
         try:
-            size = path.stat().st_size
-        except OSError:
-            size = None
-        return "the file is empty (0 bytes)" if size == 0 else "the file ends too early (truncated)"
-    if "Weights only load failed" in text:
-        found = re.search(r"GLOBAL (\S+)", text)
-        if found:
-            return (f"it carries pickled Python objects ({found.group(1)}), not only tensors: refused, nothing in it "
-                    "was run (a checkpoint of this pipeline holds tensors and plain containers only)")
-        return "it is not a PyTorch checkpoint of tensors (unreadable, or corrupted)"
-    if "PytorchStreamReader" in text or "zip archive" in text:
-        return "it is not a complete PyTorch checkpoint (truncated or corrupted)"
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+            with zipfile.ZipFile(path) as archive:
+                torch_archive = any(n.endswith("/data.pkl") for n in archive.namelist())
+        except (zipfile.BadZipFile, OSError):
+            torch_archive = True  # a zip that zipfile cannot read either: PyTorch's, damaged inside
+        if not torch_archive:
+            return "it is not a checkpoint: a zip archive without PyTorch's data.pkl (torch.save writes one)"
+        first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+        return f"it is a corrupted PyTorch checkpoint (its archive is complete, its contents unreadable: {first[:200]})"
+    if head.startswith(PICKLE_MAGIC):  # torch's legacy format, or a plain pickle
+        if isinstance(exc, EOFError) or any(w in text for w in ("truncated", "Ran out of input", "unexpected EOF")):
+            return f"it is truncated: a pickle cut short ({size} bytes)"
+        return "it is not a checkpoint of tensors (a pickle that torch cannot read weights-only)"
+    return (f"it is not a checkpoint: neither a PyTorch archive (zip) nor a pickle (it begins with {head[:8]!r}; "
+            "torch.save writes one)")
 
 
 def state_position(path: str | Path) -> tuple[int, int]:

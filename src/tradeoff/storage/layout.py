@@ -45,12 +45,16 @@ SIDECAR_SUFFIX = ".provenance.json"  # an output's sidecar: <output>.provenance.
 RAN_ON = "ran_on.json"  # what each epoch of a training job ran on, in its curves folder (tradeoff.storage.curves)
 
 TABLE_FORMATS = ("md", "csv", "tex", "html")
-# The version of a metrics file's record (tradeoff.evaluation.evaluate writes it, tradeoff.report.records checks it)
-METRICS_FORMAT = "tradeoff-metrics/2"
+# The version of a metrics file's record (tradeoff.evaluation.evaluate writes it, tradeoff.report.records checks it);
+# 3: an attack's record counts its invalid examples (``invalid``) and holds the bound it was checked against (``bound``)
+METRICS_FORMAT = "tradeoff-metrics/3"
 # A run's evaluations in one file (runtime.eval_unit: run): {"format", "run", "evaluations": {attack: record}}
 SUITE_FORMAT = "tradeoff-evaluations/1"
 FIGURE_FORMATS = ("png", "pdf")
-AUDIT_FORMATS = ("json", "md", "html", "png", "pdf")
+AUDIT_FORMATS = ("json", "md", "html", "png", "pdf", "flags")
+#: an audit's files by kind: the record, the page, its figure, and every measurement's per-example flags (compressed)
+AUDIT_SUFFIXES = {"json": "json", "md": "md", "html": "html", "png": "png", "pdf": "pdf",
+                  "flags": "flags.json.gz"}
 
 
 @dataclass(frozen=True)
@@ -153,8 +157,9 @@ class Layout:
         return self.root / "robustbench" / dataset / threat_model / f"{run_id}.json"
 
     def audit(self, model_id: str) -> dict[str, Path]:
-        """An audit of a model's evaluation (``tradeoff audit``): record (json), page (md, html), figure (png, pdf)."""
-        return {ext: self.folder("audit") / f"{model_id}.{ext}" for ext in AUDIT_FORMATS}
+        """An audit of a model's evaluation (``tradeoff audit``): record (json), page (md, html), figure (png, pdf),
+        per-example flags (flags: compressed)."""
+        return {kind: self.folder("audit") / f"{model_id}.{AUDIT_SUFFIXES[kind]}" for kind in AUDIT_FORMATS}
 
     FOLDERS = ("checkpoints", "curves", "metrics", "predictions", "analysis", "tables", "figures", "audit")
 

@@ -76,6 +76,22 @@ def state_identity(spec: RunSpec) -> str:
 SELECTED = CHOOSING_MODES
 
 
+def tracking_split(spec: RunSpec, track: dict) -> str:
+    """The split a method's per-epoch learner measurements read (Zipper Figure 5): the validation split (held out of
+    training: the test images stay measured once, at the end), unless ``split: test`` or the run holds none out
+    (``selection.split: test``, whose epochs the test split chooses too; ``validation.<dataset>: 0``)."""
+    if track.get("split", "validation") == "test" or not spec.selection.validation:
+        return "test"
+    return "validation"
+
+
+def _track_images(spec: RunSpec, ds, track: dict):
+    """The first ``examples`` images of a fixed permutation of the split :func:`tracking_split` names."""
+    if tracking_split(spec, track) == "test" or ds.x_val is None:
+        return data.subset(ds.x_test, ds.y_test, track["examples"])
+    return data.subset(ds.x_val, ds.y_val, track["examples"])
+
+
 def robust_measured(selection: Selection, epoch: int, epochs: int) -> bool:
     """Whether the robust accuracy is measured after (1-based) ``epoch``: every epoch, except under ``best_robust``,
     which measures after every ``every``-th epoch and the last."""
@@ -339,7 +355,7 @@ class _Trainer:
         self.data_gen = torch.Generator().manual_seed(spec.seed + 1)
         self.track = self.method.tracking()  # per-epoch measurements of the method's learners (Zipper Figure 5)
         if self.track is not None:
-            x_track, y_track = data.subset(ds.x_test, ds.y_test, self.track["examples"])
+            x_track, y_track = _track_images(spec, ds, self.track)
             self.x_track, self.y_track = x_track.to(runtime.device), y_track.to(runtime.device)
         self.start_epoch, self.rows, self.best, self.partial = self._resume()
         self.curves = CurveLog(paths.curves, self.rows)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tradeoff.core.params import Params
+from tradeoff.core.passes import NONE, F, Passes
 from tradeoff.attacks.declared.base import SEED, AttackDeclaration, declare
 
 
@@ -10,3 +11,12 @@ from tradeoff.attacks.declared.base import SEED, AttackDeclaration, declare
 class Clean(AttackDeclaration):
     name = "clean"
     parameters = Params(SEED)
+
+    @classmethod
+    def passes(cls, p, classes: int) -> Passes:
+        return NONE
+
+    @classmethod
+    def evaluation_passes(cls, p, classes: int) -> Passes:
+        """The clean pass is the evaluation."""
+        return F

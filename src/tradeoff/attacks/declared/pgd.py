@@ -4,9 +4,10 @@ PGD-DLR, targeted PGD): :mod:`tradeoff.attacks.pgd` says what each computes."""
 from __future__ import annotations
 
 from tradeoff.core.params import FLAG, INTEGER, NUMBER, STEP, TEXT, Param, Params
+from tradeoff.core.passes import NONE, F, G, Passes
 from tradeoff.core.ranges import at_least, count
 from tradeoff.core.spec import AttackSpec
-from tradeoff.attacks.declared.base import SEED, STARTS, AttackDeclaration, declare
+from tradeoff.attacks.declared.base import SEED, STARTS, AttackDeclaration, declare, target_count
 
 #: the losses the steps may ascend (tradeoff.attacks.pgd.LOSSES), and towards a target (TARGETED_LOSSES)
 LOSS_NAMES = ("ce", "cw", "dlr")
@@ -36,6 +37,12 @@ class PGD(AttackDeclaration):
     def step_for(cls, eps: float, steps: int) -> float:
         """The step size when ``step_size`` is not given."""
         return eps / 4
+
+    @classmethod
+    def passes(cls, p, classes: int) -> Passes:
+        """``restarts`` runs of ``steps`` gradient steps, and after each run but a single one a success check."""
+        steps, restarts = int(cls.setting(p, "steps")), int(cls.setting(p, "restarts"))
+        return restarts * steps * G + (restarts * F if restarts > 1 else NONE)
 
     @classmethod
     def reach(cls, spec: AttackSpec) -> tuple[float, float]:
@@ -96,3 +103,8 @@ class TargetedPGD(PGD):
     parameters = Params(STEPS, STEP_SIZE, RANDOM_START, RESTARTS, TARGET_CLASSES,
                         LOSS.but(choices=TARGETED_LOSS_NAMES), KAPPA, SEED)
     momentum = 0.0
+
+    @classmethod
+    def passes(cls, p, classes: int) -> Passes:
+        """The ranking of the classes, then for each target its restarts' steps and a success check each."""
+        return F + target_count(p.target_classes, classes) * int(p.restarts) * (int(p.steps) * G + F)

@@ -4,7 +4,7 @@ model, a checkpoint file or a model from the user's Python file; its page in res
 from __future__ import annotations
 
 from tradeoff import config as cfg
-from tradeoff.audit.page import headline, verdict_lines
+from tradeoff.audit.page import plain_headline, verdict_lines
 from tradeoff.audit.run import audit
 from tradeoff.cli import model_options
 from tradeoff.cli.common import absolute
@@ -50,7 +50,7 @@ def run(args, catalog: cfg.Catalog) -> int:
     for check in record["checks"]:
         print(f"{model_id} / {check['name']}: {check['verdict']}: {check['summary']}"
               + (f" -> next: {check['next']}" if check.get("next") else ""))
-    print(f"{model_id}: {headline(record)}")
+    print(f"{model_id}: {plain_headline(record)}")
     for line in verdict_lines(record):
         print(f"{model_id}: {line}")
     print(f"{model_id}: {record['seconds']:.1f} s; page {paths['md']} (and .html, .png, .pdf)")

@@ -91,7 +91,7 @@ def _evaluate_checkpoint(args, catalog: cfg.Catalog) -> int:
                            named=model_options.flag)
     name, spec = plan.model_id, plan.catalog.externals[plan.model_id]
     normalize = thaw(spec.normalize)  # its mean and std as lists, as given
-    print(f"{name}: {args.checkpoint} as {spec.arch} on {spec.dataset} ({spec.format} layout"
+    print(f"{name}: {file.checkpoint} as {spec.arch} on {spec.dataset} ({spec.format} layout"
           + (f", normalised by mean {normalize['mean']} std {normalize['std']}" if normalize
              else "") + (f", budgets of {spec.paper_dataset}" if spec.paper_dataset != spec.dataset else "")
           + f"), {len(plan.names)} evaluation(s): {', '.join(plan.names)}")

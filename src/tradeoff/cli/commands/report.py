@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
 
 
 def run(args, catalog: cfg.Catalog) -> int:
-    names = list(catalog.targets) if args.all else args.targets
+    names = list(catalog.targets) if args.all else args.targets  # (groups after their members: regenerate)
     if not names and not args.claims:
         raise cfg.ConfigError("report: name one or more targets, or --claims, or --all")
     for name in names:
@@ -41,3 +41,4 @@ def run(args, catalog: cfg.Catalog) -> int:
         print(f"{labels.get(d.name, d.name)}: " + ("unchanged, skipped" if d.skipped
                                                     else ", ".join(str(p) for p in d.paths)))
     return 0
+
