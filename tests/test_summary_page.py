@@ -61,7 +61,7 @@ def _verdicts(catalog) -> list[claims.Verdict]:
         test = stats.Test(0.01, 0.9, diff, diff - 2.5, diff + 2.5, 360, 4.0, 900 if diff > 0 else None, "exact")
         kind = claim["test"]["kind"]
         out.append(claims.Verdict(claim, verdict, "because", test, "a 60.0 vs b 55.0 under clean; a 30.0 vs b 28.0",
-                                  (0.01, 0.9), 360, 3, 2.0 if kind == "not_worse" else None))
+                                  (0.01, 0.9), 360, 3, 2.0 if kind == "not_worse" else None, level=0.025))
     out[-1].same_as = out[-2].claim["id"] if out[-2].test else None  # the verdicts helper's field, where it exists
     out[-1].verdict, out[-1].test, out[-1].adjusted = out[-2].verdict, out[-2].test, out[-2].adjusted
     return out

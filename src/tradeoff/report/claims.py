@@ -717,8 +717,9 @@ def line(v: Verdict) -> str:
     if t.detectable is not None:
         what = ("the smallest true difference at which it holds" if kind == "not_worse"
                 else "the smallest difference detected")
-        text += (f"; {what} with {stats.POWER:.0%} power at this n, the whole procedure at the level Holm leaves it "
-                 f"({v.level:.2g}): {t.detectable:+.1f} points")
+        level = "" if v.level is None else f" ({v.level:.2g})"
+        text += (f"; {what} with {stats.POWER:.0%} power at this n, the whole procedure at the level Holm leaves it"
+                 f"{level}: {t.detectable:+.1f} points")
     elif v.level is not None:
         text += f"; no difference is detected with {stats.POWER:.0%} power at this n and level ({v.level:.2g})"
     p_for, p_against = v.adjusted
