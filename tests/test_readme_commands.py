@@ -78,6 +78,9 @@ SKIP = {  # a command as written (without its comment) -> why it does not run he
         "retrains a run and re-runs what reads it; tests/test_dvc.py::"
         "test_exp_run_set_param_reruns_exactly_what_it_changes runs this experiment",
 }
+MART = ("needs the worked example's module and config rows in place (docs/extending.md); "
+        "tests/test_extending.py::test_a_method_added_as_docs_extending_says runs this sequence")
+SKIP.update({command: MART for command in (".venv/bin/tradeoff plan mart", ".venv/bin/dvc repro table@mart")})
 
 
 @dataclass(frozen=True)
@@ -276,8 +279,10 @@ def test_a_second_adoption_of_a_build_that_is_not_complete_is_refused_in_one_lin
         metrics.write_bytes(kept[0])
         os.utime(metrics, ns=(kept[1], kept[1]))
     said = [line for line in done.stderr.splitlines() if line.strip()]
+    # Snakemake would make nothing (the tables that read the file are up to date); DVC's stage needs it: named
     assert done.returncode == 1 and said[-1].startswith("tradeoff: AdoptError: the Snakemake build is not complete "
-                                                        "(`snakemake -n` has jobs to run): build it first"), said
+                                                        "(1 output(s) of DVC's stages missing: "), said
+    assert str(metrics.relative_to(clone)) in said[-1] and f"`snakemake {metrics.relative_to(clone)} " in said[-1]
     assert run_bare(".venv/bin/dvc status --quiet", clone, home, timeout=600).returncode == 0
 
 

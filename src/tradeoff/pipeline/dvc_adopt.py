@@ -7,7 +7,9 @@ command of its own:
 - **Only a complete, current build is adopted.** The DVC pipeline must be the one the catalog gives (``tradeoff
   export-dvc --check`` for the config files dvc.yaml names) and the build must be one Snakemake has nothing left to do
   for (``snakemake -n`` at the same config files and targets); an empty ``params.yaml``, which Snakemake never reads.
-  Otherwise DVC would record a partial or stale build as the pipeline's outputs.
+  Otherwise DVC would record a partial or stale build as the pipeline's outputs. Snakemake does not remake a deleted
+  intermediate file (a metrics file, say) whose consumers are up to date, so every output of DVC's stages must be
+  there as well: a missing one is named, with the command that makes it.
 - **No file time changes.** ``dvc commit`` re-links every output from its cache by default (a copy: a new file time),
   after which Snakemake sees inputs newer than outputs and retrains. ``--no-relink`` leaves the workspace alone; the
   file times are compared before and after all the same, and put back should anything have changed them.
@@ -81,6 +83,14 @@ def _times(root: Path, folders: list[Path]) -> dict[Path, tuple[int, int]]:
     return out
 
 
+#: prints every output of dvc.yaml's stages that is not there (DVC's own reading of the pipeline, foreach resolved)
+MISSING = """
+from dvc.repo import Repo
+with Repo(".") as repo:
+    print("\\n".join(sorted({str(o) for s in repo.index.stages for o in s.outs if not o.exists})))
+"""
+
+
 def _run(command: list[str], root: Path, runner: Callable[..., subprocess.CompletedProcess]):
     return runner(command, cwd=root, capture_output=True, text=True)
 
@@ -120,6 +130,15 @@ def adopt(root: Path | str = ".", *, runner: Callable[..., subprocess.CompletedP
         why = _last_line(dry) if dry.returncode else "`snakemake -n` has jobs to run"
         raise AdoptError(f"the Snakemake build is not complete ({why}): build it first (`{where}`; the demo: "
                          "`make demo`), then adopt it")
+    missing = _run([python, "-c", MISSING], root, runner)
+    if missing.returncode != 0:
+        raise AdoptError(f"could not list the DVC stages' outputs: {_last_line(missing)}")
+    absent = missing.stdout.split()
+    if absent:  # Snakemake makes nothing for a deleted intermediate file whose consumers are up to date; DVC needs it
+        where = " ".join(["snakemake", *absent[:3], "--cores", "2", *overlays])
+        raise AdoptError(f"the Snakemake build is not complete ({len(absent)} output(s) of DVC's stages missing: "
+                         f"{', '.join(absent[:3])}{', …' if len(absent) > 3 else ''}): make them first (`{where}`), "
+                         "then adopt it")
     layout = catalog.layout
     watched = [root / layout.root, root / catalog.data_root / ".ready", root / JOBS]
     before = _times(root, watched)
