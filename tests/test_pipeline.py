@@ -199,6 +199,19 @@ def test_html_report_renders_in_a_real_browser(smoke_build):
                     assert wait.until(rendered), f"{name}: image did not render"
                 driver.save_screenshot(str(artifacts / f"report-{stem}.png"))
                 seen[category] += 1
+        # the summary page on its own (issue 40): the verdict table, the forest plot loaded, a claim's details open
+        driver.get(f"file://{smoke_build / 'results' / 'smoke' / 'summary.html'}")
+        head = wait.until(EC.presence_of_element_located((By.XPATH, "//table//th[normalize-space(.)='Verdict']")))
+        verdicts = head.find_elements(By.XPATH, "ancestor::table//tbody/tr")
+        assert len(verdicts) >= 10, f"the verdict table shows {len(verdicts)} claims"
+        plot = wait.until(EC.presence_of_element_located((By.XPATH, "//img[@class='claims']")))
+        assert wait.until(lambda d: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0",
+                                                     plot)), "summary.html: the forest plot did not load"
+        details = driver.find_elements(By.TAG_NAME, "details")
+        assert details and details[0].get_attribute("open") is None
+        details[0].find_element(By.TAG_NAME, "summary").click()
+        assert wait.until(lambda d: details[0].get_attribute("open") is not None), "a claim's details did not open"
+        driver.save_screenshot(str(artifacts / "summary-page.png"))
     finally:
         driver.quit()
     assert seen["tables"] >= 2 and seen["figures"] >= 2 and seen["summary"] == 1
