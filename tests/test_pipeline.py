@@ -215,3 +215,18 @@ def test_html_report_renders_in_a_real_browser(smoke_build):
     finally:
         driver.quit()
     assert seen["tables"] >= 2 and seen["figures"] >= 2 and seen["summary"] == 1
+
+
+def test_the_readmes_plot_of_the_tidy_file_runs_as_written(smoke_build, tmp_path):
+    """README "Reading a table": its Python block (the demo read as the smoke scale) draws a plot of its own from
+    results/<scale>/cells.csv, in the build's folder."""
+    import sys
+
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"```python\n(.*?tradeoff\.results\.load.*?)```", text, re.S).group(1)
+    plot = smoke_build / "aa.png"
+    code = block.replace('load("demo")', 'load("smoke")').replace('"aa.png"', repr(str(plot)))
+    assert len(block.strip().splitlines()) <= 6
+    run([sys.executable, "-c", code], smoke_build)
+    assert plot.is_file() and plot.read_bytes()[:4] == b"\x89PNG"
+    plot.unlink()
