@@ -139,8 +139,10 @@ def _finish(fig, catalog: Catalog, name: str, target: TargetSpec) -> None:
     wrap_text(note, fig.bbox.width - scale.get_window_extent(renderer).width - 0.08 * fig.dpi, renderer)
     footer = max(note.get_window_extent(renderer).height, scale.get_window_extent(renderer).height) / fig.dpi
     engine = fig.get_layout_engine()
-    if engine is not None and hasattr(engine, "set"):
-        bottom = (footer + 0.06) / fig.get_figheight()
+    if engine is not None and hasattr(engine, "set"):  # the figure grows by the footer: its panels keep their room
+        room = footer + 0.06
+        fig.set_figheight(fig.get_figheight() + room)
+        bottom = room / fig.get_figheight()
         engine.set(rect=(0.0, bottom, 1.0, 1.0 - bottom))
     wrap_text(title, 0.97 * fig.bbox.width, renderer)
     fig.canvas.draw()
