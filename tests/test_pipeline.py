@@ -214,7 +214,7 @@ def test_html_report_renders_in_a_real_browser(smoke_build):
         driver.save_screenshot(str(artifacts / "summary-page.png"))
     finally:
         driver.quit()
-    assert seen["tables"] >= 2 and seen["figures"] >= 2 and seen["summary"] == 1
+    assert seen["tables"] >= 2 and seen["figures"] >= 2 and seen["summary"] == 2  # the page and its forest plot
 
 
 def test_the_readmes_plot_of_the_tidy_file_runs_as_written(smoke_build, tmp_path):
