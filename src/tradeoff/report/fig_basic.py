@@ -25,6 +25,7 @@ from tradeoff.report.style import (
     error_bars,
     errors,
     figure_legend,
+    interval,
     interval_note,
     measured,
     palette,
@@ -206,7 +207,7 @@ def plot_budget_lines(catalog: Catalog, name: str, target: TargetSpec, axes) -> 
         for i, (row, color) in enumerate(zip(target.rows, colours)):
             pts = [(0.0, measured(catalog, row.run, clean[0]))] if clean else []
             cells = [(x, text, tables.measure(catalog, row.run, job)) for x, text, job in points]
-            pts += [(x, measured(catalog, row.run, job)) for x, _, job in points]
+            pts += [(x, interval(cell)) for x, _, cell in cells]
             pts = [(x, m) for x, m in pts if m is not None]
             label = names[row.key]
             ax.plot(*(zip(*[(x, m[0]) for x, m in pts]) if pts else ([], [])), marker=MARKERS[i % len(MARKERS)],

@@ -121,7 +121,11 @@ def measured(catalog: Catalog, run: str, attack: str) -> tuple[float, float, flo
     """(accuracy, low, high) in % of a row under an evaluation: its 95% Wilson interval over the test images (one
     seed), or Student's t interval over its seeds' accuracies; low = high = the value where there is no binomial
     interval (NROB, a time). None until measured."""
-    o = tables.measure(catalog, run, attack)
+    return interval(tables.measure(catalog, run, attack))
+
+
+def interval(o) -> tuple[float, float, float] | None:
+    """:func:`measured` of a cell already measured (a :func:`tables.measure` outcome)."""
     if o.value is None:
         return None
     if o.lo is not None:
