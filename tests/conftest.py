@@ -5,6 +5,11 @@ must neither break a test nor be changed by one): the session works from a fresh
 ``data`` or ``results`` of a config lands there; the digits split made there is shared by the whole session), and
 at the end the three folders are compared with a snapshot taken at the start. Anything created, modified or
 deleted there fails the session, naming the paths.
+
+`make test` runs the suite on every core (pytest-xdist, ``-n auto --dist loadgroup``): each test module is one unit of
+work (its module fixtures computed once), the tests that share the smoke build (``smoke_clone``) one unit, the real
+SLURM cluster another; the longest units are handed out first (:func:`pytest_collection_modifyitems`), so the
+smoke build starts at once while the other worker takes the modules one by one.
 """
 
 import hashlib
@@ -66,6 +71,8 @@ def changes(before: dict, after: dict) -> list[str]:
 def pytest_sessionstart(session):
     _session["before"] = snapshot()
     _session["cwd"] = os.getcwd()
+    if session.config.getoption("dist", "no") != "no" and not hasattr(session.config, "workerinput"):
+        return  # pytest-xdist's controller: it runs no test, and its workers start where it was started
     # relative paths of a config (`paths: {data: data, results: results}`) resolve here, never in the checkout
     _session["work"] = Path(tempfile.mkdtemp(prefix="tradeoff-tests-"))
     os.chdir(_session["work"])
@@ -91,6 +98,25 @@ def pytest_sessionfinish(session, exitstatus):
         else:
             print(message)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+#: units of work that take longest, handed out first in this order (tests/test_pipeline.py and
+#: tests/test_readme_commands.py share the smoke build: ``smoke_clone``)
+FIRST = ("smoke", "tests/test_slurm.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Every test's unit of work under pytest-xdist's ``--dist loadgroup`` (an ``xdist_group`` mark): its module, or
+    "smoke" for every test that uses the smoke build; the units of FIRST first, the rest in collection order. Without
+    xdist the marks are inert and the order is the same."""
+    def unit(item) -> str:
+        return "smoke" if "smoke_clone" in item.fixturenames else item.nodeid.split("::")[0]
+
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(unit(item)))
+    rank = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(unit(item), len(FIRST)))  # stable: collection order within a rank
 
 
 @pytest.fixture(scope="session")
