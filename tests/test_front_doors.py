@@ -29,7 +29,7 @@ from test_config import BAD_CONFIGS
 from test_faults import BAD_FOR_CLI, BAD_FOR_SNAKEMAKE, BAD_VALUES
 from tradeoff import cli
 from tradeoff import config as cfg
-from tradeoff.pipeline import gpucheck
+from tradeoff.pipeline.bench import gpucheck
 from tradeoff.storage import checkpoint
 
 SMOKE = ["config/config.yaml", "config/smoke.yaml"]

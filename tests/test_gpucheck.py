@@ -12,7 +12,7 @@ import torch
 
 from helpers import ROOT, workflow_copy
 from tradeoff import cli
-from tradeoff.pipeline import gpucheck
+from tradeoff.pipeline.bench import gpucheck
 from tradeoff import config as cfg
 from tradeoff.methods import METHODS
 from tradeoff.core.runtime import Runtime

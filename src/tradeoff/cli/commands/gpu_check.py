@@ -1,6 +1,6 @@
 """``tradeoff gpu-check``: on a GPU, every method's step against the CPU's, bf16 against fp32, bench-train and
 bench-eval, the rehearsal at paper shape, a demo run in fp32 and bf16; one report in the bench folder
-(tradeoff.pipeline.gpucheck)."""
+(tradeoff.pipeline.bench.gpucheck)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from tradeoff import config as cfg
-from tradeoff.pipeline import gpucheck
+from tradeoff.pipeline.bench import gpucheck
 
 GPU = True  # computes on a GPU: on a machine with several, takes one of its own (tradeoff.core.gpus)
 

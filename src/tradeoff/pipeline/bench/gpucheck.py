@@ -6,7 +6,7 @@
    opt-in) against the GPU step in fp32; Generalist's stream-parallel mode against its serial mode (and their
    speed); and, under CUDA's sync debug mode, how many host-device synchronisations one step makes.
 2. `bench-train` of PGD-AT, TRADES and Generalist on ResNet-18 (batch 128 and 512) and PGD-AT on WRN-34-10, in the
-   config's runtime settings (precision, channels_last: what the plan prices; tradeoff.pipeline.bench.bench_train; each result
+   config's runtime settings (precision, channels_last: what the plan prices; tradeoff.pipeline.bench.train.bench_train; each result
    is also written as a bench file, which calibrates `tradeoff plan`).
 3. `bench-eval` of PGD-20 and AutoAttack (standard) on 1,000 images of ResNet-18: the run's trained model if it
    exists, else random weights on synthetic images labelled with the model's own predictions and a budget so small
@@ -48,7 +48,8 @@ from typing import Any, Callable, Iterator
 import torch
 
 from tradeoff import models
-from tradeoff.pipeline.bench import SHAPES, bench_train, synthetic_batch, write_bench
+from tradeoff.pipeline.bench.synthetic import SHAPES, synthetic_batch
+from tradeoff.pipeline.bench.train import bench_train, write_bench
 from tradeoff.storage.atomic import atomic_write_text
 from tradeoff.pipeline.costs import (
     ASSUMED_FRACTION,
