@@ -178,3 +178,4 @@ def write_report(report: dict, paths: tuple[Path, Path]) -> tuple[Path, Path]:
     data = json.loads(json.dumps(report, default=lambda o: None))  # drops the steps' tensors and methods
     atomic_write_text(json_path, json.dumps(data, indent=1) + "\n")
     atomic_write_text(md_path, format_report(report))
+    return json_path, md_path
