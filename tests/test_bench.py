@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from tradeoff import config as cfg
-from tradeoff.pipeline.bench import bench_train, forward_flops_per_example, step_flops_per_example
+from tradeoff.pipeline.bench.flops import forward_flops_per_example, step_flops_per_example
+from tradeoff.pipeline.bench.train import bench_train
 from tradeoff.pipeline.costs import Job, makespan, plan
 from tradeoff.core.runtime import Runtime
 
@@ -64,7 +65,8 @@ def test_input_only_pgd_step_is_cheaper_than_with_weight_gradients():
     leaves any behind. Counted in FLOPs through the attack itself, not timed (a time ratio depends on the machine's
     load): PGD-1's step costs less than a forward and a backward that also computes the weights' gradients."""
     from tradeoff import attacks, models
-    from tradeoff.pipeline.bench import count_flops, synthetic_batch
+    from tradeoff.pipeline.bench.flops import count_flops
+    from tradeoff.pipeline.bench.synthetic import synthetic_batch
 
     torch.manual_seed(0)
     model = models.create_model("small_cnn", 10, in_channels=1, image_size=8).eval()
@@ -82,7 +84,7 @@ def test_input_only_pgd_step_is_cheaper_than_with_weight_gradients():
 
 
 def test_epoch_time_ratio_of_at_over_nt_reflects_the_attack():
-    from tradeoff.pipeline.bench import epoch_time_ratio
+    from tradeoff.pipeline.bench.ratios import epoch_time_ratio
 
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"])
     result = epoch_time_ratio(catalog, "cifar10-resnet18-at-beta1", "cifar10-resnet18-nt", steps=2, repeats=3)
@@ -91,10 +93,11 @@ def test_epoch_time_ratio_of_at_over_nt_reflects_the_attack():
 
 def test_attention_on_the_cpu_is_counted_as_on_the_gpu():
     """PyTorch's counter prices the CUDA attention kernels only: counted on the CPU, a ViT's attention would be free
-    and its runs' planned cost too low (4% at ViT-B/16, 224 px). tradeoff.pipeline.bench prices the CPU kernels alike."""
+    and its runs' planned cost too low (4% at ViT-B/16, 224 px). tradeoff.pipeline.bench.flops prices the CPU kernels
+    alike."""
     from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
 
-    from tradeoff.pipeline.bench import count_flops
+    from tradeoff.pipeline.bench.flops import count_flops
 
     q, k, v = (torch.randn(2, 3, 16, 8, requires_grad=True) for _ in range(3))
     with count_flops() as forward:

@@ -18,14 +18,8 @@ from tradeoff import config as cfg
 from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
 from tradeoff.pipeline import costs
 from tradeoff import models
-from tradeoff.pipeline.bench import (
-    SHIPPED_SCALES,
-    count_flops,
-    flops_table,
-    pass_flops,
-    shipped_pairs,
-    synthetic_batch,
-)
+from tradeoff.pipeline.bench.flops import SHIPPED_SCALES, count_flops, flops_table, pass_flops, shipped_pairs
+from tradeoff.pipeline.bench.synthetic import synthetic_batch
 from tradeoff.pipeline.costs import JobSizes, attack_passes, evaluation_passes, load_table, method_passes
 from tradeoff.methods import METHODS
 from tradeoff.core.params import ATTACK

@@ -8,7 +8,7 @@ import pytest
 
 from helpers import data_root
 from tradeoff import config as cfg
-from tradeoff.pipeline.bench_eval import bench_eval, format_bench_eval, lpt_makespan
+from tradeoff.pipeline.bench.evaluate import bench_eval, format_bench_eval, lpt_makespan
 from tradeoff.core.runtime import Runtime
 from tradeoff.training.train import train
 

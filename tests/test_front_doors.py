@@ -29,7 +29,7 @@ from test_config import BAD_CONFIGS
 from test_faults import BAD_FOR_CLI, BAD_FOR_SNAKEMAKE, BAD_VALUES
 from tradeoff import cli
 from tradeoff import config as cfg
-from tradeoff.pipeline import gpucheck
+from tradeoff.pipeline.bench import check_report, gpucheck
 from tradeoff.storage import checkpoint
 
 SMOKE = ["config/config.yaml", "config/smoke.yaml"]
@@ -424,7 +424,7 @@ def _report(**parts) -> dict:
               "imports": {}, "methods": {}, "bench_train": [], "recalibrated": {}, "bench_eval": {}, "targets": {},
               "rehearsal": {}, "bf16_against_fp32": {}, "seconds": 60.0, "provenance": {}}
     report.update(parts)
-    report["ok"] = gpucheck._ok(report)
+    report["ok"] = check_report.passed(report)
     return report
 
 
@@ -432,8 +432,8 @@ def test_gpu_check_that_measured_nothing_fails_and_says_so_on_the_console_and_in
                                                                                            capsys):
     """Issue 41: with every section out of time, the console said "every comparison within its tolerance", exit 0."""
     nothing = _report()
-    assert not gpucheck.measured(nothing) and not nothing["ok"]
-    assert gpucheck.verdict(nothing).startswith("NOTHING MEASURED")
+    assert not check_report.measured(nothing) and not nothing["ok"]
+    assert check_report.verdict(nothing).startswith("NOTHING MEASURED")
     monkeypatch.setattr(gpucheck, "gpu_check", lambda catalog, **kwargs: nothing)
     overlay = tmp_path / "paths.yaml"
     overlay.write_text(f"paths: {{results: {tmp_path / 'results'}}}\n")
@@ -442,7 +442,7 @@ def test_gpu_check_that_measured_nothing_fails_and_says_so_on_the_console_and_in
     assert cli.main([*files, "gpu-check", "--cpu-only", "--out", str(tmp_path / "out")]) == 1
     console = capsys.readouterr().out.strip()
     report = next((tmp_path / "out").glob("gpu-check-*.md")).read_text().splitlines()[2]
-    said = gpucheck.verdict(nothing)
+    said = check_report.verdict(nothing)
     assert console.startswith(f"gpu-check on cpu: {said}; report: ") and f"; {said}; " in report, (console, report)
     assert "within its tolerance" not in console + report
 
@@ -451,12 +451,13 @@ def test_gpu_checks_console_and_report_say_the_same_whatever_was_measured():
     bench = [{"label": "x", "run": "r", "precision": "fp32", "channels_last": False, "batch_size": 1, "steps": 1,
               "images_per_s": 1.0, "seconds_per_epoch": 1.0, "achieved_tflops": 0.0, "fraction_of_peak": None}]
     benches_only = _report(bench_train=bench)
-    assert benches_only["ok"] and gpucheck.verdict(benches_only).startswith("no step comparison finished;")
+    assert benches_only["ok"] and check_report.verdict(benches_only).startswith("no step comparison finished;")
     step = {"ok": True, "loss_diff": 0.0, "cosine": 1.0}
     compared = _report(methods={"nt": {"run": "r", "gpu_vs_cpu": step, "bf16_vs_fp32": step, "syncs_per_step": None}})
-    assert gpucheck.verdict(compared).startswith("every comparison within its tolerance; sections not done: a, b, c")
+    said = check_report.verdict(compared)
+    assert said.startswith("every comparison within its tolerance; sections not done: a, b, c")
     for report in (benches_only, compared, _report()):
-        assert f"; {gpucheck.verdict(report)}; " in gpucheck.format_report(report).splitlines()[2]
+        assert f"; {check_report.verdict(report)}; " in check_report.format_report(report).splitlines()[2]
 
 
 # ---------------------------------------------------------------------------------------------- small ones

@@ -75,7 +75,7 @@ def test_drop_files_rewrites_the_record(tmp_path):
 
 
 def test_the_node_list_declares_the_minimum_pytorch():
-    from tradeoff.pipeline.gpucheck import MIN_TORCH, torch_version_ok
+    from tradeoff.pipeline.bench.check_imports import MIN_TORCH, torch_version_ok
 
     torch_line = next(r for r in node_requirements() if r.name == "torch")
     assert str(torch_line.specifier) == ">=" + ".".join(map(str, MIN_TORCH))

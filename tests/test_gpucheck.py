@@ -12,11 +12,20 @@ import torch
 
 from helpers import ROOT, workflow_copy
 from tradeoff import cli
-from tradeoff.pipeline import gpucheck
+from tradeoff.pipeline.bench import (
+    check_benches,
+    check_imports,
+    check_precision,
+    check_rehearsal,
+    check_report,
+    check_steps,
+    gpucheck,
+)
+from tradeoff.pipeline.costs import JobSizes
 from tradeoff import config as cfg
 from tradeoff.methods import METHODS
 from tradeoff.core.runtime import Runtime
-from tradeoff.storage.provenance import write_sidecar
+from tradeoff.storage.provenance import provenance, write_sidecar
 
 CPU = torch.device("cpu")
 
@@ -43,7 +52,7 @@ def test_cpu_only_runs_every_part_and_writes_one_report(tmp_path, capsys):
     out = capsys.readouterr().out
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml",
                                 tmp_path / "paths.yaml"])
-    device = gpucheck.device_slug(gpucheck.provenance(CPU)["device"])
+    device = check_report.device_slug(provenance(CPU)["device"])
     json_path, md_path = catalog.layout.gpu_check(device)
     assert str(md_path) in out and "every comparison within its tolerance" in out
     report = json.loads(json_path.read_text())
@@ -53,10 +62,11 @@ def test_cpu_only_runs_every_part_and_writes_one_report(tmp_path, capsys):
         assert row["gpu_vs_cpu"]["loss_diff"] == 0 and row["gpu_vs_cpu"]["cosine"] == pytest.approx(1, abs=1e-12)
         assert row["bf16_vs_fp32"]["ok"] and row["syncs_per_step"] is None  # (CUDA's sync debug mode only)
     assert report["methods"]["generalist"]["parallel_vs_serial"]["ok"]
-    assert [(r["run"], r["batch_size"]) for r in report["bench_train"]] == [(r, b) for r, b, _ in gpucheck.BENCH_TRAIN]
+    assert [(r["run"], r["batch_size"]) for r in report["bench_train"]] == [(r, b) for r, b, _ in
+                                                                            check_benches.BENCH_TRAIN]
     assert all(r["images_per_s"] > 0 and r["path"].endswith(".json") for r in report["bench_train"])
     assert set(report["bench_eval"]["attacks"]) == {"pgd20", "aa"} and report["bench_eval"]["images"] == 32
-    assert set(report["targets"]) == set(gpucheck.TARGETS)
+    assert set(report["targets"]) == set(check_benches.TARGETS)
     assert all(t["met"] is None for t in report["targets"].values())  # an H100's targets: not judged on a CPU
     text = md_path.read_text()
     assert text.startswith(f"# gpu-check on {report['device']}") and "| generalist |" in text
@@ -67,13 +77,13 @@ def test_the_comparison_catches_a_device_step_that_differs():
     calls: dict[int, int] = {}
 
     def step(spec, runtime, **kwargs):  # each method's second step (the "device" fp32 step) is off
-        out = gpucheck.one_step(spec, runtime, **kwargs)
+        out = check_steps.one_step(spec, runtime, **kwargs)
         calls[id(spec)] = calls.get(id(spec), 0) + 1
         if calls[id(spec)] == 2:
             out = {**out, "update": out["update"] + 1e-3 * torch.randn_like(out["update"])}
         return out
 
-    rows = gpucheck.check_methods(catalog, CPU, batch=4, step=step)
+    rows = check_steps.check_methods(catalog, CPU, batch=4, step=step)
     assert rows and all(not row["gpu_vs_cpu"]["ok"] for row in rows.values())
     assert all(row["bf16_vs_fp32"]["cosine"] < 1 for row in rows.values())
 
@@ -81,12 +91,12 @@ def test_the_comparison_catches_a_device_step_that_differs():
 def test_compare_and_its_tolerances():
     update = torch.randn(1000, dtype=torch.float64)
     a = {"loss": 2.0, "update": update}
-    tol = gpucheck.TOLERANCES["gpu_vs_cpu"]
-    assert gpucheck.compare(a, dict(a), tol)["ok"]
-    assert gpucheck.compare(a, {"loss": 2.0 + 1e-4, "update": update * (1 + 1e-3)}, tol)["ok"]
-    assert not gpucheck.compare(a, {"loss": 2.01, "update": update}, tol)["ok"]
-    assert not gpucheck.compare(a, {"loss": 2.0, "update": -update}, tol)["ok"]
-    assert not gpucheck.compare(a, {"loss": float("nan"), "update": update}, tol)["ok"]
+    tol = check_steps.TOLERANCES["gpu_vs_cpu"]
+    assert check_steps.compare(a, dict(a), tol)["ok"]
+    assert check_steps.compare(a, {"loss": 2.0 + 1e-4, "update": update * (1 + 1e-3)}, tol)["ok"]
+    assert not check_steps.compare(a, {"loss": 2.01, "update": update}, tol)["ok"]
+    assert not check_steps.compare(a, {"loss": 2.0, "update": -update}, tol)["ok"]
+    assert not check_steps.compare(a, {"loss": float("nan"), "update": update}, tol)["ok"]
 
 
 def test_host_random_gives_a_step_the_same_draws_whatever_the_global_generators():
@@ -95,17 +105,17 @@ def test_host_random_gives_a_step_the_same_draws_whatever_the_global_generators(
     catalog = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"])
     for run in ("cifar10-resnet18-at-beta1", "cifar10-resnet18-trades-lambda6", "cifar10-resnet18-iat"):
         spec = catalog.runs[run]
-        first = gpucheck.one_step(spec, Runtime(CPU), batch=4)
+        first = check_steps.one_step(spec, Runtime(CPU), batch=4)
         torch.rand(17)  # the global generator moves on
-        second = gpucheck.one_step(spec, Runtime(CPU), batch=4)
+        second = check_steps.one_step(spec, Runtime(CPU), batch=4)
         assert first["loss"] == second["loss"] and torch.equal(first["update"], second["update"]), run
-    with gpucheck.host_random(5):
+    with check_steps.host_random(5):
         a = (torch.rand(3), torch.randn_like(torch.zeros(2)), torch.randperm(4), torch.randint(0, 9, (3,)))
-    with gpucheck.host_random(5):
+    with check_steps.host_random(5):
         b = (torch.rand(3), torch.randn_like(torch.zeros(2)), torch.randperm(4), torch.randint(0, 9, (3,)))
     assert all(torch.equal(x, y) for x, y in zip(a, b))
     assert torch.rand is not None and "draw" not in getattr(torch.rand, "__name__", "")  # put back
-    assert set(gpucheck.representative_runs(catalog)) <= set(METHODS)
+    assert set(check_steps.representative_runs(catalog)) <= set(METHODS)
 
 
 # ------------------------------------------------------------------------------------------------ paper shape
@@ -113,19 +123,20 @@ def test_host_random_gives_a_step_the_same_draws_whatever_the_global_generators(
 
 def test_the_rehearsal_is_skipped_in_one_line_while_config_rehearsal_yaml_is_missing(tmp_path):
     root = workflow_copy(tmp_path / "wf")
-    (root / gpucheck.REHEARSAL).unlink(missing_ok=True)
+    (root / check_rehearsal.REHEARSAL).unlink(missing_ok=True)
     calls = []
-    out = gpucheck.rehearse(root, "NVIDIA H100 80GB HBM3", runner=lambda *a, **k: calls.append(a))
+    out = check_rehearsal.rehearse(root, "NVIDIA H100 80GB HBM3", runner=lambda *a, **k: calls.append(a))
     assert out == {"skipped": "config/rehearsal.yaml does not exist (the rehearsal scale, issue 23): the table1a "
                               "rehearsal at paper shape did not run"} and not calls
-    assert "Skipped: config/rehearsal.yaml does not exist" in "\n".join(gpucheck._rehearsal_lines(out))
+    assert "Skipped: config/rehearsal.yaml does not exist" in "\n".join(check_report._rehearsal_lines(out))
 
 
 def _rehearsal_root(tmp_path):
     """A workflow copy whose config/rehearsal.yaml stands in for the rehearsal scale (the smoke overlay here)."""
     root = workflow_copy(tmp_path / "wf")
     text = (ROOT / "config" / "smoke.yaml").read_text()
-    (root / gpucheck.REHEARSAL).write_text(text + f"\npaths: {{results: {tmp_path / 'results'}, data: data}}\n")
+    paths = f"\npaths: {{results: {tmp_path / 'results'}, data: data}}\n"
+    (root / check_rehearsal.REHEARSAL).write_text(text + paths)
     return root
 
 
@@ -138,40 +149,41 @@ def test_the_rehearsal_runs_table1a_through_snakemake_uncapped_and_sets_measured
 
     def snakemake(command, cwd, **kwargs):  # what Snakemake would leave: every row's model, its epochs' seconds
         seen["command"], seen["cwd"] = command, cwd  # in the model's sidecar
-        overlay = command[command.index(str(root / gpucheck.REHEARSAL)) + 1]
-        catalog = cfg.load_catalog([root / "config" / "config.yaml", root / gpucheck.REHEARSAL, overlay])
+        overlay = command[command.index(str(root / check_rehearsal.REHEARSAL)) + 1]
+        catalog = cfg.load_catalog([root / "config" / "config.yaml", root / check_rehearsal.REHEARSAL, overlay])
         seen["catalog"] = catalog
         for row in catalog.targets["table1a"].rows:
             write_sidecar(catalog.layout.model(catalog.train_id[row.run]),
                           {"epochs": [{"epoch": e, "seconds": s} for e, s in ((1, 9.0), (2, 2.0), (3, 4.0))]})
         return subprocess.CompletedProcess(command, 0, "", "")
 
-    out = gpucheck.rehearse(root, "NVIDIA H100 80GB HBM3", runner=snakemake)
+    out = check_rehearsal.rehearse(root, "NVIDIA H100 80GB HBM3", runner=snakemake)
     command, catalog = seen["command"], seen["catalog"]
     assert command[:3] == [sys.executable, "-m", "snakemake"]  # this Python's: a node's wheelhouse has no scripts
     assert command[3:7] == ["table1a", "--cores", "1", "--configfile"] and seen["cwd"] == root
     assert catalog.config["runtime"]["device"] == "cuda" and out["test_examples"] >= 1000
-    assert all(catalog.config["scale_map"][k] is None for k in gpucheck.REHEARSAL_UNCAPPED)
+    assert all(catalog.config["scale_map"][k] is None for k in check_rehearsal.REHEARSAL_UNCAPPED)
     paper = cfg.load_catalog([ROOT / "config" / "config.yaml"])
     run = "cifar10-resnet18-at-beta1"
     assert catalog.runs[run].batch_size == paper.runs[run].batch_size == 128
     assert catalog.attack_for("aa", run).params["steps"] == paper.attack_for("aa", run).params["steps"]
     assert [m["run"] for m in out["methods"]] == [r.run for r in catalog.targets["table1a"].rows]
-    sizes = gpucheck.JobSizes(catalog, bench_folder=catalog.layout.bench, device="h100")
+    sizes = JobSizes(catalog, bench_folder=catalog.layout.bench, device="h100")
     for m in out["methods"]:
         planned = sizes.planned_train(m["run"]) * 60 / catalog.runs[m["run"]].epochs
         assert m["measured_s_per_epoch"] == 3.0 and m["planned_s_per_epoch"] == pytest.approx(planned)
         assert m["measured_over_planned"] == pytest.approx(3.0 / planned)
     assert out["plan_device"] == "h100" and out["plan_precision"] == "fp32"
-    text = "\n".join(gpucheck._rehearsal_lines(out))
+    text = "\n".join(check_report._rehearsal_lines(out))
     assert "| pgd_at | cifar10-resnet18-at-beta1 |" in text and "measured / planned" in text
 
 
 def test_a_failed_rehearsal_fails_the_check_with_snakemakes_words(tmp_path):
     root = _rehearsal_root(tmp_path)
-    out = gpucheck.rehearse(root, "cpu", runner=lambda c, **k: subprocess.CompletedProcess(c, 1, "", "MissingInput"))
+    out = check_rehearsal.rehearse(root, "cpu",
+                                   runner=lambda c, **k: subprocess.CompletedProcess(c, 1, "", "MissingInput"))
     assert out["returncode"] == 1 and out["error"] == "MissingInput" and "methods" not in out
-    assert "MissingInput" in "\n".join(gpucheck._rehearsal_lines(out))
+    assert "MissingInput" in "\n".join(check_report._rehearsal_lines(out))
 
 
 def test_bf16_against_fp32_trains_one_seed_in_both_precisions_and_tests_the_pair(tmp_path):
@@ -180,13 +192,13 @@ def test_bf16_against_fp32_trains_one_seed_in_both_precisions_and_tests_the_pair
     overlay = tmp_path / "paths.yaml"
     overlay.write_text(f"paths: {{results: {tmp_path / 'results'}, data: data}}\n")
     smoke = cfg.load_catalog([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml", overlay])
-    out = gpucheck.bf16_against_fp32(smoke, CPU)
-    assert (out["run"], out["seed"], out["examples"]) == (gpucheck.PRECISION_RUN, 0, 64)
+    out = check_precision.bf16_against_fp32(smoke, CPU)
+    assert (out["run"], out["seed"], out["examples"]) == (check_precision.PRECISION_RUN, 0, 64)
     for precision in ("fp32", "bf16"):
         assert (smoke.layout.gpu_check_work / precision / "checkpoints").is_dir()
         assert set(out[precision]) == {"clean", "pgd20"} and all(0 <= v <= 1 for v in out[precision].values())
     assert all(0 < p <= 1 for p in out["p_value"].values())
-    text = "\n".join(gpucheck._precision_lines(out))
+    text = "\n".join(check_report._precision_lines(out))
     assert "| pgd20 |" in text and "exact McNemar" in text
 
 
@@ -221,8 +233,8 @@ def test_a_section_out_of_its_share_stops_says_so_and_the_next_runs(tmp_path, mo
     assert report["bench_train"][0]["label"] == "kept"  # what it finished is kept
     assert "b: stopped (out of its" in " ".join(report["skipped"])
     assert written[0] == {"a": "running"} and written[-1]["c"] == "done"  # written as it goes: imports first
-    assert report["imports"]["torch_ok"] and not gpucheck.missing(report["imports"])
-    text = gpucheck.format_report(report)
+    assert report["imports"]["torch_ok"] and not check_imports.missing(report["imports"])
+    text = check_report.format_report(report)
     assert "sections not done: b, d, e" in text and "| b. seconds per epoch at paper shape" in text
 
 
@@ -243,7 +255,7 @@ def test_sigterm_stops_the_check_and_the_report_says_what_ran(tmp_path, monkeypa
     before = signal.getsignal(signal.SIGTERM)
     paths = (tmp_path / "r.json", tmp_path / "r.md")
     report = gpucheck.gpu_check(catalog, cpu_only=True, budget=600,
-                                on_progress=lambda r: gpucheck.write_report(r, paths))
+                                on_progress=lambda r: check_report.write_report(r, paths))
     assert signal.getsignal(signal.SIGTERM) is before
     written = json.loads(paths[0].read_text())
     assert written["terminated"] and not written["ok"]
@@ -269,7 +281,7 @@ def test_a_failing_section_is_reported_and_the_others_run(tmp_path, monkeypatch)
 def test_bench_rows_carry_the_plans_prediction_and_the_recalibrated_constant():
     rows = [{"fraction_of_peak": 0.2}, {"fraction_of_peak": 0.1}, {"fraction_of_peak": None},
             {"fraction_of_peak": 0.4}]
-    cal = gpucheck.recalibrated(rows)
+    cal = check_benches.recalibrated(rows)
     assert cal["measured_fraction"] == 0.2 and cal["benches"] == 3 and cal["assumed_fraction"] == 0.3
     from tradeoff.pipeline.costs import planned_epoch_seconds
 

@@ -27,7 +27,7 @@ from helpers import ROOT
 from tradeoff import attacks, models
 from tradeoff.storage import checkpoint
 from tradeoff import config as cfg
-from tradeoff.pipeline.bench import synthetic_batch
+from tradeoff.pipeline.bench.synthetic import synthetic_batch
 from tradeoff.methods import METHODS
 from tradeoff.core.params import ATTACK
 from tradeoff.core.runtime import Runtime

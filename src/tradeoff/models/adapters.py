@@ -326,29 +326,10 @@ def load_pretrained(model: AdaptedTransformer, path: str | Path) -> LoadReport:
     raw = _state_dict(obj, path)
 
     family = model.family
-    found = None
-    for anchor, layout in _ANCHORS[family]:
-        prefixes = sorted((key[: -len(anchor)] for key in raw if key.endswith(anchor)
-                           and (key == anchor or key[: -len(anchor)].endswith("."))), key=len)
-        if prefixes:
-            found = (prefixes[0], layout)
-            break
-    if found is None:
-        raise PretrainedError(f"{path}: no {family} backbone found (none of the keys ends in "
-                              f"{' or '.join(a for a, _ in _ANCHORS[family])}); first keys: {_examples(raw)}")
-    prefix, layout = found
+    prefix, layout = _find_backbone(raw, family, path)
     ignored = [key for key in raw if not key.startswith(prefix)]
     keys = {key[len(prefix):]: value for key, value in raw.items() if key.startswith(prefix)}
-
-    if layout == "timm":
-        if family == "swin":
-            old = any(re.match(r"layers\.0\.downsample\.", key) for key in keys)
-            rename: Callable[[str], object] = partial(_swin_from_timm, old_downsample=old)
-        else:
-            rename = _vit_from_timm
-    else:
-        def rename(key: str) -> object:
-            return _IGNORED if model.is_trainable_key(key) or key.endswith(".attn_mask") else key
+    rename = _renamer(model, layout, keys)
 
     mapped: dict[str, torch.Tensor] = {}
     origin: dict[str, str] = {}  # torchvision key -> checkpoint key
@@ -369,21 +350,8 @@ def load_pretrained(model: AdaptedTransformer, path: str | Path) -> LoadReport:
             raise PretrainedError(f"{path}: {origin[key]} differs from this model's (another window size?); "
                                   "nothing was loaded")
         ignored.append(origin[key])
-    backbone = {key for key in own if not model.is_trainable_key(key)}
-    required = {key for key in backbone if not key.endswith("relative_position_index")}
-    missing = required - mapped.keys()
-    unexpected = mapped.keys() - backbone
-    mismatched = {key: (tuple(mapped[key].shape), tuple(own[key].shape))
-                  for key in mapped.keys() & backbone if mapped[key].shape != own[key].shape}
-    if missing or unexpected or mismatched:
-        problems = []
-        if missing:
-            problems.append(f"{len(missing)} backbone tensors missing: {_examples(missing)}")
-        if unexpected:
-            problems.append(f"{len(unexpected)} unexpected tensors: {_examples(unexpected)}")
-        if mismatched:
-            shown = [f"{key} {a} vs {b}" for key, (a, b) in sorted(mismatched.items())[:5]]
-            problems.append(f"{len(mismatched)} with another shape (checkpoint vs model): {', '.join(shown)}")
+    problems = _misfits(mapped, own, {key for key in own if not model.is_trainable_key(key)})
+    if problems:
         raise PretrainedError(f"{path} ({layout} layout, prefix {prefix!r}) does not fit this {family} backbone; "
                               f"nothing was loaded: {'; '.join(problems)}")
 
@@ -393,6 +361,54 @@ def load_pretrained(model: AdaptedTransformer, path: str | Path) -> LoadReport:
     _log.info("loaded %d backbone tensors from %s (%s layout); kept %d adapter/head tensors; ignored %s",
               len(report.loaded), path, layout, len(report.kept), _examples(report.ignored) or "nothing")
     return report
+
+
+def _find_backbone(raw: dict[str, torch.Tensor], family: str, path: Path) -> tuple[str, str]:
+    """The prefix under which a checkpoint holds a ``family`` backbone, and its layout: the first of the family's
+    anchors that ends a key (the whole key, or after a dot) decides the layout; the shortest such prefix wins."""
+    for anchor, layout in _ANCHORS[family]:
+        prefixes = sorted((key[: -len(anchor)] for key in raw if key.endswith(anchor)
+                           and (key == anchor or key[: -len(anchor)].endswith("."))), key=len)
+        if prefixes:
+            return prefixes[0], layout
+    raise PretrainedError(f"{path}: no {family} backbone found (none of the keys ends in "
+                          f"{' or '.join(a for a, _ in _ANCHORS[family])}); first keys: {_examples(raw)}")
+
+
+def _renamer(model: AdaptedTransformer, layout: str, keys: dict[str, torch.Tensor]) -> Callable[[str], object]:
+    """How a checkpoint key (its prefix removed) becomes the model's: timm's names translated (Swin's by the
+    downsampling's place in ``keys``: an older timm's), torchvision's kept; _IGNORED for what is not the backbone's
+    (the adapters, the head, Swin's attention masks)."""
+    if layout == "timm":
+        if model.family == "swin":
+            old = any(re.match(r"layers\.0\.downsample\.", key) for key in keys)
+            return partial(_swin_from_timm, old_downsample=old)
+        return _vit_from_timm
+
+    def rename(key: str) -> object:
+        return _IGNORED if model.is_trainable_key(key) or key.endswith(".attn_mask") else key
+
+    return rename
+
+
+def _misfits(mapped: dict[str, torch.Tensor], own: dict[str, torch.Tensor], backbone: set[str]) -> list[str]:
+    """Why the mapped checkpoint does not fit the model's ``backbone`` keys (``own``: the model's state): backbone
+    tensors missing (the relative position index aside, which the model rebuilds), unexpected tensors, tensors of
+    another shape; empty when it fits."""
+    required = {key for key in backbone if not key.endswith("relative_position_index")}
+    missing = required - mapped.keys()
+    unexpected = mapped.keys() - backbone
+    mismatched = {key: (tuple(mapped[key].shape), tuple(own[key].shape))
+                  for key in mapped.keys() & backbone if mapped[key].shape != own[key].shape}
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} backbone tensors missing: {_examples(missing)}")
+    if unexpected:
+        problems.append(f"{len(unexpected)} unexpected tensors: {_examples(unexpected)}")
+    if mismatched:
+        shown = [f"{key} {a} vs {b}" for key, (a, b) in sorted(mismatched.items())[:5]]
+        problems.append(f"{len(mismatched)} with another shape (checkpoint vs model): {', '.join(shown)}")
+    return problems
 
 
 # Registry builders ----------------------------------------------------------------------------------------------

@@ -10,8 +10,8 @@ A job's FLOPs are pass counts times pass costs:
   knows a method or an attack by name. tests/test_costs.py counts a real step of every method and attack of the
   shipped catalogs with PyTorch's FLOP counter and checks the declared counts against it;
 - pass costs per example of each architecture and dataset, counted once with PyTorch's FLOP counter by
-  `tradeoff bench-flops` (tradeoff.pipeline.bench.pass_flops) into ``flops.json`` beside this module, with each dataset's
-  sizes and classes and each corruption dataset's images per test image. A test keeps the file current.
+  `tradeoff bench-flops` (tradeoff.pipeline.bench.flops.pass_flops) into ``flops.json`` beside this module, with each
+  dataset's sizes and classes and each corruption dataset's images per test image. A test keeps the file current.
 
 Attacks are priced as upper bounds: every example is attacked by every component (AutoAttack's later components only
 see the examples still robust; FAT's early stop only shortens its attack). Time = FLOPs / (bf16 peak x achieved

@@ -517,13 +517,7 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
     first = Path(files[0])
     reference = [str(first.parent / "reference") if not first.is_absolute()
                  else os.path.relpath(catalog.reference_dir)]
-    config_deps = sorted({"config", "workflow/schemas/config.schema.yaml",
-                          *(f for f in files if f != PARAMS and not f.startswith("config/"))})
-    stages: dict = {"resolve": {
-        "cmd": cmd + "export-dvc --jobs" + (" --targets " + " ".join(targets) if targets else ""),
-        "deps": code_deps(COMMAND["resolve"], _every("method")) + config_deps,  # it reads every method
-        "params": [{PARAMS: None}],
-        "outs": [{JOBS: {"cache": False, "persist": True}}]}}
+    stages: dict = {"resolve": _resolve_stage(cmd, files, targets)}
 
     def each(kind: str, stage: dict) -> None:
         """A template per group of ``kind``'s jobs: ``stage`` with the code its jobs run first among its deps, and
@@ -572,18 +566,36 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
     if not targets:
         built = reads + (["analysis"] if has["analyze"] else []) + audits + ["tables"] + (
             ["figures"] if has["figure"] else [])
-        # the papers' claims beside reference/ (tradeoff.report.claims), as the stages see the path
-        claims = [str(Path(reference[0]).parent / "claims.yaml")] if (
-            Path(catalog.reference_dir).parent / "claims.yaml").exists() else []
-        # the claims' forest plot, in figures/ (a folder the summary depends on: so it runs first)
-        stages["claims"] = {"cmd": cmd + "report --claims",
-                            "deps": code_deps(COMMAND["claims"], frozenset()) + folders(*reads) + reference + claims,
-                            "outs": list(map(str, layout.claims_figure().values()))}
-        stages["summary"] = {"cmd": cmd + "summary",  # it draws no figure: no plug-in
-                             "deps": code_deps(COMMAND["summary"], frozenset()) + folders(*built) + reference + claims,
-                             "outs": list(map(str, layout.summary().values()))}
+        stages.update(_closing_stages(catalog, cmd, folders(*reads), folders(*built), reference))
     return {"vars": [JOBS, {"tradeoff": TRADEOFF, "config": " ".join(f"--config {f}" for f in config_files(files))}],
             "stages": stages}
+
+
+def _resolve_stage(cmd: str, files: list[str], targets: list[str] | None) -> dict:
+    """The stage that resolves the catalog into jobs.json (`export-dvc --jobs`): on the configuration and every
+    method's code."""
+    config_deps = sorted({"config", "workflow/schemas/config.schema.yaml",
+                          *(f for f in files if f != PARAMS and not f.startswith("config/"))})
+    return {"cmd": cmd + "export-dvc --jobs" + (" --targets " + " ".join(targets) if targets else ""),
+            "deps": code_deps(COMMAND["resolve"], _every("method")) + config_deps,  # it reads every method
+            "params": [{PARAMS: None}],
+            "outs": [{JOBS: {"cache": False, "persist": True}}]}
+
+
+def _closing_stages(catalog: Catalog, cmd: str, reads: list[str], built: list[str], reference: list[str]) -> dict:
+    """The whole build's last stages (no --targets): the papers' claims on the result folders ``reads``, then the
+    summary on every folder ``built``."""
+    layout = catalog.layout
+    # the papers' claims beside reference/ (tradeoff.report.claims), as the stages see the path
+    claims = [str(Path(reference[0]).parent / "claims.yaml")] if (
+        Path(catalog.reference_dir).parent / "claims.yaml").exists() else []
+    # the claims' forest plot, in figures/ (a folder the summary depends on: so it runs first)
+    return {"claims": {"cmd": cmd + "report --claims",
+                       "deps": code_deps(COMMAND["claims"], frozenset()) + reads + reference + claims,
+                       "outs": list(map(str, layout.claims_figure().values()))},
+            "summary": {"cmd": cmd + "summary",  # it draws no figure: no plug-in
+                        "deps": code_deps(COMMAND["summary"], frozenset()) + built + reference + claims,
+                        "outs": list(map(str, layout.summary().values()))}}
 
 
 # ---------------------------------------------------------------------------------------------- YAML output

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tradeoff import config as cfg
 from tradeoff.cli.common import known_run
-from tradeoff.pipeline.bench_eval import bench_eval, format_bench_eval
+from tradeoff.pipeline.bench.evaluate import bench_eval, format_bench_eval
 
 GPU = True  # computes on a GPU: on a machine with several, takes one of its own (tradeoff.core.gpus)
 

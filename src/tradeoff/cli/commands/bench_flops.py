@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from tradeoff import config as cfg
-from tradeoff.pipeline.bench import SHIPPED_SCALES, flops_table, format_flops_table
+from tradeoff.pipeline.bench.flops import SHIPPED_SCALES, flops_table, format_flops_table
 from tradeoff.pipeline.costs import FLOPS_FILE, load_table
 from tradeoff.storage.atomic import atomic_write_text
 

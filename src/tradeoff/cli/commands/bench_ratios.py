@@ -7,7 +7,7 @@ import json
 
 from tradeoff import config as cfg
 from tradeoff.cli.common import known_run
-from tradeoff.pipeline.bench import epoch_time_ratio, pgd_step_ratio
+from tradeoff.pipeline.bench.ratios import epoch_time_ratio, pgd_step_ratio
 from tradeoff.storage.atomic import atomic_write_text
 
 

@@ -7,7 +7,7 @@ import argparse
 from tradeoff import config as cfg
 from tradeoff.cli.common import known_run
 from tradeoff.core.runtime import Runtime
-from tradeoff.pipeline.bench import bench_train, write_bench
+from tradeoff.pipeline.bench.train import bench_train, write_bench
 
 GPU = True  # computes on a GPU: on a machine with several, takes one of its own (tradeoff.core.gpus)
 

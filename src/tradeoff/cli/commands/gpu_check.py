@@ -1,6 +1,6 @@
 """``tradeoff gpu-check``: on a GPU, every method's step against the CPU's, bf16 against fp32, bench-train and
 bench-eval, the rehearsal at paper shape, a demo run in fp32 and bf16; one report in the bench folder
-(tradeoff.pipeline.gpucheck)."""
+(tradeoff.pipeline.bench.gpucheck; its report: tradeoff.pipeline.bench.check_report)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from tradeoff import config as cfg
-from tradeoff.pipeline import gpucheck
+from tradeoff.pipeline.bench import check_report, gpucheck
 
 GPU = True  # computes on a GPU: on a machine with several, takes one of its own (tradeoff.core.gpus)
 
@@ -41,7 +41,7 @@ def run(args, catalog: cfg.Catalog) -> int:
     demo = root / "config" / "demo.yaml" if root else None
 
     def where(report: dict) -> tuple[Path, Path]:
-        slug = gpucheck.device_slug(report["device"])
+        slug = check_report.device_slug(report["device"])
         if args.out is None:
             return catalog.layout.gpu_check(slug)
         return Path(args.out) / f"gpu-check-{slug}.json", Path(args.out) / f"gpu-check-{slug}.md"
@@ -52,11 +52,11 @@ def run(args, catalog: cfg.Catalog) -> int:
                            demo=cfg.load_catalog([root / "config" / "config.yaml", demo])
                            if args.precision_check and demo and demo.is_file() and not args.cpu_only else None,
                            budget=None if args.budget is None else args.budget - gpucheck.process_seconds(),
-                           on_progress=lambda r: gpucheck.write_report(r, where(r)))
+                           on_progress=lambda r: check_report.write_report(r, where(r)))
     except gpucheck.NoCuda as exc:
         print(f"tradeoff: gpu-check: {exc}", file=sys.stderr)
         return 1
-    paths = gpucheck.write_report(report, where(report))
+    paths = check_report.write_report(report, where(report))
     # the report's own verdict (its first line says the same); nothing measured is no pass
-    print(f"gpu-check on {report['device']}: {gpucheck.verdict(report)}; report: {paths[1]} (and {paths[0].name})")
+    print(f"gpu-check on {report['device']}: {check_report.verdict(report)}; report: {paths[1]} (and {paths[0].name})")
     return 0 if report["ok"] else 1
