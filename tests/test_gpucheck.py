@@ -221,6 +221,8 @@ def test_a_section_out_of_its_share_stops_says_so_and_the_next_runs(tmp_path, mo
                      "measured_over_planned": None, "achieved_tflops": 0.0, "fraction_of_peak": None})
         never.wait()
 
+    probed = check_imports.imports()  # before the budget starts: cold imports take seconds on a loaded machine
+    monkeypatch.setattr(gpucheck, "imports", lambda: probed)
     monkeypatch.setattr(gpucheck, "check_methods", lambda *a, out, **k: out.update())
     monkeypatch.setattr(gpucheck, "run_bench_train", endless)
     monkeypatch.setattr(gpucheck, "run_bench_eval", lambda *a, out, **k: out.update(run="r", attacks={}))
