@@ -30,11 +30,19 @@ ALPHA = 0.05   # significance level of every test
 
 def wilson(correct: int, examples: int, level: float = LEVEL) -> tuple[float, float]:
     """The Wilson score interval of ``correct`` successes in ``examples`` trials, as fractions."""
-    from scipy.stats import binomtest
-
     if examples <= 0:
         raise ValueError("an interval needs at least one example")
-    ci = binomtest(int(correct), int(examples)).proportion_ci(confidence_level=level, method="wilson")
+    return _wilson_ci(int(correct), int(examples), float(level))
+
+
+@functools.lru_cache(maxsize=None)
+def _wilson_ci(correct: int, examples: int, level: float) -> tuple[float, float]:
+    """:func:`wilson`, once per (correct, examples, level): a build asks for the same few thousand intervals again
+    and again (every cell of every table, the tidy file, the figures), and SciPy's ``binomtest`` also computes a
+    p-value it does not need each time."""
+    from scipy.stats import binomtest
+
+    ci = binomtest(correct, examples).proportion_ci(confidence_level=level, method="wilson")
     return float(ci.low), float(ci.high)
 
 
