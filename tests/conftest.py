@@ -105,18 +105,22 @@ def pytest_sessionfinish(session, exitstatus):
 FIRST = ("smoke", "tests/test_slurm.py")
 
 
+def _unit(item) -> str:
+    """A test's unit of work: "smoke" for every test that uses the smoke build, else its module."""
+    return "smoke" if "smoke_clone" in item.fixturenames else item.nodeid.split("::")[0].split("@")[0]
+
+
+def pytest_itemcollected(item):
+    """Its unit as an ``xdist_group`` mark, as each test is collected (before pytest-xdist's own
+    ``pytest_collection_modifyitems`` reads the marks); without xdist the mark is inert."""
+    item.add_marker(pytest.mark.xdist_group(_unit(item)))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Every test's unit of work under pytest-xdist's ``--dist loadgroup`` (an ``xdist_group`` mark): its module, or
-    "smoke" for every test that uses the smoke build; the units of FIRST first, the rest in collection order. Without
-    xdist the marks are inert and the order is the same."""
-    def unit(item) -> str:
-        return "smoke" if "smoke_clone" in item.fixturenames else item.nodeid.split("::")[0]
-
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(unit(item)))
+    """The units of FIRST first, the rest in collection order (the order xdist hands the units out in)."""
     rank = {name: i for i, name in enumerate(FIRST)}
-    items.sort(key=lambda item: rank.get(unit(item), len(FIRST)))  # stable: collection order within a rank
+    items.sort(key=lambda item: rank.get(_unit(item), len(FIRST)))  # stable: collection order within a rank
 
 
 @pytest.fixture(scope="session")
