@@ -13,7 +13,7 @@ from helpers import ROOT
 from report_fixtures import outcomes, write_measurement
 from tradeoff import config as cfg
 from tradeoff.core.targets import TargetSpec
-from tradeoff.report import what_ran as ran, tables
+from tradeoff.report import what_ran as ran, tables, table_model, table_render
 
 PAPER = [ROOT / "config" / "config.yaml"]
 DEMO = PAPER + [ROOT / "config" / "demo.yaml"]
@@ -157,12 +157,12 @@ def test_every_row_gives_its_selected_epoch_and_one_selected_before_its_mechanis
                                                                     "epoch 7"}}
     _fill(catalog, {AT: (50, 30), GEN: (55, 25)}, **{AT: {"selected_epoch": 2}, GEN: early})
     table = tables.build(catalog, "t")
-    md = tables.render_markdown(table)
+    md = table_render.render_markdown(table)
     assert "| Generalist ‡ | ours |" in md
     assert "Selected epoch (of 2; per seed): AT (β=1) 2; Generalist 6." in md
     assert any(n.startswith("‡ Generalist: its model is the one of epoch 6, selected before its method's mechanism "
                             "acts (from epoch 7: γ < 1") for n in table.notes)
-    rows = list(csv.DictReader(tables.render_csv(table, catalog).splitlines()))
+    rows = list(csv.DictReader(table_render.render_csv(table, catalog).splitlines()))
     gen = next(r for r in rows if r["row"] == "generalist")
     assert (gen["selected_epoch"], gen["mechanism_epoch"], gen["before_mechanism"]) == ("6", "7", "1")
     assert next(r for r in rows if r["row"] == "at_beta1")["before_mechanism"] == ""
@@ -170,7 +170,7 @@ def test_every_row_gives_its_selected_epoch_and_one_selected_before_its_mechanis
     write_measurement(catalog, GEN, "clean", outcomes(55, N, offset=1), selected_epoch=7, mechanism=early["mechanism"])
     write_measurement(catalog, GEN, "pgd20", outcomes(25, N, offset=1), clean=outcomes(55, N, offset=1),
                       selected_epoch=7, mechanism=early["mechanism"])
-    assert "‡" not in tables.render_markdown(tables.build(catalog, "t"))
+    assert "‡" not in table_render.render_markdown(tables.build(catalog, "t"))
 
 
 def test_distinct_jobs_with_identical_predictions_are_said_to_be_indistinguishable(tmp_path):
@@ -197,12 +197,12 @@ def test_daggers_are_holm_corrected_and_the_csv_keeps_both_p_values(tmp_path):
         write_measurement(catalog, run, "pgd20", outcomes(robust, N), clean=outcomes(50, N))
     table = tables.build(catalog, "t")
     for row in ("nt", "at_beta0.5"):
-        cell = (tables.STRONG, row, "pgd20")
+        cell = (table_model.STRONG, row, "pgd20")
         assert table.pvalues[cell] == pytest.approx(2 / 64) and table.adjusted[cell] == pytest.approx(4 / 64)
-    md = tables.render_markdown(table)
+    md = table_render.render_markdown(table)
     assert "| **56.2** [44.1, 67.7] |" in md and "56.2**†" not in md
     assert "after Holm's correction over the column's comparisons" in md
-    rows = list(csv.DictReader(tables.render_csv(table, catalog).splitlines()))
+    rows = list(csv.DictReader(table_render.render_csv(table, catalog).splitlines()))
     nt = next(r for r in rows if r["row"] == "nt" and r["column"] == "pgd20")
     assert (float(nt["p_vs_compare"]), float(nt["p_holm"]), nt["significant"]) == \
         (pytest.approx(0.03125), pytest.approx(0.0625), "0")
@@ -218,14 +218,14 @@ def test_no_bold_without_a_test_behind_it(tmp_path):
 
 
 def test_small_times_keep_their_digits_and_a_protocol_line_shows_no_time():
-    row = tables.Row("r", "R", ["r"], [{"key": "r", "label": "R"}], "g")
-    column = tables.Column("train_minutes", "train:minutes", "Training time (min)")
-    table = tables.Table("t", "t", "demo", [row], [column], [(tables.STRONG, ""), ("code", "")],
-                         {(tables.STRONG, "r", "train_minutes"): tables.Ours(0.137, "minutes"),
-                          ("code", "r", "train_minutes"): tables.Ours(None, "minutes", same_as_strong=True)},
+    row = table_model.Row("r", "R", ["r"], [{"key": "r", "label": "R"}], "g")
+    column = table_model.Column("train_minutes", "train:minutes", "Training time (min)")
+    table = table_model.Table("t", "t", "demo", [row], [column], [(table_model.STRONG, ""), ("code", "")],
+                         {(table_model.STRONG, "r", "train_minutes"): table_model.Ours(0.137, "minutes"),
+                          ("code", "r", "train_minutes"): table_model.Ours(None, "minutes", same_as_strong=True)},
                          {}, {}, {}, set(), [])
-    assert tables.ours_text(table, tables.STRONG, row, column) == "0.137"
-    assert tables.ours_text(table, "code", row, column) == ""
+    assert table_render.ours_text(table, table_model.STRONG, row, column) == "0.137"
+    assert table_render.ours_text(table, "code", row, column) == ""
 
 
 # ------------------------------------------------------------------------------------------ the claims

@@ -20,7 +20,7 @@ from tradeoff import data
 from tradeoff.data import digits_c
 from tradeoff.evaluation import evaluate
 from tradeoff.pipeline.dvc_export import stages, unit_key
-from tradeoff.report.tables import load_reference
+from tradeoff.report.table_model import load_reference
 from tradeoff.storage.layout import ready_marker
 from tradeoff.data import subset
 from tradeoff.evaluation.load import RunModel, load_model

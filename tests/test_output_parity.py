@@ -22,7 +22,7 @@ from report_fixtures import (caat_synthetic_analysis, fill_target, fraction, gri
                              tsne_analysis, write_analysis, write_metrics)
 from test_report_trust import compile_latex  # noqa: E402
 from tradeoff import config as cfg  # noqa: E402
-from tradeoff.report import figures, what_ran as ran, tables  # noqa: E402
+from tradeoff.report import figures, what_ran as ran, tables, table_model, table_notes, table_render  # noqa: E402
 from tradeoff.report.build import build_target  # noqa: E402
 
 ROOT = cfg.ROOT
@@ -84,7 +84,7 @@ def _caption(tex: str) -> str:
 
 
 def _html_note(note: str) -> str:
-    return tables.inline_html(note.strip().removeprefix("- "))
+    return table_render.inline_html(note.strip().removeprefix("- "))
 
 
 def test_every_table_of_the_demo_says_the_same_in_every_format(demo, tmp_path):
@@ -97,16 +97,17 @@ def test_every_table_of_the_demo_says_the_same_in_every_format(demo, tmp_path):
         rows = list(csv.DictReader(paths["csv"].read_text().splitlines()))
         tex_files.append(paths["tex"])
         caption = _caption(tex)
-        early = {row.key for row in table.rows if tables.before_mechanism(table, row)}
-        labels = [row.label + (f" {tables.EARLY}" if row.key in early else "") for row in table.rows]
+        early = {row.key for row in table.rows if table_model.before_mechanism(table, row)}
+        labels = [row.label + (f" {table_model.EARLY}" if row.key in early else "") for row in table.rows]
         # the title, with its scale clause
         assert " — demo scale ran: " in table.title, name
-        wanted = {"md": [f"# {table.title}"], "html": [html.escape(table.title)], "tex": [tables.tex(table.title)]}
+        wanted = {"md": [f"# {table.title}"], "html": [html.escape(table.title)],
+                  "tex": [table_render.tex(table.title)]}
         wanted["md"] += [c.label for c in table.columns] + labels + table.notes
         wanted["html"] += ([html.escape(c.label) for c in table.columns] + [html.escape(lab) for lab in labels]
                            + [_html_note(n) for n in table.notes])
-        wanted["tex"] += ([tables.tex(c.label) for c in table.columns] + [tables.tex(lab) for lab in labels]
-                          + [tables.tex_note(n) for n in table.notes])
+        wanted["tex"] += ([table_render.tex(c.label) for c in table.columns] + [table_render.tex(lab) for lab in labels]
+                          + [table_render.tex_note(n) for n in table.notes])
         for fmt, text in (("md", md), ("html", page), ("tex", tex)):
             problems += [f"{name}.{fmt}: missing {w!r}" for w in wanted[fmt] if w not in text]
             WALKED.setdefault(name, set()).add(fmt)
@@ -118,10 +119,10 @@ def test_every_table_of_the_demo_says_the_same_in_every_format(demo, tmp_path):
                    "& = ": "= : that protocol runs", r"\ddag{}": r"\ddag{} "}
         problems += [f"{name}.tex: no note defines {symbol!r}" for symbol, definition in defined.items()
                      if symbol in body and definition not in under]
-        problems += [f"{name}.tex: legend misses {n!r}" for n in table.legend if tables.tex_note(n) not in under]
-        if not caption.startswith(tables.tex(f"{table.title} (scale: demo).")):
+        problems += [f"{name}.tex: legend misses {n!r}" for n in table.legend if table_render.tex_note(n) not in under]
+        if not caption.startswith(table_render.tex(f"{table.title} (scale: demo).")):
             problems.append(f"{name}.tex: caption misses the title")
-        if len(re.findall(r"[.!?](?:\s|$)", caption[len(tables.tex(table.title)):])) > 2:
+        if len(re.findall(r"[.!?](?:\s|$)", caption[len(table_render.tex(table.title)):])) > 2:
             problems.append(f"{name}.tex: a caption of more than two sentences")
         if re.search(r"\\(resizebox|scalebox|tiny|scriptsize)\b", tex):
             problems.append(f"{name}.tex: shrinks its type")
@@ -140,7 +141,7 @@ def test_every_table_of_the_demo_says_the_same_in_every_format(demo, tmp_path):
     assert not problems, "\n".join(problems)
     # what this test walks must include each kind of flag and label it checks
     notes = "\n".join(notes)
-    assert tables.EARLY in notes and " — here NT 0.1, AT 0.1" in notes and "does not keep" in notes
+    assert table_model.EARLY in notes and " — here NT 0.1, AT 0.1" in notes and "does not keep" in notes
     # every table compiled, as printed: nothing below 7 pt, nothing wider than its page (compile_latex)
     doc = tmp_path / "all.tex"
     doc.write_text("".join(f"\\input{{{p}}}\n\\clearpage\n" for p in tex_files))
@@ -183,18 +184,19 @@ def test_every_figure_of_the_demo_says_what_its_table_would(demo):
             budgets.append(ran.budget_phrase(demo, ran.tracking_attack(demo, runs), runs))
         problems += [f"{name}: budget {b!r} not shown" for b in budgets if b and _flat(b) not in text]
         if target.analysis is None and target.rows:
-            labels = tables.figure_labels(demo, name)
-            for key in tables.early_rows(demo, name):
-                if _flat(tables.early_text(labels[key].removesuffix(f" {tables.EARLY}"), [6], EARLY["mechanism"]))\
-                        not in text:
+            labels = table_notes.figure_labels(demo, name)
+            for key in table_notes.early_rows(demo, name):
+                label = labels[key].removesuffix(f" {table_model.EARLY}")
+                if _flat(table_notes.early_text(label, [6], EARLY["mechanism"])) not in text:
                     problems.append(f"{name}: no ‡ note for {key}")
             if target.plot in ("bars", "scatter", "per_class", "curves"):
                 problems += [f"{name}: label {lab!r} not shown" for lab in labels.values() if _flat(lab) not in text]
-            if any(re.search(" — .*here ", lab) for lab in labels.values()) and _flat(tables.HERE_NOTE) not in text:
+            if any(re.search(" — .*here ", lab) for lab in labels.values()) \
+                    and _flat(table_notes.HERE_NOTE) not in text:
                 problems.append(f"{name}: '— here' not explained")
     assert not problems, "\n".join(problems)
     assert any("‡" in lab for name in _figures(demo) if demo.targets[name].analysis is None
-               for lab in tables.figure_labels(demo, name).values())
+               for lab in table_notes.figure_labels(demo, name).values())
 
 
 def test_every_accuracy_a_figure_draws_carries_its_interval_and_every_mark_its_tick(demo):
@@ -217,16 +219,16 @@ def test_every_accuracy_a_figure_draws_carries_its_interval_and_every_mark_its_t
             if not bars or not any(len(c.get_segments()) for c in bars):
                 problems.append(f"{name}: no error bars")
             drawn += 1
-            early = tables.early_rows(demo, name)
+            early = table_notes.early_rows(demo, name)
             if target.plot == "lines" and early:
                 ticks = [t.get_text() for ax in fig.axes for t in ax.get_xticklabels()]
                 for row in target.rows:
-                    if row.key in early and not any(t.startswith(f"{row.x:g} {tables.EARLY}") for t in ticks):
+                    if row.key in early and not any(t.startswith(f"{row.x:g} {table_model.EARLY}") for t in ticks):
                         problems.append(f"{name}: no ‡ on the tick of {row.key} ({ticks})")
         finally:
             plt.close(fig)
     assert not problems, "\n".join(problems)
-    assert drawn >= 20 and tables.early_rows(demo, "figure3b")
+    assert drawn >= 20 and table_notes.early_rows(demo, "figure3b")
 
 
 def test_the_walk_covers_every_target(demo):

@@ -17,7 +17,7 @@ import yaml  # noqa: E402
 from report_fixtures import (fill_target, grid_analysis, outcomes, tsne_analysis, write_analysis,  # noqa: E402
                              write_measurement)
 from tradeoff import config as cfg  # noqa: E402
-from tradeoff.report import figures, what_ran as ran, tables  # noqa: E402
+from tradeoff.report import figures, what_ran as ran, tables, table_model, table_notes, table_render  # noqa: E402
 from tradeoff.report.summary import overstated_findings, target_status  # noqa: E402
 
 ROOT = cfg.ROOT
@@ -43,29 +43,29 @@ def test_a_row_studying_a_setting_says_what_this_scale_ran(demo):
     """Table 5's rows are the paper's learning rates; at the demo the AT learner takes the scale's schedule (its
     ratio to the preset's kept), so "NT=0.1, AT=0.01" ran 0.1 and 0.1: every format's label says both, read from the
     resolved runs."""
-    labels = tables.row_labels(demo, "table5")
+    labels = table_model.row_labels(demo, "table5")
     assert labels["generalist_lr_nt0.1_at0.01"] == "NT=0.1, AT=0.01 — here NT 0.1, AT 0.1"
     assert labels["generalist_lr_nt0.1_at0.001"] == "NT=0.1, AT=0.001 — here NT 0.1, AT 0.01"
     assert labels["generalist_lr_nt0.01_at0.01"] == "NT=0.01, AT=0.01 — here NT 0.01, AT 0.1"
-    assert tables.row_labels(demo, "zipper_table7") == labels  # Zipper's Table 7: the same rows
+    assert table_model.row_labels(demo, "zipper_table7") == labels  # Zipper's Table 7: the same rows
     note = ran.ratio_note(demo, "table5", labels)
     assert note == ("the rows study the ratio of the NT to the AT learning rate, which the demo scale does not keep: "
                     "NT=0.1, AT=0.01: 10:1 → 1:1; NT=0.1, AT=0.001: 100:1 → 10:1; NT=0.01, AT=0.01: 1:1 → 1:10")
     # a training budget studied by a sweep (CA-AT Figure 8) and Generalist's c (Figure 3(b)), rescaled
     sweep = demo.targets["caat_figure8"].rows[1]
     assert ran.here_clause(demo, "caat_figure8", sweep, sweep.series) == " — here δ 0.45"
-    assert (tables.figure_labels(demo, "caat_figure8", early={})[sweep.key]
+    assert (table_notes.figure_labels(demo, "caat_figure8", early={})[sweep.key]
             == "vanilla λ=0.5, δ=12/255 — here δ 0.45")
-    assert tables.figure_labels(demo, "figure3b", early={})["c5"] == "c = 5 — here c 0.417"
+    assert table_notes.figure_labels(demo, "figure3b", early={})["c5"] == "c = 5 — here c 0.417"
     # a label that does not give the paper's value (Figure 4(b)'s optimizers) gets both
-    assert tables.row_labels(demo, "figure4b")["baseline_sgd"] == "Baseline (SGD) — lr 0.01; here lr 0.1"
+    assert table_model.row_labels(demo, "figure4b")["baseline_sgd"] == "Baseline (SGD) — lr 0.01; here lr 0.1"
     # rows whose settings are the same at every scale, or a table that studies none: nothing added
-    assert tables.row_labels(demo, "table1a")["generalist"] == "Generalist"
+    assert table_model.row_labels(demo, "table1a")["generalist"] == "Generalist"
 
 
 def test_at_the_paper_scale_a_label_is_what_ran(tmp_path):
     paper = _catalog(tmp_path, PAPER)
-    assert tables.row_labels(paper, "table5")["generalist_lr_nt0.1_at0.01"] == "NT=0.1, AT=0.01"
+    assert table_model.row_labels(paper, "table5")["generalist_lr_nt0.1_at0.01"] == "NT=0.1, AT=0.01"
     assert ran.ratio_note(paper, "table5") is None
     assert not any(ran.here_clause(paper, n, row) for n, t in paper.targets.items() for row in t.rows)
 
@@ -78,7 +78,7 @@ def test_the_rehearsal_scale_says_its_data_are_generated_and_shows_no_bold_or_da
     fill_target(rehearsal, "table1a")
     table = tables.build(rehearsal, "table1a")
     assert table.generated and not table.bold and not table.adjusted
-    md = tables.render_markdown(table)
+    md = table_render.render_markdown(table)
     assert "**" not in md.split("\n\n")[1] and "†" not in md
     assert any("its numbers test the pipeline, not the methods (no bold, no dagger, no verdict)" in n
                for n in table.notes)
@@ -237,11 +237,11 @@ def test_a_note_that_leaves_rows_out_names_them_as_the_paper_does_and_none_is_sh
     for name, target in demo.targets.items():
         if target.kind != "table" or not target.reference or "left out" not in (target.note or ""):
             continue
-        reference = tables.load_reference(demo, target.reference)
+        reference = table_model.load_reference(demo, target.reference)
         shown = {row.key for row in target.rows}
         left = {label for (row, _), (_, _, label) in reference.items() if row not in shown}
         assert left and all(label in target.note for label in left), (name, left, target.note)
-        labels = tables.row_labels(demo, name, reference)
+        labels = table_model.row_labels(demo, name, reference)
         assert not [lab for lab in labels.values() if lab.split(" — ")[0] in left], name
         checked.append(name)
     assert {"table5", "zipper_table7", "zipper_table5"} <= set(checked)

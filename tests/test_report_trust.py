@@ -17,7 +17,7 @@ from helpers import ROOT, workflow_copy
 from report_fixtures import outcomes, write_measurement
 from tradeoff import cli
 from tradeoff import config as cfg
-from tradeoff.report import records, stats, tables
+from tradeoff.report import records, stats, tables, table_model, table_notes, table_render
 from tradeoff.report.build import build_target
 from tradeoff.report.summary import build_summary
 from tradeoff.storage.layout import METRICS_FORMAT
@@ -79,15 +79,15 @@ def test_every_cell_has_its_interval_and_the_paper_its_own_line(tmp_path):
     catalog = _catalog(tmp_path)
     _fill(catalog)
     table = tables.build(catalog, "trust")
-    at = table.ours[(tables.STRONG, "at_beta1", "pgd20")]
+    at = table.ours[(table_model.STRONG, "at_beta1", "pgd20")]
     lo, hi = stats.wilson(30, N)
     assert (at.value, at.lo, at.hi, at.examples) == (pytest.approx(100 * 30 / N), pytest.approx(100 * lo),
                                                      pytest.approx(100 * hi), N)
-    md = tables.render_markdown(table)
+    md = table_render.render_markdown(table)
     assert f"| AT (β=1) | ours | 78.1 [{100 * stats.wilson(50, N)[0]:.1f}, {100 * stats.wilson(50, N)[1]:.1f}] |" in md
     assert "|  | paper | 84.32 | 48.29 |" in md
     assert "95% Wilson interval" in md and "exact McNemar" in md and f"on {N} test examples" in md
-    rows = list(__import__("csv").DictReader(tables.render_csv(table, catalog).splitlines()))
+    rows = list(__import__("csv").DictReader(table_render.render_csv(table, catalog).splitlines()))
     cell = next(r for r in rows if r["row"] == "at_beta1" and r["column"] == "pgd20")
     assert cell["metrics"].endswith(f"smoke/metrics/{AT}/pgd20.json") and cell["jobs"] == AT
     assert cell["examples"] == str(N) and float(cell["ci_low"]) == pytest.approx(100 * lo, abs=1e-3)
@@ -100,7 +100,8 @@ def test_bold_is_the_best_and_every_row_not_significantly_worse_never_a_zero(tmp
     _fill(catalog, {NT: (60, 0), AT: (50, 0), HALF: (55, 0)})
     table = tables.build(catalog, "trust")
     assert {(r, c) for p, r, c in table.bold} == {("nt", "nat"), ("at_beta0.5", "nat")}
-    assert "| NT | ours | **93.8**" in tables.render_markdown(table) and "**0.0**" not in tables.render_markdown(table)
+    md = table_render.render_markdown(table)
+    assert "| NT | ours | **93.8**" in md and "**0.0**" not in md
     assert any("PGD-20, ε = 8/255 (here 0.3): every row at 0%" in note for note in table.notes)
 
 
@@ -116,9 +117,9 @@ def test_a_dagger_marks_a_significant_difference_from_the_papers_method(tmp_path
     catalog = _catalog(tmp_path)
     _fill(catalog, {NT: (60, 0), AT: (50, 30), HALF: (49, 29)})
     table = tables.build(catalog, "trust")
-    assert table.pvalues[(tables.STRONG, "nt", "pgd20")] < 0.05           # 0 vs 30: significant
-    assert table.pvalues[(tables.STRONG, "at_beta0.5", "pgd20")] >= 0.05  # 29 vs 30: not
-    md = tables.render_markdown(table)
+    assert table.pvalues[(table_model.STRONG, "nt", "pgd20")] < 0.05           # 0 vs 30: significant
+    assert table.pvalues[(table_model.STRONG, "at_beta0.5", "pgd20")] >= 0.05  # 29 vs 30: not
+    md = table_render.render_markdown(table)
     assert "| NT | ours | **93.8**† [" in md and "0.0† [0.0, 5.7]" in md
     assert "**45.3** [" in md and "45.3**†" not in md  # not worse than the best either: bold
     assert "†: differs from AT (β=1) (the paper's method)" in md
@@ -131,7 +132,7 @@ def test_rows_of_one_training_job_are_one_row_and_said(tmp_path):
     _fill(catalog, {NT: (60, 0), AT: (50, 30)})
     table = tables.build(catalog, "trust")
     assert [r.label for r in table.rows] == ["AT (β=1) = RST (here AT)", "NT"]
-    md = tables.render_markdown(table)
+    md = table_render.render_markdown(table)
     assert "| AT (β=1) = RST (here AT) | ours |" in md
     assert "|  | paper (AT (β=1)) | 84.32 |" in md and "|  | paper (RST (here AT)) | 84.71 |" in md
     assert any("are one training job at this scale" in n and AT in n for n in table.notes)
@@ -143,7 +144,7 @@ def test_a_rows_label_wins_and_a_table_needs_no_reference(tmp_path):
            "columns": {"nat": "clean"}}
     catalog = _catalog(tmp_path, {"mine": own})
     _fill(catalog, {NT: (60, 0), AT: (50, 30)})
-    md = tables.render_markdown(tables.build(catalog, "mine"))
+    md = table_render.render_markdown(tables.build(catalog, "mine"))
     assert "| my AT | ours |" in md and "| b | ours |" in md and "paper" not in md.split("Scale:")[0]
 
 
@@ -254,10 +255,10 @@ def test_report_from_another_folder_reads_and_writes_the_workflows_results(tmp_p
 
 
 def test_tex_escapes_everything_or_says_what_it_cannot():
-    assert tables.tex("a_b & 50% #1 {x} β≥½ ~^\\ †‡") == \
+    assert table_render.tex("a_b & 50% #1 {x} β≥½ ~^\\ †‡") == \
         r"a\_b \& 50\% \#1 \{x\} $\beta$$\geq$1/2 \textasciitilde{}\textasciicircum{}\textbackslash{} \dag{}\ddag{}"
     with pytest.raises(ValueError, match="no LaTeX for '☃'"):
-        tables.tex("☃")
+        table_render.tex("☃")
 
 
 PRINTED = 7.0  # pt: the smallest type a printed table may be set in
@@ -311,7 +312,7 @@ def compile_latex(tex_files, folder, packages=None):
     for tex_file in tex_files:
         doc = folder / f"doc-{tex_file.stem}.tex"
         doc.write_text("\\pdfcompresslevel=0\\pdfobjcompresslevel=0\n\\documentclass{article}\n"
-                       f"\\usepackage{{{packages or tables.TEX_PACKAGES}}}\n"
+                       f"\\usepackage{{{packages or table_render.TEX_PACKAGES}}}\n"
                        f"\\begin{{document}}\n\\input{{{tex_file}}}\n\\end{{document}}\n")
         out = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name], cwd=folder,
                              capture_output=True, text=True, timeout=120)
@@ -375,11 +376,11 @@ def test_a_figure_says_what_its_points_cannot_show(tmp_path):
              "columns": {"SA": "clean", "AA": "pgd20"}}
     catalog = _catalog(tmp_path, {"front": front})
     _fill(catalog, {NT: (60, 29), AT: (50, 30)})  # 29 vs 30 robust of 64: not significantly apart
-    notes = tables.degenerate_notes(catalog, "front")
+    notes = table_notes.degenerate_notes(catalog, "front")
     assert "λ=1 = γ=1: one training job at this scale" in notes
     assert any(n.startswith("under AA no two points differ significantly") for n in notes)
     _fill(catalog, {NT: (60, 0), AT: (50, 30)})
-    assert not any("differ significantly" in n for n in tables.degenerate_notes(catalog, "front"))
+    assert not any("differ significantly" in n for n in table_notes.degenerate_notes(catalog, "front"))
     from tradeoff.report.figures import make_figure, plt
 
     fig = make_figure(catalog, "front")
@@ -398,7 +399,7 @@ def test_a_targets_note_is_said_under_its_table_and_its_figure(tmp_path):
              "columns": {"SA": "clean", "AA": "pgd20"}}
     catalog = _catalog(tmp_path, {"trust": {**TRUST, "note": note}, "front": front})
     _fill(catalog)
-    assert f"At this scale: {note}" in tables.render_markdown(tables.build(catalog, "trust"))
+    assert f"At this scale: {note}" in table_render.render_markdown(tables.build(catalog, "trust"))
     from tradeoff.report.figures import make_figure, plt
 
     fig = make_figure(catalog, "front")
@@ -423,7 +424,7 @@ def test_a_runs_suite_file_is_read_and_vouched_for_like_its_own_files(tmp_path, 
     suite = catalog.metrics_file(AT, "pgd20")
     assert suite == catalog.layout.metrics(AT, "all") and catalog.metrics_file(AT, "clean") == suite
     table = tables.build(catalog, "trust")
-    assert table.ours[(tables.STRONG, "at_beta1", "pgd20")].value == pytest.approx(100 * 30 / N)
+    assert table.ours[(table_model.STRONG, "at_beta1", "pgd20")].value == pytest.approx(100 * 30 / N)
     data = json.loads(suite.read_text())
     del data["evaluations"]["pgd20"]
     suite.write_text(json.dumps(data))

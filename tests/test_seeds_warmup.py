@@ -12,7 +12,9 @@ import torch
 from report_fixtures import outcomes, write_curves, write_measurement
 from tradeoff import config as cfg
 from tradeoff.methods import METHODS
-from tradeoff.report.tables import STRONG, build, render_markdown
+from tradeoff.report.table_model import STRONG
+from tradeoff.report.table_render import render_markdown
+from tradeoff.report.tables import build
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import MethodSpec
 

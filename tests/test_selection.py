@@ -19,7 +19,7 @@ from tradeoff.evaluation import evaluate
 from tradeoff.training import train as train_module
 from tradeoff.core.errors import ConfigError
 from tradeoff.storage.curves import read_curves
-from tradeoff.report import tables
+from tradeoff.report import table_notes
 from tradeoff.storage.layout import Layout
 from tradeoff.core.runtime import Runtime
 from tradeoff.evaluation.load import RunModel, load_model
@@ -198,11 +198,11 @@ def test_every_table_says_which_split_chose_the_epoch():
         return [SimpleNamespace(runs=[run], label=run.split("-")[-1]) for run in runs]
 
     smoke = _smoke()
-    note = tables._selection_split_note(smoke, rows(smoke, RUN, "cifar10-resnet18-generalist"))
+    note = table_notes._selection_split_note(smoke, rows(smoke, RUN, "cifar10-resnet18-generalist"))
     assert note.startswith("Split that chose the epoch: the validation split (64 images held out of the training "
                            "split, never trained on") and " for " not in note
-    mixed = tables._selection_split_note(smoke, rows(smoke, RUN, "digits-vit_tiny-pgd_at"))
+    mixed = table_notes._selection_split_note(smoke, rows(smoke, RUN, "digits-vit_tiny-pgd_at"))
     assert "the validation split (64 images" in mixed and mixed.endswith("none (the last epoch is the model) for "
                                                                          "pgd_at.")
     on_test = _smoke(**{"train_presets.generalist-resnet18.selection.split": "test"})
-    assert "the test split (`selection.split: test`" in tables._selection_split_note(on_test, rows(on_test, RUN))
+    assert "the test split (`selection.split: test`" in table_notes._selection_split_note(on_test, rows(on_test, RUN))

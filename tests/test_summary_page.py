@@ -18,7 +18,7 @@ from tradeoff import cli
 from tradeoff import config as cfg
 from tradeoff.core.errors import UserError
 import tradeoff.results
-from tradeoff.report import build, cells, claims, forest, stats, summary, tables
+from tradeoff.report import build, cells, claims, forest, stats, summary, tables, table_model
 from tradeoff.report.regenerate import regenerate
 from tradeoff.report.style import plt
 
@@ -144,10 +144,10 @@ def test_every_cell_is_a_line_of_the_tidy_file_and_results_load_reads_it(tmp_pat
     assert at.eps == pytest.approx(0.3) and at.eps_paper == pytest.approx(8 / 255) and at.eps_paper_text == "8/255"
     assert at.seed == 0 and at.scale == "smoke" and at.dataset == "digits" and at.paper_dataset == "cifar10"
     assert frame.bold.dtype == bool and frame.dagger.dtype == bool and frame.early.dtype == bool
-    for (row, column), ours in ((("nt", "nat"), table.ours[(tables.STRONG, "nt", "nat")]),):
+    for (row, column), ours in ((("nt", "nat"), table.ours[(table_model.STRONG, "nt", "nat")]),):
         cell = frame[(frame.row == row) & (frame.column == column)].iloc[0]
         assert cell["mean"] == pytest.approx(ours.value) and bool(cell.bold) == (
-            (tables.STRONG, "nt", "nat") in table.bold)
+            (table_model.STRONG, "nt", "nat") in table.bold)
     with pytest.raises(UserError, match="does not exist"):
         tradeoff.results.load("paper", tmp_path / "results")
 

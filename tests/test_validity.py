@@ -23,7 +23,7 @@ from tradeoff import config as cfg
 from tradeoff.core.spec import AttackSpec
 from tradeoff.evaluation.evaluate import (COUNTS, EvalState, bound_record, constant_probes, merge_shards, run_attack,
                                           shard_range, whole_range)
-from tradeoff.report import claims, records, tables
+from tradeoff.report import claims, records, tables, table_model, table_render
 
 FILES = [ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"]
 DEMO = [ROOT / "config" / "config.yaml", ROOT / "config" / "demo.yaml"]
@@ -325,23 +325,23 @@ def test_a_cell_the_bound_rules_out_is_marked_in_every_format_never_bold_and_its
     robust_at = [i for i, b in enumerate(outcomes(30, N, offset=1)) if b == "1"]
     _fill(catalog, {(AT, "pgd20"): _despite(robust_at[:5])})
     table = tables.build(catalog, "validity")
-    cell = table.ours[(tables.STRONG, "at_beta1", "pgd20")]
+    cell = table.ours[(table_model.STRONG, "at_beta1", "pgd20")]
     assert cell.failed.startswith(f"5 of {N} test images left robust although a constant image of another class "
                                   "(grey level 0.5: class 3) lies within their budget: at most 10.0% can be robust")
-    assert (tables.STRONG, "at_beta1", "pgd20") not in table.bold and (tables.STRONG, "at_beta1", "pgd20") not in \
-        table.pvalues
-    assert (tables.STRONG, "at_beta0.5", "pgd20") in table.bold  # the best of the cells that stand
-    md = tables.render_markdown(table)
-    assert f"46.9{tables.FAILED} [" in md and f"**46.9" not in md
-    assert any(line.startswith(f"{tables.FAILED}: the attack failed at this cell") for line in table.legend)
-    assert any(n.startswith(f"{tables.FAILED} AT (β=1) under PGD-20") and "at most 10.0% can be robust" in n
+    assert (table_model.STRONG, "at_beta1", "pgd20") not in table.bold
+    assert (table_model.STRONG, "at_beta1", "pgd20") not in table.pvalues
+    assert (table_model.STRONG, "at_beta0.5", "pgd20") in table.bold  # the best of the cells that stand
+    md = table_render.render_markdown(table)
+    assert f"46.9{table_model.FAILED} [" in md and f"**46.9" not in md
+    assert any(line.startswith(f"{table_model.FAILED}: the attack failed at this cell") for line in table.legend)
+    assert any(n.startswith(f"{table_model.FAILED} AT (β=1) under PGD-20") and "at most 10.0% can be robust" in n
                for n in table.notes)
-    rows = list(csv.DictReader(tables.render_csv(table, catalog).splitlines()))
+    rows = list(csv.DictReader(table_render.render_csv(table, catalog).splitlines()))
     assert next(r for r in rows if r["row"] == "at_beta1" and r["column"] == "pgd20")["attack_failed"] == cell.failed
     assert next(r for r in rows if r["row"] == "nt" and r["column"] == "pgd20")["attack_failed"] == ""
-    assert r"46.9$\oslash$" in tables.render_latex(table)
-    assert f"46.9{tables.FAILED}" in tables.render_html(table) and "the attack failed at this cell" in \
-        tables.render_latex(table)
+    assert r"46.9$\oslash$" in table_render.render_latex(table)
+    assert f"46.9{table_model.FAILED}" in table_render.render_html(table) and "the attack failed at this cell" in \
+        table_render.render_latex(table)
     path = tmp_path / "claims.yaml"
     path.write_text(yaml.safe_dump({"claims": [
         {"id": "c", "paper": "P", "where": "T", "says": "AT is more robust",
@@ -363,10 +363,10 @@ def test_survivors_crowded_into_one_class_are_an_attack_failure(tmp_path):
     _fill(catalog)
     write_measurement(catalog, NT, "pgd20", crowded, labels=labels)
     table = tables.build(catalog, "validity")
-    cell = table.ours[(tables.STRONG, "nt", "pgd20")]
+    cell = table.ours[(table_model.STRONG, "nt", "pgd20")]
     assert cell.failed.startswith("7 of the 7 images left robust are of class 3 (10.9% of the test images; exact "
                                   "binomial p = ")
-    assert f"10.9{tables.FAILED}" in tables.render_markdown(table)
+    assert f"10.9{table_model.FAILED}" in table_render.render_markdown(table)
 
 
 @pytest.mark.parametrize("survivors,expected", [
@@ -410,8 +410,8 @@ def test_a_failed_point_of_a_budget_sweep_figure_is_crossed_out_and_said(tmp_pat
                    len(line.get_xdata())]
     finally:
         plt.close(fig)
-    assert f"{tables.FAILED} the attack failed: not robustness" in legend and len(crosses) == 1
-    assert f"{tables.FAILED}" in footer and "at most 0.0% can be robust" in footer
+    assert f"{table_model.FAILED} the attack failed: not robustness" in legend and len(crosses) == 1
+    assert f"{table_model.FAILED}" in footer and "at most 0.0% can be robust" in footer
 
 
 # ----------------------------------------------------------------------------------- 2. overstated columns
@@ -433,16 +433,16 @@ def test_a_column_a_built_audit_finds_overstated_is_marked_with_what_it_overstat
     _fill(catalog)
     _audit(catalog, AT, [_column("pgd20", 0.161), _column("aa", 0.011, verdict="pass")])
     table = tables.build(catalog, "validity")
-    cell = table.ours[(tables.STRONG, "at_beta1", "pgd20")]
+    cell = table.ours[(table_model.STRONG, "at_beta1", "pgd20")]
     assert cell.overstates == pytest.approx(16.1) and cell.best_known == pytest.approx(15.6)
-    assert table.ours[(tables.STRONG, "at_beta1", "aa")].overstates is None
-    assert f"46.9**{tables.OVERSTATES} [" in tables.render_markdown(table)  # still the best under PGD-20
-    assert any(n.startswith(f"{tables.OVERSTATES} AT (β=1) under PGD-20") and
+    assert table.ours[(table_model.STRONG, "at_beta1", "aa")].overstates is None
+    assert f"46.9**{table_model.OVERSTATES} [" in table_render.render_markdown(table)  # still the best under PGD-20
+    assert any(n.startswith(f"{table_model.OVERSTATES} AT (β=1) under PGD-20") and
                "overstates by 16.1 points: PGD-20's number, not the model's robustness (best known 15.6%" in n
                for n in table.notes)
-    assert any(line.startswith(f"{tables.OVERSTATES}: a written audit") for line in table.legend)
-    assert r"$\uparrow$" in tables.render_latex(table)
-    row = next(r for r in csv.DictReader(tables.render_csv(table, catalog).splitlines())
+    assert any(line.startswith(f"{table_model.OVERSTATES}: a written audit") for line in table.legend)
+    assert r"$\uparrow$" in table_render.render_latex(table)
+    row = next(r for r in csv.DictReader(table_render.render_csv(table, catalog).splitlines())
                if r["row"] == "at_beta1" and r["column"] == "pgd20")
     assert float(row["overstates"]) == pytest.approx(16.1) and float(row["best_known"]) == pytest.approx(15.6)
     path = tmp_path / "claims.yaml"  # a claim tested on the marked column says so
@@ -450,7 +450,7 @@ def test_a_column_a_built_audit_finds_overstated_is_marked_with_what_it_overstat
         {"id": "c", "paper": "P", "where": "T", "says": "AT is more robust",
          "test": {"kind": "better", "target": "validity", "columns": ["pgd20"], "row": "at_beta1", "than": "nt"}}]}))
     [verdict] = claims.verdicts(catalog, path)
-    assert f"at_beta1 46.9 ({tables.OVERSTATES} overstates by 16.1: the attack's number, not the model's " \
+    assert f"at_beta1 46.9 ({table_model.OVERSTATES} overstates by 16.1: the attack's number, not the model's " \
            "robustness) vs nt 31.2 under pgd20" in verdict.numbers
 
 
@@ -459,12 +459,12 @@ def test_an_untrustworthy_audit_judges_no_column_and_an_unbuilt_one_is_not_read(
     _fill(catalog)
     _audit(catalog, AT, [_column("pgd20", 0.161)], trustworthy=False)
     table = tables.build(catalog, "validity")
-    assert table.ours[(tables.STRONG, "at_beta1", "pgd20")].overstates is None
+    assert table.ours[(table_model.STRONG, "at_beta1", "pgd20")].overstates is None
     assert any(n.startswith("The audit of AT (β=1)") and "no trustworthy figure" in n for n in table.notes)
     unbuilt = _catalog(tmp_path / "other", audit_build=[])
     _fill(unbuilt)
     _audit(unbuilt, AT, [_column("pgd20", 0.161)])  # written by hand (`snakemake audit_validity`), not by the build
-    assert tables.build(unbuilt, "validity").ours[(tables.STRONG, "at_beta1", "pgd20")].overstates is None
+    assert tables.build(unbuilt, "validity").ours[(table_model.STRONG, "at_beta1", "pgd20")].overstates is None
 
 
 def test_the_build_audits_the_rows_of_audit_build_before_the_tables_that_read_them():

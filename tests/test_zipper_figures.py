@@ -110,7 +110,7 @@ def test_the_learners_are_measured_on_the_validation_split_unless_the_run_says_t
     practice), the test split, and the figure and the tables' note on the split say so."""
     from types import SimpleNamespace
     from tradeoff.report import what_ran as ran
-    from tradeoff.report.tables import _selection_split_note
+    from tradeoff.report.table_notes import _selection_split_note
     from tradeoff.training.train import tracking_split
 
     def resolved(**change):

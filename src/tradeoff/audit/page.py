@@ -19,7 +19,7 @@ from tradeoff.storage.atomic import atomic_write_bytes, atomic_write_text
 from tradeoff.storage.provenance import write_sidecar
 from tradeoff.report.figures import panel_figure, save_figure
 from tradeoff.report.style import STYLE, axes_legend, palette, plt
-from tradeoff.report.tables import html_page
+from tradeoff.report.table_render import html_page
 
 MARK = {"pass": "pass", "warn": "WARN", "fail": "FAIL", "skip": "n/a"}
 WORD = {"pass": "pass", "warn": "warn", "fail": "fail", "skip": "n/a"}
@@ -156,6 +156,24 @@ def _why(check: dict) -> str:
     return "n/a"
 
 
+def _at_budget(record: dict, checks: dict[str, dict]) -> dict[str, float]:
+    """The accuracies (fractions) at the audit's budget that the bars panel shows, by name: clean, each loss,
+    AutoAttack, the other attacks that measured one, and the best known (an upper bound where masking fails)."""
+    shown = {"clean": record["clean_accuracy"]}
+    shown.update({k.upper(): v for k, v in checks["losses"]["numbers"].get("accuracies", {}).items()})
+    aa = (checks.get("autoattack") or {}).get("numbers", {}).get("accuracies", {})
+    if "AutoAttack" in aa:
+        shown["AutoAttack"] = aa["AutoAttack"]
+    for name, key in (("targeted", "multi-targeted"), ("black-box", "Square"), ("transfer", "transfer"),
+                      ("random", "random"), ("decision", "RayS"), ("bpda", "adaptive")):
+        if name in checks and "accuracy" in checks[name]["numbers"]:
+            shown[key] = checks[name]["numbers"]["accuracy"]
+    best = next(iter(record.get("best_known", {}).values()), None)
+    if best is not None and best.get("accuracy") is not None:
+        shown["best known" if record.get("trustworthy", True) else "upper bound"] = best["accuracy"]
+    return shown
+
+
 def figure(record: dict):
     """Five panels: accuracy against iterations (PGD, APGD) and restarts, against the budget (to the whole-range
     one), the attacks at the budget side by side, the loss along the gradient and a random direction, and the loss
@@ -191,18 +209,7 @@ def figure(record: dict):
             budget.axhline(100 * eps["grey_bound"], color="grey", ls="--", label="mid-grey bound")
         budget.set(xlabel=f"eps ({a['norm']})", ylabel="robust accuracy (%)", title="budget", ylim=(-3, 103))
         axes_legend(budget)
-        shown = {"clean": record["clean_accuracy"]}
-        shown.update({k.upper(): v for k, v in checks["losses"]["numbers"].get("accuracies", {}).items()})
-        aa = (checks.get("autoattack") or {}).get("numbers", {}).get("accuracies", {})
-        if "AutoAttack" in aa:
-            shown["AutoAttack"] = aa["AutoAttack"]
-        for name, key in (("targeted", "multi-targeted"), ("black-box", "Square"), ("transfer", "transfer"),
-                          ("random", "random"), ("decision", "RayS"), ("bpda", "adaptive")):
-            if name in checks and "accuracy" in checks[name]["numbers"]:
-                shown[key] = checks[name]["numbers"]["accuracy"]
-        best = next(iter(record.get("best_known", {}).values()), None)
-        if best is not None and best.get("accuracy") is not None:
-            shown["best known" if record.get("trustworthy", True) else "upper bound"] = best["accuracy"]
+        shown = _at_budget(record, checks)
         bars.bar(range(len(shown)), [100 * v for v in shown.values()], color=palette(len(shown)))
         bars.set_xticks(range(len(shown)), list(shown), rotation=45, ha="right", fontsize="small")
         bars.set(ylabel="accuracy (%)", title=f"attacks at eps {a['eps']:.4g}", ylim=(0, 103))

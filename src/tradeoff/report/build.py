@@ -19,7 +19,7 @@ from pathlib import Path
 from tradeoff.storage.atomic import atomic_write_text
 from tradeoff.storage.layout import Layout
 from tradeoff.config import Catalog
-from tradeoff.report import claims, what_ran as ran, tables
+from tradeoff.report import claims, what_ran as ran, tables, table_model, table_render
 
 
 def target_inputs(catalog: Catalog, name: str) -> list[Path]:
@@ -86,7 +86,7 @@ def target_outputs(catalog: Catalog, name: str) -> list[Path]:
     return list(paths.values())
 
 
-def build_target(catalog: Catalog, name: str, built: dict[str, tables.Table] | None = None) -> list[Path]:
+def build_target(catalog: Catalog, name: str, built: dict[str, table_model.Table] | None = None) -> list[Path]:
     """Write a target's files. A group's files hold its member tables one after the other, and list its figures.
     Every table is read and checked before any file is written (tradeoff.report.records.ReportError otherwise).
     ``built``: where to keep the tables read (by name), for a caller that reads them again (the summary)."""
@@ -98,7 +98,7 @@ def build_target(catalog: Catalog, name: str, built: dict[str, tables.Table] | N
     read = [tables.build(catalog, member) for member in catalog.table_targets(name)]
     if built is not None:
         built.update((t.name, t) for t in read)
-    rendered = [tables.render_all(table, catalog) for table in read]
+    rendered = [table_render.render_all(table, catalog) for table in read]
     figures = [t for t in catalog.leaf_targets(name) if catalog.targets[t].kind == "figure"]
     paths = catalog.layout.tables(name)
     for kind in ("md", "csv", "tex", "html"):
@@ -117,7 +117,7 @@ def build_target(catalog: Catalog, name: str, built: dict[str, tables.Table] | N
                                  "style='max-width: 100%'>" for f in figures))
         text = ("" if kind == "csv" else "\n").join(parts)
         if kind == "html":
-            text = tables.html_page(ran.title(catalog, name), text)
+            text = table_render.html_page(ran.title(catalog, name), text)
         atomic_write_text(paths[kind], text)
     return target_outputs(catalog, name)
 

@@ -22,15 +22,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tradeoff.config import PSEUDO_COLUMNS, Catalog, parse_budget
-from tradeoff.report import records, stats, tables, what_ran as ran
+from tradeoff.report import records, stats, what_ran as ran, table_model
 from tradeoff.storage.atomic import atomic_path, atomic_write_text
 
 # A flag of a cell: (table, row, column, protocol) -> bool. One entry here is one column of the file (True/False,
 # which pandas reads as booleans).
-FLAGS: dict[str, Callable[[tables.Table, tables.Row, tables.Column, str], bool]] = {
+FLAGS: dict[str, Callable[[table_model.Table, table_model.Row, table_model.Column, str], bool]] = {
     "bold": lambda t, row, c, proto: (proto, row.key, c.key) in t.bold,
     "dagger": lambda t, row, c, proto: (t.adjusted.get((proto, row.key, c.key)) or 1.0) < stats.ALPHA,
-    "early": lambda t, row, c, proto: tables.before_mechanism(t, row) is not None,  # ‡
+    "early": lambda t, row, c, proto: table_model.before_mechanism(t, row) is not None,  # ‡
 }
 
 FIELDS = ("scale", "target", "title", "row", "label", "column", "column_label", "protocol", "seed", "seeds", "run",
@@ -57,7 +57,7 @@ def _attack_fields(catalog: Catalog, attack: str | None, run: str) -> dict:
             "attack_params": _json(rest)}
 
 
-def _seed_value(catalog: Catalog, o: tables.Ours, run: str, attack: str | None, i: int) -> dict:
+def _seed_value(catalog: Catalog, o: table_model.Ours, run: str, attack: str | None, i: int) -> dict:
     """One seed's own number: its accuracy with its Wilson interval (from its per-example outcomes), its NROB, or
     its training minutes."""
     if o.kind == "accuracy" and i < len(o.bits):
@@ -74,7 +74,7 @@ def _seed_value(catalog: Catalog, o: tables.Ours, run: str, attack: str | None, 
     return {}
 
 
-def table_cells(catalog: Catalog, table: tables.Table) -> list[dict]:
+def table_cells(catalog: Catalog, table: table_model.Table) -> list[dict]:
     """The lines of one table: per cell of ours (a protocol that runs the column's own attack adds none), per member
     row (rows that are one training job are one line each) and per seed (a mean column: one line, no seed)."""
     out = []
@@ -85,7 +85,7 @@ def table_cells(catalog: Catalog, table: tables.Table) -> list[dict]:
                 o = table.ours[(proto, row.key, c.key)]
                 if o.same_as_strong:
                     continue
-                attack = (c.attack if proto == tables.STRONG or c.attack in PSEUDO_COLUMNS
+                attack = (c.attack if proto == table_model.STRONG or c.attack in PSEUDO_COLUMNS
                           else catalog.protocol_attack(table.name, c.attack, row.members[0].run))
                 seeds = catalog.row_runs(row.members[0].run)
                 flags = {name: bool(flag(table, row, c, proto)) for name, flag in FLAGS.items()}

@@ -1,7 +1,8 @@
 """The papers' claims, checked at the scale that ran: ``config/claims.yaml`` (beside the config, like ``reference/``).
 
 Each claim quotes the paper's words (one quote, one claim), says where they stand, and names the test that decides
-it on our measurements (metrics and predictions files only, vouched for as a table's; :mod:`tradeoff.report.tables`).
+it on our measurements (metrics and predictions files only, vouched for as a table's:
+:mod:`tradeoff.report.table_model`).
 The statistics are :mod:`tradeoff.report.stats`'s; a test image is the unit of every test (its outcomes under every
 column and seed of a claim kept together), and where a scale trains several seeds so is the training run:
 
@@ -43,8 +44,8 @@ import numpy as np
 
 from tradeoff.config import Catalog, load_yaml
 from tradeoff.core.errors import ConfigError
-from tradeoff.report import what_ran as ran, stats, tables
-from tradeoff.report.records import _entry, measurement, read_json
+from tradeoff.report import what_ran as ran, stats, table_model
+from tradeoff.report.records import ReportError, _entry, measurement, read_json
 
 KINDS = ("better", "not_worse", "trend", "front")
 VERDICTS = ("holds", "fails", "inconclusive", "untestable here")
@@ -228,16 +229,16 @@ def _runs(catalog: Catalog, test: dict) -> dict[str, str]:
     return {row.key: row.run for row in catalog.targets[test["target"]].rows}
 
 
-def _measure(catalog: Catalog, run: str, job: str, what: str) -> tuple[tables.Ours, np.ndarray]:
+def _measure(catalog: Catalog, run: str, job: str, what: str) -> tuple[table_model.Ours, np.ndarray]:
     """A row's measurement under one evaluation and its per-image outcomes (seeds, examples): 0/1 correctness, or
     for NROB the share of an image's corrupted copies classified right. _Untestable where it is missing or the row
     was selected before its mechanism acts."""
-    o = tables.measure(catalog, run, job)
+    o = table_model.measure(catalog, run, job)
     if o.value is None or not (o.bits or o.kind == "nrob"):
         raise _Untestable(f"{job} is not measured (yet) for {what}")
     if o.failed:  # checked before it is judged: a failed attack's number is not robustness (a ⊘ cell of its table)
         raise _Untestable(f"the attack failed at {job} for {what}: {o.failed}")
-    early = tables.early(o)
+    early = table_model.early(o)
     if early:
         raise _Untestable(f"{what} was selected at epoch {', '.join(map(str, o.selected))}, before its mechanism "
                           f"acts (from epoch {early.get('epoch')}: {early.get('what')}; a ‡ row of its table)")
@@ -246,9 +247,9 @@ def _measure(catalog: Catalog, run: str, job: str, what: str) -> tuple[tables.Ou
     return o, np.stack([_nrob_scores(catalog, r, job) for r in catalog.row_runs(run)])
 
 
-def _said(o: tables.Ours) -> str:
+def _said(o: table_model.Ours) -> str:
     """A measurement as a verdict quotes it: its value, and where a written audit finds its column overstated, so."""
-    return f"{o.value:.1f}" + ("" if o.overstates is None else f" ({tables.OVERSTATES} overstates by "
+    return f"{o.value:.1f}" + ("" if o.overstates is None else f" ({table_model.OVERSTATES} overstates by "
                                                                f"{o.overstates:.1f}: the attack's number, not the "
                                                                "model's robustness)")
 
@@ -261,11 +262,11 @@ def _nrob_scores(catalog: Catalog, run: str, job: str) -> np.ndarray:
     found = _entry(catalog, path, read_json(path), job).get("corrupted_correct")
     bits = [b for per in (found or {}).values() if isinstance(per, dict) for b in per.values()]
     if not bits or any(not isinstance(b, str) or len(b) != len(bits[0]) for b in bits):
-        raise tables.ReportError(f"{path}: no per-image outcomes under the corruptions (field 'corrupted_correct')")
+        raise ReportError(f"{path}: no per-image outcomes under the corruptions (field 'corrupted_correct')")
     scores = stats.outcomes(bits).mean(axis=0)
     m = measurement(catalog, run, job)
     if m is None or abs(float(scores.mean()) - m.accuracy) > 1e-6:
-        raise tables.ReportError(f"{path}: its per-image outcomes do not give the NROB of its metrics file")
+        raise ReportError(f"{path}: its per-image outcomes do not give the NROB of its metrics file")
     return scores
 
 
@@ -483,7 +484,7 @@ def gather(catalog: Catalog, path: Path | None = None) -> list[Verdict | Evidenc
                 notes += n
         except _Untestable as exc:
             out.append(Verdict(claim, "untestable here", str(exc)))
-        except tables.ReportError as exc:
+        except ReportError as exc:
             out.append(Verdict(claim, "untestable here", f"refused: {exc}"))
         else:
             out.append(Evidence(claim, parts, "; ".join(texts), split, (*key, frozenset(keys)), _merged(notes)))

@@ -8,7 +8,7 @@ import numpy as np
 
 from tradeoff.storage import curves as live
 from tradeoff.config import Catalog
-from tradeoff.report import what_ran as ran, records, stats, tables
+from tradeoff.report import what_ran as ran, records, stats, table_model, table_notes
 from tradeoff.report.kinds import figure_kind
 from tradeoff.report.labels import (
     _LEARNER as LEARNER_CURVE,
@@ -32,7 +32,7 @@ from tradeoff.report.style import (
     percent_limits,
     plt,
 )
-from tradeoff.report.tables import load_reference
+from tradeoff.report.table_model import load_reference
 from tradeoff.core.targets import TargetSpec
 
 def read_predictions(catalog: Catalog, run: str, attack: str) -> dict | None:
@@ -42,8 +42,8 @@ def read_predictions(catalog: Catalog, run: str, attack: str) -> dict | None:
 
 
 def _labels(catalog: Catalog, name: str) -> dict[str, str]:
-    """Row key -> the row as a legend or tick names it (tables.figure_labels: as its table does, what ran, ‡)."""
-    return tables.figure_labels(catalog, name)
+    """Row key -> the row as a legend or tick names it (table_notes.figure_labels: as its table does, what ran, ‡)."""
+    return table_notes.figure_labels(catalog, name)
 
 
 def _title(catalog: Catalog, target: TargetSpec, column: str) -> str:
@@ -168,20 +168,20 @@ def _ran_ticks(catalog: Catalog, name: str, ax) -> str:
     axis' second line saying so; "" where every value ran as written. A row whose model was selected before its
     method's mechanism acts has ‡ on its tick."""
     studied = ran.studied_settings(catalog, name)
-    early = tables.early_rows(catalog, name)
+    early = table_notes.early_rows(catalog, name)
     rows = [r for r in catalog.targets[name].rows if r.x is not None and len(studied.get(r.key) or {}) == 1]
     ticks = {}
     for row in rows:
         (key, (written, here)), = studied[row.key].items()
-        ticks[float(row.x)] = (f"{row.x:g}" + (f" {tables.EARLY}" if row.key in early else "")
+        ticks[float(row.x)] = (f"{row.x:g}" + (f" {table_model.EARLY}" if row.key in early else "")
                                + (f"\n({here:.3g})" if abs(written - here) > 1e-9 else ""))
-    marked = {float(r.x): f"{r.x:g} {tables.EARLY}" for r in catalog.targets[name].rows
+    marked = {float(r.x): f"{r.x:g} {table_model.EARLY}" for r in catalog.targets[name].rows
               if r.x is not None and r.key in early and float(r.x) not in ticks}
     if marked:  # a point selected before its method's mechanism: ‡ on its tick, beside the axis' own ticks
         ax.figure.canvas.draw()
         ticks = {**{float(t): f"{t:g}" for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]},
                  **ticks, **marked}
-    if not ticks or not any("\n" in t or tables.EARLY in t for t in ticks.values()):
+    if not ticks or not any("\n" in t or table_model.EARLY in t for t in ticks.values()):
         return ""
     ax.set_xticks(sorted(ticks), [ticks[x] for x in sorted(ticks)])
     if not rows or not any("\n" in t for t in ticks.values()):
@@ -206,7 +206,7 @@ def plot_budget_lines(catalog: Catalog, name: str, target: TargetSpec, axes) -> 
         ticks.update({x: text if abs(ran[job] - x) < 1e-9 else f"{text}\n({ran[job]:.3g})" for x, text, job in points})
         for i, (row, color) in enumerate(zip(target.rows, colours)):
             pts = [(0.0, measured(catalog, row.run, clean[0]))] if clean else []
-            cells = [(x, text, tables.measure(catalog, row.run, job)) for x, text, job in points]
+            cells = [(x, text, table_model.measure(catalog, row.run, job)) for x, text, job in points]
             pts += [(x, interval(cell)) for x, _, cell in cells]
             pts = [(x, m) for x, m in pts if m is not None]
             label = names[row.key]
@@ -233,10 +233,10 @@ def plot_budget_lines(catalog: Catalog, name: str, target: TargetSpec, axes) -> 
         percent_limits(ax, values)
     if failed:  # the cross in the legend, what each one is in the footer
         axes[0].plot([], [], linestyle="", marker="X", markersize=8, markerfacecolor="none", markeredgecolor="#c00000",
-                     markeredgewidth=1.3, label=f"{tables.FAILED} the attack failed: not robustness")
+                     markeredgewidth=1.3, label=f"{table_model.FAILED} the attack failed: not robustness")
         for label, column, budget, cell in failed:
-            axes[0].figure.text(0, 0, f"{tables.FAILED} {label}, {column} at {budget}: the attack failed: {cell.failed}",
-                                gid=FOOTNOTE)
+            axes[0].figure.text(0, 0, f"{table_model.FAILED} {label}, {column} at {budget}: the attack failed: "
+                                      f"{cell.failed}", gid=FOOTNOTE)
     figure_legend(axes[0].figure)
 
 

@@ -16,7 +16,7 @@ from tradeoff.report import what_ran as ran
 from tradeoff.report.kinds import figure_kind
 from tradeoff.report.style import (POINT_LABEL, error_bars, errors, figure_legend, interval_note, measured, palette,
                                    percent_limits)
-from tradeoff.report.tables import read_metric
+from tradeoff.report.table_model import read_metric
 from tradeoff.core.targets import TargetSpec
 
 MARKERS = "osD^v<>pXh*"

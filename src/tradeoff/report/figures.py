@@ -44,7 +44,8 @@ from tradeoff.report.style import (
     tick_spacing_px,
     wrap_text,
 )
-from tradeoff.report.tables import degenerate_notes, figure_notes, plain_text
+from tradeoff.report.table_notes import degenerate_notes, figure_notes
+from tradeoff.report.table_render import plain_text
 from tradeoff.storage.atomic import atomic_path
 from tradeoff.core.targets import TargetSpec
 

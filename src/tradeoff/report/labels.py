@@ -68,11 +68,6 @@ def column_label(target: TargetSpec | None, column: str) -> str:
     return f"{name}, ε = {budget_text(budget)}" if budget else name
 
 
-def attack_label(attack: str) -> str:
-    """An attack (or evaluation job, ``caat_pgd@8_255``) of the catalog as a reader names it."""
-    return column_label(None, attack)
-
-
 def row_label(row: Row, reference_label: str | None = None) -> str:
     """A target row's label: its own ``label``, else the reference table's label of its key, else its key."""
     return row.label or reference_label or row.key

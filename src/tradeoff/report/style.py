@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
 import numpy as np  # noqa: E402
 
 from tradeoff.config import Catalog  # noqa: E402
-from tradeoff.report import tables  # noqa: E402
+from tradeoff.report import table_model  # noqa: E402
 
 STYLE = {
     "figure.dpi": 110, "savefig.dpi": 150, "font.size": 10, "axes.titlesize": 10.5, "axes.labelsize": 10,
@@ -121,11 +121,11 @@ def measured(catalog: Catalog, run: str, attack: str) -> tuple[float, float, flo
     """(accuracy, low, high) in % of a row under an evaluation: its 95% Wilson interval over the test images (one
     seed), or Student's t interval over its seeds' accuracies; low = high = the value where there is no binomial
     interval (NROB, a time). None until measured."""
-    return interval(tables.measure(catalog, run, attack))
+    return interval(table_model.measure(catalog, run, attack))
 
 
 def interval(o) -> tuple[float, float, float] | None:
-    """:func:`measured` of a cell already measured (a :func:`tables.measure` outcome)."""
+    """:func:`measured` of a cell already measured (a :func:`table_model.measure` outcome)."""
     if o.value is None:
         return None
     if o.lo is not None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tradeoff.storage.atomic import atomic_write_text
 from tradeoff.config import Catalog
-from tradeoff.report import cells, claims, what_ran as ran, tables
+from tradeoff.report import cells, claims, what_ran as ran, tables, table_model, table_render
 from tradeoff.report.labels import claim_title, claim_words
 from tradeoff.report.build import target_outputs
 from tradeoff.report.records import ReportError, failed_checks
@@ -32,13 +32,13 @@ from tradeoff.report.records import measurement
 SHOWN = 3  # cells listed per target and list
 
 
-def _paper_setting(catalog: Catalog, row: tables.Row) -> bool:
+def _paper_setting(catalog: Catalog, row: table_model.Row) -> bool:
     """Whether a row's model ran the paper's dataset and architecture (else its number is not the paper's to meet)."""
     spec = catalog.model_spec(row.runs[0])
     return spec.paper_dataset == spec.dataset and spec.paper_arch == spec.arch
 
 
-def _outside(catalog: Catalog, table: tables.Table) -> tuple[list[tuple[float, str]], int]:
+def _outside(catalog: Catalog, table: table_model.Table) -> tuple[list[tuple[float, str]], int]:
     """Cells whose paper number lies outside our interval, (distance, text) farthest first, and how many paper
     numbers had an interval of ours to fall in; only rows that ran the paper's setting."""
     found, compared = [], 0
@@ -54,13 +54,13 @@ def _outside(catalog: Catalog, table: tables.Table) -> tuple[list[tuple[float, s
                     if o.lo <= paper[0] <= o.hi:
                         continue
                     gap = paper[0] - o.hi if paper[0] > o.hi else o.lo - paper[0]
-                    where = "" if proto == tables.STRONG else f", {proto}"
+                    where = "" if proto == table_model.STRONG else f", {proto}"
                     found.append((gap, f"{member.label} {c.label}{where}: paper {paper[0]:.2f} outside "
                                        f"[{o.lo:.1f}, {o.hi:.1f}]"))
     return sorted(found, key=lambda f: -f[0]), compared
 
 
-def _overstated(catalog: Catalog, table: tables.Table) -> list[tuple[float, tuple, str, str]]:
+def _overstated(catalog: Catalog, table: table_model.Table) -> list[tuple[float, tuple, str, str]]:
     """Cells where ours under the authors' protocol is above ours under the strong attacks: (points, the finding's
     key: the model and the two evaluations, the numbers, the cell as this table names it), largest first. The cell
     is named as its table labels it (row label with ‡, the paper's dataset and architecture, column): a model of one
@@ -69,11 +69,11 @@ def _overstated(catalog: Catalog, table: tables.Table) -> list[tuple[float, tupl
     for proto, _ in table.protocols[1:]:
         for row in table.rows:
             spec = catalog.model_spec(row.members[0].run)  # the setting the row stands for, not its job's
-            label = row.label + (f" {tables.EARLY}" if tables.before_mechanism(table, row) else "")
+            label = row.label + (f" {table_model.EARLY}" if table_model.before_mechanism(table, row) else "")
             setting = (f"{ran.DATASET_NAMES.get(spec.paper_dataset, spec.paper_dataset)}, "
                        f"{ran.ARCH_NAMES.get(spec.paper_arch, spec.paper_arch)}")
             for c in table.columns:
-                code, strong = table.ours[(proto, row.key, c.key)], table.ours[(tables.STRONG, row.key, c.key)]
+                code, strong = table.ours[(proto, row.key, c.key)], table.ours[(table_model.STRONG, row.key, c.key)]
                 if code.same_as_strong or code.value is None or strong.value is None or code.value <= strong.value:
                     continue
                 key = (tuple(row.runs), c.attack, catalog.protocol_attack(table.name, c.attack, row.members[0].run))
@@ -99,7 +99,7 @@ def overstated_findings(statuses: dict[str, dict]) -> list[tuple[str, list[str]]
             for key, (gap, numbers, mentions) in sorted(listed.items(), key=lambda kv: -kv[1][0])]
 
 
-def target_status(catalog: Catalog, name: str, keep: bool = False, table: tables.Table | None = None):
+def target_status(catalog: Catalog, name: str, keep: bool = False, table: table_model.Table | None = None):
     """A target's status on the summary: built, measured, missing runs, refused (why), its paper numbers outside
     our intervals and its overstated cells; with ``keep``, (status, its table or None). ``table``: the target's
     table, already read (else read here)."""
@@ -258,7 +258,7 @@ def details_section(found: list[claims.Verdict]) -> list[str]:
 
 def _inline(text: str) -> str:
     """Markdown's inline marks of this page (`code`, **bold**, [text](#anchor)) as HTML, the rest escaped."""
-    out = tables.inline_html(text)
+    out = table_render.inline_html(text)
     return re.sub(r"\[([^\]]+)\]\((#[\w.-]+)\)", r"<a href='\2'>\1</a>", out)
 
 
@@ -396,6 +396,6 @@ def build_summary(catalog: Catalog, *, statuses: dict[str, dict] | None = None, 
         md += [f"- {model} / {name}: {text}" for model, name, text in failed]
     paths = catalog.layout.summary()
     atomic_write_text(paths["md"], "\n".join(md) + "\n")
-    atomic_write_text(paths["html"], tables.html_page("tradeoff summary", _html(md, paths["md"].parent)))
+    atomic_write_text(paths["html"], table_render.html_page("tradeoff summary", _html(md, paths["md"].parent)))
     cells.write_cells(catalog, lines)
     return paths
