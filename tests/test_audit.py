@@ -10,10 +10,9 @@ import pytest
 import torch
 from torch import nn
 
-from tradeoff.core.spec import AttackSpec
+from tradeoff.core.spec import AttackSpec, AuditSpec
 from tradeoff.audit.checks import (
     Auditor,
-    Settings,
     accuracy,
     compare,
     grey_budget,
@@ -79,9 +78,9 @@ PGD = {"type": "pgd", "norm": "linf", "eps": EPS, "steps": 10, "step_size": EPS 
        "restarts": 1}
 L2 = {**PGD, "norm": "l2", "eps": 1.0, "step_size": 0.25}
 SQUARE = {"type": "square", "norm": "linf", "eps": EPS, "queries": 300}
-FAST = Settings(step_multipliers=(1, 10), restarts=3, eps_multipliers=(0.5, 1.0), eot_draws=8, surface_examples=8,
-                surface_points=5, random_samples=16, decision_queries=200, adaptive_steps=20, adaptive_restarts=2,
-                nes_samples=8)
+FAST = AuditSpec(step_multipliers=(1, 10), restarts=3, eps_multipliers=(0.5, 1.0), eot_draws=8, surface_examples=8,
+                 surface_points=5, random_samples=16, decision_queries=200, adaptive_steps=20, adaptive_restarts=2,
+                 nes_samples=8)
 #: AutoAttack, made cheap: the standard components at 10 iterations, Square at 50 queries
 AA = {"type": "autoattack", "norm": "linf", "eps": EPS, "steps": 10, "queries": 50}
 EVERY_CHECK = ["graph", "outputs", "gradients", "consistency", "surface", "steps", "restarts", "losses", "targeted",
@@ -264,7 +263,7 @@ def test_masking_on_a_subset_is_found_per_example(plain, surrogate, test_set, ev
     far weaker than the white box (which alone would pass), per example it is not."""
     front, marked = _marked(test_set, every)
     auditor = _auditor(Wrapped(plain, front), marked, surrogate=surrogate,
-                       settings=Settings(**{**FAST.__dict__, "tolerance": tolerance}))
+                       settings=FAST.replace(tolerance=tolerance))
     auditor.base()
     checks = _checks(auditor, "gradients", "transfer")
     transfer = checks["transfer"]
@@ -342,7 +341,7 @@ def test_restarts_that_keep_breaking_examples_fail(plain, test_set):
     """x + 0.2 sin(15 x) in front of the plain model: a loss with many local maxima, where each fresh random start
     breaks other examples (the restart curve keeps falling)."""
     wavy = Wrapped(plain, lambda x: x + 0.2 * torch.sin(15 * x))
-    restarts = _checks(_auditor(wavy, test_set, settings=Settings(**{**FAST.__dict__, "restarts": 5})),
+    restarts = _checks(_auditor(wavy, test_set, settings=FAST.replace(restarts=5)),
                        "restarts")["restarts"]
     curve = restarts["numbers"]["curve"]
     assert restarts["verdict"] == "fail" and len(curve) == 5 and curve[-1][1] < curve[0][1] - 0.05
@@ -378,7 +377,7 @@ def test_a_silent_success_is_counted_and_the_loss_trace_kept(plain, test_set):
 def test_the_attack_option_best_iterate_leaves_the_default_unchanged(plain, test_set):
     """PGD's ``best_iterate`` and ``keep_trace``: off by default (the tables' numbers), the same steps when on."""
     from tradeoff.attacks import from_spec
-    from tradeoff.core.spec import AttackSpec
+    from tradeoff.core.spec import AttackSpec, AuditSpec
 
     x, y = test_set
     plain_adv = from_spec(AttackSpec.from_dict(PGD), plain, seed=3).perturb(x, y)

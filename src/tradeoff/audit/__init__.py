@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import importlib
 
-_EXPORTS = {"Auditor": "checks", "Settings": "checks", "group_verdicts": "checks", "overall_line": "checks",
+_EXPORTS = {"Auditor": "checks", "group_verdicts": "checks", "overall_line": "checks",
             "make_record": "run", "audit": "run", "write_page": "page"}
 __all__ = sorted(_EXPORTS)
 

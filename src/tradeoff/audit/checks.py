@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import traceback
-from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 import torch
@@ -31,7 +30,7 @@ from tradeoff.attacks.autoattack import STANDARD, CheckLog, model_checks, run_co
 from tradeoff.attacks import from_spec, frozen
 from tradeoff.attacks.base import add_counts, judge, project, random_start, steepest_step
 from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
-from tradeoff.core.spec import AttackSpec
+from tradeoff.core.spec import AttackSpec, AuditSpec
 from tradeoff.evaluation.evaluate import batch_seed, run_attack
 from tradeoff.storage.layout import bits
 from tradeoff.attacks.pgd import margin_loss
@@ -64,34 +63,6 @@ def group_of(name: str) -> str:
     if name.startswith("column "):
         return "convergence"
     return next((g for g, names in GROUPS.items() if name in names), "masking")
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The audit's own settings (the config's ``audit:`` block, less what names the attacks and test examples)."""
-
-    step_multipliers: tuple[int, ...] = (1, 10)  # APGD-CE at these multiples of the attack's steps (convergence)
-    restarts: int = 5                            # most random restarts of the restart curve
-    eps_multipliers: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0)  # times the attack's budget, then the bounds' budgets
-    eot_draws: int = 10                          # forward passes of a randomized model (spread, the least EOT draws)
-    surface_examples: int = 8                    # examples whose loss is traced along two directions and PGD's steps
-    surface_points: int = 11                     # points of each trace, from 0 to the budget
-    tolerance: float = 0.02                      # accuracy gap (fraction) below which two attacks are as strong
-    significance: float = 0.05                   # level of the one-sided exact McNemar test
-    max_zero_gradients: float = 0.05             # fraction of examples with an all-zero input gradient: fail above
-    top_accuracy: float = 0.02                   # robust accuracy at the whole-range budget: fail above
-    consistency_examples: int = 64               # examples whose gradient is checked against the loss it predicts
-    max_eot_draws: int = 80                      # EOT's draws, sized from the gradient's variance, at most
-    random_samples: int = 64                     # uniform points of the eps-ball per example (random sampling)
-    decision_queries: int = 1000                 # the decision-based attack's (RayS's) decisions per example
-    adaptive_steps: int = 100                    # the adaptive attacks' (BPDA / NES with APGD) iterations
-    adaptive_restarts: int = 3                   # BPDA-APGD-CE's restarts
-    nes_samples: int = 32                        # NES: model evaluations per gradient estimate (antithetic pairs)
-
-    @classmethod
-    def from_config(cls, block: dict) -> "Settings":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in block.items() if k in known})
 
 
 def check(name: str, title: str, rule: str, source: str, verdict: str, summary: str, next_step: str = "",
@@ -306,7 +277,7 @@ class Auditor:
     there is no surrogate. Every measurement is kept, per example (``flags``), with its accuracy, for the page."""
 
     def __init__(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, attack: AttackSpec,
-                 black_box: AttackSpec | None, settings: Settings | None = None, seed: int = 0, batch_size: int = 500,
+                 black_box: AttackSpec | None, settings: AuditSpec | None = None, seed: int = 0, batch_size: int = 500,
                  surrogate: nn.Module | None = None, no_surrogate: str | None = None,
                  protocol: list[tuple[str, AttackSpec, str, AttackSpec]] | None = None,
                  reported: dict[str, dict] | None = None, l2: AttackSpec | None = None,
@@ -316,7 +287,7 @@ class Auditor:
         self.original = model.eval()
         self.model, self.x, self.y = Guarded(self.original).eval(), x, y
         typed = lambda spec: None if spec is None else AttackSpec.from_dict(spec)  # noqa: E731  (its JSON form too)
-        self.attack, self.black_box, self.settings = typed(attack), typed(black_box), settings or Settings()
+        self.attack, self.black_box, self.settings = typed(attack), typed(black_box), settings or AuditSpec()
         self.l2 = typed(l2)
         attack = self.attack
         #: the audit's attack's steps and step size (its type's default where it sets none: PGD's eps / 4)
