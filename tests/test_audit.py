@@ -11,15 +11,10 @@ import torch
 from torch import nn
 
 from tradeoff.core.spec import AttackSpec, AuditSpec
-from tradeoff.audit.checks import (
-    Auditor,
-    accuracy,
-    compare,
-    grey_budget,
-    group_verdicts,
-    must_fail_budget,
-    overall_line,
-)
+from tradeoff.audit.auditor import Auditor
+from tradeoff.audit.convergence import columns
+from tradeoff.audit.masking import grey_budget, must_fail_budget
+from tradeoff.audit.verdicts import accuracy, compare, group_verdicts, overall_line
 
 CLASSES, PIXELS = 4, 64
 EPS = 0.25  # where the plain model is robust on about 40% of the test set: attacks can be told apart
@@ -87,6 +82,15 @@ EVERY_CHECK = ["graph", "outputs", "gradients", "consistency", "surface", "steps
                "silent", "fgsm", "eps", "steps-l2", "losses-l2", "targeted-l2", "eps-l2", "autoattack", "black-box",
                "black-box-l2", "transfer", "transfer-l2", "random", "random-l2", "decision", "bpda", "bpda-l2",
                "randomness", "finite", "protocol"]
+
+
+def test_every_check_is_registered_once_in_its_group_and_runs_in_order():
+    """The registry (tradeoff.audit.registry) holds each check of the order, and the columns' check, under the group
+    whose module registers it."""
+    from tradeoff.audit.registry import CHECKS, GROUPS, ORDER
+
+    assert list(ORDER) == EVERY_CHECK and set(CHECKS) == {*ORDER, "columns"}
+    assert all(c.run.__module__ == GROUPS[c.group] for c in CHECKS.values())
 
 
 def _auditor(model, test_set, *, attack=PGD, settings=FAST, **kw) -> Auditor:
@@ -324,7 +328,7 @@ def test_a_weak_attack_fails_convergence_and_its_protocol_and_column_are_named(p
     auditor.reported = {"weak": {"spec": WEAK, "flags": weak}}
     auditor.flags["column weak"], auditor.specs["column weak"] = weak, AttackSpec.from_dict(WEAK)
     checks = _checks(auditor, "steps", "protocol")
-    checks.update({c["name"]: c for c in auditor.check_columns()})
+    checks.update({c["name"]: c for c in columns(auditor)})
     assert checks["steps"]["verdict"] == "fail" and "APGD-CE" in checks["steps"]["next"]
     assert checks["protocol"]["verdict"] == "fail"
     pair = checks["protocol"]["numbers"]["pairs"][0]
@@ -357,7 +361,7 @@ def test_few_examples_make_material_gaps_warnings(plain, test_set):
     auditor.reported = {"weak": {"spec": WEAK, "flags": weak}}
     auditor.flags["column weak"], auditor.specs["column weak"] = weak, AttackSpec.from_dict(WEAK)
     checks = _checks(auditor, "steps", "protocol")
-    checks.update({c["name"]: c for c in auditor.check_columns()})
+    checks.update({c["name"]: c for c in columns(auditor)})
     assert {n: c["verdict"] for n, c in checks.items()} == {"steps": "warn", "protocol": "warn", "column weak": "warn"}
 
 
@@ -394,7 +398,8 @@ def test_the_attack_option_best_iterate_leaves_the_default_unchanged(plain, test
 def test_the_python_entry_point_writes_a_page_that_opens_with_the_verdicts(plain, test_set, tmp_path):
     """docs/audit.md's example: an Auditor on any module, its record and page; the best known robust accuracy first,
     then one line per group and the overall line; a next step beside each finding."""
-    from tradeoff.audit import make_record, write_page
+    from tradeoff.audit.page import write_page
+    from tradeoff.audit.run import make_record
 
     weak = {**PGD, "steps": 1, "step_size": EPS / 10}
     auditor = Auditor(plain, *test_set, attack=weak, black_box=None, settings=FAST, autoattack=AA)

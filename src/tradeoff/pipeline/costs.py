@@ -202,7 +202,7 @@ def evaluation_flops(run: RunSpec | ExternalSpec, attack: AttackSpec, table: dic
 def audit_passes(block: AuditSpec, attack: AttackSpec, black_box: AttackSpec | None,
                  pairs: list[tuple[AttackSpec, AttackSpec]], classes: int, transfer: bool,
                  autoattack: AttackSpec | None = None) -> Passes:
-    """One test example's share of an audit (tradeoff.audit.checks), for a deterministic model where no masking is
+    """One test example's share of an audit (its checks: tradeoff.audit.registry), for a deterministic model where no masking is
     suspected (a randomized one adds EOT's draws, a suspected one the adaptive attacks): in each norm the attack,
     APGD-CE at each step multiple, the two other losses, the multi-targeted attack, each other budget, the mid-grey
     and the whole-range one, the black-box attack, the transfer attack (on a surrogate of the same cost), AutoAttack
