@@ -26,7 +26,7 @@ ORDER = ("graph", "outputs", "gradients", "consistency", "surface", "steps", "re
 @dataclass(frozen=True)
 class Check:
     """A registered check: its ``name`` (the record's), the verdict ``group`` it counts towards, the function that
-    runs it on an auditor (``run(auditor) -> finding``), whether it varies the audit's gradient attack itself
+    runs it on an auditor (``run(auditor) -> finding``; ``columns``: a list, one finding per column), whether it varies the audit's gradient attack itself
     (``needs_gradients``: n/a when the gradients are unusable, its premise) and whether it only finds something when
     an attack is stronger (``finds_only``: a pass is n/a when the gradients are unusable)."""
 
