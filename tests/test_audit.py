@@ -10,17 +10,11 @@ import pytest
 import torch
 from torch import nn
 
-from tradeoff.core.spec import AttackSpec
-from tradeoff.audit.checks import (
-    Auditor,
-    Settings,
-    accuracy,
-    compare,
-    grey_budget,
-    group_verdicts,
-    must_fail_budget,
-    overall_line,
-)
+from tradeoff.core.spec import AttackSpec, AuditSpec
+from tradeoff.audit.auditor import Auditor
+from tradeoff.audit.convergence import columns
+from tradeoff.audit.masking import grey_budget, must_fail_budget
+from tradeoff.audit.verdicts import accuracy, compare, group_verdicts, overall_line
 
 CLASSES, PIXELS = 4, 64
 EPS = 0.25  # where the plain model is robust on about 40% of the test set: attacks can be told apart
@@ -79,15 +73,24 @@ PGD = {"type": "pgd", "norm": "linf", "eps": EPS, "steps": 10, "step_size": EPS 
        "restarts": 1}
 L2 = {**PGD, "norm": "l2", "eps": 1.0, "step_size": 0.25}
 SQUARE = {"type": "square", "norm": "linf", "eps": EPS, "queries": 300}
-FAST = Settings(step_multipliers=(1, 10), restarts=3, eps_multipliers=(0.5, 1.0), eot_draws=8, surface_examples=8,
-                surface_points=5, random_samples=16, decision_queries=200, adaptive_steps=20, adaptive_restarts=2,
-                nes_samples=8)
+FAST = AuditSpec(step_multipliers=(1, 10), restarts=3, eps_multipliers=(0.5, 1.0), eot_draws=8, surface_examples=8,
+                 surface_points=5, random_samples=16, decision_queries=200, adaptive_steps=20, adaptive_restarts=2,
+                 nes_samples=8)
 #: AutoAttack, made cheap: the standard components at 10 iterations, Square at 50 queries
 AA = {"type": "autoattack", "norm": "linf", "eps": EPS, "steps": 10, "queries": 50}
 EVERY_CHECK = ["graph", "outputs", "gradients", "consistency", "surface", "steps", "restarts", "losses", "targeted",
                "silent", "fgsm", "eps", "steps-l2", "losses-l2", "targeted-l2", "eps-l2", "autoattack", "black-box",
                "black-box-l2", "transfer", "transfer-l2", "random", "random-l2", "decision", "bpda", "bpda-l2",
                "randomness", "finite", "protocol"]
+
+
+def test_every_check_is_registered_once_in_its_group_and_runs_in_order():
+    """The registry (tradeoff.audit.registry) holds each check of the order, and the columns' check, under the group
+    whose module registers it."""
+    from tradeoff.audit.registry import CHECKS, GROUPS, ORDER
+
+    assert list(ORDER) == EVERY_CHECK and set(CHECKS) == {*ORDER, "columns"}
+    assert all(c.run.__module__ == GROUPS[c.group] for c in CHECKS.values())
 
 
 def _auditor(model, test_set, *, attack=PGD, settings=FAST, **kw) -> Auditor:
@@ -264,7 +267,7 @@ def test_masking_on_a_subset_is_found_per_example(plain, surrogate, test_set, ev
     far weaker than the white box (which alone would pass), per example it is not."""
     front, marked = _marked(test_set, every)
     auditor = _auditor(Wrapped(plain, front), marked, surrogate=surrogate,
-                       settings=Settings(**{**FAST.__dict__, "tolerance": tolerance}))
+                       settings=FAST.replace(tolerance=tolerance))
     auditor.base()
     checks = _checks(auditor, "gradients", "transfer")
     transfer = checks["transfer"]
@@ -325,7 +328,7 @@ def test_a_weak_attack_fails_convergence_and_its_protocol_and_column_are_named(p
     auditor.reported = {"weak": {"spec": WEAK, "flags": weak}}
     auditor.flags["column weak"], auditor.specs["column weak"] = weak, AttackSpec.from_dict(WEAK)
     checks = _checks(auditor, "steps", "protocol")
-    checks.update({c["name"]: c for c in auditor.check_columns()})
+    checks.update({c["name"]: c for c in columns(auditor)})
     assert checks["steps"]["verdict"] == "fail" and "APGD-CE" in checks["steps"]["next"]
     assert checks["protocol"]["verdict"] == "fail"
     pair = checks["protocol"]["numbers"]["pairs"][0]
@@ -342,7 +345,7 @@ def test_restarts_that_keep_breaking_examples_fail(plain, test_set):
     """x + 0.2 sin(15 x) in front of the plain model: a loss with many local maxima, where each fresh random start
     breaks other examples (the restart curve keeps falling)."""
     wavy = Wrapped(plain, lambda x: x + 0.2 * torch.sin(15 * x))
-    restarts = _checks(_auditor(wavy, test_set, settings=Settings(**{**FAST.__dict__, "restarts": 5})),
+    restarts = _checks(_auditor(wavy, test_set, settings=FAST.replace(restarts=5)),
                        "restarts")["restarts"]
     curve = restarts["numbers"]["curve"]
     assert restarts["verdict"] == "fail" and len(curve) == 5 and curve[-1][1] < curve[0][1] - 0.05
@@ -358,7 +361,7 @@ def test_few_examples_make_material_gaps_warnings(plain, test_set):
     auditor.reported = {"weak": {"spec": WEAK, "flags": weak}}
     auditor.flags["column weak"], auditor.specs["column weak"] = weak, AttackSpec.from_dict(WEAK)
     checks = _checks(auditor, "steps", "protocol")
-    checks.update({c["name"]: c for c in auditor.check_columns()})
+    checks.update({c["name"]: c for c in columns(auditor)})
     assert {n: c["verdict"] for n, c in checks.items()} == {"steps": "warn", "protocol": "warn", "column weak": "warn"}
 
 
@@ -378,7 +381,7 @@ def test_a_silent_success_is_counted_and_the_loss_trace_kept(plain, test_set):
 def test_the_attack_option_best_iterate_leaves_the_default_unchanged(plain, test_set):
     """PGD's ``best_iterate`` and ``keep_trace``: off by default (the tables' numbers), the same steps when on."""
     from tradeoff.attacks import from_spec
-    from tradeoff.core.spec import AttackSpec
+    from tradeoff.core.spec import AttackSpec, AuditSpec
 
     x, y = test_set
     plain_adv = from_spec(AttackSpec.from_dict(PGD), plain, seed=3).perturb(x, y)
@@ -395,7 +398,8 @@ def test_the_attack_option_best_iterate_leaves_the_default_unchanged(plain, test
 def test_the_python_entry_point_writes_a_page_that_opens_with_the_verdicts(plain, test_set, tmp_path):
     """docs/audit.md's example: an Auditor on any module, its record and page; the best known robust accuracy first,
     then one line per group and the overall line; a next step beside each finding."""
-    from tradeoff.audit import make_record, write_page
+    from tradeoff.audit.page import write_page
+    from tradeoff.audit.run import make_record
 
     weak = {**PGD, "steps": 1, "step_size": EPS / 10}
     auditor = Auditor(plain, *test_set, attack=weak, black_box=None, settings=FAST, autoattack=AA)

@@ -14,9 +14,9 @@ import torch
 from torch import nn
 
 from test_audit import AA, EPS, FAST, L2, PGD, Net, Wrapped, _auditor, _checks, _data, _train
-from tradeoff.audit import make_record, write_page
-from tradeoff.audit.checks import accuracy, both
-from tradeoff.audit.page import read_flags
+from tradeoff.audit.page import read_flags, write_page
+from tradeoff.audit.run import make_record
+from tradeoff.audit.verdicts import accuracy, both
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +148,7 @@ def test_a_randomized_model_is_judged_by_the_majority_of_its_draws(test_set):
     assert found["randomness"]["verdict"] == "fail" and auditor.randomized
     head = auditor.headline()[f"linf {EPS:.4g}"]
     assert head["attacks"] and all("majority of" in lb for lb in head["attacks"])
-    single = auditor._all_robust(["clean", *auditor._at(auditor.attack, white_box_only=False)])
+    single = auditor.all_robust(["clean", *auditor.at(auditor.attack, white_box_only=False)])
     eot = next(lb for lb in head["attacks"] if lb.startswith("EOT-PGD"))
     assert head["accuracy"] <= accuracy(auditor.flags[eot])
     assert head["accuracy"] > accuracy(single)  # the single draws' worst case counts the noise as broken

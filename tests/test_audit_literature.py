@@ -10,7 +10,6 @@ import torch
 
 from test_audit import EPS, FAST, PGD, Net, Wrapped, _auditor, _checks, _data, _train
 from tradeoff.attacks import from_spec
-from tradeoff.audit.checks import Settings
 from tradeoff.core.spec import AttackSpec
 
 
@@ -98,7 +97,7 @@ def test_silent_success_is_counted_per_example(plain, test_set):
     them. Each such example is counted, and any one warns even where the aggregate gap is within a (large) tolerance;
     a plain model has none."""
     wavy = Wrapped(plain, lambda x: x + 0.2 * torch.sin(30 * x))
-    loose = Settings(**{**FAST.__dict__, "tolerance": 0.5})
+    loose = FAST.replace(tolerance=0.5)
     silent = _checks(_auditor(wavy, test_set, attack={**PGD, "step_size": EPS}, settings=loose), "silent")["silent"]
     assert silent["verdict"] == "warn" and silent["numbers"]["silent"] == len(silent["numbers"]["silent_examples"]) > 0
     assert silent["numbers"]["gap"] <= 0.5

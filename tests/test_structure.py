@@ -329,8 +329,9 @@ def test_every_registry_is_one_kind_of_registry_and_refuses_a_name_twice():
     from tradeoff.models import MODELS, PRETRAINED_MODELS
     from tradeoff.core.registry import Registry
     from tradeoff.core.targets import PLOTS  # figure kinds: declared once, drawn by tradeoff.report (no second registry)
+    from tradeoff.audit.registry import CHECKS
 
-    for registry in (ATTACKS, ATTACK_DECLARATIONS, DATASETS, METHODS, MODELS, PRETRAINED_MODELS, PLOTS):
+    for registry in (ATTACKS, ATTACK_DECLARATIONS, DATASETS, METHODS, MODELS, PRETRAINED_MODELS, PLOTS, CHECKS):
         assert isinstance(registry, Registry) and registry
     with pytest.raises(ValueError, match="method 'trades' registered twice"):
         METHODS.register(METHODS["trades"])

@@ -3,8 +3,9 @@ is a :class:`~tradeoff.core.targets.TargetSpec` (fields), what else the catalog 
 the raw ``catalog.config`` and the targets as written are the resolver's alone (tradeoff.config).
 
 The check reads every module's syntax tree: a subscript or a ``.get``/``in`` with a string constant on
-``<catalog>.config``, on ``<catalog>.targets[...]``, or on a name bound to a target (``target = catalog.targets[n]``,
-``for name, target in catalog.targets.items()``, a parameter named ``target``), and names each file:line."""
+``<catalog>.config``, on ``<catalog>.audit`` (an :class:`~tradeoff.core.spec.AuditSpec`: fields), on
+``<catalog>.targets[...]``, or on a name bound to a target (``target = catalog.targets[n]``, ``for name, target in
+catalog.targets.items()``, a parameter named ``target``), and names each file:line."""
 
 from __future__ import annotations
 
@@ -55,6 +56,8 @@ class _Reads(ast.NodeVisitor):
         """What ``node`` is, if it holds settings as written: 'config', 'a target', or None."""
         if isinstance(node, ast.Attribute) and node.attr == "config" and self._catalog(node.value):
             return "the configuration (catalog.config)"
+        if isinstance(node, ast.Attribute) and node.attr == "audit" and self._catalog(node.value):
+            return "the audit's settings (catalog.audit: an AuditSpec)"
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and \
                 node.value.attr == "targets" and self._catalog(node.value.value):
             return "a target (catalog.targets[...])"
@@ -149,6 +152,7 @@ def test_no_module_outside_config_reads_a_target_or_the_config_by_key():
     ("def f(root):\n    base = load_catalog([root])\n    return base.config['scale_map']\n",
      "['scale_map'] on the configuration"),
     ("def f(target):\n    return 'analysis' in target\n", "'analysis' in a target"),
+    ("def f(catalog):\n    return catalog.audit['surrogates']\n", "['surrogates'] on the audit's settings"),
     ("def f(catalog):\n    return [r for t in catalog.targets.values() for r in t['rows']]\n", "['rows'] on a target"),
 ])
 def test_the_check_finds_a_read_by_key(code, read):
@@ -202,7 +206,7 @@ def test_the_catalog_answers_what_the_modules_read_of_the_configuration():
     assert smoke.written_run("no-such-run") is None
     name = next(iter(raw["protocols"]))
     assert smoke.protocol_title(name) == raw["protocols"][name]["title"]
-    assert thaw(smoke.audit) == raw["audit"] and thaw(smoke.resources) == (raw.get("resources") or {})
+    assert smoke.audit.as_dict() == raw["audit"] and thaw(smoke.resources) == (raw.get("resources") or {})
     assert smoke.pretrained_file("no-such-arch") is None
 
 

@@ -498,7 +498,7 @@ def test_the_paper_scale_audits_every_table_a_claim_tests():
     tested = {name for claim in claims.load_claims(catalog) for part in (claim.get("test"), claim.get("premise"))
               if part for name in ([part["target"]] if isinstance(part["target"], str) else part["target"])}
     tabled = {n for n in tested if catalog.targets[n].kind == "table"}
-    assert tabled <= set(catalog.audit["build"])
+    assert tabled <= set(catalog.audit.build)
 
 
 def test_audit_build_must_name_tables(tmp_path):

@@ -8,28 +8,20 @@ numbers behind it and a next step, in three groups with a verdict each (masking,
 columns audited against the best known robust accuracy, written as one page per model under
 ``results/<scale>/audit/`` (docs/audit.md lists every check, its rule and its source):
 
-- :mod:`.checks`: the checks themselves, on a model and a batch of test examples (PyTorch): :class:`Auditor`;
+- :mod:`.registry`: the checks' registry (``@check(name, group=...)``) and the order the audit runs them in;
+- :mod:`.verdicts`: a check's finding, the group verdicts and the overall line, the comparison of two attacks;
+- :mod:`.auditor`: :class:`~.auditor.Auditor`, on a model and a batch of test examples (PyTorch): its measurements,
+  and the runner of the registered checks;
+- :mod:`.masking`, :mod:`.convergence`, :mod:`.protocol`: the checks of each verdict group, one function each
+  (:mod:`.adaptive`: the masking group's adaptive attacks, BPDA and NES);
 - :mod:`.page`: the page (Markdown, HTML, one figure in PNG and PDF) from an audit's record;
 - :mod:`.run`: an audit of a run, an external checkpoint or a model from a Python file, from its settings
-  (``audit:``); :func:`make_record` for an auditor run from Python.
+  (``audit:``, a :class:`~tradeoff.core.spec.AuditSpec`); :func:`~.run.make_record` for an auditor run from Python;
+- :mod:`.jobs`: the audit as jobs of the pipeline (no PyTorch).
 
-The names below load on first use (``from tradeoff.audit import Auditor``), so that ``tradeoff.audit.jobs`` stays free
-of PyTorch. The summary reads a written audit's verdicts with ``tradeoff.report.records.failed_checks`` (no PyTorch,
-and the report imports nothing of the audit).
+Nothing is imported here: import from the module (``from tradeoff.audit.auditor import Auditor``), so that
+``tradeoff.audit.jobs`` stays free of PyTorch. The summary reads a written audit's verdicts with
+``tradeoff.report.records.failed_checks`` (no PyTorch, and the report imports nothing of the audit).
 
 May import: core, storage, data, models, attacks, config, evaluation, report.
 """
-
-from __future__ import annotations
-
-import importlib
-
-_EXPORTS = {"Auditor": "checks", "Settings": "checks", "group_verdicts": "checks", "overall_line": "checks",
-            "make_record": "run", "audit": "run", "write_page": "page"}
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

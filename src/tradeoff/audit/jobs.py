@@ -34,7 +34,7 @@ def surrogate_for(catalog: Catalog, model_id: str) -> str | None:
     """The model whose adversarial examples the transfer check uses: the first of the dataset's `audit.surrogates`
     that is a model of this catalog trained by another job; None when there is none."""
     own = catalog.train_id.get(model_id, model_id)
-    named = catalog.audit["surrogates"].get(catalog.model_spec(model_id).dataset) or []
+    named = catalog.audit.surrogates.get(catalog.model_spec(model_id).dataset) or []
     return next((catalog.train_id.get(r, r) for r in named if (r in catalog.runs or catalog.is_external(r))
                  and catalog.train_id.get(r, r) != own), None)
 
@@ -66,8 +66,8 @@ def job_settings(catalog: Catalog, model_id: str) -> str:
     """Everything an audit job computes from besides its files, resolved: a change re-runs it."""
     block = catalog.audit
     resolved = lambda name: catalog.attack_for(name, model_id).as_dict()  # noqa: E731
-    return json.dumps({"audit": block, "attack": resolved(block["attack"]),
-                       "black_box": resolved(block["black_box"]) if block["black_box"] else None,
+    return json.dumps({"audit": block.as_dict(), "attack": resolved(block.attack),
+                       "black_box": resolved(block.black_box) if block.black_box else None,
                        "surrogate": surrogate_for(catalog, model_id),
                        "protocol": [[s, resolved(s), p, resolved(p)]
                                     for s, p in protocol_pairs(catalog, model_id)],

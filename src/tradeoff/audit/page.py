@@ -156,9 +156,9 @@ def _why(check: dict) -> str:
     return "n/a"
 
 
-def _at_budget(record: dict, checks: dict[str, dict]) -> dict[str, float]:
-    """The accuracies (fractions) at the audit's budget that the bars panel shows, by name: clean, each loss,
-    AutoAttack, the other attacks that measured one, and the best known (an upper bound where masking fails)."""
+def _attacks_panel(bars, record: dict, checks: dict) -> None:
+    """The figure's panel of the attacks at the budget side by side (and the best known figure)."""
+    a = record["attack"]
     shown = {"clean": record["clean_accuracy"]}
     shown.update({k.upper(): v for k, v in checks["losses"]["numbers"].get("accuracies", {}).items()})
     aa = (checks.get("autoattack") or {}).get("numbers", {}).get("accuracies", {})
@@ -171,7 +171,25 @@ def _at_budget(record: dict, checks: dict[str, dict]) -> dict[str, float]:
     best = next(iter(record.get("best_known", {}).values()), None)
     if best is not None and best.get("accuracy") is not None:
         shown["best known" if record.get("trustworthy", True) else "upper bound"] = best["accuracy"]
-    return shown
+    bars.bar(range(len(shown)), [100 * v for v in shown.values()], color=palette(len(shown)))
+    bars.set_xticks(range(len(shown)), list(shown), rotation=45, ha="right", fontsize="small")
+    bars.set(ylabel="accuracy (%)", title=f"attacks at eps {a['eps']:.4g}", ylim=(0, 103))
+
+
+def _columns_panel(cols, record: dict) -> None:
+    """The figure's panel of the reported columns, each beside its best known robust accuracy."""
+    reported = [c for c in record["checks"] if c["name"].startswith("column ")]
+    if reported:
+        cols.barh(range(len(reported)), [100 * c["numbers"]["accuracy"] for c in reported],
+                  color=[{"pass": "#4c72b0", "warn": "#dd8452", "fail": "#c44e52"}.get(c["verdict"], "grey")
+                         for c in reported])
+        cols.set_yticks(range(len(reported)), [c["numbers"]["column"] for c in reported])
+        cols.invert_yaxis()
+        for i, c in enumerate(reported):
+            cols.plot([100 * c["numbers"]["best_known"]] * 2, [i - 0.4, i + 0.4], color="black")
+    cols.set(xlabel="robust accuracy (%)", title="columns; black: best known", xlim=(0, 103))
+    if not reported:
+        _empty(cols, "no reported column\n(no table shows this\nmodel, or none measured)")
 
 
 def figure(record: dict):
@@ -209,10 +227,7 @@ def figure(record: dict):
             budget.axhline(100 * eps["grey_bound"], color="grey", ls="--", label="mid-grey bound")
         budget.set(xlabel=f"eps ({a['norm']})", ylabel="robust accuracy (%)", title="budget", ylim=(-3, 103))
         axes_legend(budget)
-        shown = _at_budget(record, checks)
-        bars.bar(range(len(shown)), [100 * v for v in shown.values()], color=palette(len(shown)))
-        bars.set_xticks(range(len(shown)), list(shown), rotation=45, ha="right", fontsize="small")
-        bars.set(ylabel="accuracy (%)", title=f"attacks at eps {a['eps']:.4g}", ylim=(0, 103))
+        _attacks_panel(bars, record, checks)
         trace = checks["surface"]["numbers"]
         for i, (g, r) in enumerate(zip(trace.get("traces", {}).get("gradient", []),
                                        trace.get("traces", {}).get("random", []))):
@@ -231,18 +246,7 @@ def figure(record: dict):
         trace_ax.set(xlabel="PGD step", ylabel="cross-entropy loss", title=f"PGD-{a['steps']}'s loss per example")
         if not losses:
             _empty(trace_ax, _why(checks["silent"]))
-        reported = [c for c in record["checks"] if c["name"].startswith("column ")]
-        if reported:
-            cols.barh(range(len(reported)), [100 * c["numbers"]["accuracy"] for c in reported],
-                      color=[{"pass": "#4c72b0", "warn": "#dd8452", "fail": "#c44e52"}.get(c["verdict"], "grey")
-                             for c in reported])
-            cols.set_yticks(range(len(reported)), [c["numbers"]["column"] for c in reported])
-            cols.invert_yaxis()
-            for i, c in enumerate(reported):
-                cols.plot([100 * c["numbers"]["best_known"]] * 2, [i - 0.4, i + 0.4], color="black")
-        cols.set(xlabel="robust accuracy (%)", title="columns; black: best known", xlim=(0, 103))
-        if not reported:
-            _empty(cols, "no reported column\n(no table shows this\nmodel, or none measured)")
+        _columns_panel(cols, record)
     return fig
 
 

@@ -16,10 +16,11 @@ import torch
 
 from tradeoff.config import Catalog, ConfigError
 from tradeoff.core.errors import UserError
-from tradeoff.core.spec import AttackSpec, Norm, thaw
-from tradeoff.audit.checks import Auditor, Settings, group_verdicts, overall_line
+from tradeoff.core.spec import AttackSpec, Norm
+from tradeoff.audit.auditor import Auditor
 from tradeoff.audit.jobs import protocol_pairs, surrogate_for
 from tradeoff.audit.page import write_page
+from tradeoff.audit.verdicts import group_verdicts, overall_line
 from tradeoff.evaluation.load import source_for
 from tradeoff.evaluation.evaluate import Evaluation, Loaded
 from tradeoff.report.records import ReportError, predictions, read_json
@@ -107,13 +108,13 @@ def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0
     t0 = time.perf_counter()
     model_id = catalog.train_id.get(model_id, model_id)  # runs trained by one job are one model: one audit
     spec = catalog.model_spec(model_id)
-    examples = block.get("examples")
+    examples = block.examples
     if spec.test_examples is not None:
         examples = spec.test_examples if examples is None else min(examples, spec.test_examples)
     loaded = _load(catalog, model_id, device, examples)
     model, meta, x, y = loaded.model, loaded.meta, loaded.x, loaded.y
-    attack = catalog.attack_for(block["attack"], model_id)
-    black_box = catalog.attack_for(block["black_box"], model_id) if block.get("black_box") else None
+    attack = catalog.attack_for(block.attack, model_id)
+    black_box = catalog.attack_for(block.black_box, model_id) if block.black_box else None
     if surrogate is not None and surrogate not in catalog.runs and not catalog.is_external(surrogate):
         raise ConfigError(f"--surrogate: {surrogate!r} is neither a run nor an external model of the catalog")
     surrogate_id = catalog.train_id.get(surrogate, surrogate) if surrogate else surrogate_for(catalog, model_id)
@@ -127,16 +128,15 @@ def audit(catalog: Catalog, model_id: str, *, device: str = "cpu", seed: int = 0
              for strong, code in protocol_pairs(catalog, model_id)]
     columns, notes = reported_columns(catalog, model_id, y, examples, loaded.test_size,
                                       (meta.get("external") or {}).get("sha256"))
-    aa_name = block.get("autoattack")
-    autoattack = catalog.attack_for(aa_name, model_id) if aa_name else None
-    auditor = Auditor(model, x, y, attack=attack, black_box=black_box, settings=Settings.from_config(block),
+    autoattack = catalog.attack_for(block.autoattack, model_id) if block.autoattack else None
+    auditor = Auditor(model, x, y, attack=attack, black_box=black_box, settings=block,
                       seed=seed, batch_size=batch_size or catalog.runtime_settings.eval_batch_size,
                       surrogate=surrogate_model, no_surrogate=missing, protocol=pairs, reported=columns,
-                      l2=catalog.attack_in_norm(block["attack"], model_id, Norm.L2), autoattack=autoattack,
+                      l2=catalog.attack_in_norm(block.attack, model_id, Norm.L2), autoattack=autoattack,
                       log=lambda text: log.info("%s: %s", model_id, text))
     checks = auditor.run()
     extra = {"model": model_id, "scale": catalog.scale, "arch": spec.arch, "dataset": spec.dataset,
-             "external": meta.get("external"), "surrogate": surrogate_id, "settings": thaw(block),
+             "external": meta.get("external"), "surrogate": surrogate_id, "settings": block.as_dict(),
              "columns_left_out": notes}
     record = make_record(auditor, checks, extra, seconds=time.perf_counter() - t0, device=str(loaded.device))
     return record, write_page(record, catalog.layout.audit(model_id))

@@ -27,7 +27,7 @@ from tradeoff.core.errors import ConfigError
 from tradeoff.data.roots import GeneratedDataRoot
 from tradeoff.models.declared import PretrainedError, pretrained_checkpoint_path, pretrained_setting
 from tradeoff.core.settings import runtime_settings
-from tradeoff.core.spec import AttackSpec, ExternalSpec, FrozenDict, RunSpec, _Spec, freeze
+from tradeoff.core.spec import AttackSpec, AuditSpec, ExternalSpec, FrozenDict, RunSpec, _Spec, freeze
 from tradeoff.core.targets import TargetSpec
 from tradeoff.storage.layout import Layout, ready_marker
 from tradeoff.config.design import merge
@@ -129,10 +129,10 @@ class Catalog:
         return freeze(self.config.get("resources") or {})
 
     @property
-    def audit(self) -> FrozenDict | None:
-        """The ``audit:`` block (every key the schema requires), frozen; None without one."""
+    def audit(self) -> AuditSpec | None:
+        """The ``audit:`` block (every key the schema requires) as an :class:`AuditSpec`; None without one."""
         block = self.config.get("audit")
-        return None if block is None else freeze(block)
+        return None if block is None else AuditSpec.from_dict(block)
 
     @property
     def scale(self) -> str:
@@ -385,7 +385,7 @@ class Catalog:
         """The models every build audits (``audit.build``: the tables whose rows' models, docs/audit.md): the default
         target and ``dvc repro`` write their audit pages before the tables that show them, which mark the columns an
         audit finds overstated; empty without an ``audit:`` block or ``audit.build``."""
-        names = (self.audit or {}).get("build") or ()
+        names = (self.audit.build if self.audit is not None else None) or ()
         return list(dict.fromkeys(m for name in names for m in self.table_models(name)))
 
     def reported_evaluations(self, model_id: str) -> list[tuple[str, str]]:

@@ -6,7 +6,8 @@ defaults, the scale's mapping, the method's declared parameters); everything dow
 An attack's settings are an :class:`AttackSpec` (its ``type``, its :class:`Norm`, its budget ``eps``, its
 ``step_size`` and the parameters its type declares): as written in the catalog (``Catalog.attacks``: a budget in the
 paper dataset's terms, a sweep, a step relative to eps), and resolved for one model (``Catalog.attack_for``, a run's
-selection attack and its method's training attacks: one eps, the step size a number or None).
+selection attack and its method's training attacks: one eps, the step size a number or None). The audit's settings
+are an :class:`AuditSpec` (``Catalog.audit``).
 
 ``as_dict()`` is their one JSON form (the settings digests, jobs.json, the catalog's cache): plain dicts and lists
 in a fixed key order; ``from_dict`` reads it back and refuses a key it does not know. A method's parameters stay a
@@ -204,6 +205,58 @@ def attack_spec(value: Any) -> Any:
     """An attack's settings typed: a mapping as an AttackSpec, anything else (a name not yet resolved, None) as it
     is."""
     return AttackSpec.from_dict(value) if isinstance(value, Mapping) else value
+
+
+@dataclass(frozen=True)
+class AuditSpec(_Spec):
+    """The audit's settings (the configuration's ``audit:`` block, ``Catalog.audit``), typed: the test examples, the
+    names of its attacks (``attack``, ``black_box``, ``autoattack``: catalog attacks, resolved per model by
+    ``Catalog.attack_for``), the transfer check's ``surrogates`` per dataset, what its checks vary and their rules'
+    thresholds (docs/audit.md), and the tables whose rows' models every build audits (``build``).
+
+    Made from its fields (an auditor run from Python: ``AuditSpec(restarts=10)``), the checks' settings take the
+    defaults below; read from the configuration (``from_dict``), every key the schema requires is given. ``form``
+    lists the keys of its JSON form in order (as written: ``build`` only where it is), so that ``as_dict`` is the
+    block as written, which the audit's record and its jobs' settings hold."""
+
+    examples: int | None = None                  # the first N test examples of the fixed permutation (None: all)
+    attack: str | None = None                    # the white-box attack (type pgd) whose settings the checks vary
+    black_box: str | None = None                 # the gradient-free attack (type square), None: no black-box check
+    autoattack: str | None = None                # AutoAttack in the audit's suite, None: left out
+    surrogates: FrozenDict = field(default_factory=FrozenDict)  # dataset -> the transfer check's surrogates
+    step_multipliers: tuple[int, ...] = (1, 10)  # APGD-CE at these multiples of the attack's steps (convergence)
+    restarts: int = 5                            # most random restarts of the restart curve
+    eps_multipliers: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0)  # times the attack's budget, then the bounds' budgets
+    eot_draws: int = 10                          # forward passes of a randomized model (spread, the least EOT draws)
+    max_eot_draws: int = 80                      # EOT's draws, sized from the gradient's variance, at most
+    surface_examples: int = 8                    # examples whose loss is traced along two directions and PGD's steps
+    surface_points: int = 11                     # points of each trace, from 0 to the budget
+    consistency_examples: int = 64               # examples whose gradient is checked against the loss it predicts
+    random_samples: int = 64                     # uniform points of the eps-ball per example (random sampling)
+    decision_queries: int = 1000                 # the decision-based attack's (RayS's) decisions per example
+    adaptive_steps: int = 100                    # the adaptive attacks' (BPDA / NES with APGD) iterations
+    adaptive_restarts: int = 3                   # BPDA-APGD-CE's restarts
+    nes_samples: int = 32                        # NES: model evaluations per gradient estimate (antithetic pairs)
+    tolerance: float = 0.02                      # accuracy gap (fraction) below which two attacks are as strong
+    significance: float = 0.05                   # level of the one-sided exact McNemar test
+    max_zero_gradients: float = 0.05             # fraction of examples with an all-zero input gradient: fail above
+    top_accuracy: float = 0.02                   # robust accuracy at the whole-range budget: fail above
+    build: tuple[str, ...] | None = None         # the tables (or groups) whose rows' models every build audits
+    form: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.form:  # made from its fields: its JSON form holds every setting
+            object.__setattr__(self, "form", tuple(f.name for f in dataclasses.fields(self) if f.name != "form"))
+
+    @classmethod
+    def from_dict(cls, raw: Mapping) -> "AuditSpec":
+        """The spec of the ``audit:`` block as written (its lists as tuples, frozen). ValueError for a key it does
+        not know."""
+        return cls(**{k: freeze(v) for k, v in cls._fields_of(raw, "the audit's settings").items()},
+                   form=tuple(raw))
+
+    def as_dict(self) -> dict:
+        return {k: thaw(getattr(self, k)) for k in self.form}
 
 
 @dataclass(frozen=True)

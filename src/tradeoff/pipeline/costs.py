@@ -43,7 +43,7 @@ from tradeoff.attacks.declared.base import (
 from tradeoff.audit.jobs import audit_targets, audited_models, protocol_pairs, surrogate_for
 from tradeoff.core.errors import ConfigError
 from tradeoff.core.passes import F, G, Passes, UnknownCost
-from tradeoff.core.spec import AttackSpec, ExternalSpec, MethodSpec, RunSpec
+from tradeoff.core.spec import AttackSpec, AuditSpec, ExternalSpec, MethodSpec, RunSpec
 from tradeoff.methods import METHODS
 
 FLOPS_FILE = Path(__file__).with_name("flops.json")
@@ -199,10 +199,10 @@ def evaluation_flops(run: RunSpec | ExternalSpec, attack: AttackSpec, table: dic
     return FP32_COST * m * evaluation_passes(attack, data["classes"], table.get("corruption_images")).flops(unit)
 
 
-def audit_passes(block: dict, attack: AttackSpec, black_box: AttackSpec | None,
+def audit_passes(block: AuditSpec, attack: AttackSpec, black_box: AttackSpec | None,
                  pairs: list[tuple[AttackSpec, AttackSpec]], classes: int, transfer: bool,
                  autoattack: AttackSpec | None = None) -> Passes:
-    """One test example's share of an audit (tradeoff.audit.checks), for a deterministic model where no masking is
+    """One test example's share of an audit (its checks: tradeoff.audit.registry), for a deterministic model where no masking is
     suspected (a randomized one adds EOT's draws, a suspected one the adaptive attacks): in each norm the attack,
     APGD-CE at each step multiple, the two other losses, the multi-targeted attack, each other budget, the mid-grey
     and the whole-range one, the black-box attack, the transfer attack (on a surrogate of the same cost), AutoAttack
@@ -211,18 +211,18 @@ def audit_passes(block: dict, attack: AttackSpec, black_box: AttackSpec | None,
     traced examples are left out."""
     steps = int(priced_settings(attack).steps)
     apgd = [AttackSpec.from_dict({"type": "apgd-ce", "norm": attack.norm, "eps": attack.eps, "steps": steps * int(m)})
-            for m in block["step_multipliers"]]
+            for m in block.step_multipliers]
     targeted = attack.replace(type="t-pgd", target_classes=max(1, min(9, classes - 1)))
-    budgets = [attack] * (len([m for m in block["eps_multipliers"] if m != 1]) + 2)
+    budgets = [attack] * (len([m for m in block.eps_multipliers if m != 1]) + 2)
     per_norm = [attack] + apgd + budgets + [attack, attack, targeted] + ([black_box] if black_box else []) + (
         [attack] if transfer else []) + ([autoattack] if autoattack else [])
     fgsm = AttackSpec.from_dict({"type": "fgsm", "norm": attack.norm, "eps": attack.eps})
     rays = AttackSpec.from_dict({"type": "rays", "norm": "linf", "eps": attack.eps,
-                                 "queries": int(block.get("decision_queries", 1000))})
-    runs = per_norm * 2 + [attack] * (int(block["restarts"]) - 1 + 1) + [fgsm, rays] + [s for pair in pairs
+                                 "queries": int(block.decision_queries)})
+    runs = per_norm * 2 + [attack] * (int(block.restarts) - 1 + 1) + [fgsm, rays] + [s for pair in pairs
                                                                                     for s in pair]
-    total = F + 4 * G + 2 * F + int(block["eot_draws"]) * F + 8 * G  # clean, gradients, consistency, randomness
-    total = total + 2 * int(block.get("random_samples", 0)) * F     # the random samples, in each norm
+    total = F + 4 * G + 2 * F + int(block.eot_draws) * F + 8 * G  # clean, gradients, consistency, randomness
+    total = total + 2 * int(block.random_samples) * F     # the random samples, in each norm
     for spec in runs:
         total = total + evaluation_passes(spec, classes)
     return total
@@ -390,14 +390,14 @@ class JobSizes:
         """An audit job of a model (tradeoff.audit: `tradeoff audit --run`)."""
         block, catalog = self.catalog.audit, self.catalog
         try:
-            attack = catalog.attack_for(block["attack"], run)
-            black_box = catalog.attack_for(block["black_box"], run) if block["black_box"] else None
+            attack = catalog.attack_for(block.attack, run)
+            black_box = catalog.attack_for(block.black_box, run) if block.black_box else None
             pairs = [(catalog.attack_for(s, run), catalog.attack_for(p, run)) for s, p in protocol_pairs(catalog, run)]
             classes = _dataset(self.table, catalog.model_spec(run).dataset)["classes"]
-            autoattack = catalog.attack_for(block["autoattack"], run) if block.get("autoattack") else None
+            autoattack = catalog.attack_for(block.autoattack, run) if block.autoattack else None
             passes = audit_passes(block, attack, black_box, pairs, classes, surrogate_for(catalog, run) is not None,
                                   autoattack)
-            return audit_flops(catalog.model_spec(run), passes, self.table, block["examples"]) / self.rate
+            return audit_flops(catalog.model_spec(run), passes, self.table, block.examples) / self.rate
         except UnknownCost as exc:
             self.unpriced[("audit", run)] = str(exc)
             return None
