@@ -1,6 +1,6 @@
 """The checks of an audit, on one model and a batch of test examples, each with its pass rule (docs/audit.md).
 
-Every attack here runs through the evaluation's own path (:func:`tradeoff.evaluation.evaluate.run_attack`: fp32, eval mode,
+Every attack here runs through the evaluation's own path (:func:`tradeoff.attacks.loop.run_attack`: fp32, eval mode,
 seeded per batch, examples misclassified clean count as not robust), so a number of the audit is the number the
 pipeline's tables would show for that attack. Two attacks are compared example by example: attack B is *stronger*
 than attack A when B's robust accuracy is lower by more than ``tolerance`` (an accuracy gap the audit calls
@@ -32,7 +32,7 @@ from tradeoff.attacks import from_spec, frozen
 from tradeoff.attacks.base import add_counts, judge, project, random_start, steepest_step
 from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
 from tradeoff.core.spec import AttackSpec
-from tradeoff.evaluation.evaluate import batch_seed, run_attack
+from tradeoff.attacks.loop import batch_seed, run_attack
 from tradeoff.storage.layout import bits
 from tradeoff.attacks.pgd import margin_loss
 from tradeoff.attacks.autoattack import isolated_rng

@@ -63,7 +63,7 @@ from tradeoff.methods import METHODS
 from tradeoff.storage.provenance import provenance, training_epochs
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import Norm, RunSpec, freeze
-from tradeoff.evaluation.evaluate import run_attack
+from tradeoff.attacks.loop import run_attack
 from tradeoff.evaluation.load import load_model, source_for
 from tradeoff.config import load_catalog
 from tradeoff.data import load_run_data
