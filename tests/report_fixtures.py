@@ -2,7 +2,7 @@
 per-example predictions, training curves and analysis JSON. Every test that fakes such a file writes it here, so
 that what a complete record holds is decided in one place.
 
-A metrics record is what ``tradeoff.evaluation.evaluate`` writes (run, attack, its spec, accuracy, clean accuracy, the
+A metrics record is what ``tradeoff.evaluation.records`` writes (run, attack, its spec, accuracy, clean accuracy, the
 examples and how many of them stayed robust, seed, dataset, ...), plus the run's architecture and the scale;
 ``accuracy`` is ``robust_examples / examples`` exactly, so an accuracy must be a whole number of examples.
 """
@@ -47,9 +47,10 @@ def write_measurement(catalog, run_id: str, attack_name: str, robust, /, *, clea
                       test_size: int | None = None, **overrides) -> Path:
     """Write the metrics and predictions files of ``run`` (its training job) under ``attack`` from per-example
     outcomes (a '0'/'1' string or booleans; ``clean`` defaults to all correct), the record made by the evaluation's
-    own code (tradeoff.evaluation.evaluate.record) from the catalog's resolved settings, so that a report vouches for it as for a
-    real one. ``overrides`` replace fields of the metrics record (to make a bad file). Returns the metrics file."""
-    from tradeoff.evaluation.evaluate import COUNTS, record
+    own code (tradeoff.evaluation.records.record) from the catalog's resolved settings, so that a report vouches for it as for
+    a real one. ``overrides`` replace fields of the metrics record (to make a bad file). Returns the metrics file."""
+    from tradeoff.attacks.loop import COUNTS
+    from tradeoff.evaluation.records import record
 
     run, attack = run_id, attack_name  # positional only: `run` and `attack` may be overridden record fields
     train_id = catalog.train_id[run]

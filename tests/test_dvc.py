@@ -441,7 +441,7 @@ def test_a_name_read_from_a_lazy_package_counts_as_an_import_of_its_module():
     assert "tradeoff.data.declared" in generalist and not {"tradeoff.data.datasets", "tradeoff.data.splits"} & generalist
     splits = set(dict(tdvc._imports(package / "training" / "train.py")))  # `data.load_run_data(...)`
     assert "tradeoff.data.splits" in splits
-    evaluate = set(dict(tdvc._imports(package / "evaluation" / "evaluate.py")))  # `attacks.from_spec`
+    evaluate = set(dict(tdvc._imports(package / "evaluation" / "evaluate.py")))  # `attacks.ATTACKS`
     assert "tradeoff.attacks.base" in evaluate
     train = set(dict(tdvc._imports(package / "training" / "train.py")))  # `from tradeoff.methods import METHODS`
     assert "tradeoff.methods.base" in train

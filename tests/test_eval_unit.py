@@ -130,7 +130,7 @@ def test_a_runs_suite_holds_exactly_what_its_attacks_own_jobs_write(tmp_path, mo
 
 def _key(catalog, results, attack):
     from tradeoff.storage.atomic import sha256_file
-    from tradeoff.evaluation.evaluate import state_key
+    from tradeoff.evaluation.state import state_key
 
     spec = catalog.attack_for(attack, NT)
     return state_key(sha256_file(results.model(NT))[:16], spec, 0, 24, 64, 0)

@@ -16,7 +16,8 @@ import torch
 
 from helpers import ROOT, env
 from tradeoff import config as cfg
-from tradeoff.evaluation.evaluate import AttackJob, Evaluation, Shard, evaluate, merge_shards
+from tradeoff.evaluation.evaluate import AttackJob, Evaluation, Shard, evaluate
+from tradeoff.evaluation.shards import merge_shards
 from tradeoff.evaluation.load import RunModel
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import AttackSpec

@@ -12,8 +12,9 @@ from torch import nn
 from tradeoff import attacks
 from tradeoff import config as cfg
 from tradeoff.core.spec import AttackSpec
-from tradeoff.evaluation.evaluate import (SHARD_FORMAT, EvalState, MergeError, batch_seed, merge_shards, run_attack,
-                                         shard_range)
+from tradeoff.attacks.loop import batch_seed, run_attack
+from tradeoff.evaluation.shards import SHARD_FORMAT, MergeError, merge_shards, shard_range
+from tradeoff.evaluation.state import EvalState
 
 ROOT = cfg.ROOT
 

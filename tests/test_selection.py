@@ -15,7 +15,7 @@ from tradeoff import config as cfg
 from tradeoff import data
 from tradeoff.data import splits
 from tradeoff.core.spec import CLEAN
-from tradeoff.evaluation import evaluate
+from tradeoff.evaluation import records
 from tradeoff.training import train as train_module
 from tradeoff.core.errors import ConfigError
 from tradeoff.storage.curves import read_curves
@@ -125,9 +125,9 @@ def test_training_never_sees_a_validation_image_and_selection_never_reads_the_te
     assert measured == validation  # every epoch measured the validation split, and nothing else
     assert meta["selection_split"] == "validation" and meta["selection_images"] == 64
     assert meta["validation_images"] == 64 and meta["spec"]["selection"]["validation"] == 64
-    # the metrics files of the model's evaluations say it too (tradeoff.evaluation.evaluate.record)
-    record = evaluate.record(meta, "clean", CLEAN,
-                             {"scale": "smoke", "model": "x", "test_examples": None, "test_size": N_TEST})
+    # the metrics files of the model's evaluations say it too (tradeoff.evaluation.records.record)
+    record = records.record(meta, "clean", CLEAN,
+                            {"scale": "smoke", "model": "x", "test_examples": None, "test_size": N_TEST})
     assert (record["selection_split"], record["selection_images"], record["validation_images"]) == (
         "validation", 64, 64)
 

@@ -60,7 +60,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "evaluation": {"core", "storage", "data", "models", "attacks"},
     "report": {"core", "storage", "models", "config"},
     "results": {"core", "storage"},
-    "training": {"core", "storage", "data", "models", "attacks", "methods", "evaluation"},
+    "training": {"core", "storage", "data", "models", "attacks", "methods"},
     "analysis": {"core", "storage", "data", "models", "attacks", "config", "evaluation"},
     "audit": {"core", "storage", "data", "models", "attacks", "config", "evaluation", "report"},
     "pipeline": {"core", "storage", "data", "models", "attacks", "methods", "config", "evaluation", "report",

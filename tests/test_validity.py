@@ -1,7 +1,7 @@
 """Judgments on valid measurements only (issue 37): an adversarial example that breaks the threat model or a model's
 non-finite logits never count as a success (tradeoff.attacks.base.judge, AutoAttack's chain, the evaluation's counts,
 kept through a resume and over shards); a robust accuracy that a known bound rules out, or survivors crowded into one
-class, is an attack failure, marked in every format and never judged (tradeoff.evaluation.evaluate's bound,
+class, is an attack failure, marked in every format and never judged (tradeoff.evaluation.bound,
 tradeoff.report.records.attack_failure, the tables, the figure, the claims); a column a written audit finds overstated
 is marked, and the build writes the audits its tables read (audit.build)."""
 
@@ -21,8 +21,10 @@ from report_fixtures import outcomes, write_measurement
 from tradeoff import attacks
 from tradeoff import config as cfg
 from tradeoff.core.spec import AttackSpec
-from tradeoff.evaluation.evaluate import (COUNTS, EvalState, bound_record, constant_probes, merge_shards, run_attack,
-                                          shard_range, whole_range)
+from tradeoff.attacks.loop import COUNTS, run_attack
+from tradeoff.evaluation.bound import bound_record, constant_probes, whole_range
+from tradeoff.evaluation.shards import merge_shards, shard_range
+from tradeoff.evaluation.state import EvalState
 from tradeoff.report import claims, records, tables, table_model, table_render
 
 FILES = [ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"]

@@ -14,12 +14,12 @@ from helpers import data_root, run, workflow_copy
 from methods_support import CPU, SMOKE, TinyBN, build, digits
 from tradeoff import analysis
 from tradeoff.storage import checkpoint
-from tradeoff.evaluation import learner_probes as learners
+from tradeoff.training import learner_probes as learners
 from tradeoff.storage.layout import Layout
 from tradeoff import config as cfg
 from tradeoff.attacks import from_spec
 from tradeoff.core.spec import CLEAN, AttackSpec
-from tradeoff.evaluation.evaluate import accuracy_under, batch_seed
+from tradeoff.attacks.loop import accuracy_under, batch_seed
 from tradeoff.storage.curves import read_curves
 from tradeoff.methods.generalist import snapshot_epochs
 from tradeoff.report.build import build_target

@@ -88,7 +88,7 @@ def adversarial(model, x, y, make_attack: Callable, *, seed: int, batch_size: in
     when the attack skips them."""
     import torch
 
-    from tradeoff.evaluation.evaluate import batch_seed
+    from tradeoff.attacks.loop import batch_seed
 
     x_adv = x.clone()
     for b, start in enumerate(range(0, len(x), batch_size)):

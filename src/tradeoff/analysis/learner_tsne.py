@@ -55,7 +55,7 @@ def panel(learners: dict, x, y, spec: dict, params: dict, *, batch_size: int) ->
     """One epoch's panel: learners (name -> model) attacked on (x, y), their adversarial images embedded."""
     import numpy as np
 
-    from tradeoff.evaluation.learner_probes import adversarial, correct
+    from tradeoff.attacks.loop import adversarial, correct
 
     seed = int(params["seed"])
     adv, fooled = {}, {}

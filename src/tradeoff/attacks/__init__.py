@@ -4,7 +4,9 @@ Each attack type is declared apart from its code: ``declared`` (its name, norms,
 cost, torch-free: what the configuration and the cost plan read) and the modules that run it (``pgd``,
 ``autoattack``, ``clean``), each class a subclass of its declaration. ``ATTACKS`` (``base``) is filled, when first
 read, with every module of this package and the installed plug-ins (the entry points of the group
-``tradeoff.attacks``): a new attack's modules are found, no list names them (docs/extending.md).
+``tradeoff.attacks``): a new attack's modules are found, no list names them (docs/extending.md). ``loop`` runs an
+attack over a set of examples, batch by seeded batch, in fp32 and eval mode: the one path of evaluation, training's
+measurements, the benches and the audit.
 
 Importing the package imports no PyTorch: its names below are reached in ``base`` on first use, through the one
 table ``_NAMES``.

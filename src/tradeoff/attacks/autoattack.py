@@ -71,7 +71,7 @@ class CheckLog:
 
 
 class Progress(Protocol):
-    """Where an attack keeps its partial results for one batch (see tradeoff.evaluation.evaluate.EvalState)."""
+    """Where an attack keeps its partial results for one batch (see tradeoff.evaluation.state.EvalState)."""
 
     def load(self) -> dict | None: ...
 

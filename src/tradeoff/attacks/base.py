@@ -96,7 +96,7 @@ class Attack(AttackDeclaration):
         correct, self.found_invalid = judge(self.model, x, x_adv, y, self.eps, self.norm)
         return correct
 
-    # What an evaluation (tradeoff.evaluation.evaluate.run_attack) asks of an attack besides ``robust``; the defaults: an attack
+    # What an evaluation (tradeoff.attacks.loop.run_attack) asks of an attack besides ``robust``; the defaults: an attack
     # without sanity checks of its own and without stages.
 
     #: whether the attack runs sanity checks of its own, whose warnings the evaluation records (``warnings``)

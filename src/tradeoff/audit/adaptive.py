@@ -16,7 +16,7 @@ from tradeoff.attacks.autoattack import run_component
 from tradeoff.attacks.base import add_counts, judge
 from tradeoff.audit.auditor import Auditor
 from tradeoff.core.spec import AttackSpec
-from tradeoff.evaluation.evaluate import batch_seed
+from tradeoff.attacks.loop import batch_seed
 from tradeoff.storage.layout import bits
 
 #: the operations without a useful gradient that the straight-through probe passes the gradient through unchanged

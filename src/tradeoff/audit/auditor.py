@@ -2,7 +2,7 @@
 one kept per example, with its accuracy, for the page) and the runner of the registered checks
 (:mod:`tradeoff.audit.registry`; the checks themselves: :mod:`.masking`, :mod:`.convergence`, :mod:`.protocol`).
 
-Every attack here runs through the evaluation's own path (:func:`tradeoff.evaluation.evaluate.run_attack`: fp32,
+Every attack here runs through the evaluation's own path (:func:`tradeoff.attacks.loop.run_attack`: fp32,
 eval mode, seeded per batch, examples misclassified clean count as not robust), so a number of the audit is the number
 the pipeline's tables would show for that attack. Two attacks are compared example by example
 (:func:`tradeoff.audit.verdicts.compare`).
@@ -30,7 +30,7 @@ from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
 from tradeoff.audit.registry import CHECKS, ORDER
 from tradeoff.audit.verdicts import accuracy, both, finding, group_of, pct, worst
 from tradeoff.core.spec import AttackSpec, AuditSpec
-from tradeoff.evaluation.evaluate import run_attack
+from tradeoff.attacks.loop import run_attack
 from tradeoff.storage.layout import bits
 
 #: attack types that use no gradient of the model, or not the model's own (the white-box worst case leaves them out):

@@ -21,7 +21,7 @@ from tradeoff.audit.auditor import Auditor, apgd, steps_of
 from tradeoff.audit.registry import check
 from tradeoff.audit.verdicts import accuracy, compare, finding, group_of, pct, worst
 from tradeoff.core.spec import AttackSpec
-from tradeoff.evaluation.evaluate import batch_seed
+from tradeoff.attacks.loop import batch_seed
 from tradeoff.storage.layout import bits
 
 

@@ -11,9 +11,9 @@ audits, analyses and benchmarks, each described by a typed source:
 
 Every one comes back in eval mode and fp32, on the device, with its metadata (``run``, ``spec``, ``num_classes``,
 ``in_channels``, ``image_size``, ...: a model.pt's, and for the others ``external``: the file's SHA-256 and how it
-was read). :func:`source_for` makes the source of a catalog's model from where the catalog keeps it
-(``Catalog.model_location``: a run as its training job's model, under its train id; an external model as its file):
-evaluation takes sources and paths, never the catalog.
+was read), whose settings :func:`model_settings` reads typed. :func:`source_for` makes the source of a catalog's
+model from where the catalog keeps it (``Catalog.model_location``: a run as its training job's model, under its train
+id; an external model as its file): evaluation takes sources and paths, never the catalog.
 
 Importing this module does not import PyTorch (tradeoff.pipeline.evaluation_jobs describes models without it): the readers
 are imported by :func:`load_model`, which runs them.
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
-from tradeoff.core.spec import ExternalSpec
+from tradeoff.core.spec import ExternalSpec, RunSpec, model_spec
 
 if TYPE_CHECKING:
     import torch
@@ -91,3 +91,9 @@ def load_model(source: ModelSource, device: torch.device | str = "cpu") -> tuple
     if isinstance(source, ExternalCheckpoint):
         return external.load(source.path, source.spec, device, model_id=source.model_id)
     raise TypeError(f"not a model source: {source!r} (a RunModel, ExternalCheckpoint or UserModelFile)")
+
+
+def model_settings(meta: dict) -> RunSpec | ExternalSpec:
+    """The settings of a loaded model, typed: its metadata's ``spec`` (the JSON form that a model.pt, or an external
+    model's load, records) as a run's or an external model's."""
+    return model_spec(meta["spec"])

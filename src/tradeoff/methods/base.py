@@ -120,7 +120,7 @@ class Method:
 
     def tracking(self) -> dict | None:
         """What the trainer measures of ``learners()`` after each epoch's last step, before ``end_epoch``, into
-        the run's curves (see :func:`tradeoff.evaluation.learner_probes.measure`): ``{"examples": n, "attack": resolved
+        the run's curves (see :func:`tradeoff.training.learner_probes.measure`): ``{"examples": n, "attack": resolved
         evaluation-attack spec, "attacked": [learner names]}``; None (the default) for nothing."""
         return None
 

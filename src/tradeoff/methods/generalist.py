@@ -48,7 +48,7 @@ Observing the learners (off unless a run sets them; they never change the traine
   images of the validation split (held out of training; ``split: test``: of the test split, the paper's practice)
   each learner's clean accuracy and the attacked learners' accuracy under the evaluation attack made against
   themselves and made against the other learner (transfer), into the curves as ``learner_at_clean``,
-  ``learner_nt_clean``, ``learner_nt_pgd_self``, ``learner_nt_pgd_from_at`` (see :mod:`tradeoff.evaluation.learner_probes`).
+  ``learner_nt_clean``, ``learner_nt_pgd_self``, ``learner_nt_pgd_from_at`` (see :mod:`tradeoff.training.learner_probes`).
 - ``snapshot_epochs: [e, ...]`` (Zipper Figure 6): copies of both learners' weights at the end of these
   (1-based) epochs, before any communication; epoch-valued (rescaled with the run, then rounded to whole
   epochs); kept in the method's state (a resumed run still has them) and saved in model.pt as

@@ -68,7 +68,7 @@ def attack_passes(spec: AttackSpec | dict, classes: int) -> Passes:
 
 
 def evaluation_passes(spec: AttackSpec | dict, classes: int, corruption_images: dict[str, int] | None = None) -> Passes:
-    """One evaluation of one test example (tradeoff.evaluation.evaluate.run_attack): as its attack's type declares
+    """One evaluation of one test example (tradeoff.attacks.loop.run_attack): as its attack's type declares
     (``evaluation_passes``: the clean pass, the attack, the classification of its result); an entry of corrupted
     images (NROB, no attack) a forward pass of the clean image and of each of its corrupted copies."""
     spec = AttackSpec.from_dict(spec)

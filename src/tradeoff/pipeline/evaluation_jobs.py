@@ -224,7 +224,7 @@ def plan_checkpoint(catalog: cfg.Catalog, file: CheckpointFile, *, suite: str | 
 def merge_shards(catalog: cfg.Catalog, model_id: str, attack: str, shards: int | None = None) -> tuple[int, dict]:
     """Merge the shards of one evaluation (``shards``: default the configured number) into its metrics and predictions
     files: (the number of shards, the metrics)."""
-    from tradeoff.evaluation.evaluate import merge_shards as merge
+    from tradeoff.evaluation.shards import merge_shards as merge
 
     model_id = model_of(catalog, model_id)
     catalog.attack_for(attack, model_id)  # validates the name

@@ -2,7 +2,7 @@
 metrics file (and, for an accuracy, its predictions file) has been checked against the resolved configuration of
 the cell it fills. Anything else stops the report with one line naming the file and what is wrong.
 
-A metrics file records how it was made (``tradeoff.evaluation.evaluate``): the run (the training job) and the scale, the
+A metrics file records how it was made (``tradeoff.evaluation.records``): the run (the training job) and the scale, the
 dataset and architecture, the digest of the run's resolved settings, the attack's resolved settings, the test
 examples, the counts. An external model's (the config's ``external:``) records its settings' digest and the SHA-256
 of the checkpoint file it measured, which must be the file the config names (or the digest it pins). Each must agree with what the catalog resolves for the cell now: a file of another scale,
@@ -28,7 +28,7 @@ from tradeoff.storage.provenance import SidecarError, read_sidecar, training_epo
 REQUIRED = ("format", "run", "attack", "scale", "dataset", "arch", "spec_digest", "spec", "test_examples",
             "test_size", "examples", "accuracy")
 COUNTED = ("robust_examples", "clean_accuracy", "clean_examples", "invalid")
-#: an attack's record (not a clean one's) also holds the bound it is checked against (tradeoff.evaluation.evaluate)
+#: an attack's record (not a clean one's) also holds the bound it is checked against (tradeoff.evaluation.bound)
 BOUND = ("probes", "whole_range", "ruled_out", "accuracy_bound", "robust_despite")
 
 
@@ -184,7 +184,7 @@ def verify(catalog: Catalog, run_id: str, attack: str, path: Path, record: dict)
 
 
 def _verify_checks(path: Path, record: dict, spec: dict, bits: str) -> None:
-    """The record's counts of invalid examples, and an attack's bound (tradeoff.evaluation.evaluate): present, well
+    """The record's counts of invalid examples, and an attack's bound (tradeoff.evaluation.bound): present, well
     formed, and its examples robust despite the bound robust in the predictions."""
     invalid = record["invalid"]
     if not isinstance(invalid, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
@@ -329,7 +329,7 @@ def predictions(catalog: Catalog, run_id: str, attack: str) -> dict | None:
 
 def how_it_ran(found: Measurement) -> dict | None:
     """How a measurement's evaluation went, from its metrics file's sidecar (tradeoff.storage.provenance): its
-    ``provenance`` (commit, versions, device, host) and the fields tradeoff.evaluation.evaluate.RAN names (seconds,
+    ``provenance`` (commit, versions, device, host) and the fields tradeoff.evaluation.records.RAN names (seconds,
     images/s, library versions, ...); None when the file has no sidecar (pulled or copied without it: not recorded
     here). ReportError for a sidecar that cannot be read."""
     try:

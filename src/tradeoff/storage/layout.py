@@ -45,7 +45,7 @@ SIDECAR_SUFFIX = ".provenance.json"  # an output's sidecar: <output>.provenance.
 RAN_ON = "ran_on.json"  # what each epoch of a training job ran on, in its curves folder (tradeoff.storage.curves)
 
 TABLE_FORMATS = ("md", "csv", "tex", "html")
-# The version of a metrics file's record (tradeoff.evaluation.evaluate writes it, tradeoff.report.records checks it);
+# The version of a metrics file's record (tradeoff.evaluation.records writes it, tradeoff.report.records checks it);
 # 3: an attack's record counts its invalid examples (``invalid``) and holds the bound it was checked against (``bound``)
 METRICS_FORMAT = "tradeoff-metrics/3"
 # A run's evaluations in one file (runtime.eval_unit: run): {"format", "run", "evaluations": {attack: record}}

@@ -33,10 +33,10 @@ from torch import nn
 from tradeoff.storage import checkpoint
 from tradeoff import data, models
 from tradeoff.models.declared import pretrained_setting
-from tradeoff.evaluation import learner_probes as learners
+from tradeoff.training import learner_probes as learners
 from tradeoff.core.progress import Bar, duration
 from tradeoff.core.errors import UserError
-from tradeoff.evaluation.evaluate import accuracy_under
+from tradeoff.attacks.loop import accuracy_under
 from tradeoff.storage.curves import CurveLog, clocked
 from tradeoff.methods import METHODS
 from tradeoff.storage.provenance import device_name, write_sidecar

@@ -61,7 +61,7 @@ class AttackDeclaration:
 
     @classmethod
     def evaluation_passes(cls, p: Any, classes: int) -> Passes:
-        """One evaluation of one test example (tradeoff.evaluation.evaluate.run_attack): the clean pass, the attack
+        """One evaluation of one test example (tradeoff.attacks.loop.run_attack): the clean pass, the attack
         and the classification of its result."""
         return F + cls.passes(p, classes) + F
 

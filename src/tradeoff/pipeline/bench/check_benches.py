@@ -18,7 +18,7 @@ from tradeoff.pipeline.bench.synthetic import SHAPES, synthetic_batch
 from tradeoff.pipeline.bench.train import bench_train, write_bench
 from tradeoff.pipeline.costs import ASSUMED_FRACTION, UnknownCost, device_key, planned_epoch_seconds, step_passes
 from tradeoff.core.spec import Norm
-from tradeoff.evaluation.evaluate import run_attack
+from tradeoff.attacks.loop import run_attack
 from tradeoff.evaluation.load import load_model, source_for
 
 #: (run, batch size, label) timed by bench-train, by value: the paper's shape (batch 128, and WRN-34-10, the catalog's

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from tradeoff.core.runtime import Runtime
-from tradeoff.evaluation.evaluate import run_attack
+from tradeoff.attacks.loop import run_attack
 from tradeoff.evaluation.load import RunModel, load_model
 from tradeoff.data import load_run_data
 from tradeoff.report.stats import mcnemar

@@ -20,8 +20,9 @@ from typing import Any
 import torch
 
 from tradeoff import config as cfg
-from tradeoff.evaluation.evaluate import channels_last, model_settings, run_attack
-from tradeoff.evaluation.load import RunModel, load_model
+from tradeoff.attacks.loop import run_attack
+from tradeoff.evaluation.evaluate import channels_last
+from tradeoff.evaluation.load import RunModel, load_model, model_settings
 from tradeoff.storage.provenance import provenance
 import os
 
