@@ -164,7 +164,8 @@ SUMMARY, CLAIMS = "@summary", "@claims"  # the stamps of the summary job and of 
 def read_files(catalog: Catalog, name: str) -> list[Path]:
     """Every file a report job may read. A target's: its inputs (target_inputs; a group's, its members'), and of
     each training job it shows its model's sidecar (training minutes, devices), its curves folder (precision) and
-    its audit (overstated columns), and the papers' flags. The claims' plot (CLAIMS): claims_inputs; the
+    its audit (overstated columns), an external model's checkpoint (its digest vouches for the row), and the papers'
+    flags. The claims' plot (CLAIMS): claims_inputs; the
     summary (SUMMARY): every results folder a report reads, each model, the papers' numbers and the claims."""
     layout, reference = catalog.layout, Path(catalog.reference_dir)
     if name == CLAIMS:
@@ -173,13 +174,20 @@ def read_files(catalog: Catalog, name: str) -> list[Path]:
         jobs = sorted(set(catalog.train_id.values()))
         return ([layout.folder(kind) for kind in ("metrics", "predictions", "curves", "analysis", "audit")]
                 + [layout.model(j) for j in jobs] + [Layout.sidecar(layout.model(j)) for j in jobs]
-                + [reference, reference.parent / "claims.yaml"])
+                + _checkpoints(catalog, sorted(catalog.externals)) + [reference, reference.parent / "claims.yaml"])
     if catalog.targets[name].kind == "group":  # it renders its members from their inputs, not from their files
         return list(dict.fromkeys(p for leaf in catalog.leaf_targets(name) for p in read_files(catalog, leaf)))
     runs = {r for row in catalog.targets[name].rows for r in catalog.row_runs(row.run)}
     jobs = sorted({catalog.train_id.get(r, r) for r in runs} | set(catalog.curve_train_ids(name)))
     extra = [p for j in jobs for p in (Layout.sidecar(layout.model(j)), layout.curves(j), layout.audit(j)["json"])]
-    return list(dict.fromkeys([*target_inputs(catalog, name), *extra, reference / "flags.yaml"]))
+    return list(dict.fromkeys([*target_inputs(catalog, name), *extra, *_checkpoints(catalog, jobs),
+                               reference / "flags.yaml"]))
+
+
+def _checkpoints(catalog: Catalog, models) -> list[Path]:
+    """The checkpoint files of the external models among ``models``: the report vouches for an external row by its
+    file's digest, so a replaced file must make the report run again (and refuse the metrics it measured)."""
+    return [catalog.model_file(m) for m in models if catalog.is_external(m)]
 
 
 def digest(catalog: Catalog, name: str) -> str:
