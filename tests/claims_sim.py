@@ -11,8 +11,8 @@ import json
 import math
 
 import numpy as np
-
 from helpers import ROOT
+
 from tradeoff.report import claims, stats
 
 COLUMNS = ["clean", "pgd20", "pgd100", "mim", "cw", "square", "aa"]

@@ -8,12 +8,12 @@ import torch
 from torch import nn
 
 from tradeoff import config as cfg
-from tradeoff.methods import METHODS
 from tradeoff.core.params import ATTACK
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import MethodSpec, RunSpec
-from tradeoff.training.train import model_factory
 from tradeoff.data import load_run_data
+from tradeoff.methods import METHODS
+from tradeoff.training.train import model_factory
 
 SMOKE = [cfg.ROOT / "config" / "config.yaml", cfg.ROOT / "config" / "smoke.yaml"]
 CPU = Runtime(torch.device("cpu"))

@@ -19,18 +19,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 import yaml
-
 from helpers import evaluation, results_of, workflow_copy
 from methods_support import CPU, method_spec
+
 from tradeoff import config as cfg
 from tradeoff.cli import main as cli_main
+from tradeoff.data import load_run_data
+from tradeoff.evaluation.load import RunModel, load_model
 from tradeoff.methods import METHODS
 from tradeoff.methods.caat import project_gradient
 from tradeoff.models import create_model
 from tradeoff.models.adapters import TINY_VIT, AdaptedTransformer, PretrainedError, _vision_transformer, vit_tiny
 from tradeoff.training.train import model_factory, train
-from tradeoff.data import load_run_data
-from tradeoff.evaluation.load import RunModel, load_model
 
 ROOT = cfg.ROOT
 PAPER = [ROOT / "config" / "config.yaml"]

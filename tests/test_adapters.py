@@ -15,7 +15,6 @@ import torch
 from torch import nn
 
 from tradeoff.models import MODELS, PRETRAINED_MODELS, create_model, model_names
-from tradeoff.training.train import model_factory
 from tradeoff.models.adapters import (
     PRETRAINED,
     AdaptedTransformer,
@@ -25,6 +24,7 @@ from tradeoff.models.adapters import (
     swin_adapter,
     vit_adapter,
 )
+from tradeoff.training.train import model_factory
 
 TINY_SWIN = {"embed_dim": 16, "depths": (2, 2), "num_heads": (2, 4), "window_size": 2, "patch_size": 2,
              "resolution": 16}

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from tradeoff import analysis, config as cfg
+from tradeoff import analysis
+from tradeoff import config as cfg
 from tradeoff.core import targets
 from tradeoff.storage import layout
 

@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from tradeoff import attacks
-from tradeoff.core.spec import AttackSpec
 from tradeoff.attacks.autoattack import COMPONENTS, STANDARD
+from tradeoff.core.spec import AttackSpec
 
 # every registered attack with small settings (the AutoAttack family keeps its standard settings where cheap)
 FAST = {

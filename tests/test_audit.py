@@ -10,11 +10,11 @@ import pytest
 import torch
 from torch import nn
 
-from tradeoff.core.spec import AttackSpec, AuditSpec
 from tradeoff.audit.auditor import Auditor
 from tradeoff.audit.convergence import columns
 from tradeoff.audit.masking import grey_budget, must_fail_budget
 from tradeoff.audit.verdicts import accuracy, compare, group_verdicts, overall_line
+from tradeoff.core.spec import AttackSpec, AuditSpec
 
 CLASSES, PIXELS = 4, 64
 EPS = 0.25  # where the plain model is robust on about 40% of the test set: attacks can be told apart
@@ -381,7 +381,7 @@ def test_a_silent_success_is_counted_and_the_loss_trace_kept(plain, test_set):
 def test_the_attack_option_best_iterate_leaves_the_default_unchanged(plain, test_set):
     """PGD's ``best_iterate`` and ``keep_trace``: off by default (the tables' numbers), the same steps when on."""
     from tradeoff.attacks import from_spec
-    from tradeoff.core.spec import AttackSpec, AuditSpec
+    from tradeoff.core.spec import AttackSpec
 
     x, y = test_set
     plain_adv = from_spec(AttackSpec.from_dict(PGD), plain, seed=3).perturb(x, y)
@@ -668,8 +668,8 @@ def test_the_audit_target_is_one_job_per_row_model_in_snakemake_dvc_and_plan(tmp
     from helpers import run
 
     from tradeoff import config as tcfg
-    from tradeoff.pipeline import dvc_export as dvc
     from tradeoff.audit.jobs import audited_models, surrogate_for
+    from tradeoff.pipeline import dvc_export as dvc
     from tradeoff.pipeline.costs import format_plan, plan
 
     work, _ = _workflow(tmp_path)

@@ -11,9 +11,9 @@ import json
 
 import pytest
 import torch
+from test_audit import AA, EPS, L2, Net, Wrapped, _auditor, _checks, _data, _train
 from torch import nn
 
-from test_audit import AA, EPS, FAST, L2, PGD, Net, Wrapped, _auditor, _checks, _data, _train
 from tradeoff.audit.page import read_flags, write_page
 from tradeoff.audit.run import make_record
 from tradeoff.audit.verdicts import accuracy, both

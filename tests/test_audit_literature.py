@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from test_audit import EPS, FAST, PGD, Net, Wrapped, _auditor, _checks, _data, _train
+
 from tradeoff.attacks import from_spec
 from tradeoff.core.spec import AttackSpec
 

@@ -11,9 +11,9 @@ import pty
 import pytest
 import torch
 
-from tradeoff.core import progress as bars
 from tradeoff import cli
 from tradeoff import config as cfg
+from tradeoff.core import progress as bars
 from tradeoff.core.runtime import Runtime
 from tradeoff.training.train import train
 

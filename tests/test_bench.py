@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from tradeoff import config as cfg
+from tradeoff.core.runtime import Runtime
 from tradeoff.pipeline.bench.flops import forward_flops_per_example, step_flops_per_example
 from tradeoff.pipeline.bench.train import bench_train
 from tradeoff.pipeline.costs import Job, makespan, plan
-from tradeoff.core.runtime import Runtime
 
 ROOT = cfg.ROOT
 

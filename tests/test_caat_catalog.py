@@ -16,14 +16,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
+from report_fixtures import write_curves, write_metrics  # noqa: E402
 
 from tradeoff import config as cfg  # noqa: E402
-from tradeoff.models import PRETRAINED_MODELS  # noqa: E402
 from tradeoff.core.spec import RunSpec  # noqa: E402
-from tradeoff.report.build import build_target  # noqa: E402
-from report_fixtures import write_curves, write_metrics  # noqa: E402
-from tradeoff.report.fig_basic import curve_panels  # noqa: E402
 from tradeoff.core.targets import TargetSpec  # noqa: E402
+from tradeoff.models import PRETRAINED_MODELS  # noqa: E402
+from tradeoff.report.build import build_target  # noqa: E402
+from tradeoff.report.fig_basic import curve_panels  # noqa: E402
 from tradeoff.report.figures import make_figure  # noqa: E402
 
 ROOT = cfg.ROOT

@@ -11,12 +11,14 @@ import shutil
 
 import pytest
 import torch
+from helpers import run, workflow_copy
 from PIL import Image
 
-from helpers import run, workflow_copy
-from tradeoff import analysis, config as cfg
+from tradeoff import analysis
+from tradeoff import config as cfg
 from tradeoff.analysis import caat_synthetic as cs
 from tradeoff.report.build import build_target
+
 
 def tiny_problem(d=5, n=8, seed=0):
     gen = torch.Generator().manual_seed(seed)

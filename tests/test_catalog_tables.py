@@ -116,6 +116,7 @@ def test_zippers_tables_build_at_the_smoke_scale_with_zippers_numbers(tmp_path):
     """zipper_table1 (its two halves), zipper_table3 and zipper_table7 build at the smoke scale from the metrics of
     the Generalist tables' jobs, with Zipper's numbers on the paper's lines."""
     from report_fixtures import fraction, write_metrics
+
     from tradeoff.report.build import build_target
 
     overlay = tmp_path / "results.yaml"

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from scipy.stats import binomtest
-
 from helpers import ROOT
 from report_fixtures import write_measurement
+from scipy.stats import binomtest
+
 from tradeoff import config as cfg
 from tradeoff.report import claims, stats
 from tradeoff.report.summary import build_summary

@@ -23,10 +23,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from claims_sim import (
+    BOUND,
+    DRAWS,
+    ROBUST,
+    claim,
+    exchanged,
+    front_claim,
+    pair,
+    plane,
+    real,
+    resample,
+    seeded,
+    sweep,
+    verdict,
+)
 from threadpoolctl import threadpool_limits
 
-from claims_sim import (BOUND, DRAWS, ROBUST, claim, exchanged, front_claim, pair, plane, real, resample,
-                        seeded, sweep, verdict)
 from tradeoff.report import claims, stats
 
 

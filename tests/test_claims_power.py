@@ -15,10 +15,24 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from claims_sim import (
+    DRAWS,
+    ROBUST,
+    claim,
+    exchanged,
+    front_claim,
+    pair,
+    plane,
+    plant,
+    plant_front,
+    real,
+    resample,
+    seeded,
+    sweep,
+    verdict,
+)
 from threadpoolctl import threadpool_limits
 
-from claims_sim import (DRAWS, ROBUST, claim, exchanged, front_claim, pair, plane, plant, plant_front, real,
-                        resample, seeded, sweep, verdict)
 from tradeoff import config as cfg
 from tradeoff.report import claims, stats
 

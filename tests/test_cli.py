@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from helpers import ROOT, env
+
 from tradeoff import cli
 from tradeoff.cli import model_options
 

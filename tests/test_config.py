@@ -6,8 +6,8 @@ import copy
 import json
 
 import pytest
-
 from report_fixtures import outcomes, write_measurement
+
 from tradeoff import config as cfg
 from tradeoff.config.scale import _scaled_epoch
 

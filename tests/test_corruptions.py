@@ -13,12 +13,11 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from test_data_more import TINY_WNIDS, offline, write_tinyimagenet, write_tinyimagenet_c  # noqa: F401
 from torch import nn
 
-from tradeoff.data import corruptions
 from tradeoff import data
-
-from test_data_more import TINY_WNIDS, offline, write_tinyimagenet, write_tinyimagenet_c  # noqa: F401
+from tradeoff.data import corruptions
 
 PER_CLASS = 3
 COLOURS = ((255, 0, 0), (0, 255, 0), (0, 0, 255))

@@ -12,19 +12,19 @@ import sys
 
 import pytest
 import torch
-
 from helpers import ROOT, env, workflow_copy
+
 from tradeoff import config as cfg
-from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
-from tradeoff.pipeline import costs
 from tradeoff import models
-from tradeoff.pipeline.bench.flops import SHIPPED_SCALES, count_flops, flops_table, pass_flops, shipped_pairs
-from tradeoff.pipeline.bench.synthetic import synthetic_batch
-from tradeoff.pipeline.costs import JobSizes, attack_passes, evaluation_passes, load_table, method_passes
-from tradeoff.methods import METHODS
+from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
 from tradeoff.core.params import ATTACK
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import AttackSpec, MethodSpec, RunSpec
+from tradeoff.methods import METHODS
+from tradeoff.pipeline import costs
+from tradeoff.pipeline.bench.flops import SHIPPED_SCALES, count_flops, flops_table, pass_flops, shipped_pairs
+from tradeoff.pipeline.bench.synthetic import synthetic_batch
+from tradeoff.pipeline.costs import JobSizes, attack_passes, evaluation_passes, load_table, method_passes
 
 CPU = torch.device("cpu")
 SMALL = {"default": "small_cnn", "adapter": "vit_tiny_adapter"}  # where a step is counted: digits, 10 classes
@@ -469,7 +469,6 @@ def _node_report(folder, paper, *, device="NVIDIA H100 80GB HBM3", cpu_only=Fals
 
 
 def test_the_plan_prices_measured_steps_from_a_committed_node_report(paper, tmp_path, capsys):
-    from tradeoff import cli
 
     _node_report(tmp_path / "docs" / "bench", paper)
     result = costs.plan(paper, "table1a", gpus=1, bench_folder="/nonexistent", node_reports=tmp_path / "docs" / "bench")

@@ -10,7 +10,6 @@ import gzip
 import hashlib
 import os
 import pickle
-import re
 import struct
 import tarfile
 from collections.abc import Callable

@@ -22,16 +22,14 @@ import pytest
 import scipy.io
 import torch
 from PIL import Image
+from test_data import FakeDownloads, flip_byte, md5
 from torchvision import transforms
 from torchvision.datasets import utils as tv_utils
 
 from tradeoff import data
-from tradeoff.data import archive_sets
+from tradeoff.data import DatasetError, archive_sets
 from tradeoff.data.archives import Archive
 from tradeoff.data.decode import resize_center_crop
-from tradeoff.data import DatasetError
-
-from test_data import FakeDownloads, flip_byte, md5
 
 NEW_DATASETS = ("tinyimagenet", "tinyimagenet-c", "cub200", "stanford-dogs")
 SMALL = 32  # image size of the small CUB / Dogs specs the tests register

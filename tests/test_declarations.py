@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import ROOT, env
+
 from tradeoff.attacks import ATTACKS, Attack
 from tradeoff.attacks import pgd as pgd_module
 from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import ROOT, results_of, run, workflow_copy
+
 from tradeoff import config as cfg
 from tradeoff.pipeline import dvc_export as tdvc
 
@@ -60,8 +60,8 @@ def test_the_plugins_are_what_the_registries_hold():
     from tradeoff.analysis import ANALYSES
     from tradeoff.attacks import ATTACKS
     from tradeoff.methods import METHODS
-    from tradeoff.report.kinds import drawing, drawn
     from tradeoff.report import figures  # noqa: F401  (attaches the kinds' drawings)
+    from tradeoff.report.kinds import drawing, drawn
 
     found: dict = {}
     for module, names in tdvc.plugins().items():

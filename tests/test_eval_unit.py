@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import ROOT, job_counts, results_of, run, workflow_copy
+
 from tradeoff import cli as tcli
 from tradeoff import config as tcfg
 from tradeoff.pipeline.dvc_export import stages, unit_key
@@ -129,8 +129,8 @@ def test_a_runs_suite_holds_exactly_what_its_attacks_own_jobs_write(tmp_path, mo
 
 
 def _key(catalog, results, attack):
-    from tradeoff.storage.atomic import sha256_file
     from tradeoff.evaluation.state import state_key
+    from tradeoff.storage.atomic import sha256_file
 
     spec = catalog.attack_for(attack, NT)
     return state_key(sha256_file(results.model(NT))[:16], spec, 0, 24, 64, 0)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import data_root
+
 from tradeoff import config as cfg
-from tradeoff.pipeline.bench.evaluate import bench_eval, format_bench_eval, lpt_makespan
 from tradeoff.core.runtime import Runtime
+from tradeoff.pipeline.bench.evaluate import bench_eval, format_bench_eval, lpt_makespan
 from tradeoff.training.train import train
 
 ROOT = cfg.ROOT

@@ -12,15 +12,14 @@ import time
 import warnings
 
 import pytest
-import torch
-
 from helpers import ROOT, env
+
 from tradeoff import config as cfg
-from tradeoff.evaluation.evaluate import AttackJob, Evaluation, Shard, evaluate
-from tradeoff.evaluation.shards import merge_shards
-from tradeoff.evaluation.load import RunModel
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import AttackSpec
+from tradeoff.evaluation.evaluate import AttackJob, Evaluation, Shard, evaluate
+from tradeoff.evaluation.load import RunModel
+from tradeoff.evaluation.shards import merge_shards
 from tradeoff.storage.provenance import read_sidecar
 from tradeoff.training.train import train
 

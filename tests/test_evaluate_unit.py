@@ -11,8 +11,8 @@ from torch import nn
 
 from tradeoff import attacks
 from tradeoff import config as cfg
-from tradeoff.core.spec import AttackSpec
 from tradeoff.attacks.loop import batch_seed, run_attack
+from tradeoff.core.spec import AttackSpec
 from tradeoff.evaluation.shards import SHARD_FORMAT, MergeError, merge_shards, shard_range
 from tradeoff.evaluation.state import EvalState
 

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import ROOT, env, workflow_copy
+
 from tradeoff.pipeline import dvc_export as tdvc
 
 DOC = ROOT / "docs" / "extending.md"

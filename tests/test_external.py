@@ -18,18 +18,18 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from helpers import data_root, results_of, run, workflow_copy
 from report_fixtures import write_measurement
+
 from tradeoff import cli as tcli
 from tradeoff import config as tcfg
 from tradeoff import data, models
+from tradeoff.core.spec import ExternalSpec
+from tradeoff.evaluation.external import Normalized
+from tradeoff.evaluation.load import ExternalCheckpoint, load_model
 from tradeoff.models import zoo_names as zoo
 from tradeoff.storage.atomic import sha256_file
 from tradeoff.storage.checkpoint import CheckpointError
-from tradeoff.evaluation.external import Normalized
-from tradeoff.evaluation.load import ExternalCheckpoint, load_model
-from tradeoff.core.spec import ExternalSpec
 
 SMOKE = ("config/config.yaml", "config/smoke.yaml")
 NT = "cifar10-resnet18-nt"

@@ -19,8 +19,8 @@ import errno
 import json
 import logging
 import os
-import re
 import random
+import re
 import shutil
 import signal
 import stat
@@ -30,15 +30,15 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from helpers import env, results_of, run, workflow_copy
-from tradeoff.storage import checkpoint
-from tradeoff.storage.layout import Layout, log_history, ready_marker
+
 from tradeoff import cli as tcli
 from tradeoff import config as tcfg
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import Augment, Schedule
+from tradeoff.storage import checkpoint
 from tradeoff.storage.curves import read_curves
+from tradeoff.storage.layout import Layout, RunPaths, log_history, ready_marker
 from tradeoff.training.train import NonFiniteLoss, train
 
 SMOKE = ["config/config.yaml", "config/smoke.yaml"]

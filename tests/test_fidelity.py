@@ -8,21 +8,21 @@ import copy
 
 import pytest
 import torch
+from methods_support import SMOKE, TinyBN, build, digits, with_method
 from torch import nn
 
-from methods_support import SMOKE, TinyBN, build, digits, with_method
 from tradeoff import attacks
 from tradeoff import config as cfg
-from tradeoff.attacks.base import random_start
 from tradeoff.attacks import from_spec
-from tradeoff.storage.curves import read_curves
+from tradeoff.attacks.base import random_start
+from tradeoff.core.runtime import Runtime
+from tradeoff.core.spec import Schedule
+from tradeoff.evaluation.load import RunModel, load_model
 from tradeoff.methods import rst as rst_module
 from tradeoff.methods.generalist import communication_epoch, communication_step
 from tradeoff.models import create_model
-from tradeoff.core.runtime import Runtime
-from tradeoff.core.spec import Schedule
+from tradeoff.storage.curves import read_curves
 from tradeoff.training.train import train
-from tradeoff.evaluation.load import RunModel, load_model
 
 PAPER = [cfg.ROOT / "config" / "config.yaml"]
 DEMO = PAPER + [cfg.ROOT / "config" / "demo.yaml"]

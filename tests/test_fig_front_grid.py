@@ -15,10 +15,11 @@ import pytest
 import torch
 import yaml
 from PIL import Image
+from report_fixtures import metrics_path, write_analysis, write_metrics
 from torch import nn
 
-from report_fixtures import metrics_path, write_analysis, write_metrics
-from tradeoff import analysis, config as cfg
+from tradeoff import analysis
+from tradeoff import config as cfg
 from tradeoff.analysis import disagreement
 from tradeoff.attacks import from_spec
 from tradeoff.core.spec import AttackSpec

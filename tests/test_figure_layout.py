@@ -17,9 +17,8 @@ import yaml  # noqa: E402
 from matplotlib.colors import to_rgba  # noqa: E402
 from matplotlib.legend import Legend  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
+from report_fixtures import caat_synthetic_analysis, fill_target, grid_analysis, tsne_analysis, write_analysis  # noqa: E402
 
-from report_fixtures import (caat_synthetic_analysis, fill_target, grid_analysis, tsne_analysis,  # noqa: E402
-                             write_analysis)
 from tradeoff import config as cfg  # noqa: E402
 from tradeoff.report import figures  # noqa: E402
 

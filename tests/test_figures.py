@@ -9,8 +9,8 @@ import sys
 import pytest
 import yaml
 from PIL import Image
-
 from report_fixtures import write_curves, write_metrics, write_predictions
+
 from tradeoff import config as cfg
 from tradeoff.core.targets import Row, TargetSpec
 from tradeoff.report import figures, labels

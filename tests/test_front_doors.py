@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-
 from helpers import BIN, ROOT, data_root, workflow_copy
 from test_config import BAD_CONFIGS
 from test_faults import BAD_FOR_CLI, BAD_FOR_SNAKEMAKE, BAD_VALUES
+
 from tradeoff import cli
 from tradeoff import config as cfg
 from tradeoff.pipeline.bench import check_report, gpucheck

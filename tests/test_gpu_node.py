@@ -22,7 +22,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from helpers import ROOT
 from node_env import build_node_site, closure, make_node_venv, node_requirements
 

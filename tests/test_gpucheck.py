@@ -9,9 +9,12 @@ import sys
 
 import pytest
 import torch
-
 from helpers import ROOT, workflow_copy
+
 from tradeoff import cli
+from tradeoff import config as cfg
+from tradeoff.core.runtime import Runtime
+from tradeoff.methods import METHODS
 from tradeoff.pipeline.bench import (
     check_benches,
     check_imports,
@@ -22,9 +25,6 @@ from tradeoff.pipeline.bench import (
     gpucheck,
 )
 from tradeoff.pipeline.costs import JobSizes
-from tradeoff import config as cfg
-from tradeoff.methods import METHODS
-from tradeoff.core.runtime import Runtime
 from tradeoff.storage.provenance import provenance, write_sidecar
 
 CPU = torch.device("cpu")

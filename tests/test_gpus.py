@@ -10,8 +10,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from helpers import ROOT, env
+
 from tradeoff.core import gpus
 
 HOLD = textwrap.dedent("""\

@@ -11,10 +11,10 @@ import sys
 
 import pytest
 import yaml
-
 from helpers import ROOT
-from tradeoff.core import targets
+
 from tradeoff.config.checks import _check_target
+from tradeoff.core import targets
 from tradeoff.core.errors import ConfigError
 
 

@@ -8,12 +8,13 @@ import csv
 
 import pytest
 import yaml
-
 from helpers import ROOT
 from report_fixtures import outcomes, write_measurement
+
 from tradeoff import config as cfg
 from tradeoff.core.targets import TargetSpec
-from tradeoff.report import what_ran as ran, tables, table_model, table_render
+from tradeoff.report import table_model, table_render, tables
+from tradeoff.report import what_ran as ran
 
 PAPER = [ROOT / "config" / "config.yaml"]
 DEMO = PAPER + [ROOT / "config" / "demo.yaml"]

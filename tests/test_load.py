@@ -10,12 +10,18 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from helpers import ROOT
+
 from tradeoff import config as cfg
 from tradeoff.core.spec import ExternalSpec
-from tradeoff.evaluation.load import (ExternalCheckpoint, RunModel, UserModelFile, external_source, source_for,
-                                      load_model)
+from tradeoff.evaluation.load import (
+    ExternalCheckpoint,
+    RunModel,
+    UserModelFile,
+    external_source,
+    load_model,
+    source_for,
+)
 from tradeoff.storage.checkpoint import CheckpointError
 
 SRC = ROOT / "src" / "tradeoff"

@@ -7,8 +7,8 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
-
 from methods_support import CPU, build, digits
+
 from tradeoff.attacks.base import project
 from tradeoff.methods.clp import softmax_distance
 from tradeoff.methods.fat import early_stopped_pgd

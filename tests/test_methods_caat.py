@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-
 from methods_support import build, digits, same_weights
+
 from tradeoff.methods.caat import project_gradient
 from tradeoff.methods.vanilla import gradient_conflict
 

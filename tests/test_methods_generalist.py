@@ -6,13 +6,12 @@ import math
 
 import pytest
 import torch
-
-from methods_support import CPU, SMOKE, TinyBN, build, digits, method_spec, same_weights, with_method
-from tradeoff.storage import checkpoint
-from tradeoff import data
-from tradeoff.storage.layout import Layout
 from helpers import data_root
+from methods_support import CPU, SMOKE, TinyBN, build, digits, method_spec, same_weights, with_method
+
 from tradeoff import config as cfg
+from tradeoff import data
+from tradeoff.core.spec import Schedule
 from tradeoff.methods.generalist import (
     TRAIN_SIZES,
     Generalist,
@@ -20,7 +19,8 @@ from tradeoff.methods.generalist import (
     communication_period,
     communication_step,
 )
-from tradeoff.core.spec import Schedule
+from tradeoff.storage import checkpoint
+from tradeoff.storage.layout import Layout
 from tradeoff.training.train import train
 
 NEVER = 10**6  # a t' no run reaches: no communication

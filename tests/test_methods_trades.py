@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-
 from methods_support import CPU, build, digits, same_weights
+
 from tradeoff.methods.trades import kl_adversarial, kl_divergence
 from tradeoff.models.small import LinearClassifier
 

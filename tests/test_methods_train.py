@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from methods_support import CPU, SMOKE, build, digits
+
 from tradeoff import config as cfg
-from tradeoff.storage.curves import read_curves
-from tradeoff.methods import METHODS
 from tradeoff.core.spec import MethodSpec
-from tradeoff.training.train import model_factory, train
 from tradeoff.data import load_run_data
+from tradeoff.methods import METHODS
+from tradeoff.storage.curves import read_curves
+from tradeoff.training.train import model_factory, train
 
 # The catalog's Table 1 runs, and the CA-AT family (not in a table yet) as extra runs of the same preset.
 EXTRA_RUNS = {

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 import torch
+from helpers import env
 from torch import nn
 
-from helpers import env
 from tradeoff.models import MODELS, PRETRAINED_MODELS, create_model, model_names
 
 WIDE = ("wrn-28-10", "wrn-32-10", "wrn-34-10")

@@ -10,22 +10,20 @@ import numpy as np
 import pytest
 import scipy.ndimage as ndi
 import torch
-from PIL import Image
-
 from helpers import ROOT, evaluation, results_of, run, workflow_copy
+from PIL import Image
+from test_corruptions import CLASSES, PER_CLASS, DominantColour, expected, root  # noqa: F401  (fixture)
+
 from tradeoff import cli as tcli
 from tradeoff import config as cfg
-from tradeoff.core.spec import AttackSpec
 from tradeoff import data
-from tradeoff.data import digits_c
+from tradeoff.core.spec import AttackSpec
+from tradeoff.data import digits_c, subset
 from tradeoff.evaluation import evaluate
+from tradeoff.evaluation.load import RunModel, load_model
 from tradeoff.pipeline.dvc_export import stages, unit_key
 from tradeoff.report.table_model import load_reference
 from tradeoff.storage.layout import ready_marker
-from tradeoff.data import subset
-from tradeoff.evaluation.load import RunModel, load_model
-
-from test_corruptions import CLASSES, PER_CLASS, DominantColour, expected, root  # noqa: F401  (fixture)
 
 PAPER = [ROOT / "config" / "config.yaml"]
 SMOKE = PAPER + [ROOT / "config" / "smoke.yaml"]
@@ -40,13 +38,13 @@ ZIPPER_RUNS = ("tinyimagenet-resnet18-nt", "tinyimagenet-resnet18-at-beta1", "ti
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """digits-c built once by `download`, as the pipeline's download job does; its sets and the clean digits."""
-    root = tmp_path_factory.mktemp("data")
-    data.download("digits-c", root)
-    return root, data.load_corruptions(root, dataset="digits-c"), data.load("digits", root)
+    folder = tmp_path_factory.mktemp("data")
+    data.download("digits-c", folder)
+    return folder, data.load_corruptions(folder, dataset="digits-c"), data.load("digits", folder)
 
 
 def test_digits_c_holds_every_set_of_the_clean_test_images(built):
-    root, sets, clean = built
+    folder, sets, clean = built
     assert digits_c.CORRUPTIONS == tuple(c for c in data.CORRUPTIONS if c not in ("frost", "elastic_transform"))
     assert data.corruption_dataset("digits-c").corruptions == digits_c.CORRUPTIONS
     assert data.corruption_dataset("digits-c").clean_dataset == "digits"
@@ -57,13 +55,13 @@ def test_digits_c_holds_every_set_of_the_clean_test_images(built):
         assert torch.equal(torch.round(x * 255), x * 255)  # stored as 8-bit values
         assert torch.equal(y, clean.y_test), (corruption, severity)
         assert not torch.allclose(x, clean.x_test, atol=1 / 255), f"{corruption} {severity} changes nothing"
-    assert data.is_downloaded("digits-c", root) and not data.DATASETS["digits-c"].needs_download
+    assert data.is_downloaded("digits-c", folder) and not data.DATASETS["digits-c"].needs_download
     with pytest.raises(data.DatasetError, match="load_corruptions"):
-        data.load("digits-c", root)
+        data.load("digits-c", folder)
     with pytest.raises(data.DatasetError, match=r"unknown corruptions \['frost'\]"):
-        data.load_corruptions(root, dataset="digits-c", corruptions=["frost"])
+        data.load_corruptions(folder, dataset="digits-c", corruptions=["frost"])
     with pytest.raises(data.DatasetError, match="not a dataset of corrupted test images"):
-        data.load_corruptions(root, dataset="digits")
+        data.load_corruptions(folder, dataset="digits")
 
 
 def test_digits_c_is_deterministic_and_seeded(built, tmp_path):

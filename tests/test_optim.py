@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from tradeoff.methods.optim import build_optimizer, piecewise_linear
 from tradeoff.core.spec import Optimizer, Schedule
+from tradeoff.methods.optim import build_optimizer, piecewise_linear
 
 
 def test_schedule_hits_breakpoints_and_interpolates():

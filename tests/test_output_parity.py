@@ -17,12 +17,20 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
-
-from report_fixtures import (caat_synthetic_analysis, fill_target, fraction, grid_analysis,  # noqa: E402
-                             tsne_analysis, write_analysis, write_metrics)
+from report_fixtures import (  # noqa: E402
+    caat_synthetic_analysis,
+    fill_target,
+    fraction,
+    grid_analysis,
+    tsne_analysis,
+    write_analysis,
+    write_metrics,
+)
 from test_report_trust import compile_latex  # noqa: E402
+
 from tradeoff import config as cfg  # noqa: E402
-from tradeoff.report import figures, what_ran as ran, tables, table_model, table_notes, table_render  # noqa: E402
+from tradeoff.report import figures, table_model, table_notes, table_render, tables  # noqa: E402
+from tradeoff.report import what_ran as ran
 from tradeoff.report.build import build_target  # noqa: E402
 
 ROOT = cfg.ROOT

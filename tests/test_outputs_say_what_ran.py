@@ -13,11 +13,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
+from report_fixtures import fill_target, grid_analysis, outcomes, tsne_analysis, write_analysis, write_measurement  # noqa: E402
 
-from report_fixtures import (fill_target, grid_analysis, outcomes, tsne_analysis, write_analysis,  # noqa: E402
-                             write_measurement)
 from tradeoff import config as cfg  # noqa: E402
-from tradeoff.report import figures, what_ran as ran, tables, table_model, table_notes, table_render  # noqa: E402
+from tradeoff.report import figures, table_model, table_notes, table_render, tables  # noqa: E402
+from tradeoff.report import what_ran as ran
 from tradeoff.report.summary import overstated_findings, target_status  # noqa: E402
 
 ROOT = cfg.ROOT

@@ -12,7 +12,6 @@ import pytest
 
 from tradeoff import config as cfg
 from tradeoff.attacks import ATTACKS
-from tradeoff.methods import METHODS
 from tradeoff.core.params import (
     ATTACK,
     FLAG,
@@ -28,6 +27,7 @@ from tradeoff.core.params import (
     closest,
 )
 from tradeoff.core.settings import RUNTIME
+from tradeoff.methods import METHODS
 
 PAPER = [cfg.ROOT / "config" / "config.yaml"]
 PROBE = "probe"

@@ -6,8 +6,8 @@ import csv
 import re
 
 import pytest
-
 from helpers import ROOT, evaluation, job_counts, run, workflow_copy
+
 from tradeoff.config import load_catalog
 from tradeoff.storage.provenance import read_sidecar
 

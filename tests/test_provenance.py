@@ -10,9 +10,9 @@ import json
 
 import pytest
 import torch
-
 from helpers import ROOT
 from report_fixtures import write_curves
+
 from tradeoff import config as cfg
 from tradeoff.core.runtime import Runtime
 from tradeoff.evaluation.evaluate import AttackJob, Evaluation, evaluate

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from readme_clone import ROOT, SMOKE_BUILD, installed_stamp, run_bare
 
 pytestmark = pytest.mark.slow

@@ -12,8 +12,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from helpers import ROOT, results_of, run, workflow_copy
+
 from tradeoff.storage.layout import Layout
 
 SMOKE = ["config/config.yaml", "config/smoke.yaml"]

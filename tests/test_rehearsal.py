@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import results_of, run, workflow_copy
+
 from tradeoff.storage import curves as live
 
 pytestmark = pytest.mark.slow

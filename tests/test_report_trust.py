@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import os
+import re
 import shutil
 import subprocess
 
 import pytest
 import yaml
-
 from helpers import ROOT, workflow_copy
 from report_fixtures import outcomes, write_measurement
+
 from tradeoff import cli
 from tradeoff import config as cfg
-from tradeoff.report import records, stats, tables, table_model, table_notes, table_render
+from tradeoff.report import stats, table_model, table_notes, table_render, tables
 from tradeoff.report.build import build_target
 from tradeoff.report.summary import build_summary
 from tradeoff.storage.layout import METRICS_FORMAT

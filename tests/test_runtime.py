@@ -7,9 +7,9 @@ import torch
 
 from tradeoff import attacks
 from tradeoff import config as cfg
+from tradeoff.core.runtime import Runtime
 from tradeoff.methods import METHODS
 from tradeoff.models import create_model
-from tradeoff.core.runtime import Runtime
 
 ROOT = cfg.ROOT
 CPU = torch.device("cpu")

@@ -4,19 +4,18 @@ kept relative at smaller scales, and the training-budget warm-up of the demo sca
 from __future__ import annotations
 
 import copy
-import json
 
 import pytest
 import torch
-
 from report_fixtures import outcomes, write_curves, write_measurement
+
 from tradeoff import config as cfg
+from tradeoff.core.runtime import Runtime
+from tradeoff.core.spec import MethodSpec
 from tradeoff.methods import METHODS
 from tradeoff.report.table_model import STRONG
 from tradeoff.report.table_render import render_markdown
 from tradeoff.report.tables import build
-from tradeoff.core.runtime import Runtime
-from tradeoff.core.spec import MethodSpec
 
 FILES = [cfg.ROOT / "config" / "config.yaml", cfg.ROOT / "config" / "smoke.yaml"]
 

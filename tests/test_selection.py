@@ -5,7 +5,6 @@ the tables' note."""
 
 from __future__ import annotations
 
-import math
 from types import SimpleNamespace
 
 import pytest
@@ -13,16 +12,16 @@ import torch
 
 from tradeoff import config as cfg
 from tradeoff import data
-from tradeoff.data import splits
-from tradeoff.core.spec import CLEAN
-from tradeoff.evaluation import records
-from tradeoff.training import train as train_module
 from tradeoff.core.errors import ConfigError
-from tradeoff.storage.curves import read_curves
-from tradeoff.report import table_notes
-from tradeoff.storage.layout import Layout
 from tradeoff.core.runtime import Runtime
+from tradeoff.core.spec import CLEAN
+from tradeoff.data import splits
+from tradeoff.evaluation import records
 from tradeoff.evaluation.load import RunModel, load_model
+from tradeoff.report import table_notes
+from tradeoff.storage.curves import read_curves
+from tradeoff.storage.layout import Layout
+from tradeoff.training import train as train_module
 
 SMOKE = [cfg.ROOT / "config" / "config.yaml", cfg.ROOT / "config" / "smoke.yaml"]
 PAPER = [cfg.ROOT / "config" / "config.yaml"]

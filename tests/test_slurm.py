@@ -43,11 +43,11 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-
 from helpers import ROOT, env, results_of, run, workflow_copy
-from tradeoff.storage import checkpoint
+
 from tradeoff import config as tcfg
 from tradeoff.config.design import expand
+from tradeoff.storage import checkpoint
 from tradeoff.storage.curves import read_curves
 from tradeoff.storage.layout import log_history
 
@@ -291,7 +291,7 @@ def cluster_run(cluster, tmp_path_factory):
             os.kill(pid, signal.SIGCONT)
         _wait("the signalled job to end", lambda: job not in dict(_jobs_of(comment)), 120, proc, log)
         history = log_history(train_log).read_text()[mark:]
-        stopped = re.search(rf"stopped by SIGTERM in epoch (\d+) after step (\d+) of \d+; its state is saved in", history)
+        stopped = re.search(r"stopped by SIGTERM in epoch (\d+) after step (\d+) of \d+; its state is saved in", history)
         assert stopped, history[-4000:]
         mark += len(history)
         events["signalled_at"] = (int(stopped.group(1)) - 1, int(stopped.group(2)))  # (epochs done, steps)
@@ -353,9 +353,9 @@ def test_table1_through_sbatch_with_profile_resources(cluster, cluster_run):
     evaluations = [rec for rule, recs in rules.items() if rule in groups for rec in recs]
     assert {rec["Comment"] for rec in evaluations} == groups
     assert set(rules) == {"rule_train"} | groups, "only train/evaluate go to SLURM"
-    for run in trained:
+    for run_id in trained:
         for column in COLUMNS.values():
-            assert results_of(work).metrics(run, column).exists()
+            assert results_of(work).metrics(run_id, column).exists()
     for rec in records:
         assert rec["Account"] == cluster["TRADEOFF_SLURM_ACCOUNT"], rec
         assert rec["Partition"] == cluster["TRADEOFF_SLURM_PARTITION"], rec

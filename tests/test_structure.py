@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import ROOT, run, workflow_copy
 
 SRC = ROOT / "src" / "tradeoff"
@@ -324,12 +323,14 @@ def test_snakemake_lint_is_clean_but_for_the_per_rule_environment(tmp_path):
 def test_every_registry_is_one_kind_of_registry_and_refuses_a_name_twice():
     from tradeoff.attacks import ATTACKS
     from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
+    from tradeoff.audit.registry import CHECKS
+    from tradeoff.core.registry import Registry
+    from tradeoff.core.targets import (
+        PLOTS,  # figure kinds: declared once, drawn by tradeoff.report (no second registry)
+    )
     from tradeoff.data import DATASETS
     from tradeoff.methods import METHODS
     from tradeoff.models import MODELS, PRETRAINED_MODELS
-    from tradeoff.core.registry import Registry
-    from tradeoff.core.targets import PLOTS  # figure kinds: declared once, drawn by tradeoff.report (no second registry)
-    from tradeoff.audit.registry import CHECKS
 
     for registry in (ATTACKS, ATTACK_DECLARATIONS, DATASETS, METHODS, MODELS, PRETRAINED_MODELS, PLOTS, CHECKS):
         assert isinstance(registry, Registry) and registry

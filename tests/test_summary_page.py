@@ -11,14 +11,14 @@ import re
 
 import pytest
 import yaml
-
 from helpers import ROOT
 from report_fixtures import outcomes, write_measurement
+
+import tradeoff.results
 from tradeoff import cli
 from tradeoff import config as cfg
 from tradeoff.core.errors import UserError
-import tradeoff.results
-from tradeoff.report import build, cells, claims, forest, stats, summary, tables, table_model
+from tradeoff.report import build, cells, claims, forest, stats, summary, table_model, tables
 from tradeoff.report.regenerate import regenerate
 from tradeoff.report.style import plt
 

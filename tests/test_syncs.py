@@ -21,17 +21,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import ROOT
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from helpers import ROOT
 from tradeoff import attacks, models
-from tradeoff.storage import checkpoint
 from tradeoff import config as cfg
-from tradeoff.pipeline.bench.synthetic import synthetic_batch
-from tradeoff.methods import METHODS
 from tradeoff.core.params import ATTACK
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import MethodSpec, RunSpec
+from tradeoff.methods import METHODS
+from tradeoff.pipeline.bench.synthetic import synthetic_batch
 from tradeoff.training.train import train
 
 CPU = torch.device("cpu")

@@ -9,16 +9,16 @@ import time
 
 import pytest
 import torch
+from helpers import ROOT, env, results_of, workflow_copy
 
-from helpers import ROOT, env, workflow_copy, results_of
-from tradeoff.storage import checkpoint
-from tradeoff.storage.provenance import device_name, read_sidecar, training_epochs
-from tradeoff.storage.layout import Layout
 from tradeoff import config as cfg
 from tradeoff.core.runtime import Runtime
-from tradeoff.storage.curves import CLOCKED, CurveLog, read_curves, read_ran_on, read_summary
-from tradeoff.training.train import CURVE_FIELDS, NonFiniteLoss, augment, train
 from tradeoff.evaluation.load import RunModel, load_model
+from tradeoff.storage import checkpoint
+from tradeoff.storage.curves import CLOCKED, CurveLog, read_curves, read_ran_on, read_summary
+from tradeoff.storage.layout import Layout
+from tradeoff.storage.provenance import device_name, read_sidecar, training_epochs
+from tradeoff.training.train import CURVE_FIELDS, NonFiniteLoss, augment, train
 
 SMOKE = [ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"]
 

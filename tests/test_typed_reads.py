@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import ROOT
 
 PACKAGE = ROOT / "src" / "tradeoff"

@@ -14,18 +14,18 @@ import warnings
 import pytest
 import torch
 import yaml
-from torch import nn
-
 from helpers import ROOT
 from report_fixtures import outcomes, write_measurement
+from torch import nn
+
 from tradeoff import attacks
 from tradeoff import config as cfg
-from tradeoff.core.spec import AttackSpec
 from tradeoff.attacks.loop import COUNTS, run_attack
+from tradeoff.core.spec import AttackSpec
 from tradeoff.evaluation.bound import bound_record, constant_probes, whole_range
-from tradeoff.evaluation.shards import merge_shards, shard_range
+from tradeoff.evaluation.shards import shard_range
 from tradeoff.evaluation.state import EvalState
-from tradeoff.report import claims, records, tables, table_model, table_render
+from tradeoff.report import claims, records, table_model, table_render, tables
 
 FILES = [ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"]
 DEMO = [ROOT / "config" / "config.yaml", ROOT / "config" / "demo.yaml"]
@@ -334,7 +334,7 @@ def test_a_cell_the_bound_rules_out_is_marked_in_every_format_never_bold_and_its
     assert (table_model.STRONG, "at_beta1", "pgd20") not in table.pvalues
     assert (table_model.STRONG, "at_beta0.5", "pgd20") in table.bold  # the best of the cells that stand
     md = table_render.render_markdown(table)
-    assert f"46.9{table_model.FAILED} [" in md and f"**46.9" not in md
+    assert f"46.9{table_model.FAILED} [" in md and "**46.9" not in md
     assert any(line.startswith(f"{table_model.FAILED}: the attack failed at this cell") for line in table.legend)
     assert any(n.startswith(f"{table_model.FAILED} AT (β=1) under PGD-20") and "at most 10.0% can be robust" in n
                for n in table.notes)

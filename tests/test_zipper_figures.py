@@ -8,25 +8,24 @@ import json
 
 import pytest
 import torch
-from PIL import Image
-
 from helpers import data_root, run, workflow_copy
 from methods_support import CPU, SMOKE, TinyBN, build, digits
+from PIL import Image
+
 from tradeoff import analysis
-from tradeoff.storage import checkpoint
-from tradeoff.training import learner_probes as learners
-from tradeoff.storage.layout import Layout
 from tradeoff import config as cfg
 from tradeoff.attacks import from_spec
-from tradeoff.core.spec import CLEAN, AttackSpec
 from tradeoff.attacks.loop import accuracy_under, batch_seed
-from tradeoff.storage.curves import read_curves
-from tradeoff.methods.generalist import snapshot_epochs
-from tradeoff.report.build import build_target
-from tradeoff.core.spec import MethodSpec, RunSpec
-from tradeoff.training.train import train
+from tradeoff.core.spec import CLEAN, AttackSpec, MethodSpec, RunSpec
 from tradeoff.data import load_run_data, subset
 from tradeoff.evaluation.load import RunModel, load_model
+from tradeoff.methods.generalist import snapshot_epochs
+from tradeoff.report.build import build_target
+from tradeoff.storage import checkpoint
+from tradeoff.storage.curves import read_curves
+from tradeoff.storage.layout import Layout
+from tradeoff.training import learner_probes as learners
+from tradeoff.training.train import train
 
 RUN = "cifar10-resnet18-generalist"
 NEVER = 10**6  # a t' no run reaches
@@ -109,6 +108,7 @@ def test_the_learners_are_measured_on_the_validation_split_unless_the_run_says_t
     once, at the end); under `split: test`, or where the run holds none out (`selection.split: test`, the papers'
     practice), the test split, and the figure and the tables' note on the split say so."""
     from types import SimpleNamespace
+
     from tradeoff.report import what_ran as ran
     from tradeoff.report.table_notes import _selection_split_note
     from tradeoff.training.train import tracking_split

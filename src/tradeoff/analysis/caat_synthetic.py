@@ -46,10 +46,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tradeoff.core.lazy_imports import LazyModule
-from tradeoff.analysis.base import register
 from tradeoff import data
+from tradeoff.analysis.base import register
 from tradeoff.config import parse_budget
+from tradeoff.core.lazy_imports import LazyModule
 
 torch = LazyModule("torch")  # imported when the analysis runs: the report jobs import this module, not PyTorch
 F = LazyModule("torch.nn.functional")

@@ -30,10 +30,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from tradeoff.analysis.base import register
 from tradeoff.attacks import from_spec
 from tradeoff.core.errors import ConfigError
 from tradeoff.core.targets import row_keys
-from tradeoff.analysis.base import register
 from tradeoff.evaluation.load import load_model, source_for
 
 PANELS = ("natural", "adversarial")

@@ -24,13 +24,14 @@ from the same learner (0.5: the two sets are mixed; 1: fully separated).
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from tradeoff.core.targets import TSNE_DEFAULTS
 from tradeoff.analysis.base import register
-import copy
-from tradeoff.storage import checkpoint
+from tradeoff.core.targets import TSNE_DEFAULTS
 from tradeoff.evaluation.load import load_model, source_for
+from tradeoff.storage import checkpoint
+
 
 def embed(features, *, perplexity: float, seed: int):
     """2-D t-SNE of the rows of ``features`` (numpy, n x d), seeded; perplexity capped at (n - 1) / 3."""

@@ -34,11 +34,20 @@ from typing import Any, Iterator, Protocol
 
 import torch
 
-from tradeoff.core.progress import Bar
-from tradeoff.attacks.base import (INVALID, Attack, AttackError, add_counts, classified, count_invalid, frozen, register,
-                                   still_right)
+from tradeoff.attacks.base import (
+    INVALID,
+    Attack,
+    AttackError,
+    add_counts,
+    classified,
+    count_invalid,
+    frozen,
+    register,
+    still_right,
+)
 from tradeoff.attacks.declared import autoattack as declared
 from tradeoff.attacks.declared.autoattack import COMPONENTS, STANDARD
+from tradeoff.core.progress import Bar
 
 log = logging.getLogger("tradeoff.autoattack")
 

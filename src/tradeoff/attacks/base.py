@@ -11,9 +11,9 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator
 
-from tradeoff.core.lazy_imports import LazyModule
 from tradeoff.attacks.declared.base import DECLARED, STARTS, AttackDeclaration
 from tradeoff.core.errors import ConfigError
+from tradeoff.core.lazy_imports import LazyModule
 from tradeoff.core.plugins import discover
 from tradeoff.core.registry import Registry
 from tradeoff.core.spec import AttackSpec

@@ -14,9 +14,9 @@ from torch import nn
 from tradeoff.attacks import frozen
 from tradeoff.attacks.autoattack import run_component
 from tradeoff.attacks.base import add_counts, judge
+from tradeoff.attacks.loop import batch_seed
 from tradeoff.audit.auditor import Auditor
 from tradeoff.core.spec import AttackSpec
-from tradeoff.attacks.loop import batch_seed
 from tradeoff.storage.layout import bits
 
 #: the operations without a useful gradient that the straight-through probe passes the gradient through unchanged

@@ -27,10 +27,10 @@ from torch import nn
 from tradeoff.attacks import frozen
 from tradeoff.attacks.base import add_counts
 from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
+from tradeoff.attacks.loop import run_attack
 from tradeoff.audit.registry import CHECKS, ORDER
 from tradeoff.audit.verdicts import accuracy, both, finding, group_of, pct, worst
 from tradeoff.core.spec import AttackSpec, AuditSpec
-from tradeoff.attacks.loop import run_attack
 from tradeoff.storage.layout import bits
 
 #: attack types that use no gradient of the model, or not the model's own (the white-box worst case leaves them out):

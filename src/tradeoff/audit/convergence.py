@@ -9,11 +9,11 @@ import torch
 
 from tradeoff.attacks import from_spec
 from tradeoff.attacks.base import add_counts, judge
+from tradeoff.attacks.loop import batch_seed
 from tradeoff.audit.auditor import Auditor, apgd, steps_of
 from tradeoff.audit.registry import check
 from tradeoff.audit.verdicts import accuracy, both, compare, finding, pct, worst
 from tradeoff.core.spec import AttackSpec
-from tradeoff.attacks.loop import batch_seed
 from tradeoff.storage.layout import bits
 
 

@@ -16,12 +16,12 @@ from tradeoff.attacks import from_spec, frozen
 from tradeoff.attacks.autoattack import STANDARD, CheckLog, isolated_rng, model_checks
 from tradeoff.attacks.base import add_counts, judge, project, random_start, steepest_step
 from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
+from tradeoff.attacks.loop import batch_seed
 from tradeoff.audit.adaptive import ROUNDING, adaptive
 from tradeoff.audit.auditor import Auditor, apgd, steps_of
 from tradeoff.audit.registry import check
 from tradeoff.audit.verdicts import accuracy, compare, finding, group_of, pct, worst
 from tradeoff.core.spec import AttackSpec
-from tradeoff.attacks.loop import batch_seed
 from tradeoff.storage.layout import bits
 
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tradeoff.storage.atomic import atomic_write_bytes, atomic_write_text
-from tradeoff.storage.provenance import write_sidecar
 from tradeoff.report.figures import panel_figure, save_figure
 from tradeoff.report.style import STYLE, axes_legend, palette, plt
 from tradeoff.report.table_render import html_page
+from tradeoff.storage.atomic import atomic_write_bytes, atomic_write_text
+from tradeoff.storage.provenance import write_sidecar
 
 MARK = {"pass": "pass", "warn": "WARN", "fail": "FAIL", "skip": "n/a"}
 WORD = {"pass": "pass", "warn": "warn", "fail": "fail", "skip": "n/a"}

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import torch
 
-from tradeoff.config import Catalog, ConfigError
-from tradeoff.core.errors import UserError
-from tradeoff.core.spec import AttackSpec, Norm
 from tradeoff.audit.auditor import Auditor
 from tradeoff.audit.jobs import protocol_pairs, surrogate_for
 from tradeoff.audit.page import write_page
 from tradeoff.audit.verdicts import group_verdicts, overall_line
-from tradeoff.evaluation.load import source_for
+from tradeoff.config import Catalog, ConfigError
+from tradeoff.core.errors import UserError
+from tradeoff.core.spec import AttackSpec, Norm
 from tradeoff.evaluation.evaluate import Evaluation, Loaded
+from tradeoff.evaluation.load import source_for
 from tradeoff.report.records import ReportError, predictions, read_json
 
 log = logging.getLogger("tradeoff.audit")

@@ -29,8 +29,8 @@ from pathlib import Path
 from tradeoff import config as cfg
 from tradeoff.cli import commands
 from tradeoff.cli.common import LIST_TARGETS
-from tradeoff.core.errors import UserError
 from tradeoff.core import gpus
+from tradeoff.core.errors import UserError
 from tradeoff.storage.layout import log_history
 
 CONFIG_ENV = "TRADEOFF_CONFIG"  # the config files of a job that names none (Snakemake's common.smk sets it)

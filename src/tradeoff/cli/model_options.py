@@ -9,9 +9,9 @@ import argparse
 
 from tradeoff.config import ConfigError
 from tradeoff.evaluation.external import name_of
-from tradeoff.pipeline.evaluation_jobs import CheckpointFile
 from tradeoff.evaluation.load import PYTHON_FORMAT
 from tradeoff.evaluation.user_model import arch_of, parse
+from tradeoff.pipeline.evaluation_jobs import CheckpointFile
 
 #: the options that describe a --checkpoint file, by the external-model setting each sets (as CheckpointFile's
 #: keywords): their argparse keywords

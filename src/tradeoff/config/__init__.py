@@ -14,10 +14,8 @@ what is allowed, and is raised before any job starts. The package, a module per 
 May import: core, storage, data, models, attacks, methods.
 """
 
-from tradeoff.core.errors import ConfigError, unknown
 from tradeoff.config.budgets import eps_label, parse_budget, parse_step, rel_step, split_budget, sweep_labels
 from tradeoff.config.catalog import Catalog
-from tradeoff.core.spec import spec_digest
 from tradeoff.config.load import (
     ALL_ATTACKS,
     AUTOATTACK_FAMILY,
@@ -33,6 +31,8 @@ from tradeoff.config.load import (
     validate_schema,
 )
 from tradeoff.config.resolve import check_evaluation, load_catalog, resolve, with_external
+from tradeoff.core.errors import ConfigError, unknown
+from tradeoff.core.spec import spec_digest
 
 __all__ = ["ALL_ATTACKS", "AUTOATTACK_FAMILY", "CORRUPTIONS_TYPE", "Catalog", "ConfigError", "DEFAULT_CONFIG",
            "PSEUDO_COLUMNS", "REFERENCE_DIR", "ROOT", "SCHEMA", "check_evaluation", "eps_label", "load_catalog",

@@ -23,19 +23,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tradeoff.core.errors import ConfigError
-from tradeoff.data.roots import GeneratedDataRoot
-from tradeoff.models.declared import PretrainedError, pretrained_checkpoint_path, pretrained_setting
-from tradeoff.core.settings import runtime_settings
-from tradeoff.core.spec import AttackSpec, AuditSpec, ExternalSpec, FrozenDict, RunSpec, _Spec, freeze
-from tradeoff.core.targets import TargetSpec
-from tradeoff.storage.layout import Layout, ready_marker
-from tradeoff.config.design import merge
 from tradeoff.config.budgets import parse_budget, rel_step, split_budget, sweep_labels
-from tradeoff.core.errors import unknown
+from tradeoff.config.design import merge
 from tradeoff.config.load import ALL_ATTACKS, PSEUDO_COLUMNS, REFERENCE_DIR
 from tradeoff.config.scale import corruption_set, resolve_attack
+from tradeoff.core.errors import ConfigError, unknown
+from tradeoff.core.settings import runtime_settings
+from tradeoff.core.spec import AttackSpec, AuditSpec, ExternalSpec, FrozenDict, RunSpec, freeze
+from tradeoff.core.targets import TargetSpec
+from tradeoff.data.roots import GeneratedDataRoot
+from tradeoff.models.declared import PretrainedError, pretrained_checkpoint_path, pretrained_setting
 from tradeoff.storage.atomic import sha256_file
+from tradeoff.storage.layout import Layout, ready_marker
+
 
 @dataclass
 class Catalog:

@@ -8,14 +8,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tradeoff.core.errors import ConfigError
+from tradeoff.config.budgets import MAX_EPS, parse_budget, split_budget, sweep_labels
+from tradeoff.config.load import ALL_ATTACKS, CORRUPTIONS_TYPE, PSEUDO_COLUMNS
+from tradeoff.core.errors import ConfigError, unknown
 from tradeoff.core.params import TEXT, Param
 from tradeoff.core.settings import runtime_settings
 from tradeoff.core.spec import AttackSpec
 from tradeoff.core.targets import PLOTS, Attacks, TargetSpec, check_analysis
-from tradeoff.config.budgets import MAX_EPS, parse_budget, split_budget, sweep_labels
-from tradeoff.core.errors import unknown
-from tradeoff.config.load import ALL_ATTACKS, CORRUPTIONS_TYPE, PSEUDO_COLUMNS
 
 #: what every entry of attacks: and train_attacks: has besides its type's parameters (its budget is resolved per run)
 ENTRY_KEYS = ("type", "eps", "norm", "shards")

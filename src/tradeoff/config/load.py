@@ -10,9 +10,8 @@ from typing import Any, Iterable
 import yaml
 
 from tradeoff.attacks.declared.autoattack import COMPONENTS
-from tradeoff.core.errors import ConfigError, did_you_mean
-from tradeoff.core.spec import CORRUPTIONS_TYPE
 from tradeoff.config.design import expand, merge
+from tradeoff.core.errors import ConfigError, did_you_mean
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -12,13 +12,9 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from tradeoff.core import ranges
-from tradeoff.core.errors import ConfigError
-from tradeoff.storage.layout import Layout
-from tradeoff.core.spec import AttackSpec, ExternalSpec, RunSpec
-from tradeoff.core.targets import TargetSpec
+from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
+from tradeoff.config.budgets import _RELATIVE, parse_budget, split_budget
 from tradeoff.config.catalog import Catalog
-from tradeoff.core.spec import spec_digest
 from tradeoff.config.checks import (
     _check_arch_map,
     _check_attack,
@@ -31,9 +27,6 @@ from tradeoff.config.checks import (
     _check_target,
     _lookup,
 )
-from tradeoff.config.budgets import _RELATIVE, parse_budget, split_budget
-from tradeoff.core.errors import unknown
-from tradeoff.core.params import ATTACK
 from tradeoff.config.load import (
     CORRUPTIONS_TYPE,
     DEFAULT_CONFIG,
@@ -45,13 +38,19 @@ from tradeoff.config.load import (
     validate_schema,
 )
 from tradeoff.config.scale import corruption_set, resolve_attack, scale_run
-from tradeoff.storage.atomic import WriteError, atomic_write_text
-from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
+from tradeoff.core import ranges
+from tradeoff.core.errors import ConfigError, unknown
+from tradeoff.core.params import ATTACK
+from tradeoff.core.spec import AttackSpec, ExternalSpec, RunSpec, spec_digest
+from tradeoff.core.targets import TargetSpec
 from tradeoff.data.declared import DECLARED as DATASET_DECLARATIONS
 from tradeoff.data.declared import SPLIT_SIZES, corruption_dataset_names, dataset_names
 from tradeoff.methods import METHODS
 from tradeoff.models.declared import PRETRAINED, model_names
 from tradeoff.models.zoo_names import FORMATS, canonical_arch, layouts, parse_normalize
+from tradeoff.storage.atomic import WriteError, atomic_write_text
+from tradeoff.storage.layout import Layout
+
 
 def load_catalog(paths: Iterable[str | Path] | None = None, *, write_cache: bool = False) -> Catalog:
     """The resolved catalog of these config files, from the cache of an earlier resolution when there is one.

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from tradeoff.config.budgets import _RELATIVE, MAX_EPS, parse_budget, parse_step, rel_step
+from tradeoff.config.checks import _check_eps
+from tradeoff.config.load import AUTOATTACK_FAMILY, CORRUPTIONS_TYPE
 from tradeoff.core.errors import ConfigError
 from tradeoff.core.params import Params
 from tradeoff.core.spec import AttackSpec
-from tradeoff.storage.layout import Layout
-from tradeoff.config.budgets import MAX_EPS, _RELATIVE, parse_budget, parse_step, rel_step
-from tradeoff.config.checks import _check_eps
-from tradeoff.config.load import AUTOATTACK_FAMILY, CORRUPTIONS_TYPE
 from tradeoff.models.declared import PRETRAINED
+from tradeoff.storage.layout import Layout
+
 
 def scaled_arch(mapping: str | dict | None, arch: str) -> str:
     """A run's architecture at a scale: ``scale_map.arch`` is null (keep it), one architecture for every run, or a

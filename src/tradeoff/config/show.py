@@ -11,13 +11,13 @@ from typing import Any, Iterable
 import yaml
 
 from tradeoff.attacks.declared import DECLARED as ATTACK_DECLARATIONS
-from tradeoff.core.errors import ConfigError, unknown
-from tradeoff.core.spec import thaw
 from tradeoff.config.catalog import Catalog
 from tradeoff.config.design import _method, _sweep, _table
 from tradeoff.config.load import CORRUPTIONS_TYPE, load_yaml, merge
-from tradeoff.config.scale import resolve_attack
 from tradeoff.config.resolve import RUN_DEFAULTS
+from tradeoff.config.scale import resolve_attack
+from tradeoff.core.errors import ConfigError, unknown
+from tradeoff.core.spec import thaw
 from tradeoff.methods import METHODS
 
 #: where a resolved run setting that differs from what its files wrote comes from: the scale's mapping

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from tradeoff.core.errors import ConfigError, did_you_mean
-from tradeoff.core.ranges import Range, check as check_range
+from tradeoff.core.ranges import Range
+from tradeoff.core.ranges import check as check_range
 from tradeoff.core.spec import AttackSpec, FrozenDict, attack_spec, freeze
 
 # The kinds of value a parameter takes.

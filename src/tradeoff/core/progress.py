@@ -43,7 +43,6 @@ class Bar:
         self.bar = None
         if stream.isatty() if terminal is None else terminal:
             from tqdm import tqdm
-
             from tqdm.contrib.logging import logging_redirect_tqdm
 
             self.bar = tqdm(total=total, desc=desc, unit=unit, initial=initial, leave=leave, file=stream,

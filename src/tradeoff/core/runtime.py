@@ -20,7 +20,6 @@ from tradeoff.core import gpus
 from tradeoff.core.errors import ConfigError
 from tradeoff.core.settings import runtime_settings
 
-
 #: the scales at which ``device: auto`` falls back to the CPU when no GPU is visible (see Runtime.from_config)
 CPU_SCALES = ("demo", "smoke", "rehearsal")
 #: CUDA_VISIBLE_DEVICES values that hide a node's GPUs on purpose (the test suite's, a user's choice of the CPU)

@@ -18,9 +18,9 @@ mapping in the run's spec (a method reads its own as the fields of its declared 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import json
-import enum
 import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping

@@ -20,7 +20,6 @@ from tradeoff.core.errors import ConfigError
 from tradeoff.core.registry import Registry
 from tradeoff.core.spec import AttackSpec, FrozenDict, NamedParams, _Spec, freeze, thaw
 
-
 # ----------------------------------------------------------------------------------------------- target specs
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from tradeoff.data.cache import cached, fingerprint
 from tradeoff.data.corruption_sets import CorruptedTestSets, CorruptionSets
 from tradeoff.data.decode import decode
 from tradeoff.data.fetch import download_command, expected_md5, fetch_files, verified_folder
-from tradeoff.data.roots import MARKER as GENERATED_MARKER
 from tradeoff.data.registry import DATASETS, Data, DatasetError, DatasetSpec, dataset
+from tradeoff.data.roots import MARKER as GENERATED_MARKER
 
 tv_utils = LazyModule("torchvision.datasets.utils")
 _scipy_io = LazyModule("scipy.io")

@@ -13,10 +13,10 @@ import numpy as np
 import torch
 
 from tradeoff.data.cache import cached, fingerprint
+from tradeoff.data.declared import DECLARED
 from tradeoff.data.decode import decode
 from tradeoff.data.fetch import download_command
 from tradeoff.data.hendrycks import CORRUPTIONS
-from tradeoff.data.declared import DECLARED
 from tradeoff.data.registry import Data, DatasetError, label_tensor, unit_float
 
 

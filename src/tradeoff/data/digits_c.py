@@ -50,7 +50,8 @@ from tradeoff.core.lazy_imports import LazyModule
 from tradeoff.data.cache import cache_fingerprint, cached
 from tradeoff.data.corruption_sets import CorruptedTestSets
 from tradeoff.data.fetch import verified_folder
-from tradeoff.data.hendrycks import CORRUPTIONS as ALL_CORRUPTIONS, SEVERITIES
+from tradeoff.data.hendrycks import CORRUPTIONS as ALL_CORRUPTIONS
+from tradeoff.data.hendrycks import SEVERITIES
 from tradeoff.data.registry import DATASETS, Data, DatasetSpec, dataset, label_tensor, unit_float
 
 ndi = LazyModule("scipy.ndimage")

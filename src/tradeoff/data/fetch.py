@@ -13,8 +13,9 @@ from pathlib import Path
 
 from tradeoff.core.lazy_imports import LazyModule
 from tradeoff.data import generated
-from tradeoff.data.roots import MARKER as GENERATED_MARKER, GeneratedDataRoot
 from tradeoff.data.registry import DatasetError, DatasetSpec
+from tradeoff.data.roots import MARKER as GENERATED_MARKER
+from tradeoff.data.roots import GeneratedDataRoot
 
 tv_utils = LazyModule("torchvision.datasets.utils")
 

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+
 from tradeoff.data.hendrycks import CORRUPTIONS, SEVERITIES
 from tradeoff.data.roots import MARKER
 

@@ -14,7 +14,6 @@ from torch import nn
 
 from tradeoff.core.spec import AttackSpec
 
-
 #: the grey levels of the constant images probed (0.5 is the mid-grey image, within L-inf 0.5 of every image in
 #: [0, 1]^d and within L2 eps of x where ||x - 0.5||_2 <= eps)
 PROBE_LEVELS = tuple(k / 10 for k in range(11))

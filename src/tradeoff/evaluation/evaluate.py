@@ -28,8 +28,14 @@ from tradeoff.attacks.loop import run_attack
 from tradeoff.core.spec import AttackSpec, spec_digest
 from tradeoff.evaluation.bound import bound_record, constant_probes, whole_range
 from tradeoff.evaluation.load import ModelSource, load_model, model_settings
-from tradeoff.evaluation.records import (metrics_record, predictions_record, record, write_json, write_metrics,
-                                         write_suite)
+from tradeoff.evaluation.records import (
+    metrics_record,
+    predictions_record,
+    record,
+    write_json,
+    write_metrics,
+    write_suite,
+)
 from tradeoff.evaluation.shards import SHARD_FORMAT, shard_range
 from tradeoff.evaluation.state import EvalState, state_key
 from tradeoff.storage.atomic import sha256_file

@@ -27,14 +27,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from tradeoff.storage import checkpoint
 from tradeoff import models
-from tradeoff.models import zoo_names as zoo
-from tradeoff.storage.atomic import sha256_file
-from tradeoff.storage.checkpoint import CheckpointError
 from tradeoff.core.spec import ExternalSpec, thaw
 from tradeoff.data.declared import DECLARED as DATASET_DECLARATIONS
 from tradeoff.models import adapters
+from tradeoff.models import zoo_names as zoo
+from tradeoff.storage import checkpoint
+from tradeoff.storage.atomic import sha256_file
+from tradeoff.storage.checkpoint import CheckpointError
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from tradeoff.storage import checkpoint
 from tradeoff import models
+from tradeoff.storage import checkpoint
 
 
 def load(path: str | Path, device: torch.device | str = "cpu") -> tuple[nn.Module, dict]:

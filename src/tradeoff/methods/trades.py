@@ -19,7 +19,8 @@ from tradeoff.attacks.base import frozen, project, steepest_step
 from tradeoff.attacks.declared.base import attack_passes
 from tradeoff.core.lazy_imports import LazyModule
 from tradeoff.core.params import NUMBER, TEXT, Param
-from tradeoff.core.passes import F as FORWARD, G, TRAIN1, TRAIN2, Passes
+from tradeoff.core.passes import TRAIN1, TRAIN2, G, Passes
+from tradeoff.core.passes import F as FORWARD
 from tradeoff.core.ranges import at_least
 from tradeoff.core.spec import AttackSpec
 from tradeoff.methods.base import register

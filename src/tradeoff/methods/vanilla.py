@@ -21,7 +21,8 @@ from typing import Callable
 from tradeoff.attacks.declared.base import attack_passes
 from tradeoff.core.lazy_imports import LazyModule
 from tradeoff.core.params import FLAG, NUMBER, TEXT, Param
-from tradeoff.core.passes import BW, NONE, F as FORWARD
+from tradeoff.core.passes import BW, NONE
+from tradeoff.core.passes import F as FORWARD
 from tradeoff.core.ranges import PROBABILITY
 from tradeoff.methods.base import register
 from tradeoff.methods.clp import softmax_distance

@@ -46,8 +46,8 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
-from tradeoff.storage import checkpoint
 from tradeoff.models.declared import (
     PRETRAINED,
     TINY_VIT,
@@ -55,7 +55,7 @@ from tradeoff.models.declared import (
     pretrained_checkpoint_path,
 )
 from tradeoff.models.registry import MODELS, PRETRAINED_MODELS
-from torch.nn import functional as F
+from tradeoff.storage import checkpoint
 
 # torchvision's model zoo is imported where a network is built, not here (that import costs ~2.4 CPU-s).
 

@@ -37,7 +37,11 @@ from typing import Any
 
 from tradeoff.attacks.declared.base import (
     attack_passes as declared_attack_passes,
+)
+from tradeoff.attacks.declared.base import (
     evaluation_passes as declared_evaluation_passes,
+)
+from tradeoff.attacks.declared.base import (
     priced_settings,
 )
 from tradeoff.audit.jobs import audit_targets, audited_models, protocol_pairs, surrogate_for

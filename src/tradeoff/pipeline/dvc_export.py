@@ -33,10 +33,10 @@ from pathlib import Path
 
 import yaml
 
-from tradeoff.core.spec import json_digest
-from tradeoff.config import Catalog
-from tradeoff.storage.layout import ready_marker
 from tradeoff.audit import jobs as audit_jobs
+from tradeoff.config import Catalog
+from tradeoff.core.spec import json_digest
+from tradeoff.storage.layout import ready_marker
 
 PACKAGE = Path(__file__).resolve().parents[1]  # src/tradeoff
 SOURCES = PACKAGE.parent                   # src

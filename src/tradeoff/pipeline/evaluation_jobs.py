@@ -162,8 +162,8 @@ def evaluation(catalog: cfg.Catalog, model_id: str, jobs=(), *, seed: int = 0, *
     """The :class:`tradeoff.evaluation.evaluate.Evaluation` of a catalog's model under ``jobs``: its model
     (Catalog.model_location, tradeoff.evaluation.load.source_for), test examples, device (runtime.device; always fp32), batch size
     (runtime.eval_batch_size) and scale. ``mode``: ``shard`` or ``suite``."""
-    from tradeoff.evaluation.evaluate import Evaluation
     from tradeoff.core.runtime import Runtime
+    from tradeoff.evaluation.evaluate import Evaluation
 
     runtime = Runtime.from_config(catalog.runtime_settings, catalog.scale)  # device, CPU threads
     return Evaluation(source_for(*catalog.model_location(model_id)), catalog.data_root, tuple(jobs), device=runtime.device.type,

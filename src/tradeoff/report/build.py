@@ -16,10 +16,11 @@ import json
 import os
 from pathlib import Path
 
+from tradeoff.config import Catalog
+from tradeoff.report import claims, table_model, table_render, tables
+from tradeoff.report import what_ran as ran
 from tradeoff.storage.atomic import atomic_write_text
 from tradeoff.storage.layout import Layout
-from tradeoff.config import Catalog
-from tradeoff.report import claims, what_ran as ran, tables, table_model, table_render
 
 
 def target_inputs(catalog: Catalog, name: str) -> list[Path]:

@@ -22,7 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tradeoff.config import PSEUDO_COLUMNS, Catalog, parse_budget
-from tradeoff.report import records, stats, what_ran as ran, table_model
+from tradeoff.report import records, stats, table_model
+from tradeoff.report import what_ran as ran
 from tradeoff.storage.atomic import atomic_path, atomic_write_text
 
 # A flag of a cell: (table, row, column, protocol) -> bool. One entry here is one column of the file (True/False,

@@ -44,7 +44,8 @@ import numpy as np
 
 from tradeoff.config import Catalog, load_yaml
 from tradeoff.core.errors import ConfigError
-from tradeoff.report import what_ran as ran, stats, table_model
+from tradeoff.report import stats, table_model
+from tradeoff.report import what_ran as ran
 from tradeoff.report.records import ReportError, _entry, measurement, read_json
 
 KINDS = ("better", "not_worse", "trend", "front")

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from tradeoff.storage import curves as live
 from tradeoff.config import Catalog
-from tradeoff.report import what_ran as ran, records, stats, table_model, table_notes
+from tradeoff.core.targets import TargetSpec
+from tradeoff.report import records, stats, table_model, table_notes
+from tradeoff.report import what_ran as ran
 from tradeoff.report.kinds import figure_kind
 from tradeoff.report.labels import (
     _LEARNER as LEARNER_CURVE,
+)
+from tradeoff.report.labels import (
     curve_axis_label,
     curve_label,
     curve_scale,
@@ -33,7 +36,8 @@ from tradeoff.report.style import (
     plt,
 )
 from tradeoff.report.table_model import load_reference
-from tradeoff.core.targets import TargetSpec
+from tradeoff.storage import curves as live
+
 
 def read_predictions(catalog: Catalog, run: str, attack: str) -> dict | None:
     """A run's per-example predictions under an attack (labels, robust_correct bits), or None if not yet made;
@@ -98,7 +102,6 @@ def plot_scatter(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
 def plot_bars(catalog: Catalog, name: str, target: TargetSpec, axes) -> None:
     names = _labels(catalog, name)
     ax = axes[0]
-    reference = load_reference(catalog, target.reference) if target.reference else {}
     rows, columns = target.rows, list(target.columns.items())
     width = 0.8 / max(len(columns), 1)
     xs = np.arange(len(rows))

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from tradeoff.storage.layout import read_analysis
 from tradeoff.config import Catalog
+from tradeoff.core.targets import TargetSpec
 from tradeoff.report import stats
 from tradeoff.report.kinds import figure_kind
 from tradeoff.report.style import FOOTNOTE, axes_legend
-from tradeoff.core.targets import TargetSpec
+from tradeoff.storage.layout import read_analysis
 
 CLEAN, ADV, BOUND, BOUND_EPS, COS = "tab:blue", "tab:orange", "tab:red", "tab:purple", "tab:green"
 PANELS = 4

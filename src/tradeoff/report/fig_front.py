@@ -12,12 +12,20 @@ of the panels.
 from __future__ import annotations
 
 from tradeoff.config import Catalog
+from tradeoff.core.targets import TargetSpec
 from tradeoff.report import what_ran as ran
 from tradeoff.report.kinds import figure_kind
-from tradeoff.report.style import (POINT_LABEL, error_bars, errors, figure_legend, interval_note, measured, palette,
-                                   percent_limits)
+from tradeoff.report.style import (
+    POINT_LABEL,
+    error_bars,
+    errors,
+    figure_legend,
+    interval_note,
+    measured,
+    palette,
+    percent_limits,
+)
 from tradeoff.report.table_model import read_metric
-from tradeoff.core.targets import TargetSpec
 
 MARKERS = "osD^v<>pXh*"
 

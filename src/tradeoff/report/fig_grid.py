@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tradeoff.storage.layout import read_analysis
 from tradeoff.config import Catalog
-from tradeoff.report.kinds import figure_kind
-from tradeoff.report import what_ran as ran
-from tradeoff.report.style import FOOTNOTE, plt
 from tradeoff.core.targets import TargetSpec
+from tradeoff.report import what_ran as ran
+from tradeoff.report.kinds import figure_kind
+from tradeoff.report.style import FOOTNOTE, plt
+from tradeoff.storage.layout import read_analysis
+
 
 def _rule(data: dict, labels: dict[str, str]) -> str:
     cond = data["condition"]

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from tradeoff.storage.layout import read_analysis
 from tradeoff.config import Catalog
-from tradeoff.report.kinds import figure_kind
-from tradeoff.report import what_ran as ran
-from tradeoff.report.style import FOOTNOTE, figure_legend, plt
 from tradeoff.core.targets import TargetSpec
+from tradeoff.report import what_ran as ran
+from tradeoff.report.kinds import figure_kind
+from tradeoff.report.style import FOOTNOTE, figure_legend, plt
+from tradeoff.storage.layout import read_analysis
 
 SOURCES = {"nt": ("made against the NT learner", "tab:orange"), "at": ("made against the AT learner", "tab:blue")}
 

@@ -29,6 +29,7 @@ from matplotlib.path import Path as Segment
 from matplotlib.text import Annotation, Text
 
 from tradeoff.config import Catalog
+from tradeoff.core.targets import TargetSpec
 from tradeoff.report import fig_basic, fig_caat_synthetic, fig_front, fig_grid, fig_tsne  # noqa: F401  (they register the kinds)
 from tradeoff.report import what_ran as ran
 from tradeoff.report.kinds import drawing, drawn
@@ -47,7 +48,7 @@ from tradeoff.report.style import (
 from tradeoff.report.table_notes import degenerate_notes, figure_notes
 from tradeoff.report.table_render import plain_text
 from tradeoff.storage.atomic import atomic_path
-from tradeoff.core.targets import TargetSpec
+
 
 def _grid_shape(n: int) -> tuple[int, int]:
     """(rows, columns) of ``n`` panels: one row up to three, two by two for four, else rows of three."""

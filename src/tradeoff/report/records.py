@@ -19,11 +19,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from tradeoff.storage import curves as live
-from tradeoff.core.errors import UserError
 from tradeoff.config import CORRUPTIONS_TYPE, Catalog, spec_digest
+from tradeoff.core.errors import UserError
+from tradeoff.storage import curves as live
 from tradeoff.storage.layout import METRICS_FORMAT, SUITE_FORMAT, Layout
 from tradeoff.storage.provenance import SidecarError, read_sidecar, training_epochs
+
 # every metrics file has these; an accuracy's file also the counts
 REQUIRED = ("format", "run", "attack", "scale", "dataset", "arch", "spec_digest", "spec", "test_examples",
             "test_size", "examples", "accuracy")

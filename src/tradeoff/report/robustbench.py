@@ -22,9 +22,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tradeoff.models import zoo_names as zoo
 from tradeoff.config import ALL_ATTACKS, Catalog
 from tradeoff.core.errors import UserError, unknown
+from tradeoff.models import zoo_names as zoo
 from tradeoff.report import records
 from tradeoff.storage.atomic import atomic_write_text
 

@@ -21,13 +21,13 @@ import os
 import re
 from pathlib import Path
 
-from tradeoff.storage.atomic import atomic_write_text
 from tradeoff.config import Catalog
-from tradeoff.report import cells, claims, what_ran as ran, tables, table_model, table_render
-from tradeoff.report.labels import claim_title, claim_words
+from tradeoff.report import cells, claims, table_model, table_render, tables
+from tradeoff.report import what_ran as ran
 from tradeoff.report.build import target_outputs
-from tradeoff.report.records import ReportError, failed_checks
-from tradeoff.report.records import measurement
+from tradeoff.report.labels import claim_title, claim_words
+from tradeoff.report.records import ReportError, failed_checks, measurement
+from tradeoff.storage.atomic import atomic_write_text
 
 SHOWN = 3  # cells listed per target and list
 

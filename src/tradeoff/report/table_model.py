@@ -14,17 +14,17 @@ from pathlib import Path
 
 from tradeoff.config import PSEUDO_COLUMNS, Catalog, load_yaml, split_budget
 from tradeoff.core.targets import Row as TargetRow
-from tradeoff.report import what_ran as ran, stats
+from tradeoff.report import stats
+from tradeoff.report import what_ran as ran
 from tradeoff.report.records import (
+    AuditFindings,
     Measurement,
     ReportError,
-    AuditFindings,
     attack_failure,
     audit_findings,
     measurement,
     training_minutes,
 )
-
 
 STRONG = "strong"
 MARK = "†"  # differs significantly from the table's compare row

@@ -11,7 +11,8 @@ import re
 
 from tradeoff.config import PSEUDO_COLUMNS, Catalog
 from tradeoff.core.spec import thaw
-from tradeoff.report import what_ran as ran, stats
+from tradeoff.report import stats
+from tradeoff.report import what_ran as ran
 from tradeoff.report.labels import column_label
 from tradeoff.report.records import training_machines
 from tradeoff.report.table_model import (

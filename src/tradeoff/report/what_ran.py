@@ -14,8 +14,8 @@ import re
 
 from tradeoff.config import PSEUDO_COLUMNS, Catalog, parse_budget, split_budget
 from tradeoff.core.spec import AttackSpec
-from tradeoff.report.labels import budget_text, column_label
 from tradeoff.core.targets import Row, TargetSpec
+from tradeoff.report.labels import budget_text, column_label
 
 #: readers' names of the datasets and architectures that a scale maps to (the others are named by their id)
 DATASET_NAMES = {"digits": "8×8 digits", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "svhn": "SVHN",

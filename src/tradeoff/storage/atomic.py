@@ -8,13 +8,11 @@ unchanged. Also a file's SHA-256 (:func:`sha256_file`; a settings dict's digest 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from tradeoff.core.errors import UserError
 

@@ -26,8 +26,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from tradeoff.storage.atomic import WriteError, atomic_write_bytes, write_error
 from tradeoff.core.errors import UserError
+from tradeoff.storage.atomic import WriteError, atomic_write_bytes, write_error
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ import json
 import math
 from pathlib import Path
 
-from tradeoff.storage.layout import RAN_ON
 from tradeoff.storage.atomic import atomic_write_text
+from tradeoff.storage.layout import RAN_ON
 
 #: the fields of an epoch's row that the clock and the machine give, not the computation: never logged here (the
 #: curves are DVC outputs); the trainer keeps them in its state (a resumed run keeps its epochs' times) and writes

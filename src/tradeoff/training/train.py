@@ -30,19 +30,19 @@ from typing import Callable
 import torch
 from torch import nn
 
-from tradeoff.storage import checkpoint
 from tradeoff import data, models
-from tradeoff.models.declared import pretrained_setting
-from tradeoff.training import learner_probes as learners
-from tradeoff.core.progress import Bar, duration
-from tradeoff.core.errors import UserError
 from tradeoff.attacks.loop import accuracy_under
-from tradeoff.storage.curves import CurveLog, clocked
-from tradeoff.methods import METHODS
-from tradeoff.storage.provenance import device_name, write_sidecar
-from tradeoff.storage.layout import Layout, RunPaths
+from tradeoff.core.errors import UserError
+from tradeoff.core.progress import Bar, duration
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import CHOOSING_MODES, CLEAN, AttackSpec, RunSpec, Selection, spec_digest
+from tradeoff.methods import METHODS
+from tradeoff.models.declared import pretrained_setting
+from tradeoff.storage import checkpoint
+from tradeoff.storage.curves import CurveLog, clocked
+from tradeoff.storage.layout import Layout, RunPaths
+from tradeoff.storage.provenance import device_name, write_sidecar
+from tradeoff.training import learner_probes as learners
 
 log = logging.getLogger(__name__)
 

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
+from tradeoff.attacks.declared.base import DECLARED, SEED, AttackDeclaration, declare, target_count
 from tradeoff.core.params import FLAG, INTEGER, LIST, NUMBER, TEXT, Param, Params
 from tradeoff.core.passes import BI, F, G, Passes
 from tradeoff.core.ranges import between, count
-from tradeoff.attacks.declared.base import DECLARED, SEED, AttackDeclaration, declare, target_count
 
 STANDARD = ("apgd-ce", "apgd-t", "fab-t", "square")
 COMPONENTS = ("apgd-ce", "apgd-dlr", "apgd-t", "fab", "fab-t", "square")

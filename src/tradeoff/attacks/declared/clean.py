@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from tradeoff.attacks.declared.base import SEED, AttackDeclaration, declare
 from tradeoff.core.params import Params
 from tradeoff.core.passes import NONE, F, Passes
-from tradeoff.attacks.declared.base import SEED, AttackDeclaration, declare
 
 
 @declare

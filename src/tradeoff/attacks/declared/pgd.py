@@ -3,11 +3,11 @@ PGD-DLR, targeted PGD): :mod:`tradeoff.attacks.pgd` says what each computes."""
 
 from __future__ import annotations
 
+from tradeoff.attacks.declared.base import SEED, STARTS, AttackDeclaration, declare, target_count
 from tradeoff.core.params import FLAG, INTEGER, NUMBER, STEP, TEXT, Param, Params
 from tradeoff.core.passes import NONE, F, G, Passes
 from tradeoff.core.ranges import at_least, count
 from tradeoff.core.spec import AttackSpec
-from tradeoff.attacks.declared.base import SEED, STARTS, AttackDeclaration, declare, target_count
 
 #: the losses the steps may ascend (tradeoff.attacks.pgd.LOSSES), and towards a target (TARGETED_LOSSES)
 LOSS_NAMES = ("ce", "cw", "dlr")

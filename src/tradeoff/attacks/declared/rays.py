@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from tradeoff.attacks.declared.base import SEED, AttackDeclaration, declare
 from tradeoff.core.params import INTEGER, NUMBER, Param, Params
 from tradeoff.core.passes import F, Passes
 from tradeoff.core.ranges import between, count
-from tradeoff.attacks.declared.base import SEED, AttackDeclaration, declare
 
 
 @declare

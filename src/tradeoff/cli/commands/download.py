@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from tradeoff import config as cfg, data
+from tradeoff import config as cfg
+from tradeoff import data
 from tradeoff.storage.atomic import atomic_write_text
 from tradeoff.storage.layout import ready_marker
 

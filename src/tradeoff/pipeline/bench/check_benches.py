@@ -13,13 +13,13 @@ from pathlib import Path
 import torch
 
 from tradeoff import models
+from tradeoff.attacks.loop import run_attack
+from tradeoff.core.spec import Norm
+from tradeoff.evaluation.load import load_model, source_for
 from tradeoff.pipeline.bench.check_steps import configured
 from tradeoff.pipeline.bench.synthetic import SHAPES, synthetic_batch
 from tradeoff.pipeline.bench.train import bench_train, write_bench
 from tradeoff.pipeline.costs import ASSUMED_FRACTION, UnknownCost, device_key, planned_epoch_seconds, step_passes
-from tradeoff.core.spec import Norm
-from tradeoff.attacks.loop import run_attack
-from tradeoff.evaluation.load import load_model, source_for
 
 #: (run, batch size, label) timed by bench-train, by value: the paper's shape (batch 128, and WRN-34-10, the catalog's
 #: wrn-32-10: the same network) first, then batch 512

@@ -10,10 +10,10 @@ from typing import Any
 
 import torch
 
-from tradeoff.core.runtime import Runtime
 from tradeoff.attacks.loop import run_attack
-from tradeoff.evaluation.load import RunModel, load_model
+from tradeoff.core.runtime import Runtime
 from tradeoff.data import load_run_data
+from tradeoff.evaluation.load import RunModel, load_model
 from tradeoff.report.stats import mcnemar
 from tradeoff.storage.layout import bits
 from tradeoff.training.train import train

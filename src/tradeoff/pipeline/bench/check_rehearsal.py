@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from tradeoff.config import load_catalog
 from tradeoff.pipeline.costs import PEAK_TFLOPS, JobSizes, device_key
 from tradeoff.storage.provenance import training_epochs
-from tradeoff.config import load_catalog
 
 #: the rehearsal scale (issue 23: every paper-scale setting, amounts capped), its target here, and what this check
 #: undoes of its caps: the paper's batch sizes and its attacks at full strength (null: each run's own setting)

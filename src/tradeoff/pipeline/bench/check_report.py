@@ -11,9 +11,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tradeoff.storage.atomic import atomic_write_text
 from tradeoff.pipeline.bench.check_imports import missing
 from tradeoff.pipeline.bench.check_rehearsal import REHEARSAL, REHEARSAL_TARGET
+from tradeoff.storage.atomic import atomic_write_text
 
 
 def measured(report: dict) -> bool:

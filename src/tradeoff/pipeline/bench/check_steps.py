@@ -17,10 +17,10 @@ from typing import Callable, Iterator
 import torch
 
 from tradeoff import models
-from tradeoff.pipeline.bench.synthetic import SHAPES, synthetic_batch
-from tradeoff.methods import METHODS
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import RunSpec, freeze
+from tradeoff.methods import METHODS
+from tradeoff.pipeline.bench.synthetic import SHAPES, synthetic_batch
 
 #: |loss difference| <= rel x |loss| + abs; the weight updates' cosine >= cosine, their norms within norm_rel
 TOLERANCES = {

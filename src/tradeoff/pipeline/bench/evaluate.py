@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import re
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -24,7 +25,6 @@ from tradeoff.attacks.loop import run_attack
 from tradeoff.evaluation.evaluate import channels_last
 from tradeoff.evaluation.load import RunModel, load_model, model_settings
 from tradeoff.storage.provenance import provenance
-import os
 
 # rough cost order of attack types, so that the longest jobs start first
 COST_ORDER = ["autoattack", "square", "fab-t", "fab", "apgd-t", "t-pgd", "apgd-dlr", "apgd-ce", "pgd", "cw",

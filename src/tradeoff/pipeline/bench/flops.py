@@ -15,14 +15,14 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop, sdpa_flop
 
 from tradeoff import models
-from tradeoff.config import Catalog
 from tradeoff.attacks import frozen
-from tradeoff.pipeline.bench.synthetic import SHAPES, TEST_SIZES, TRAIN_SIZES, synthetic_batch, synthetic_method
-from tradeoff.pipeline.costs import pass_key
+from tradeoff.config import Catalog
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import RunSpec
 from tradeoff.data import corruption_dataset, corruption_dataset_names
 from tradeoff.data.hendrycks import SEVERITIES
+from tradeoff.pipeline.bench.synthetic import SHAPES, TEST_SIZES, TRAIN_SIZES, synthetic_batch, synthetic_method
+from tradeoff.pipeline.costs import pass_key
 
 
 class _GlobalOnly:

@@ -10,10 +10,10 @@ from typing import Any
 import torch
 
 from tradeoff import models
-from tradeoff.config import Catalog
 from tradeoff.attacks import frozen
-from tradeoff.pipeline.bench.synthetic import SHAPES, synthetic_batch, synthetic_method
+from tradeoff.config import Catalog
 from tradeoff.core.runtime import Runtime
+from tradeoff.pipeline.bench.synthetic import SHAPES, synthetic_batch, synthetic_method
 
 
 def _median_interleaved(fns: dict[str, Any], repeats: int) -> dict[str, float]:

@@ -8,11 +8,11 @@ from __future__ import annotations
 import torch
 
 from tradeoff import models
+from tradeoff.core.runtime import Runtime
+from tradeoff.core.spec import RunSpec
 from tradeoff.data.declared import DECLARED as DATASET_DECLARATIONS
 from tradeoff.data.declared import SPLIT_SIZES
 from tradeoff.methods import METHODS
-from tradeoff.core.runtime import Runtime
-from tradeoff.core.spec import RunSpec
 
 TRAIN_SIZES = {name: sizes[0] for name, sizes in SPLIT_SIZES.items()}
 TEST_SIZES = {name: sizes[1] for name, sizes in SPLIT_SIZES.items()}

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import torch
 
-from tradeoff.storage.atomic import atomic_write_text
+from tradeoff.core.runtime import Runtime
+from tradeoff.core.spec import RunSpec
 from tradeoff.pipeline.bench.flops import step_flops_per_example
 from tradeoff.pipeline.bench.synthetic import TRAIN_SIZES, synthetic_batch, synthetic_method
 from tradeoff.pipeline.costs import device_key, peak_tflops
+from tradeoff.storage.atomic import atomic_write_text
 from tradeoff.storage.provenance import provenance
-from tradeoff.core.runtime import Runtime
-from tradeoff.core.spec import RunSpec
 
 
 def bench_train(run_id: str, spec: RunSpec, *, runtime: Runtime, batch_size: int | None = None, steps: int = 20,
