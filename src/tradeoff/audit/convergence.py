@@ -12,23 +12,12 @@ from tradeoff.attacks.base import add_counts, judge
 from tradeoff.attacks.loop import batch_seed
 from tradeoff.audit.auditor import Auditor, apgd, steps_of
 from tradeoff.audit.registry import check
-from tradeoff.audit.verdicts import accuracy, both, compare, finding, pct, worst
+from tradeoff.audit.verdicts import accuracy, both, check_both_norms, compare, finding, pct, worst
 from tradeoff.core.spec import AttackSpec
 from tradeoff.storage.layout import bits
 
 
-@check("steps", group="convergence", needs_gradients=True)
-def steps(audit: Auditor) -> dict:
-    return _steps_check(audit, "steps", audit.attack)
-
-
-@check("steps-l2", group="convergence", needs_gradients=True)
-def steps_l2(audit: Auditor) -> dict:
-    if audit.l2 is None:
-        return finding("steps-l2", "L2: the attack against APGD-L2", "", "", "skip", "no L2 budget for the dataset")
-    return _steps_check(audit, "steps-l2", audit.l2)
-
-
+@check_both_norms("steps", "L2: the attack against APGD-L2", group="convergence", needs_gradients=True)
 def _steps_check(audit: Auditor, name: str, spec: dict) -> dict:
     """The attack as configured against APGD-CE (a step size that decays, so more iterations do not cycle) at
     each multiple of its steps."""
@@ -92,18 +81,7 @@ def restarts(audit: Auditor) -> dict:
                    "(or APGD / AutoAttack)", curve=curve, flattened=flattened, added=added, **stats)
 
 
-@check("losses", group="convergence", finds_only=True)
-def losses(audit: Auditor) -> dict:
-    return _losses_check(audit, "losses", audit.attack)
-
-
-@check("losses-l2", group="convergence", finds_only=True)
-def losses_l2(audit: Auditor) -> dict:
-    if audit.l2 is None:
-        return finding("losses-l2", "L2: the loss", "", "", "skip", "no L2 budget for the dataset")
-    return _losses_check(audit, "losses-l2", audit.l2)
-
-
+@check_both_norms("losses", "L2: the loss", group="convergence", finds_only=True)
 def _losses_check(audit: Auditor, name: str, spec: AttackSpec) -> dict:
     s, tag, k = audit.settings, audit.tag(spec), steps_of(spec)
     base = audit.base_of(spec)
@@ -126,18 +104,7 @@ def _losses_check(audit: Auditor, name: str, spec: AttackSpec) -> dict:
                    accuracies=results, strongest=loss, **stats)
 
 
-@check("targeted", group="convergence", finds_only=True)
-def targeted(audit: Auditor) -> dict:
-    return _targeted_check(audit, "targeted", audit.attack)
-
-
-@check("targeted-l2", group="convergence", finds_only=True)
-def targeted_l2(audit: Auditor) -> dict:
-    if audit.l2 is None:
-        return finding("targeted-l2", "L2: multi-targeted PGD", "", "", "skip", "no L2 budget for the dataset")
-    return _targeted_check(audit, "targeted-l2", audit.l2)
-
-
+@check_both_norms("targeted", "L2: multi-targeted PGD", group="convergence", finds_only=True)
 def _targeted_check(audit: Auditor, name: str, spec: AttackSpec) -> dict:
     """The multi-targeted attack: PGD on the targeted margin towards each of the classes ranked next."""
     s, classes, tag, k = audit.settings, audit.model_classes(), audit.tag(spec), steps_of(spec)

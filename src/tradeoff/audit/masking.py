@@ -20,7 +20,7 @@ from tradeoff.attacks.loop import batch_seed
 from tradeoff.audit.adaptive import ROUNDING, adaptive
 from tradeoff.audit.auditor import Auditor, apgd, steps_of
 from tradeoff.audit.registry import check
-from tradeoff.audit.verdicts import accuracy, compare, finding, group_of, pct, worst
+from tradeoff.audit.verdicts import accuracy, check_both_norms, compare, finding, group_of, pct, worst
 from tradeoff.core.spec import AttackSpec
 from tradeoff.storage.layout import bits
 
@@ -205,19 +205,7 @@ def fgsm(audit: Auditor) -> dict:
                    pgd=accuracy(base), **stats)
 
 
-@check("eps", group="masking")
-def eps(audit: Auditor) -> dict:
-    return _eps_check(audit, "eps", audit.attack)
-
-
-@check("eps-l2", group="masking")
-def eps_l2(audit: Auditor) -> dict:
-    if audit.l2 is None:
-        return finding("eps-l2", "L2: robust accuracy against the budget", "", "", "skip",
-                       "no L2 budget for the dataset")
-    return _eps_check(audit, "eps-l2", audit.l2)
-
-
+@check_both_norms("eps", "L2: robust accuracy against the budget", group="masking")
 def _eps_check(audit: Auditor, name: str, spec: AttackSpec) -> dict:
     s, eps, norm = audit.settings, spec.eps, spec.norm
     grey, top = grey_budget(norm, audit.x), must_fail_budget(norm, audit.x)
@@ -332,18 +320,7 @@ def _black_box_check(audit: Auditor, name: str, square: AttackSpec | None, at: A
                                    "AutoAttack (Square included) and attack through BPDA/EOT", at)
 
 
-@check("transfer", group="masking")
-def transfer(audit: Auditor) -> dict:
-    return _transfer_check(audit, "transfer", audit.attack)
-
-
-@check("transfer-l2", group="masking")
-def transfer_l2(audit: Auditor) -> dict:
-    if audit.l2 is None:
-        return finding("transfer-l2", "L2: transfer", "", "", "skip", "no L2 budget for the dataset")
-    return _transfer_check(audit, "transfer-l2", audit.l2)
-
-
+@check_both_norms("transfer", "L2: transfer", group="masking")
 def _transfer_check(audit: Auditor, name: str, spec: AttackSpec) -> dict:
     tag = audit.tag(spec)
     title = f"Transfer from a surrogate against white-box attacks{tag}"
@@ -368,18 +345,7 @@ def _transfer_check(audit: Auditor, name: str, spec: AttackSpec) -> dict:
                                    spec)
 
 
-@check("random", group="masking")
-def random(audit: Auditor) -> dict:
-    return _random_check(audit, "random", audit.attack)
-
-
-@check("random-l2", group="masking")
-def random_l2(audit: Auditor) -> dict:
-    if audit.l2 is None:
-        return finding("random-l2", "L2: random sampling", "", "", "skip", "no L2 budget for the dataset")
-    return _random_check(audit, "random-l2", audit.l2)
-
-
+@check_both_norms("random", "L2: random sampling", group="masking")
 def _random_check(audit: Auditor, name: str, spec: AttackSpec) -> dict:
     """``random_samples`` points drawn uniformly in the eps-ball of each example (clipped to [0, 1]): an example
     any of them breaks is broken. Against the white-box worst case per example: random points that find what
@@ -426,18 +392,7 @@ def decision(audit: Auditor) -> dict:
                                    "their gradients are masked; attack through BPDA/EOT", at)
 
 
-@check("bpda", group="masking")
-def bpda(audit: Auditor) -> dict:
-    return _bpda_check(audit, "bpda", audit.attack)
-
-
-@check("bpda-l2", group="masking")
-def bpda_l2(audit: Auditor) -> dict:
-    if audit.l2 is None:
-        return finding("bpda-l2", "L2: BPDA", "", "", "skip", "no L2 budget for the dataset")
-    return _bpda_check(audit, "bpda-l2", audit.l2)
-
-
+@check_both_norms("bpda", "L2: BPDA", group="masking")
 def _bpda_check(audit: Auditor, name: str, spec: AttackSpec) -> dict:
     """Where masking is suspected (the gradients unusable or not predicting the loss, a check of the masking
     group not passing so far, or a model that names a ``preprocess``), the adaptive attacks: BPDA (the identity

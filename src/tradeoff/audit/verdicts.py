@@ -7,9 +7,9 @@ not significant is a warning). Per-example robust flags are strings of ``0`` and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
-from tradeoff.audit.registry import CHECKS, GROUPS
+from tradeoff.audit.registry import CHECKS, GROUPS, check
 
 SEVERITY = {"skip": 0, "pass": 1, "warn": 2, "fail": 3}
 WORD = {"skip": "n/a", "pass": "pass", "warn": "warn", "fail": "fail"}
@@ -29,6 +29,27 @@ def finding(name: str, title: str, rule: str, source: str, verdict: str, summary
     return {"name": name, "group": group_of(name), "title": title, "rule": rule, "source": source,
             "verdict": verdict, "summary": summary, "next": next_step if verdict in ("warn", "fail") else "",
             "numbers": numbers}
+
+
+def check_both_norms(name: str, l2_title: str, *, group: str, **flags: bool):
+    """Register the decorated ``fn(auditor, name, spec) -> finding`` twice: as the check ``name`` at the audit's
+    attack, and as ``<name>-l2`` at its L2 budget (skipped, titled ``l2_title``, where the dataset has none)."""
+    def add(fn: Callable[[Any, str, Any], dict]) -> Callable[[Any, str, Any], dict]:
+        def at_attack(audit) -> dict:
+            return fn(audit, name, audit.attack)
+
+        def at_l2(audit) -> dict:
+            if audit.l2 is None:
+                return finding(f"{name}-l2", l2_title, "", "", "skip", "no L2 budget for the dataset")
+            return fn(audit, f"{name}-l2", audit.l2)
+
+        for run in (at_attack, at_l2):  # a check belongs to the module of its code
+            run.__module__ = fn.__module__
+        check(name, group=group, **flags)(at_attack)
+        check(f"{name}-l2", group=group, **flags)(at_l2)
+        return fn
+
+    return add
 
 
 def worst(verdicts) -> str:

@@ -12,6 +12,7 @@ import yaml
 from tradeoff.attacks.declared.autoattack import COMPONENTS
 from tradeoff.config.design import expand, merge
 from tradeoff.core.errors import ConfigError, did_you_mean
+from tradeoff.core.spec import CORRUPTIONS_TYPE  # noqa: F401  (the configuration's name for it: re-exported)
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -31,7 +32,7 @@ AUTOATTACK_FAMILY = (*COMPONENTS, "autoattack")
 
 # An entry of `attacks:` of this type (tradeoff.core.spec.CORRUPTIONS_TYPE) is not an attack: it measures NROB on the
 # corruption dataset it names (mapped by `corruption_map` at smaller scales; tradeoff.data.corruptions); a table column
-# names it as any attack.# (CORRUPTIONS_TYPE, imported above)
+# names it as any attack (CORRUPTIONS_TYPE, imported above).
 
 
 # The evaluation job of every attack of a run (runtime.eval_unit: run): its files are metrics/<run>/all.json etc.

@@ -14,7 +14,9 @@ from pathlib import Path
 import torch
 
 # the modules that define datasets register them on import (tests/test_data.py: every declared dataset, in order)
-from tradeoff.data import archive_sets, digits_c, torchvision_sets  # noqa: F401
+# isort: off
+from tradeoff.data import torchvision_sets, archive_sets, digits_c  # noqa: F401  (this order: the registry's)
+# isort: on
 from tradeoff.data.corruption_sets import CorruptedTestSets
 from tradeoff.data.declared import corruption_dataset_names, dataset_names
 from tradeoff.data.fetch import ensure_downloaded, verified_folder

@@ -19,7 +19,9 @@ from torch import nn
 
 # the model modules register their architectures (tradeoff.models.registry); the adapters import torchvision's model
 # zoo only when a network is built, so importing them here is cheap
-from tradeoff.models import adapters, resnet, small, wideresnet  # noqa: F401
+# isort: off
+from tradeoff.models import small, resnet, wideresnet, adapters  # noqa: F401  (this order: the registry's)
+# isort: on
 from tradeoff.models.declared import model_names
 from tradeoff.models.registry import MODELS, PRETRAINED_MODELS
 
