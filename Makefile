@@ -36,7 +36,7 @@ smoke: install
 
 # Every core: pytest-xdist, each test module one unit of work (tests/conftest.py).
 test: install
-	$(BIN)/python -m pytest -q -n auto --dist loadgroup --no-loadscope-reorder
+	$(BIN)/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder
 
 # The same demo through DVC (dvc.yaml and jobs.json: `tradeoff export-dvc`; docs/dvc.md), one stage at a time. It
 # records what it ran in dvc.lock; `dvc push` then sends the results to the remote `localremote`.

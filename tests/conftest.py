@@ -6,10 +6,10 @@ must neither break a test nor be changed by one): the session works from a fresh
 at the end the three folders are compared with a snapshot taken at the start. Anything created, modified or
 deleted there fails the session, naming the paths.
 
-`make test` runs the suite on every core (pytest-xdist, ``-n auto --dist loadgroup``): each test module is one unit of
-work (its module fixtures computed once), the tests that share the smoke build (``smoke_clone``) one unit, the real
-SLURM cluster another; the longest units are handed out first (:func:`pytest_collection_modifyitems`), so the
-smoke build starts at once while the other worker takes the modules one by one.
+`make test` runs the suite on every core (pytest-xdist, ``-n auto``): each test module is one unit of work (its
+module fixtures computed once), the two modules that share the smoke build one unit, the real SLURM cluster another;
+the longest units are handed out first (:func:`pytest_collection_modifyitems`), so the smoke build starts at once
+while the other worker takes the modules one by one.
 """
 
 import hashlib
@@ -100,27 +100,36 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-#: units of work that take longest, handed out first in this order (tests/test_pipeline.py and
-#: tests/test_readme_commands.py share the smoke build: ``smoke_clone``)
+#: the test modules that share the smoke build (``smoke_clone``): one unit of work, so that it is built once
+SMOKE_MODULES = ("tests/test_pipeline.py", "tests/test_readme_commands.py")
+#: units of work that take longest, handed out first in this order
 FIRST = ("smoke", "tests/test_slurm.py")
 
 
-def _unit(item) -> str:
-    """A test's unit of work: "smoke" for every test that uses the smoke build, else its module."""
-    return "smoke" if "smoke_clone" in item.fixturenames else item.nodeid.split("::")[0].split("@")[0]
+def unit(nodeid: str) -> str:
+    """A test's unit of work under pytest-xdist: "smoke" for the modules of SMOKE_MODULES, else its module."""
+    module = nodeid.split("::")[0]
+    return "smoke" if module in SMOKE_MODULES else module
 
 
-def pytest_itemcollected(item):
-    """Its unit as an ``xdist_group`` mark, as each test is collected (before pytest-xdist's own
-    ``pytest_collection_modifyitems`` reads the marks); without xdist the mark is inert."""
-    item.add_marker(pytest.mark.xdist_group(_unit(item)))
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist hands out whole units (:func:`unit`), in collection order. (Its own ``--dist loadgroup`` groups by
+    a suffix of the node id that pytest 9.2 no longer keeps: every test was scheduled alone, and both workers built
+    the smoke build.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit(nodeid)
+
+    return ByUnit(config, log)
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """The units of FIRST first, the rest in collection order (the order xdist hands the units out in)."""
     rank = {name: i for i, name in enumerate(FIRST)}
-    items.sort(key=lambda item: rank.get(_unit(item), len(FIRST)))  # stable: collection order within a rank
+    items.sort(key=lambda item: rank.get(unit(item.nodeid), len(FIRST)))  # stable: collection order within a rank
 
 
 @pytest.fixture(scope="session")
