@@ -102,8 +102,10 @@ def pytest_sessionfinish(session, exitstatus):
 
 #: the test modules that share the smoke build (``smoke_clone``): one unit of work, so that it is built once
 SMOKE_MODULES = ("tests/test_pipeline.py", "tests/test_readme_commands.py")
-#: units of work that take longest, handed out first in this order
-FIRST = ("smoke", "tests/test_slurm.py")
+#: the units of work that take longest (`--durations` of a full run), handed out first in this order, so that no long
+#: one starts last
+FIRST = ("smoke", "tests/test_slurm.py", "tests/test_rehearsal.py", "tests/test_structure.py", "tests/test_costs.py",
+         "tests/test_rebuild.py", "tests/test_dvc.py")
 
 
 def unit(nodeid: str) -> str:

@@ -9,8 +9,8 @@ line of SKIP that names no command any more fails, so the list stays the README'
 README's commands are written for the demo scale, after `make demo` (9 minutes); they run after a smoke build (the
 README's own first command of "Running", at the smoke scale), reading `config/demo.yaml` and `results/demo` as
 `config/smoke.yaml` and `results/smoke`. Commands that run DVC run after the smoke build was adopted by DVC (its
-pipeline written by `tradeoff export-dvc` at the smoke scale for the targets they name, DVC_TARGETS, committed, then
-`make dvc-adopt`: the sequence a test below checks); the others before. After each command the clone's tracked files are put back (git), and after a DVC
+pipeline written by `tradeoff export-dvc` at the smoke scale, committed, then `make dvc-adopt`: the sequence a test
+below checks); the others before. After each command the clone's tracked files are put back (git), and after a DVC
 command that changed them, the outputs too (`dvc checkout`).
 """
 
@@ -214,16 +214,10 @@ def test_the_readme_and_docs_commands_run_as_written_in_a_fresh_clone(smoke_clon
     assert not failures, "\n\n".join(failures)
 
 
-#: the targets whose stages DVC's pipeline holds here: every stage the documents' DVC commands name (table1a's
-#: report and its group, the evaluations, training curves' metrics and plots) and Table 4's clock minutes (an
-#: uncached output). All 60 targets' stages would make DVC hash three times the files for the same commands.
-DVC_TARGETS = ("table1", "table4")
-
-
 @pytest.fixture(scope="module")
 def adopted(smoke_clone, home) -> dict:
-    """The smoke build adopted by DVC: its pipeline exported (`tradeoff export-dvc --targets` DVC_TARGETS at the smoke
-    scale) and committed, then `make dvc-adopt`; what the file times were before and after."""
+    """The smoke build adopted by DVC: its pipeline exported (`tradeoff export-dvc` at the smoke scale) and committed,
+    then `make dvc-adopt`; what the file times were before and after."""
     if not installed_stamp().exists():
         pytest.skip(f"this environment was not installed by `make install` ({installed_stamp()} is missing): `make` "
                     "in the clone would install into it")
@@ -232,8 +226,8 @@ def adopted(smoke_clone, home) -> dict:
     dry = run_bare(".venv/bin/snakemake -n --cores 2 --configfile config/smoke.yaml", clone, home, timeout=600)
     assert "Nothing to be done" in dry.stdout + dry.stderr, "Snakemake has jobs to do after the README's commands:\n" \
         + dry.stdout[-3000:]
-    export = run_bare(".venv/bin/tradeoff --config config/config.yaml --config config/smoke.yaml export-dvc "
-                      f"--targets {' '.join(DVC_TARGETS)}", clone, home)
+    export = run_bare(".venv/bin/tradeoff --config config/config.yaml --config config/smoke.yaml export-dvc", clone,
+                      home)
     assert export.returncode == 0, export.stderr[-3000:]
     subprocess.run(["git", "commit", "-qam", "the smoke scale's DVC pipeline"], cwd=clone, check=True)
     before = _times(clone)
