@@ -88,3 +88,15 @@ def job_counts(text: str) -> dict[str, int]:
         if m:
             counts[m.group(1)] = int(m.group(2))
     return counts
+
+
+def build_attack(name: str, model, *, eps: float, norm: str = "linf", **params):
+    """An attack by its registered name, its parameters as keywords: the tests' shorthand (the pipeline builds every
+    attack from its resolved AttackSpec, ``tradeoff.attacks.from_spec``)."""
+    from tradeoff import attacks
+
+    try:
+        cls = attacks.ATTACKS[name]
+    except KeyError:
+        raise attacks.AttackError(f"unknown attack {name!r}; allowed: {attacks.attack_names()}") from None
+    return cls(model, eps=eps, norm=norm, **params)

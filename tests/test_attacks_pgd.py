@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from helpers import build_attack as build
 from torch import nn
 
 from tradeoff import attacks
@@ -18,7 +19,7 @@ def test_pgd_stays_in_ball_and_box(norm, eps):
     model = _mlp()
     x = torch.rand(64, 1, 4, 4)
     y = torch.randint(0, 3, (64,))
-    x_adv = attacks.build("pgd", model, eps=eps, norm=norm, steps=7, step_size=eps / 3, seed=1).perturb(x, y)
+    x_adv = build("pgd", model, eps=eps, norm=norm, steps=7, step_size=eps / 3, seed=1).perturb(x, y)
     delta = (x_adv - x).flatten(1)
     size = delta.abs().amax(1) if norm == "linf" else delta.norm(dim=1)
     assert (size <= eps + 1e-6).all()
@@ -53,7 +54,7 @@ def test_pgd_reaches_exact_worst_case_of_linear_classifier():
     s = 2 * labels.float() - 1
     worst = x - s[:, None] * eps * w.sign()
     exact_robust = ((worst @ w + b) * s > 0)
-    x_adv = attacks.build("pgd", model, eps=eps, steps=50, step_size=eps / 10, random_start=True, seed=0).perturb(x, labels)
+    x_adv = build("pgd", model, eps=eps, steps=50, step_size=eps / 10, random_start=True, seed=0).perturb(x, labels)
     pgd_robust = model(x_adv).argmax(1) == labels
     assert torch.equal(pgd_robust, exact_robust)
     clean_correct = model(x).argmax(1) == labels
@@ -75,29 +76,29 @@ def test_steps_are_really_steps():
             return self.lin(x)
 
     m = Counting()
-    attacks.build("pgd", m, eps=0.1, steps=13, seed=0).perturb(torch.rand(5, 4), torch.zeros(5, dtype=torch.long))
+    build("pgd", m, eps=0.1, steps=13, seed=0).perturb(torch.rand(5, 4), torch.zeros(5, dtype=torch.long))
     assert len(calls) == 13  # one forward per gradient step, nothing else
     calls.clear()
-    attacks.build("pgd", m, eps=0.1, steps=4, restarts=3, seed=0).perturb(torch.rand(5, 4), torch.zeros(5, dtype=torch.long))
+    build("pgd", m, eps=0.1, steps=4, restarts=3, seed=0).perturb(torch.rand(5, 4), torch.zeros(5, dtype=torch.long))
     assert len(calls) == 3 * (4 + 1)  # with restarts, one more forward each to record which examples broke
 
 
 def test_attack_leaves_no_weight_gradients_and_restores_flags():
     model = _mlp()
-    attacks.build("pgd", model, eps=0.1, steps=3, seed=0).perturb(torch.rand(8, 1, 4, 4), torch.zeros(8, dtype=torch.long))
+    build("pgd", model, eps=0.1, steps=3, seed=0).perturb(torch.rand(8, 1, 4, 4), torch.zeros(8, dtype=torch.long))
     assert all(p.grad is None and p.requires_grad for p in model.parameters())
 
 
 def test_seeded_attack_is_deterministic():
     model = _mlp()
     x, y = torch.rand(16, 1, 4, 4), torch.randint(0, 3, (16,))
-    a = attacks.build("pgd", model, eps=0.1, steps=3, seed=5).perturb(x, y)
-    b = attacks.build("pgd", model, eps=0.1, steps=3, seed=5).perturb(x, y)
+    a = build("pgd", model, eps=0.1, steps=3, seed=5).perturb(x, y)
+    b = build("pgd", model, eps=0.1, steps=3, seed=5).perturb(x, y)
     assert torch.equal(a, b)
 
 
 def test_unknown_attack_and_parameter_are_named():
     with pytest.raises(attacks.AttackError, match="unknown attack 'nope'; allowed"):
-        attacks.build("nope", _mlp(), eps=0.1)
+        build("nope", _mlp(), eps=0.1)
     with pytest.raises(attacks.AttackError, match=r"pgd\.stepz: unknown parameter of attack 'pgd'; did you mean 'steps'"):
-        attacks.build("pgd", _mlp(), eps=0.1, stepz=3)
+        build("pgd", _mlp(), eps=0.1, stepz=3)

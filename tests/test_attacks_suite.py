@@ -7,6 +7,7 @@ import warnings
 
 import pytest
 import torch
+from helpers import build_attack
 from torch import nn
 
 from tradeoff import attacks
@@ -63,7 +64,7 @@ def test_output_in_ball_and_box_and_no_stronger_than_clean(name, norm, eps, batc
     params = dict(FAST[name])
     if name == "autoattack":  # keep the ensemble cheap here; its standard run is checked below
         params["components"] = ["apgd-ce", "fab-t"]
-    attack = attacks.build(name, model, eps=eps, norm=norm, seed=1, **params)
+    attack = build_attack(name, model, eps=eps, norm=norm, seed=1, **params)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         x_adv = attack.perturb(x, y)
@@ -112,7 +113,7 @@ def test_linf_attack_reaches_exact_worst_case_of_linear_classifier(name, params)
     labels[flip] = 1 - labels[flip]
     s = 2 * labels.float() - 1
     exact_robust = (flat @ w + b) * s - eps * w.abs().sum() > 0
-    robust = attacks.build(name, model, eps=eps, seed=0, **params).robust(x, labels)
+    robust = build_attack(name, model, eps=eps, seed=0, **params).robust(x, labels)
     assert torch.equal(robust, exact_robust), (robust != exact_robust).sum()
     assert exact_robust.float().mean() < (model(x).argmax(1) == labels).float().mean()
 
@@ -122,16 +123,16 @@ def test_fgsm_lands_on_the_worst_case_corner():
     x = (torch.rand(50, 20) * 0.8 + 0.1).view(50, 1, 4, 5)
     labels = (x.flatten(1) @ w + b > 0).long()
     s = 2 * labels.float() - 1
-    x_adv = attacks.build("fgsm", model, eps=0.05).perturb(x, labels)
+    x_adv = build_attack("fgsm", model, eps=0.05).perturb(x, labels)
     assert torch.allclose(x_adv.flatten(1), x.flatten(1) - s[:, None] * 0.05 * w.sign(), atol=1e-6)
 
 
 def test_mim_default_step_and_momentum_normalisation():
     model = _cnn()
-    mim = attacks.build("mim", model, eps=0.1)
+    mim = build_attack("mim", model, eps=0.1)
     assert mim.step() == pytest.approx(0.01) and mim.momentum == 1.0 and mim.random_start is False
-    assert attacks.build("fgsm", model, eps=0.1).step() == pytest.approx(0.1)
-    assert attacks.build("cw", model, eps=0.1).kappa == 50.0
+    assert build_attack("fgsm", model, eps=0.1).step() == pytest.approx(0.1)
+    assert build_attack("cw", model, eps=0.1).kappa == 50.0
 
 
 def test_targeted_pgd_tries_the_top_classes_in_order():
@@ -142,7 +143,7 @@ def test_targeted_pgd_tries_the_top_classes_in_order():
         logits = model(x)
     y = logits.argmax(1)
     runner_up = logits.argsort(1, descending=True)[:, 1]
-    x_adv = attacks.build("t-pgd", model, eps=0.3, steps=20, step_size=0.05, target_classes=1, seed=0).perturb(x, y)
+    x_adv = build_attack("t-pgd", model, eps=0.3, steps=20, step_size=0.05, target_classes=1, seed=0).perturb(x, y)
     with torch.no_grad():
         pred = model(x_adv).argmax(1)
     moved = pred != y
@@ -161,7 +162,7 @@ def test_autoattack_equals_the_authors_run_example_by_example():
     eps = 0.02
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ours = attacks.build("autoattack", model, eps=eps, seed=3)
+        ours = build_attack("autoattack", model, eps=eps, seed=3)
         robust = ours.robust(x, y)
         reference = AutoAttack(model, eps=eps, norm="Linf", seed=3, version="standard", device="cpu")
         x_ref, _ = reference.run_standard_evaluation(x, y, batch_size=len(x))
@@ -171,7 +172,7 @@ def test_autoattack_equals_the_authors_run_example_by_example():
         assert ours.breakdown["square"] == int(robust.sum())
         assert 0 < robust.sum() < ours.breakdown["apgd-ce"] < len(x)  # the later components matter here
         for kind in ("apgd-ce", "apgd-dlr", "apgd-t", "fab-t"):
-            alone = attacks.build(kind, model, eps=eps, seed=3).robust(x, y)
+            alone = build_attack(kind, model, eps=eps, seed=3).robust(x, y)
             ref = AutoAttack(model, eps=eps, norm="Linf", seed=3, version="standard", device="cpu")
             ref.attacks_to_run = [kind]
             x_ref, _ = ref.run_standard_evaluation(x, y, batch_size=len(x))
@@ -203,19 +204,19 @@ def test_autoattack_resumes_from_saved_progress():
     saved = _Saved()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        full = attacks.build("autoattack", model, eps=0.03, seed=5, **params).robust(x, y, saved)
+        full = build_attack("autoattack", model, eps=0.03, seed=5, **params).robust(x, y, saved)
         assert saved.saves == ["apgd-ce", "apgd-dlr", "fab-t"]
         # a job killed after APGD-CE: its file holds the first save only
         first = _Saved()
-        attacks.build("autoattack", model, eps=0.03, seed=5, components=["apgd-ce"]).robust(x, y, first)
+        build_attack("autoattack", model, eps=0.03, seed=5, components=["apgd-ce"]).robust(x, y, first)
         first.data["components"] = params["components"]
         resumed = _Saved()
         resumed.data = first.data
-        again = attacks.build("autoattack", model, eps=0.03, seed=5, **params).robust(x, y, resumed)
+        again = build_attack("autoattack", model, eps=0.03, seed=5, **params).robust(x, y, resumed)
     assert resumed.saves == ["apgd-dlr", "fab-t"]
     assert torch.equal(full, again)
     with pytest.raises(attacks.AttackError, match="another batch"):
-        attacks.build("autoattack", model, eps=0.03, seed=6, **params).robust(x, y, resumed)
+        build_attack("autoattack", model, eps=0.03, seed=6, **params).robust(x, y, resumed)
 
 
 @pytest.mark.parametrize("name", ["apgd-ce", "apgd-dlr", "apgd-t", "t-pgd", "mim", "fgsm"])
@@ -229,7 +230,7 @@ def test_training_use_without_seed_is_reproducible_and_keeps_the_global_stream(n
 
     def once():
         torch.manual_seed(123)
-        out = attacks.build(name, model, eps=0.1, **params).perturb(x, y)
+        out = build_attack(name, model, eps=0.1, **params).perturb(x, y)
         return out, torch.rand(3)
 
     a, after_a = once()
@@ -246,8 +247,8 @@ def test_apgd_best_loss_mode_perturbs_every_example():
     model = _cnn()
     x = torch.rand(8, 1, 8, 8)
     y = (model(x).argmax(1) + 1) % 10  # all misclassified: the default mode leaves them unperturbed
-    default = attacks.build("apgd-ce", model, eps=0.1, steps=5, seed=0).perturb(x, y)
-    best = attacks.build("apgd-ce", model, eps=0.1, steps=5, seed=0, best_loss=True).perturb(x, y)
+    default = build_attack("apgd-ce", model, eps=0.1, steps=5, seed=0).perturb(x, y)
+    best = build_attack("apgd-ce", model, eps=0.1, steps=5, seed=0, best_loss=True).perturb(x, y)
     assert torch.equal(default, x)
     assert ((best - x).flatten(1).abs().amax(1) > 0).all()
     assert (best - x).abs().max() <= 0.1 + 1e-6
@@ -257,7 +258,7 @@ def test_components_and_names():
     assert set(COMPONENTS) <= set(attacks.attack_names())
     assert STANDARD == ("apgd-ce", "apgd-t", "fab-t", "square")
     with pytest.raises(attacks.AttackError, match=r"autoattack\.components\[0\]: must be one of \[.*\], got .nope."):
-        attacks.build("autoattack", _cnn(), eps=0.1, components=["nope"]).perturb(torch.rand(2, 1, 8, 8),
+        build_attack("autoattack", _cnn(), eps=0.1, components=["nope"]).perturb(torch.rand(2, 1, 8, 8),
                                                                                  torch.zeros(2, dtype=torch.long))
 
 

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from helpers import build_attack
 
 from tradeoff import config as cfg
 from tradeoff.core.runtime import Runtime
@@ -64,14 +65,14 @@ def test_input_only_pgd_step_is_cheaper_than_with_weight_gradients():
     """An attack's backward computes no weight gradients (the weight-gradient matmuls are about 1/3 of a step), nor
     leaves any behind. Counted in FLOPs through the attack itself, not timed (a time ratio depends on the machine's
     load): PGD-1's step costs less than a forward and a backward that also computes the weights' gradients."""
-    from tradeoff import attacks, models
+    from tradeoff import models
     from tradeoff.pipeline.bench.flops import count_flops
     from tradeoff.pipeline.bench.synthetic import synthetic_batch
 
     torch.manual_seed(0)
     model = models.create_model("small_cnn", 10, in_channels=1, image_size=8).eval()
     x, y = synthetic_batch("digits", 16, torch.device("cpu"))
-    pgd = attacks.build("pgd", model, eps=0.1, steps=1, step_size=0.1, random_start=False)
+    pgd = build_attack("pgd", model, eps=0.1, steps=1, step_size=0.1, random_start=False)
     with count_flops() as attack:
         pgd.perturb(x, y)
     delta = torch.zeros_like(x, requires_grad=True)

@@ -8,10 +8,10 @@ import copy
 
 import pytest
 import torch
+from helpers import build_attack
 from methods_support import SMOKE, TinyBN, build, digits, with_method
 from torch import nn
 
-from tradeoff import attacks
 from tradeoff import config as cfg
 from tradeoff.attacks import from_spec
 from tradeoff.attacks.base import random_start
@@ -182,7 +182,7 @@ def test_cw_start_unclipped_only_when_asked():
     model = nn.Sequential(nn.Flatten(), nn.Linear(16, 10))
     x, y = torch.zeros(64, 1, 4, 4), torch.randint(0, 10, (64,))  # black images: half the start leaves [0, 1]
     for clip in (True, False):
-        attack = attacks.build("cw", model, eps=0.1, steps=3, step_size=0.03, clip_start=clip, seed=0)
+        attack = build_attack("cw", model, eps=0.1, steps=3, step_size=0.03, clip_start=clip, seed=0)
         start = x + attack.start_point(x, attack.generator(x.device))
         assert (start.min() < 0) == (not clip)
         x_adv = attack.perturb(x, y)
@@ -450,8 +450,8 @@ def test_zero_gradient_steps_stay_finite():
     with torch.no_grad():
         model[1].weight.zero_()
     x, y = torch.rand(8, 1, 4, 4), torch.randint(0, 10, (8,))
-    assert torch.equal(attacks.build("mim", model, eps=0.1).perturb(x, y), x)
-    out = attacks.build("pgd", model, eps=0.5, norm="l2", steps=3, step_size=0.1, random_start=False).perturb(x, y)
+    assert torch.equal(build_attack("mim", model, eps=0.1).perturb(x, y), x)
+    out = build_attack("pgd", model, eps=0.5, norm="l2", steps=3, step_size=0.1, random_start=False).perturb(x, y)
     assert torch.equal(out, x)
 
 

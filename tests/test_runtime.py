@@ -4,8 +4,8 @@ import contextlib
 
 import pytest
 import torch
+from helpers import build_attack
 
-from tradeoff import attacks
 from tradeoff import config as cfg
 from tradeoff.core.runtime import Runtime
 from tradeoff.methods import METHODS
@@ -73,7 +73,7 @@ def test_pgd_at_step_in_bf16_keeps_fp32_weights_and_the_threat_model():
     assert torch.isfinite(torch.tensor(loss)) and update.abs().sum() > 0
     model = create_model("resnet18", 10, in_channels=1, image_size=8).eval()
     with Runtime(CPU, bf16=True).autocast():
-        x_adv = attacks.build("pgd", model, eps=0.3, steps=3, seed=0).perturb(x, y)
+        x_adv = build_attack("pgd", model, eps=0.3, steps=3, seed=0).perturb(x, y)
     assert x_adv.dtype == torch.float32
     assert (x_adv - x).abs().max() <= 0.3 + 1e-6 and x_adv.min() >= 0 and x_adv.max() <= 1
 

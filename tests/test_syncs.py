@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import ROOT
+from helpers import ROOT, build_attack
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from tradeoff import attacks, models
 from tradeoff import config as cfg
+from tradeoff import models
 from tradeoff.core.params import ATTACK
 from tradeoff.core.runtime import Runtime
 from tradeoff.core.spec import MethodSpec, RunSpec
@@ -144,7 +144,7 @@ def test_attack_steps_read_no_device_value(kind, params):
     model = models.create_model("small_cnn", 10, in_channels=1, image_size=8).eval()
     x, y = synthetic_batch("digits", 8, CPU)
     norm = params.pop("norm", "linf") if "norm" in params else "linf"
-    attack = attacks.build(kind, model, eps=0.3 if norm == "linf" else 1.0, norm=norm, seed=0, **params)
+    attack = build_attack(kind, model, eps=0.3 if norm == "linf" else 1.0, norm=norm, seed=0, **params)
     with Syncs() as syncs:
         attack.perturb(x, y)
     assert syncs.sites == [], syncs.sites

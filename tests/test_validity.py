@@ -14,7 +14,7 @@ import warnings
 import pytest
 import torch
 import yaml
-from helpers import ROOT
+from helpers import ROOT, build_attack
 from report_fixtures import outcomes, write_measurement
 from torch import nn
 
@@ -166,14 +166,14 @@ def test_autoattack_counts_the_nan_images_of_a_nan_gradient_model_as_not_broken(
     saved = _Saved()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        aa = attacks.build("autoattack", nan_model, eps=eps, norm=norm, seed=3, components=["apgd-ce"], steps=5)
+        aa = build_attack("autoattack", nan_model, eps=eps, norm=norm, seed=3, components=["apgd-ce"], steps=5)
         robust = aa.robust(x, y, saved)
     assert robust.all()
     assert aa.invalid()["non_finite"] > 0 and aa.invalid()["invalid_examples"] == aa.invalid()["non_finite"]
     assert saved.data["invalid"] == aa.invalid()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        again = attacks.build("autoattack", nan_model, eps=eps, norm=norm, seed=3, components=["apgd-ce"], steps=5)
+        again = build_attack("autoattack", nan_model, eps=eps, norm=norm, seed=3, components=["apgd-ce"], steps=5)
         assert torch.equal(again.robust(x, y, saved), robust)  # resumed from the saved progress: nothing to run
     assert again.invalid() == aa.invalid()
 

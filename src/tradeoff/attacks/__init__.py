@@ -20,7 +20,7 @@ from tradeoff.core.lazy_imports import lazy_package
 
 #: the package's names -> the module that owns each, imported when the name is first read (spelled out in full:
 #: a DVC stage's code is the modules whose names it reads, tradeoff.pipeline.dvc_export)
-_NAMES = dict.fromkeys(["ATTACKS", "Attack", "AttackError", "attack_names", "build", "from_spec", "frozen", "project"],
+_NAMES = dict.fromkeys(["ATTACKS", "Attack", "AttackError", "attack_names", "from_spec", "frozen", "project"],
                        "tradeoff.attacks.base")
 
 __getattr__, __dir__ = lazy_package(__name__, _NAMES)

@@ -215,14 +215,6 @@ def attack_names() -> list[str]:
     return sorted(ATTACKS)
 
 
-def build(name: str, model: nn.Module, *, eps: float, norm: str = "linf", **params: Any) -> Attack:
-    try:
-        cls = ATTACKS[name]
-    except KeyError:
-        raise AttackError(f"unknown attack {name!r}; allowed: {attack_names()}") from None
-    return cls(model, eps=eps, norm=norm, **params)
-
-
 def from_spec(spec: AttackSpec, model: nn.Module, *, seed: int | None = None) -> Attack:
     """The one way to build an attack from its resolved settings (evaluation, a method's training attack, the audit,
     the bench): its type, norm, budget, step size (None: the attack's own default, ``step_for``) and the parameters its
