@@ -6,10 +6,11 @@ today, with its floor."""
 from __future__ import annotations
 
 import ast
+import json
+import os
 import re
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -223,14 +224,58 @@ def test_the_import_graph_has_no_cycle():
         visit(name)
 
 
-def test_every_module_imports_alone_in_a_fresh_interpreter():
-    def load(name):
-        out = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True, text=True)
-        return name, out.returncode, out.stderr[-2000:]
+# The third-party libraries the package imports, loaded once before the forks (importing them is most of an
+# interpreter's start-up; tradeoff's own modules are what each fork imports alone).
+THIRD_PARTY = ("numpy", "yaml", "torch", "torchvision", "scipy.stats", "matplotlib.pyplot", "pandas")
 
-    with ThreadPoolExecutor(2) as pool:
-        failed = [(n, err) for n, code, err in pool.map(load, _modules()) if code != 0]
-    assert not failed, failed
+FORKS = r"""
+import importlib, json, os, sys, traceback
+for name in sys.argv[1].split(","):
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
+assert not [m for m in sys.modules if m.split(".")[0] == "tradeoff"], "tradeoff imported before the forks"
+failed = []
+for name in sys.argv[2:]:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a fresh interpreter but for the libraries above: no module of tradeoff loaded
+        os.close(read)
+        try:
+            importlib.import_module(name)
+            code = 0
+        except BaseException:
+            os.write(write, traceback.format_exc()[-2000:].encode())
+            code = 1
+        os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as said:
+        why = said.read().decode()
+    if os.waitpid(pid, 0)[1] != 0:
+        failed.append([name, why or "exit status"])
+print(json.dumps(failed))
+"""
+
+
+def test_every_module_imports_alone_in_a_fresh_interpreter():
+    """No import cycle and no module that works only after another: each module of tradeoff imported first, in a
+    process of its own (a fork of one that loaded the third-party libraries only)."""
+    names = list(_modules())
+    out = subprocess.run([sys.executable, "-c", FORKS, ",".join(THIRD_PARTY), *names], capture_output=True,
+                         text=True, env={**os.environ, "MPLBACKEND": "Agg"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.splitlines()[-1]) == []
+
+
+def test_the_import_check_fails_on_a_cycle(tmp_path):
+    """The check above can fail: two modules that import each other's names at their tops."""
+    for name, other in (("a", "b"), ("b", "a")):
+        (tmp_path / f"cyc_{name}.py").write_text(f"from cyc_{other} import VALUE_{other.upper()}\nVALUE_{name.upper()} = 1\n")
+    out = subprocess.run([sys.executable, "-c", FORKS, "json", "cyc_a", "json"], capture_output=True, text=True,
+                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    failed = json.loads(out.stdout.splitlines()[-1])
+    assert [name for name, _ in failed] == ["cyc_a"] and "ImportError" in failed[0][1]
 
 
 LAYOUT_WORDS = ("checkpoints", "metrics", "predictions", "curves", "tables", "figures", "analysis", "logs")
