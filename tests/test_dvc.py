@@ -151,6 +151,17 @@ def test_shipped_pipeline_is_short_and_templated():
     assert cfg.load_yaml(ROOT / "params.yaml") == {}  # the experiment's overlay: empty as shipped
 
 
+def test_the_clock_minutes_are_neither_cached_nor_run_cached():
+    """Table 4's training minutes (table-clock, read from sidecars no stage depends on): ``cache: false``, and
+    ``persist: true``, which keeps the stage out of DVC's run cache (dvc.stage.cache._can_hash): without it the run
+    cache copies them into .dvc/cache at `dvc commit` and `dvc repro` and could restore an earlier build's minutes.
+    tests/test_readme_commands.py checks DVC's cache after `make dvc-adopt`; every other table is cached."""
+    declared = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    clock = declared["table-clock"]["do"]["outs"]
+    assert clock and all(how == {"cache": False, "persist": True} for out in clock for how in out.values())
+    assert all(isinstance(out, str) for out in declared["table"]["do"]["outs"])
+
+
 def test_jobs_json_holds_the_resolved_settings():
     """A job per line; a stage's params are its entry, whose `settings` are the resolved settings that Snakemake's
     rule takes as params: a run's resolved spec spelled out (what `dvc params diff` and `dvc exp show` show), the

@@ -454,7 +454,9 @@ def wall_clock(catalog: Catalog, kind: str, key: str) -> bool:
     """Whether a job's outputs carry the clock's measurements: a table (or a group's table) with a training-time
     column (``train:minutes``, Table 4), whose minutes come from the runs' sidecars. Its template declares them
     uncached (``cache: false``): they differ at every rebuild, so they are not results to cache, push and pull, and a
-    faithful rebuild hashes the same in every cached output."""
+    faithful rebuild hashes the same in every cached output. They are ``persist: true`` too, which keeps their stage
+    out of DVC's run cache: that cache commits a stage's uncached outputs into ``.dvc/cache`` (at ``dvc repro`` and at
+    ``dvc commit``) and would restore an earlier build's minutes, which no dependency of the stage records."""
     if kind != "table":
         return False
     leaves = catalog.leaf_targets(key)
@@ -525,8 +527,8 @@ def pipeline(catalog: Catalog, files: list[str], items: dict, targets: list[str]
         for name, group in groups.items():
             if group["kind"] == kind:
                 do = {**stage, "deps": code_deps(COMMAND[kind], group["uses"]) + stage["deps"]}
-                if group["clock"]:  # the clock's minutes: uncached (wall_clock)
-                    do["outs"] = [{out: {"cache": False}} for out in stage["outs"]]
+                if group["clock"]:  # the clock's minutes: uncached, and no run cache (wall_clock)
+                    do["outs"] = [{out: {"cache": False, "persist": True}} for out in stage["outs"]]
                 if "params" in stage:
                     do["params"] = [{JOBS: [f"{name}.${{key}}"]}]
                 stages[name] = {"foreach": f"${{{name}}}", "do": do}
@@ -642,7 +644,7 @@ def _pipeline_text(data: dict) -> str:
         "analyze": "# a figure's analysis (t-SNE, image grid, synthetic experiment): the checkpoints of its runs",
         "table": "# reports read the folders of metrics, predictions, curves, analyses (a varying number of files per\n"
                  "# target, which DVC's templating cannot list per item); table-clock: the tables with a training\n"
-                 "# time (the clock's minutes, from the sidecars), uncached",
+                 "# time (the clock's minutes, from the sidecars), uncached and kept out of DVC's run cache (persist)",
         "figure": "# figure-<kind>: the figures drawn by one drawing module (report/fig_<kind>.py)",
         "figure_list": "# a group of figures: the list of its members",
         "claims": "# the claims' forest plot (the summary embeds it), then the summary page and cells.csv",
