@@ -6,9 +6,9 @@ own file, or minutes of work another test does).
 The harvest is generic: a shell block (```bash, sh, shell or console) added to any of those files later is run too; a
 command that cannot run here gets a line in SKIP, keyed by its text as written (its trailing comment left out), and a
 line of SKIP that names no command any more fails, so the list stays the README's. One rewrite, said here: the
-README's commands are written for the demo scale, after `make demo` (9 minutes); they run after a smoke build (the
-README's own first command of "Running", at the smoke scale), reading `config/demo.yaml` and `results/demo` as
-`config/smoke.yaml` and `results/smoke`. Commands that run DVC run after the smoke build was adopted by DVC (its
+README's commands are written for the demo scale, after `make demo` (about half an hour on a slow 2-core machine,
+docs/performance.md); they run after a smoke build (the README's own first command of "Running", at the smoke
+scale), reading `config/demo.yaml` and `results/demo` as `config/smoke.yaml` and `results/smoke`. Commands that run DVC run after the smoke build was adopted by DVC (its
 pipeline written by `tradeoff export-dvc` at the smoke scale, committed, then `make dvc-adopt`: the sequence a test
 below checks); the others before. After each command the clone's tracked files are put back (git), and after a DVC
 command that changed them, the outputs too (`dvc checkout`).
@@ -35,8 +35,8 @@ REWRITE = {"config/demo.yaml": "config/smoke.yaml", "results/demo": "results/smo
 
 GPU, CLUSTER = "needs a GPU", "submits to a SLURM cluster (tests/test_slurm.py runs it on a real one)"
 SKIP = {  # a command as written (without its comment) -> why it does not run here
-    "make demo": "installs .venv from the package registries and builds the demo (9 minutes): the smoke build stands "
-                 "for it, by the README's own command (" + SMOKE_BUILD + ")",
+    "make demo": "installs .venv from the package registries and builds the demo (about half an hour on a slow "
+                 "2-core machine): the smoke build stands for it, by the README's own command (" + SMOKE_BUILD + ")",
     "make test": "the test suite itself",
     ".venv/bin/snakemake --profile workflow/profiles/local table1": "trains the paper scale on a GPU machine (days)",
     ".venv/bin/snakemake --profile slurm table1": CLUSTER,
