@@ -7,11 +7,11 @@ The harvest is generic: a shell block (```bash, sh, shell or console) added to a
 command that cannot run here gets a line in SKIP, keyed by its text as written (its trailing comment left out), and a
 line of SKIP that names no command any more fails, so the list stays the README's. One rewrite, said here: the
 README's commands are written for the demo scale, after `make demo` (about half an hour on a slow 2-core machine,
-docs/performance.md); they run after a smoke build (the README's own first command of "Running", at the smoke
-scale), reading `config/demo.yaml` and `results/demo` as `config/smoke.yaml` and `results/smoke`. Commands that run DVC run after the smoke build was adopted by DVC (its
-pipeline written by `tradeoff export-dvc` at the smoke scale, committed, then `make dvc-adopt`: the sequence a test
-below checks); the others before. After each command the clone's tracked files are put back (git), and after a DVC
-command that changed them, the outputs too (`dvc checkout`).
+docs/performance.md); they run after a smoke build (the README's own first command of "Running", at the smoke scale),
+reading `config/demo.yaml` and `results/demo` as `config/smoke.yaml` and `results/smoke`. Commands that run DVC run
+after the smoke build was adopted by DVC (its pipeline written by `tradeoff export-dvc` at the smoke scale, committed,
+then `make dvc-adopt`: the sequence a test below checks); the others before. After each command the clone's tracked
+files are put back (git), and after a DVC command that changed them, the outputs too (`dvc checkout`).
 """
 
 from __future__ import annotations
